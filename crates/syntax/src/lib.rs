@@ -1,0 +1,129 @@
+//! Tree-sitter setup for CUDA C++ and the offset-preserving macro pre-pass.
+//!
+//! [`parse`] never fails: it returns the tree, the text tree-sitter saw, and the
+//! syntax diagnostics. The pre-pass blanks CUDA keywords and CUTLASS/CuTe attribute
+//! macros (from `grammars/macros.txt`) to spaces, so every byte offset of the tree is
+//! also an offset into the user's original text.
+
+mod diagnostics;
+mod error;
+mod macros;
+mod prepass;
+
+pub use diagnostics::{SyntaxDiagnostic, SyntaxDiagnosticKind};
+pub use error::SyntaxError;
+pub use macros::{MacroShape, MacroTable};
+pub use prepass::{Blank, BlankKind, Conditionals, Masked};
+
+use tree_sitter::{Language, Parser, Tree};
+
+/// The C++ grammar every kwb tree is built with.
+pub fn language() -> Language {
+    tree_sitter_cpp::LANGUAGE.into()
+}
+
+/// A parsed source file.
+///
+/// Invariant: `masked.len() == source.len()`, and `masked` differs from `source` only
+/// inside the ranges of `blanks`, where every byte but `\n` became a space. Node byte
+/// ranges are therefore valid in both strings.
+pub struct Parsed {
+    /// The user's text, unchanged.
+    pub source: String,
+    /// The text tree-sitter parsed.
+    pub masked: String,
+    /// The syntax tree of `masked`.
+    pub tree: Tree,
+    /// What the pre-pass blanked, in source order.
+    pub blanks: Vec<Blank>,
+    /// ERROR and MISSING nodes, in source order.
+    pub diagnostics: Vec<SyntaxDiagnostic>,
+}
+
+impl Parsed {
+    /// The text of a node as the user wrote it.
+    pub fn text(&self, node: tree_sitter::Node<'_>) -> &str {
+        &self.source[node.byte_range()]
+    }
+
+    /// The text of a node as tree-sitter saw it (blanked macros are spaces).
+    pub fn masked_text(&self, node: tree_sitter::Node<'_>) -> &str {
+        &self.masked[node.byte_range()]
+    }
+
+    /// Blanks that lie inside `range`, in source order.
+    pub fn blanks_in(&self, range: std::ops::Range<usize>) -> &[Blank] {
+        let start = self.blanks.partition_point(|b| b.range.start < range.start);
+        let end = self.blanks.partition_point(|b| b.range.start < range.end);
+        &self.blanks[start..end.max(start)]
+    }
+
+    /// Diagnostics that lie inside `range`.
+    pub fn diagnostics_in(&self, range: std::ops::Range<usize>) -> &[SyntaxDiagnostic] {
+        let start = self
+            .diagnostics
+            .partition_point(|d| d.range.start < range.start);
+        let end = self.diagnostics.partition_point(|d| d.range.start < range.end);
+        &self.diagnostics[start..end.max(start)]
+    }
+}
+
+/// Parses CUDA C++ with the built-in macro table.
+pub fn parse(source: &str) -> Parsed {
+    parse_with(source, MacroTable::builtin())
+}
+
+/// Parses CUDA C++ with the given macro table.
+///
+/// When the plain parse has syntax errors and the file has `#if` conditionals,
+/// it is parsed again keeping only the first branch of each conditional
+/// ([`Conditionals::FirstBranch`]); the parse with fewer diagnostics wins.
+pub fn parse_with(source: &str, table: &MacroTable) -> Parsed {
+    let mut parser = Parser::new();
+    parser
+        .set_language(&language())
+        .expect("the bundled tree-sitter-cpp matches the tree-sitter ABI");
+    let first = parse_masked(&mut parser, source, table, Conditionals::Keep);
+    if first.diagnostics.is_empty() || !has_conditional(source) {
+        return first;
+    }
+    let second = parse_masked(&mut parser, source, table, Conditionals::FirstBranch);
+    if second.diagnostics.len() < first.diagnostics.len() {
+        second
+    } else {
+        first
+    }
+}
+
+fn parse_masked(
+    parser: &mut Parser,
+    source: &str,
+    table: &MacroTable,
+    mode: Conditionals,
+) -> Parsed {
+    let Masked { text, blanks } = prepass::mask(source, table, mode);
+    // Without a timeout or a cancellation flag tree-sitter always returns a tree.
+    let tree = parser
+        .parse(&text, None)
+        .expect("tree-sitter returns a tree when no timeout is set");
+    let diagnostics = diagnostics::collect(&tree);
+    Parsed {
+        source: source.to_owned(),
+        masked: text,
+        tree,
+        blanks,
+        diagnostics,
+    }
+}
+
+fn has_conditional(source: &str) -> bool {
+    source.lines().any(|line| {
+        let line = line.trim_start();
+        line.strip_prefix('#')
+            .map(str::trim_start)
+            .is_some_and(|d| d.starts_with("if"))
+    })
+}
+
+#[cfg(test)]
+mod tests;
