@@ -1,0 +1,151 @@
+//! Copies whose direction decides their kind: `cute::copy(atom, src, dst)` and plain
+//! stores into shared arrays.
+
+use kwb_syntax::Parsed;
+use tree_sitter::Node;
+
+use crate::decls::Scope;
+use crate::names::{Space, base_identifier, memory_space};
+use crate::{Confidence, SiteKind};
+
+/// A classified copy.
+pub struct Classified {
+    pub kind: SiteKind,
+    pub confidence: Confidence,
+    pub note: String,
+}
+
+/// Classifies a `copy(…)` call by its copy atom and the CuTe names of its source and
+/// destination; `None` for copies that are neither loads nor epilogue traffic
+/// (shared→register operand copies, for instance).
+pub fn classify(call: Node<'_>, parsed: &Parsed, scope: &Scope<'_>) -> Option<Classified> {
+    let arguments = call.child_by_field_name("arguments")?;
+    let mut cursor = arguments.walk();
+    let args: Vec<Node<'_>> = arguments
+        .named_children(&mut cursor)
+        .filter(|n| n.kind() != "comment")
+        .collect();
+    if args.len() < 2 {
+        return None;
+    }
+    let is_local = |name: &str| scope.has(name);
+    let name = |n: Node<'_>| {
+        base_identifier(n, &parsed.masked, &is_local)
+            .map(|b| parsed.masked[b.byte_range()].to_owned())
+    };
+    let src = name(args[args.len() - 2]).unwrap_or_default();
+    let dst = name(args[args.len() - 1]).unwrap_or_default();
+    let src_space = memory_space(&src);
+    let dst_space = memory_space(&dst);
+    let letter = dst_space.or(src_space).map(|(_, l)| l);
+    let output = matches!(letter, Some('C' | 'D'));
+    if args.len() >= 3 {
+        let atom = parsed.masked[args[0].byte_range()].to_ascii_lowercase();
+        if atom.contains("tma") || atom.contains(".with(") {
+            let atom = atom.split_whitespace().collect::<String>();
+            return Some(if atom.contains("store") {
+                Classified {
+                    kind: SiteKind::Epilogue,
+                    confidence: Confidence::High,
+                    note: format!("TMA store {src} → {dst}"),
+                }
+            } else if atom.contains("load_c") || atom.contains("load_d") || output {
+                Classified {
+                    kind: SiteKind::Epilogue,
+                    confidence: Confidence::High,
+                    note: format!("TMA load of the epilogue source {src} → {dst}"),
+                }
+            } else {
+                Classified {
+                    kind: SiteKind::OperandLoad,
+                    confidence: Confidence::High,
+                    note: format!("TMA load {src} → {dst}"),
+                }
+            });
+        }
+    }
+    match (src_space.map(|s| s.0), dst_space.map(|s| s.0)) {
+        (_, Some(Space::Global)) => Some(Classified {
+            kind: SiteKind::Epilogue,
+            confidence: Confidence::Medium,
+            note: format!("copy toward global memory {src} → {dst}"),
+        }),
+        (Some(Space::Global), Some(_)) if output => Some(Classified {
+            kind: SiteKind::Epilogue,
+            confidence: Confidence::Medium,
+            note: format!("load of the epilogue source {src} → {dst}"),
+        }),
+        (Some(Space::Global), Some(space)) => Some(Classified {
+            kind: SiteKind::OperandLoad,
+            confidence: Confidence::Medium,
+            note: format!(
+                "copy global → {} {src} → {dst}",
+                if space == Space::Shared {
+                    "shared"
+                } else {
+                    "registers"
+                }
+            ),
+        }),
+        _ => None,
+    }
+}
+
+/// Plain stores of global data into a shared array (`As[ty][tx] = A[…]`).
+pub fn plain_shared_stores<'t>(
+    body: Node<'t>,
+    parsed: &Parsed,
+    scope: &Scope<'t>,
+) -> Vec<Node<'t>> {
+    let is_local = |name: &str| scope.has(name);
+    let mut out = Vec::new();
+    let mut stack = vec![body];
+    while let Some(node) = stack.pop() {
+        if node.kind() == "assignment_expression"
+            && node
+                .child_by_field_name("operator")
+                .is_some_and(|o| o.kind() == "=")
+        {
+            let left = node.child_by_field_name("left");
+            let right = node.child_by_field_name("right");
+            if let (Some(left), Some(right)) = (left, right) {
+                let target = base_identifier(left, &parsed.masked, &is_local)
+                    .and_then(|b| scope.lookup(&parsed.masked[b.byte_range()], b.start_byte()));
+                let stores_shared =
+                    left.kind() == "subscript_expression" || left.kind() == "pointer_expression";
+                if stores_shared
+                    && target.is_some_and(|t| t.shared)
+                    && reads_global(right, parsed, scope)
+                {
+                    out.push(node);
+                }
+            }
+        }
+        let mut cursor = node.walk();
+        stack.extend(node.named_children(&mut cursor));
+    }
+    out
+}
+
+/// Whether an expression subscripts or dereferences a non-shared pointer.
+fn reads_global(expr: Node<'_>, parsed: &Parsed, scope: &Scope<'_>) -> bool {
+    let mut stack = vec![expr];
+    while let Some(node) = stack.pop() {
+        if matches!(node.kind(), "subscript_expression" | "pointer_expression") {
+            if let Some(arg) = node.child_by_field_name("argument") {
+                if arg.kind() == "identifier" {
+                    let name = &parsed.masked[arg.byte_range()];
+                    if scope
+                        .lookup(name, arg.start_byte())
+                        .is_some_and(|d| !d.shared)
+                    {
+                        return true;
+                    }
+                }
+            }
+        }
+        let mut cursor = node.walk();
+        stack.extend(node.named_children(&mut cursor));
+    }
+    false
+}

@@ -1,0 +1,204 @@
+//! Function definitions: names, roles, template parameters, and local declarations.
+
+use kwb_syntax::{BlankKind, Parsed};
+use tree_sitter::Node;
+
+use crate::TemplateParam;
+
+/// A function definition and what the kernel map needs to know of it.
+pub struct Function<'t> {
+    /// The `function_definition` node.
+    pub node: Node<'t>,
+    /// Its body.
+    pub body: Option<Node<'t>>,
+    /// Name as declared.
+    pub name: String,
+    /// The last component of the name (`CollectiveMma::mma` → `mma`).
+    pub simple_name: String,
+    /// `global`, `device`, `host` or `unknown` (no execution-space keyword).
+    pub role: &'static str,
+    /// Template parameters in scope.
+    pub template_params: Vec<TemplateParam>,
+}
+
+/// Every function definition in source order (nested ones included).
+pub fn collect<'t>(parsed: &'t Parsed) -> Vec<Function<'t>> {
+    let mut out = Vec::new();
+    let mut stack = vec![parsed.tree.root_node()];
+    while let Some(node) = stack.pop() {
+        if node.kind() == "function_definition" {
+            out.push(describe(node, parsed));
+        }
+        let mut cursor = node.walk();
+        let children: Vec<_> = node.named_children(&mut cursor).collect();
+        stack.extend(children.into_iter().rev());
+    }
+    out.sort_by_key(|f| f.node.start_byte());
+    out
+}
+
+fn describe<'t>(node: Node<'t>, parsed: &Parsed) -> Function<'t> {
+    let declarator = function_declarator(node);
+    let name_node = declarator.and_then(|d| d.child_by_field_name("declarator"));
+    let name = name_node
+        .map(|n| {
+            parsed.masked[n.byte_range()]
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .unwrap_or_default();
+    let simple_name = name
+        .rsplit("::")
+        .next()
+        .unwrap_or(&name)
+        .split('<')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_owned();
+    let mut template_params = Vec::new();
+    if let Some(parent) = node.parent().filter(|p| p.kind() == "template_declaration") {
+        template_params.extend(template_parameters(parent, parsed, "function"));
+    }
+    if let Some(class_template) = enclosing_class_template(node) {
+        template_params.extend(template_parameters(class_template, parsed, "class"));
+    }
+    Function {
+        node,
+        body: node.child_by_field_name("body"),
+        name,
+        simple_name,
+        role: role(node, parsed),
+        template_params,
+    }
+}
+
+fn function_declarator(node: Node<'_>) -> Option<Node<'_>> {
+    let mut current = node.child_by_field_name("declarator")?;
+    loop {
+        if current.kind() == "function_declarator" {
+            return Some(current);
+        }
+        current = current
+            .child_by_field_name("declarator")
+            .or_else(|| current.named_child(0))?;
+    }
+}
+
+/// The execution space, from keywords and macros blanked just before or inside the
+/// function's head (a `template <…>` line may stand between).
+fn role(node: Node<'_>, parsed: &Parsed) -> &'static str {
+    let head_end = node
+        .child_by_field_name("body")
+        .map_or(node.end_byte(), |b| b.start_byte());
+    let mut start = node.start_byte();
+    // Macros before the node: walk back over blanks separated only by whitespace.
+    let before = parsed.blanks.partition_point(|b| b.range.end <= start);
+    for blank in parsed.blanks[..before].iter().rev() {
+        if parsed.masked[blank.range.end..start].trim().is_empty() {
+            start = blank.range.start;
+        } else {
+            break;
+        }
+    }
+    let mut role = "unknown";
+    for blank in parsed.blanks_in(start..head_end) {
+        let BlankKind::Macro(name) = &blank.kind else {
+            continue;
+        };
+        match name.as_str() {
+            "__global__" | "CUTLASS_GLOBAL" | "CUTE_GLOBAL" => return "global",
+            "__device__"
+            | "CUTLASS_DEVICE"
+            | "CUTE_DEVICE"
+            | "CUTLASS_HOST_DEVICE"
+            | "CUTE_HOST_DEVICE" => role = "device",
+            "__host__" | "CUTLASS_HOST" | "CUTE_HOST" if role == "unknown" => role = "host",
+            _ => {}
+        }
+    }
+    role
+}
+
+fn enclosing_class_template(node: Node<'_>) -> Option<Node<'_>> {
+    let mut current = node.parent()?;
+    loop {
+        match current.kind() {
+            "field_declaration_list" => {
+                let class = current.parent()?;
+                return class
+                    .parent()
+                    .filter(|p| p.kind() == "template_declaration");
+            }
+            "function_definition" | "translation_unit" => return None,
+            _ => current = current.parent()?,
+        }
+    }
+}
+
+fn template_parameters(
+    declaration: Node<'_>,
+    parsed: &Parsed,
+    scope: &'static str,
+) -> Vec<TemplateParam> {
+    let Some(list) = declaration.child_by_field_name("parameters") else {
+        return Vec::new();
+    };
+    let text = |n: Option<Node<'_>>| n.map(|n| squash(&parsed.source[n.byte_range()]));
+    let mut cursor = list.walk();
+    list.named_children(&mut cursor)
+        .filter(|p| p.kind() != "comment")
+        .map(|param| {
+            let (kind, name, ty, default) = match param.kind() {
+                "type_parameter_declaration" => ("type", param.named_child(0), None, None),
+                "optional_type_parameter_declaration" => (
+                    "type",
+                    param.child_by_field_name("name"),
+                    None,
+                    param.child_by_field_name("default_type"),
+                ),
+                "variadic_type_parameter_declaration" | "variadic_parameter_declaration" => {
+                    ("pack", last_identifier(param), None, None)
+                }
+                "template_template_parameter_declaration" => {
+                    ("template", last_identifier(param), None, None)
+                }
+                "optional_parameter_declaration" => (
+                    "non-type",
+                    param.child_by_field_name("declarator"),
+                    param.child_by_field_name("type"),
+                    param.child_by_field_name("default_value"),
+                ),
+                _ => (
+                    "non-type",
+                    param.child_by_field_name("declarator"),
+                    param.child_by_field_name("type"),
+                    None,
+                ),
+            };
+            TemplateParam {
+                name: text(name).unwrap_or_default(),
+                kind,
+                ty: text(ty),
+                default: text(default),
+                scope,
+            }
+        })
+        .collect()
+}
+
+fn last_identifier(node: Node<'_>) -> Option<Node<'_>> {
+    let mut found = None;
+    let mut cursor = node.walk();
+    for child in node.named_children(&mut cursor) {
+        if matches!(child.kind(), "type_identifier" | "identifier") {
+            found = Some(child);
+        }
+    }
+    found
+}
+
+fn squash(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}

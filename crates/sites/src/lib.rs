@@ -1,0 +1,55 @@
+//! The kernel map: tree-sitter queries (`grammars/queries/`) and a few structural
+//! rules turn a parsed CUDA/CUTLASS file into typed sites per kernel-like function.
+//!
+//! Pipeline of [`kernel_map`]: run the patterns once over the tree; give each hit to
+//! the innermost function holding it; classify copies by direction; add calls of
+//! same-file MMA and load wrappers; then, per function, find the K mainloops, the
+//! operands and accumulators the MMAs use (following local definitions back to the
+//! shared-memory tensor for descriptor operands), and the epilogue statements that
+//! read the accumulator after the mainloop.
+
+mod copies;
+mod decls;
+mod error;
+mod functions;
+mod mainloop;
+mod mma;
+mod model;
+mod names;
+mod patterns;
+mod report;
+
+pub use error::SitesError;
+pub use model::{Confidence, Kernel, KernelMap, Site, SiteKind, TemplateParam};
+pub use patterns::{BUILTIN as BUILTIN_QUERIES, Pattern, builtin as builtin_pattern};
+
+use kwb_syntax::{Blank, Parsed};
+use tree_sitter::Node;
+
+/// Blanks inside `node` and those just before it, separated from it only by blanks
+/// and whitespace (attribute macros stand before the node tree-sitter built).
+pub(crate) fn blanks_around<'p>(parsed: &'p Parsed, node: Node<'_>) -> &'p [Blank] {
+    let mut start = node.start_byte();
+    let before = parsed.blanks.partition_point(|b| b.range.end <= start);
+    let mut first = before;
+    for (i, blank) in parsed.blanks[..before].iter().enumerate().rev() {
+        if parsed.masked[blank.range.end..start].trim().is_empty() {
+            start = blank.range.start;
+            first = i;
+        } else {
+            break;
+        }
+    }
+    let end = parsed
+        .blanks
+        .partition_point(|b| b.range.start < node.end_byte());
+    &parsed.blanks[first..end.max(first)]
+}
+
+/// Builds the kernel map of a parsed file with the built-in patterns and `user`'s.
+pub fn kernel_map(parsed: &Parsed, user: &[Pattern]) -> KernelMap {
+    report::build(parsed, user)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,194 @@
+//! The K-tile loop: which loop around the MMAs (consumer) or the loads (producer)
+//! runs over K, and whether the first K tile is peeled before it.
+
+use std::collections::BTreeMap;
+
+use kwb_syntax::Parsed;
+use tree_sitter::Node;
+
+use crate::Confidence;
+use crate::names::{LoopHeader, loop_header};
+
+const LOOPS: [&str; 4] = [
+    "for_statement",
+    "while_statement",
+    "do_statement",
+    "for_range_loop",
+];
+
+/// A mainloop the map reports.
+pub struct Mainloop<'t> {
+    /// The loop statement.
+    pub node: Node<'t>,
+    /// How sure.
+    pub confidence: Confidence,
+    /// Why, and what it holds.
+    pub note: String,
+    /// Whether it issues MMAs (a consumer) rather than only loads (a producer).
+    pub consumer: bool,
+}
+
+/// What the search starts from, within one function.
+pub struct Seeds<'a, 't> {
+    /// MMA issues (direct or through a wrapper).
+    pub mma: &'a [Node<'t>],
+    /// Calls of functions that run MMAs inside loops of their own, with the name.
+    pub mma_callers: &'a [(Node<'t>, String)],
+    /// Global→shared loads.
+    pub loads: &'a [Node<'t>],
+}
+
+/// Finds the mainloops of the function `function`.
+pub fn find<'t>(function: Node<'t>, seeds: &Seeds<'_, 't>, parsed: &Parsed) -> Vec<Mainloop<'t>> {
+    let mut tiles: BTreeMap<usize, Mainloop<'t>> = BTreeMap::new();
+    let mut blocks: Vec<Node<'t>> = Vec::new();
+    let mut others: Vec<Node<'t>> = Vec::new();
+    let mut loose: Vec<Node<'t>> = Vec::new();
+    for &mma in seeds.mma {
+        let loops = enclosing_loops(mma, function, parsed);
+        if let Some(&(tile, _)) = loops.iter().rev().find(|(_, h)| *h == LoopHeader::KTile) {
+            tiles.entry(tile.start_byte()).or_insert(Mainloop {
+                node: tile,
+                confidence: Confidence::High,
+                note: "loop over K tiles around the MMA".to_owned(),
+                consumer: true,
+            });
+        } else if let Some(&(block, _)) = loops.iter().rev().find(|(_, h)| *h == LoopHeader::KBlock)
+        {
+            blocks.push(block);
+        } else if let Some(&(other, _)) = loops.iter().rev().find(|(_, h)| *h == LoopHeader::Other)
+        {
+            others.push(other);
+        } else {
+            loose.push(mma);
+        }
+    }
+    for (call, name) in seeds.mma_callers {
+        let loops = enclosing_loops(*call, function, parsed);
+        if let Some(&(tile, _)) = loops.iter().rev().find(|(_, h)| *h == LoopHeader::KTile) {
+            tiles.entry(tile.start_byte()).or_insert(Mainloop {
+                node: tile,
+                confidence: Confidence::Medium,
+                note: format!("loop over K tiles; calls `{name}`, which issues the MMAs"),
+                consumer: true,
+            });
+        }
+    }
+    // A k-block loop or a lone MMA before a K-tile loop is the peeled first K tile.
+    let mut peeled = Vec::new();
+    for node in blocks.iter().chain(&loose) {
+        let later = tiles
+            .values_mut()
+            .find(|t| t.node.start_byte() >= node.end_byte());
+        match later {
+            Some(tile) => peeled.push((tile.node.start_byte(), node.start_position().row + 1)),
+            None if LOOPS.contains(&node.kind()) => {
+                tiles.entry(node.start_byte()).or_insert(Mainloop {
+                    node: *node,
+                    confidence: Confidence::Medium,
+                    note: "loop over k blocks; no K-tile loop encloses it in this function"
+                        .to_owned(),
+                    consumer: true,
+                });
+            }
+            None => {}
+        }
+    }
+    for (tile, line) in peeled {
+        if let Some(t) = tiles.get_mut(&tile) {
+            let note = format!("; first K tile peeled before the loop (line {line})");
+            if !t.note.contains(&note) {
+                t.note.push_str(&note);
+            }
+        }
+    }
+    for other in others {
+        if tiles
+            .values()
+            .any(|t| contains(t.node, other) || contains(other, t.node))
+        {
+            continue;
+        }
+        tiles.entry(other.start_byte()).or_insert(Mainloop {
+            node: other,
+            confidence: Confidence::Low,
+            note: "encloses the MMA; its header names no K variable".to_owned(),
+            consumer: true,
+        });
+    }
+    for &load in seeds.loads {
+        let loops = enclosing_loops(load, function, parsed);
+        let Some(&(tile, _)) = loops.iter().rev().find(|(_, h)| *h == LoopHeader::KTile) else {
+            continue;
+        };
+        if tiles
+            .values()
+            .any(|t| contains(t.node, tile) || contains(tile, t.node))
+        {
+            continue;
+        }
+        tiles.insert(
+            tile.start_byte(),
+            Mainloop {
+                node: tile,
+                confidence: Confidence::High,
+                note: "producer loop over K tiles: issues the global→shared loads".to_owned(),
+                consumer: false,
+            },
+        );
+    }
+    tiles.into_values().collect()
+}
+
+/// Loops around `node` inside `function`, innermost first, with their header class.
+fn enclosing_loops<'t>(
+    node: Node<'t>,
+    function: Node<'t>,
+    parsed: &Parsed,
+) -> Vec<(Node<'t>, LoopHeader)> {
+    let mut out = Vec::new();
+    let mut current = node.parent();
+    while let Some(n) = current {
+        if n.id() == function.id() {
+            break;
+        }
+        if LOOPS.contains(&n.kind()) {
+            out.push((n, loop_header(header(n, parsed))));
+        }
+        current = n.parent();
+    }
+    out
+}
+
+/// The header of a loop: everything before its body (for `do`, the condition).
+pub fn header<'p>(node: Node<'_>, parsed: &'p Parsed) -> &'p str {
+    if node.kind() == "do_statement" {
+        return node
+            .child_by_field_name("condition")
+            .map_or("", |c| &parsed.masked[c.byte_range()]);
+    }
+    let end = node
+        .child_by_field_name("body")
+        .map_or(node.end_byte(), |b| b.start_byte());
+    &parsed.masked[node.start_byte()..end]
+}
+
+/// Whether `outer` contains `inner` (or is it).
+pub fn contains(outer: Node<'_>, inner: Node<'_>) -> bool {
+    outer.start_byte() <= inner.start_byte() && inner.end_byte() <= outer.end_byte()
+}
+
+/// Whether any loop lies between `node` and `function`.
+pub fn in_loop(node: Node<'_>, function: Node<'_>) -> bool {
+    let mut current = node.parent();
+    while let Some(n) = current {
+        if n.id() == function.id() {
+            return false;
+        }
+        if LOOPS.contains(&n.kind()) {
+            return true;
+        }
+        current = n.parent();
+    }
+    false
+}

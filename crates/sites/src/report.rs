@@ -1,0 +1,457 @@
+//! Assembles the kernel map: hits to functions, wrappers, mainloops, operands,
+//! accumulators and epilogues, then plain `Site`s.
+
+use std::collections::BTreeSet;
+
+use kwb_syntax::{BlankKind, Parsed};
+use tree_sitter::Node;
+
+use crate::copies;
+use crate::decls::{Decl, Scope, viewed_tensor};
+use crate::functions::{self, Function};
+use crate::mainloop::{self, Seeds};
+use crate::mma;
+use crate::patterns::{self, Mark, Pattern};
+use crate::{Confidence, Kernel, KernelMap, Site, SiteKind};
+
+/// A site before it becomes plain data.
+struct Found<'t> {
+    kind: SiteKind,
+    node: Node<'t>,
+    confidence: Confidence,
+    note: Option<String>,
+}
+
+pub fn build(parsed: &Parsed, user: &[Pattern]) -> KernelMap {
+    let functions = functions::collect(parsed);
+    let scopes: Vec<Scope<'_>> = functions
+        .iter()
+        .map(|f| Scope::of(f.node, parsed))
+        .collect();
+    let mut found: Vec<Vec<Found<'_>>> = functions.iter().map(|_| Vec::new()).collect();
+
+    for hit in patterns::run(parsed, user) {
+        let Some(owner) = owner(&functions, hit.node) else {
+            continue;
+        };
+        let scope = &scopes[owner];
+        match hit.mark {
+            Mark::Site(kind) => found[owner].push(Found {
+                kind,
+                node: hit.node,
+                confidence: match (hit.user, hit.node.kind(), kind) {
+                    (true, _, _) => Confidence::Medium,
+                    (_, "gnu_asm_expression", _) => Confidence::High,
+                    (_, "assignment_expression", _) => Confidence::Low,
+                    (_, _, SiteKind::Sync | SiteKind::Epilogue) => Confidence::Medium,
+                    _ => Confidence::High,
+                },
+                note: match (hit.user, hit.node.kind()) {
+                    (true, _) => Some("matched a user pattern".to_owned()),
+                    (_, "assignment_expression") => Some("scalar multiply-accumulate".to_owned()),
+                    _ => None,
+                },
+            }),
+            Mark::Copy => {
+                if let Some(c) = copies::classify(hit.node, parsed, scope) {
+                    found[owner].push(Found {
+                        kind: c.kind,
+                        node: hit.node,
+                        confidence: c.confidence,
+                        note: Some(c.note),
+                    });
+                }
+            }
+        }
+    }
+
+    for (i, function) in functions.iter().enumerate() {
+        let scope = &scopes[i];
+        for decl in scope.decls().iter().filter(|d| d.parameter) {
+            let grid_constant = crate::blanks_around(parsed, decl.node).iter().any(|b| {
+                matches!(&b.kind, BlankKind::Macro(n) if n.ends_with("GRID_CONSTANT") || n == "__grid_constant__")
+            });
+            if grid_constant && !found[i].iter().any(|f| f.node.id() == decl.node.id()) {
+                found[i].push(Found {
+                    kind: SiteKind::TmaDescriptor,
+                    node: decl.node,
+                    confidence: Confidence::Medium,
+                    note: Some("__grid_constant__ kernel parameter".to_owned()),
+                });
+            }
+        }
+        if let Some(body) = function.body {
+            for store in copies::plain_shared_stores(body, parsed, scope) {
+                found[i].push(Found {
+                    kind: SiteKind::OperandLoad,
+                    node: store,
+                    confidence: Confidence::Medium,
+                    note: Some("plain store of global data into a shared array".to_owned()),
+                });
+            }
+        }
+    }
+
+    let calls: Vec<Vec<(Node<'_>, String)>> =
+        functions.iter().map(|f| calls_in(f, parsed)).collect();
+    add_wrapper_calls(&functions, &calls, &mut found, SiteKind::Mma);
+    add_wrapper_calls(&functions, &calls, &mut found, SiteKind::OperandLoad);
+
+    let runs_mma: BTreeSet<&str> = functions
+        .iter()
+        .zip(&found)
+        .filter(|(_, f)| f.iter().any(|s| s.kind == SiteKind::Mma))
+        .map(|(f, _)| f.simple_name.as_str())
+        .collect();
+
+    let mut kernels = Vec::new();
+    for (i, function) in functions.iter().enumerate() {
+        let mut sites = std::mem::take(&mut found[i]);
+        let scope = &scopes[i];
+        derive(function, &calls[i], &runs_mma, scope, parsed, &mut sites);
+        if sites.is_empty() && function.role != "global" {
+            continue;
+        }
+        kernels.push(kernel(function, sites, parsed));
+    }
+    KernelMap { kernels }
+}
+
+/// Mainloops, operands, accumulators and epilogue statements of one function.
+fn derive<'t>(
+    function: &Function<'t>,
+    calls: &[(Node<'t>, String)],
+    runs_mma: &BTreeSet<&str>,
+    scope: &Scope<'t>,
+    parsed: &Parsed,
+    sites: &mut Vec<Found<'t>>,
+) {
+    let of = |kind: SiteKind, sites: &[Found<'t>]| -> Vec<Node<'t>> {
+        sites
+            .iter()
+            .filter(|s| s.kind == kind)
+            .map(|s| s.node)
+            .collect()
+    };
+    let mma_nodes = of(SiteKind::Mma, sites);
+    let loads = of(SiteKind::OperandLoad, sites);
+    let mma_callers: Vec<(Node<'t>, String)> = calls
+        .iter()
+        .filter(|(node, name)| {
+            runs_mma.contains(name.as_str())
+                && *name != function.simple_name
+                && !mma_nodes.iter().any(|m| m.id() == node.id())
+        })
+        .cloned()
+        .collect();
+    let seeds = Seeds {
+        mma: &mma_nodes,
+        mma_callers: &mma_callers,
+        loads: &loads,
+    };
+    let loops = mainloop::find(function.node, &seeds, parsed);
+    let mut accumulator_names: Vec<String> = Vec::new();
+    let mut resolved: BTreeSet<usize> = BTreeSet::new();
+    for &m in &mma_nodes {
+        let roles = mma::roles(m, parsed, scope);
+        let mma_line = m.start_position().row + 1;
+        for (letter, node) in roles.operands {
+            let name = &parsed.masked[node.byte_range()];
+            let Some(decl) = scope.lookup(name, node.start_byte()) else {
+                continue;
+            };
+            let (holder, note) = operand_holder(scope, decl, letter, mma_line, parsed);
+            if resolved.insert(holder.node.id()) {
+                sites.push(Found {
+                    kind: SiteKind::Operand,
+                    node: holder.node,
+                    confidence: Confidence::High,
+                    note: Some(note),
+                });
+            }
+        }
+        for node in roles.accumulators {
+            let name = parsed.masked[node.byte_range()].to_owned();
+            let Some(decl) = scope.lookup(&name, node.start_byte()) else {
+                continue;
+            };
+            if !accumulator_names.contains(&name) {
+                accumulator_names.push(name.clone());
+            }
+            if resolved.insert(decl.node.id()) {
+                sites.push(Found {
+                    kind: SiteKind::Accumulator,
+                    node: decl.node,
+                    confidence: Confidence::High,
+                    note: Some(format!("C/D of the MMA at line {mma_line}: `{name}`")),
+                });
+            }
+        }
+    }
+    let after = loops
+        .iter()
+        .filter(|l| l.consumer)
+        .map(|l| l.node.end_byte())
+        .max()
+        .or_else(|| mma_nodes.iter().map(|m| m.end_byte()).max());
+    for l in loops {
+        sites.push(Found {
+            kind: SiteKind::Mainloop,
+            node: l.node,
+            confidence: l.confidence,
+            note: Some(l.note),
+        });
+    }
+    if let (Some(after), Some(body)) = (after, function.body) {
+        epilogue_reads(body, after, &accumulator_names, scope, parsed, sites);
+    }
+}
+
+/// The declaration that holds an operand's values, and the chain that led there.
+fn operand_holder<'s, 't>(
+    scope: &'s Scope<'t>,
+    decl: &'s Decl<'t>,
+    letter: char,
+    mma_line: usize,
+    parsed: &Parsed,
+) -> (&'s Decl<'t>, String) {
+    let line = |d: &Decl<'_>| d.node.start_position().row + 1;
+    let mut chain = vec![format!("`{}` (line {})", decl.name, line(decl))];
+    let mut holder = decl;
+    let mut depth = 0;
+    while let Some(next) = viewed_tensor(scope, holder, parsed) {
+        chain.push(format!("`{}` (line {})", next.name, line(next)));
+        holder = next;
+        depth += 1;
+        if depth == 4 {
+            break;
+        }
+    }
+    let place = if holder.shared {
+        "shared memory"
+    } else if holder.parameter {
+        "a parameter"
+    } else {
+        "registers"
+    };
+    let note = if depth > 0 {
+        format!(
+            "operand {letter} of the MMA at line {mma_line}: consumed through the descriptor/fragment view {}; values live in {place}",
+            chain.join(" → ")
+        )
+    } else {
+        format!(
+            "operand {letter} of the MMA at line {mma_line}: `{}`, values in {place}",
+            decl.name
+        )
+    };
+    (holder, note)
+}
+
+/// Statements after `after` that read an accumulator: where it is scaled, converted or
+/// stored.
+fn epilogue_reads<'t>(
+    body: Node<'t>,
+    after: usize,
+    accumulators: &[String],
+    scope: &Scope<'t>,
+    parsed: &Parsed,
+    sites: &mut Vec<Found<'t>>,
+) {
+    if accumulators.is_empty() {
+        return;
+    }
+    let mut statements: Vec<Node<'t>> = Vec::new();
+    let mut stack = vec![body];
+    while let Some(node) = stack.pop() {
+        if node.end_byte() <= after {
+            continue;
+        }
+        if node.kind() == "identifier"
+            && node.start_byte() >= after
+            && accumulators
+                .iter()
+                .any(|a| a == &parsed.masked[node.byte_range()])
+        {
+            if let Some(statement) = enclosing_statement(node, body) {
+                if !statements.iter().any(|s| s.id() == statement.id()) {
+                    statements.push(statement);
+                }
+            }
+        }
+        let mut cursor = node.walk();
+        stack.extend(node.named_children(&mut cursor));
+    }
+    for statement in statements {
+        let text = &parsed.masked[statement.byte_range()];
+        let excluded = text.trim_start().starts_with("warpgroup_")
+            || sites.iter().any(|s| {
+                mainloop::contains(statement, s.node) || mainloop::contains(s.node, statement)
+            });
+        if excluded {
+            continue;
+        }
+        let name = accumulators
+            .iter()
+            .find(|a| crate::names::identifiers(text).any(|i| i == a.as_str()))
+            .map_or("", String::as_str);
+        let _ = scope;
+        sites.push(Found {
+            kind: SiteKind::Epilogue,
+            node: statement,
+            confidence: Confidence::Medium,
+            note: Some(format!("reads the accumulator `{name}` after the mainloop")),
+        });
+    }
+}
+
+fn enclosing_statement<'t>(node: Node<'t>, body: Node<'t>) -> Option<Node<'t>> {
+    let mut current = node.parent();
+    while let Some(n) = current {
+        if n.id() == body.id() {
+            return None;
+        }
+        if matches!(
+            n.kind(),
+            "expression_statement" | "declaration" | "return_statement"
+        ) {
+            return Some(n);
+        }
+        current = n.parent();
+    }
+    None
+}
+
+/// Adds calls of same-file functions that wrap a site of `kind` as sites of `kind`.
+/// An MMA wrapper issues its MMA outside any loop; a load wrapper issues no MMA.
+fn add_wrapper_calls<'t>(
+    functions: &[Function<'t>],
+    calls: &[Vec<(Node<'t>, String)>],
+    found: &mut [Vec<Found<'t>>],
+    kind: SiteKind,
+) {
+    for _round in 0..2 {
+        let wrappers: Vec<(String, usize)> = functions
+            .iter()
+            .zip(found.iter())
+            .filter(|(f, sites)| {
+                let direct: Vec<_> = sites.iter().filter(|s| s.kind == kind).collect();
+                !direct.is_empty()
+                    && match kind {
+                        SiteKind::Mma => direct.iter().all(|s| !mainloop::in_loop(s.node, f.node)),
+                        _ => !sites.iter().any(|s| s.kind == SiteKind::Mma),
+                    }
+            })
+            .map(|(f, _)| (f.simple_name.clone(), f.node.start_position().row + 1))
+            .collect();
+        let mut added = false;
+        for (i, function) in functions.iter().enumerate() {
+            for (call, name) in &calls[i] {
+                let Some((_, line)) = wrappers.iter().find(|(w, _)| w == name) else {
+                    continue;
+                };
+                if *name == function.simple_name
+                    || found[i].iter().any(|s| s.node.id() == call.id())
+                {
+                    continue;
+                }
+                let what = match kind {
+                    SiteKind::Mma => "issues the MMA",
+                    _ => "issues global→shared loads",
+                };
+                found[i].push(Found {
+                    kind,
+                    node: *call,
+                    confidence: Confidence::Medium,
+                    note: Some(format!("calls `{name}` (line {line}), which {what}")),
+                });
+                added = true;
+            }
+        }
+        if !added {
+            break;
+        }
+    }
+}
+
+/// Calls inside a function's body, with the callee's last name component.
+fn calls_in<'t>(function: &Function<'t>, parsed: &Parsed) -> Vec<(Node<'t>, String)> {
+    let Some(body) = function.body else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let mut stack = vec![body];
+    while let Some(node) = stack.pop() {
+        if node.kind() == "call_expression" {
+            if let Some(f) = node.child_by_field_name("function") {
+                let text = &parsed.masked[f.byte_range()];
+                let name = text.split('<').next().unwrap_or(text);
+                let name = name.rsplit(['.', ':', '>']).next().unwrap_or(name).trim();
+                out.push((node, name.to_owned()));
+            }
+        }
+        let mut cursor = node.walk();
+        stack.extend(node.named_children(&mut cursor));
+    }
+    out.sort_by_key(|(n, _)| n.start_byte());
+    out
+}
+
+/// The innermost function containing `node`.
+fn owner(functions: &[Function<'_>], node: Node<'_>) -> Option<usize> {
+    functions
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| mainloop::contains(f.node, node))
+        .max_by_key(|(_, f)| f.node.start_byte())
+        .map(|(i, _)| i)
+}
+
+fn kernel(function: &Function<'_>, found: Vec<Found<'_>>, parsed: &Parsed) -> Kernel {
+    let mut sites: Vec<Site> = found.into_iter().map(|f| site(f, parsed)).collect();
+    sites.sort_by(|a, b| {
+        (a.range.start, a.kind, a.range.end).cmp(&(b.range.start, b.kind, b.range.end))
+    });
+    sites.dedup_by(|a, b| a.kind == b.kind && a.range == b.range);
+    let range = function.node.byte_range();
+    let has_device_sites = sites.iter().any(|s| {
+        matches!(
+            s.kind,
+            SiteKind::Mma | SiteKind::OperandLoad | SiteKind::Mainloop
+        )
+    });
+    Kernel {
+        name: function.name.clone(),
+        line: function.node.start_position().row + 1,
+        end_line: function.node.end_position().row + 1,
+        role: match function.role {
+            "unknown" if has_device_sites => "device",
+            "unknown" => "host",
+            role => role,
+        },
+        template_params: function.template_params.clone(),
+        sites,
+        syntax_errors: parsed.diagnostics_in(range.clone()).len(),
+        range,
+    }
+}
+
+fn site(found: Found<'_>, parsed: &Parsed) -> Site {
+    let start = found.node.start_position();
+    let line_start = parsed.source[..found.node.start_byte()]
+        .rfind('\n')
+        .map_or(0, |p| p + 1);
+    let line_end = parsed.source[line_start..]
+        .find('\n')
+        .map_or(parsed.source.len(), |p| line_start + p);
+    Site {
+        kind: found.kind,
+        line: start.row + 1,
+        end_line: found.node.end_position().row + 1,
+        column: start.column + 1,
+        text: parsed.source[line_start..line_end].trim().to_owned(),
+        confidence: found.confidence,
+        note: found.note,
+        range: found.node.byte_range(),
+    }
+}

@@ -1,0 +1,225 @@
+use super::*;
+
+fn check(source: &str) -> KernelMap {
+    let parsed = kwb_syntax::parse(source);
+    kernel_map(&parsed, &[])
+}
+
+fn kinds(map: &KernelMap, kernel: usize) -> Vec<(SiteKind, usize)> {
+    map.kernels[kernel]
+        .sites
+        .iter()
+        .map(|s| (s.kind, s.line))
+        .collect()
+}
+
+#[test]
+fn builtin_queries_compile_and_every_capture_names_a_kind() {
+    let pattern = builtin_pattern();
+    assert!(
+        pattern.unknown_captures().is_empty(),
+        "{:?}",
+        pattern.unknown_captures()
+    );
+    for (name, text) in BUILTIN_QUERIES {
+        let one = Pattern::compile(name, text).expect(name);
+        assert!(one.unknown_captures().is_empty(), "{name}");
+        assert!(
+            text.starts_with("; Site kind:"),
+            "{name} needs a header comment"
+        );
+    }
+}
+
+#[test]
+fn user_pattern_without_site_capture_is_rejected() {
+    let err = Pattern::compile("x.scm", "(call_expression) @call")
+        .err()
+        .unwrap();
+    assert!(err.to_string().contains("captures no site kind"));
+    let err = Pattern::compile("x.scm", "(call_expression").err().unwrap();
+    assert!(err.to_string().contains("does not compile"));
+}
+
+#[test]
+fn cute_gemm_in_k_loop_with_ss_operands() {
+    let map = check(
+        r#"
+template <class TiledMma>
+CUTLASS_DEVICE void mma(TiledMma tiled_mma, FrgTensorC& accum, int k_tile_count) {
+  Tensor sA = make_tensor(make_smem_ptr(storage.smem_A.data()), SmemLayoutA{});
+  Tensor tCsA = thr_mma.partition_A(sA);
+  Tensor tCrA = thr_mma.make_fragment_A(tCsA);
+  Tensor tCrB = thr_mma.make_fragment_B(tCsB);
+  CUTLASS_PRAGMA_NO_UNROLL
+  for ( ; k_tile_count > 0; --k_tile_count) {
+    pipeline.consumer_wait(smem_pipe_read);
+    for (int k_block = 0; k_block < size<2>(tCrA); ++k_block) {
+      cute::gemm(tiled_mma, tCrA(_,_,k_block,read_stage), tCrB(_,_,k_block,read_stage), accum);
+    }
+    warpgroup_wait<0>();
+    pipeline.consumer_release(smem_pipe_release);
+  }
+}
+"#,
+    );
+    assert_eq!(map.kernels.len(), 1);
+    let k = &map.kernels[0];
+    assert_eq!(k.role, "device");
+    assert_eq!(k.template_params[0].name, "TiledMma");
+    let got = kinds(&map, 0);
+    assert!(got.contains(&(SiteKind::Mainloop, 9)), "{got:?}");
+    assert!(got.contains(&(SiteKind::Mma, 12)), "{got:?}");
+    // The SS operand A resolves to tCsA (shared), not the descriptor view tCrA.
+    assert!(got.contains(&(SiteKind::Operand, 5)), "{got:?}");
+    assert!(!got.contains(&(SiteKind::Operand, 6)), "{got:?}");
+    assert!(got.contains(&(SiteKind::Accumulator, 3)), "{got:?}");
+    assert!(got.contains(&(SiteKind::Sync, 10)), "{got:?}");
+    assert!(got.contains(&(SiteKind::Sync, 14)), "{got:?}");
+    let op = k
+        .sites
+        .iter()
+        .find(|s| s.kind == SiteKind::Operand)
+        .unwrap();
+    assert!(
+        op.note.as_deref().unwrap().contains("shared memory"),
+        "{:?}",
+        op.note
+    );
+}
+
+#[test]
+fn inline_ptx_mma_with_cp_async_and_epilogue() {
+    let map = check(
+        r#"
+__global__ void k(const bf16* A, float* C, int K) {
+  __shared__ bf16 sA[2][64 * 32];
+  unsigned a[4], b[2];
+  float acc[4] = {0.f, 0.f, 0.f, 0.f};
+  for (int kt = 0; kt < K / 32; ++kt) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" :: "r"(dst), "l"(A + kt));
+    asm volatile("cp.async.wait_group 0;\n" ::);
+    __syncthreads();
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};\n"
+      : "=f"(acc[0]), "=f"(acc[1]), "=f"(acc[2]), "=f"(acc[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]),
+        "f"(acc[0]), "f"(acc[1]), "f"(acc[2]), "f"(acc[3]));
+  }
+  C[threadIdx.x] = alpha * acc[0];
+}
+void launch() { k<<<grid, 128>>>(A, C, K); }
+"#,
+    );
+    assert_eq!(
+        map.kernels.len(),
+        1,
+        "{:?}",
+        map.kernels.iter().map(|k| &k.name).collect::<Vec<_>>()
+    );
+    let got = kinds(&map, 0);
+    assert_eq!(map.kernels[0].role, "global");
+    assert!(got.contains(&(SiteKind::Mainloop, 6)), "{got:?}");
+    assert!(got.contains(&(SiteKind::OperandLoad, 7)), "{got:?}");
+    assert!(got.contains(&(SiteKind::Sync, 8)), "{got:?}");
+    assert!(got.contains(&(SiteKind::Sync, 9)), "{got:?}");
+    assert!(got.contains(&(SiteKind::Mma, 10)), "{got:?}");
+    assert!(got.contains(&(SiteKind::Operand, 4)), "{got:?}");
+    assert!(got.contains(&(SiteKind::Accumulator, 5)), "{got:?}");
+    assert!(got.contains(&(SiteKind::Epilogue, 15)), "{got:?}");
+}
+
+#[test]
+fn dead_code_is_not_a_site_and_wrappers_count() {
+    let map = check(
+        r#"
+__device__ void mma16816(float* d, const unsigned* a, const unsigned* b) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+    : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+__global__ void k(int K) {
+  float acc[4];
+  unsigned fa[4], fb[2];
+  for (int kt = 0; kt < K; kt += 32) {
+#if 0
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 ...");
+#endif
+    mma16816(acc, fa, fb);
+  }
+}
+"#,
+    );
+    let k = map.kernels.iter().find(|k| k.name == "k").unwrap();
+    let mma: Vec<_> = k.sites.iter().filter(|s| s.kind == SiteKind::Mma).collect();
+    assert_eq!(mma.len(), 1);
+    assert_eq!(mma[0].line, 13);
+    assert!(mma[0].note.as_deref().unwrap().contains("mma16816"));
+    assert!(
+        k.sites
+            .iter()
+            .any(|s| s.kind == SiteKind::Mainloop && s.line == 9)
+    );
+}
+
+#[test]
+fn persistent_scheduler_loop_is_not_the_mainloop() {
+    let map = check(
+        r#"
+__global__ void k() {
+  while (work_tile_info.is_valid()) {
+    for (int k_tile = 0; k_tile < k_tiles; ++k_tile) {
+      cute::gemm(tiled_mma, tCrA, tCrB, accum);
+    }
+  }
+}
+"#,
+    );
+    let loops: Vec<_> = map.kernels[0]
+        .sites
+        .iter()
+        .filter(|s| s.kind == SiteKind::Mainloop)
+        .map(|s| s.line)
+        .collect();
+    assert_eq!(loops, vec![4]);
+}
+
+#[test]
+fn tma_descriptors_but_not_gmma_descriptors() {
+    let map = check(
+        r#"
+__global__ void k(const __grid_constant__ CUtensorMap tmap_a, int K) {
+  uint64_t desc = make_smem_desc(&sA[0]);
+  auto tma = make_tma_copy(SM90_TMA_LOAD{}, mA, sA_layout);
+  copy(tma.with(bar), tAgA(_, k), tAsA(_, s));
+  copy(tma_store_d, tDsD, tDgD);
+}
+"#,
+    );
+    let got = kinds(&map, 0);
+    assert!(got.contains(&(SiteKind::TmaDescriptor, 2)), "{got:?}");
+    assert!(!got.contains(&(SiteKind::TmaDescriptor, 3)), "{got:?}");
+    assert!(got.contains(&(SiteKind::TmaDescriptor, 4)), "{got:?}");
+    assert!(got.contains(&(SiteKind::OperandLoad, 5)), "{got:?}");
+    assert!(got.contains(&(SiteKind::Epilogue, 6)), "{got:?}");
+}
+
+#[test]
+fn scalar_fma_with_plain_shared_loads() {
+    let map = check(
+        r#"
+__global__ void sgemm(const float* A, const float* B, float* C, int K) {
+  __shared__ float As[16][16];
+  float acc = 0.f;
+  for (int t = 0; t < K; t += 16) {
+    As[ty][tx] = A[row * K + t + tx];
+    __syncthreads();
+    for (int k = 0; k < 16; ++k) acc += As[ty][k] * Bs[k][tx];
+    __syncthreads();
+  }
+  C[row * N + col] = acc;
+}
+"#,
+    );
+    let got = kinds(&map, 0);
+    assert!(got.contains(&(SiteKind::OperandLoad, 6)), "{got:?}");
+    assert!(got.contains(&(SiteKind::Mainloop, 5)), "{got:?}");
+}

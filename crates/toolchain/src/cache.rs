@@ -1,0 +1,124 @@
+//! The cache folder and the layout of the PyPI toolchain installed in it.
+//!
+//! The cache folder is `$KWB_CACHE_DIR`, else `$XDG_CACHE_HOME/kwb`, else
+//! `$HOME/.cache/kwb`. The pinned packages are installed with
+//! `pip install --no-deps --target <cache>/cuda-<pin hash>`, and a marker file is
+//! written last, after a successful install, so a folder without it is never used.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use crate::pins::{pin_hash, pin_list};
+use crate::{Env, Error, Result};
+
+/// The name of the marker file written into a finished install.
+pub const MARKER: &str = ".kwb-installed";
+
+/// The cache folder named by the environment.
+pub fn cache_dir(env: &Env) -> Result<PathBuf> {
+    match (&env.kwb_cache_dir, &env.xdg_cache_home, &env.home) {
+        (Some(dir), _, _) => Ok(dir.clone()),
+        (None, Some(xdg), _) => Ok(xdg.join("kwb")),
+        (None, None, Some(home)) => Ok(home.join(".cache").join("kwb")),
+        (None, None, None) => Err(Error::NoCacheDir),
+    }
+}
+
+/// The install folder of the current pins inside `cache`: `cuda-<pin hash>`.
+pub fn toolchain_dir(cache: &Path) -> PathBuf {
+    cache.join(format!("cuda-{}", pin_hash()))
+}
+
+/// Whether `target` holds a finished install of the current pins.
+pub fn is_installed(target: &Path) -> bool {
+    match fs::read_to_string(target.join(MARKER)) {
+        Ok(text) => text == pin_list(),
+        Err(_) => false,
+    }
+}
+
+/// Marks `target` as a finished install of the current pins. Call it last.
+pub fn write_marker(target: &Path) -> Result<()> {
+    let path = target.join(MARKER);
+    fs::write(&path, pin_list()).map_err(|source| Error::Io { path, source })
+}
+
+/// The CUDA home inside a pip `--target` folder: `nvidia/cu13`, holding `bin/nvcc`.
+pub fn cuda_home(target: &Path) -> PathBuf {
+    target.join("nvidia").join("cu13")
+}
+
+/// The CUTLASS source tree shipped by `nvidia-cutlass` inside a pip `--target`
+/// folder: `cutlass_library/source`, holding `include/` and `examples/`.
+pub fn cutlass_source(target: &Path) -> PathBuf {
+    target.join("cutlass_library").join("source")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(kwb: Option<&str>, xdg: Option<&str>, home: Option<&str>) -> Env {
+        Env {
+            kwb_cache_dir: kwb.map(PathBuf::from),
+            xdg_cache_home: xdg.map(PathBuf::from),
+            home: home.map(PathBuf::from),
+            ..Env::default()
+        }
+    }
+
+    #[test]
+    fn kwb_cache_dir_wins() {
+        let dir = cache_dir(&env(Some("/k"), Some("/x"), Some("/h"))).unwrap();
+        assert_eq!(dir, Path::new("/k"));
+    }
+
+    #[test]
+    fn xdg_cache_home_comes_second() {
+        let dir = cache_dir(&env(None, Some("/x"), Some("/h"))).unwrap();
+        assert_eq!(dir, Path::new("/x/kwb"));
+    }
+
+    #[test]
+    fn home_comes_last() {
+        let dir = cache_dir(&env(None, None, Some("/h"))).unwrap();
+        assert_eq!(dir, Path::new("/h/.cache/kwb"));
+    }
+
+    #[test]
+    fn no_variables_is_an_error() {
+        let err = cache_dir(&Env::default()).unwrap_err();
+        assert!(matches!(err, Error::NoCacheDir), "{err:?}");
+    }
+
+    #[test]
+    fn toolchain_dir_is_named_by_the_pin_hash() {
+        let dir = toolchain_dir(Path::new("/c"));
+        assert_eq!(dir, Path::new("/c").join(format!("cuda-{}", pin_hash())));
+    }
+
+    #[test]
+    fn marker_makes_an_install_complete() {
+        let temp = tempfile::tempdir().unwrap();
+        assert!(!is_installed(temp.path()));
+        write_marker(temp.path()).unwrap();
+        assert!(is_installed(temp.path()));
+    }
+
+    #[test]
+    fn marker_of_other_pins_does_not_count() {
+        let temp = tempfile::tempdir().unwrap();
+        fs::write(temp.path().join(MARKER), "nvidia-cuda-nvcc==12.0.0\n").unwrap();
+        assert!(!is_installed(temp.path()));
+    }
+
+    #[test]
+    fn pip_layout() {
+        let target = Path::new("/t");
+        assert_eq!(cuda_home(target), Path::new("/t/nvidia/cu13"));
+        assert_eq!(
+            cutlass_source(target),
+            Path::new("/t/cutlass_library/source")
+        );
+    }
+}

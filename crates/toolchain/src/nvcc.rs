@@ -1,0 +1,222 @@
+//! Running nvcc and cuobjdump.
+//!
+//! Every tool is spawned directly with [`std::process::Command`], one argument per
+//! argument, never through a shell. The toolchain's `bin` folder goes first on the
+//! child's `PATH`, so that nvcc finds its own helpers and `cuobjdump -sass` finds
+//! `nvdisasm`. The pip toolchain's `nvcc.profile` already adds its `include` and
+//! `include/cccl` folders, so no extra `-I` is needed for it.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::{Error, Result, Stderr, Toolchain};
+
+/// The flags of one nvcc invocation, as plain data.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompileFlags {
+    /// The GPU architecture, passed as `-arch=<arch>`, e.g. `sm_90a`.
+    pub arch: String,
+    /// The C++ standard, passed as `-std=<std>`, e.g. `c++17`.
+    pub std: String,
+    /// Include folders, each passed as `-I <dir>`, in order.
+    pub includes: Vec<PathBuf>,
+    /// Macro definitions, each passed as `-D<define>`: `NAME` or `NAME=value`.
+    pub defines: Vec<String>,
+    /// Further arguments, passed last, as they are.
+    pub extra: Vec<String>,
+}
+
+impl Default for CompileFlags {
+    /// Hopper (`sm_90a`) and C++17, which CUTLASS 4 needs; no includes or defines.
+    fn default() -> Self {
+        CompileFlags {
+            arch: "sm_90a".to_owned(),
+            std: "c++17".to_owned(),
+            includes: Vec::new(),
+            defines: Vec::new(),
+            extra: Vec::new(),
+        }
+    }
+}
+
+/// The version of the toolchain's nvcc, e.g. `13.5.37`.
+pub fn nvcc_version(toolchain: &Toolchain) -> Result<String> {
+    let mut command = tool_command(toolchain, &toolchain.nvcc);
+    command.arg("--version");
+    let output = run("nvcc", command)?;
+    parse_version(&output)
+        .map(str::to_owned)
+        .ok_or_else(|| Error::UnexpectedOutput {
+            tool: "nvcc",
+            output: output.trim().to_owned(),
+        })
+}
+
+/// Preprocesses `file` with `nvcc -E` and returns the preprocessed text. With one
+/// `-arch` this is the device pass: `__CUDA_ARCH__` is defined (900 for `sm_90a`).
+pub fn preprocess(toolchain: &Toolchain, file: &Path, flags: &CompileFlags) -> Result<String> {
+    let mut command = tool_command(toolchain, &toolchain.nvcc);
+    command.arg("-E").args(flag_args(flags)).arg(file);
+    run("nvcc", command)
+}
+
+/// Compiles `file` into the object file `out` with `nvcc -c`. On failure the error
+/// holds everything nvcc wrote to stderr.
+pub fn compile_object(
+    toolchain: &Toolchain,
+    file: &Path,
+    flags: &CompileFlags,
+    out: &Path,
+) -> Result<()> {
+    let mut command = tool_command(toolchain, &toolchain.nvcc);
+    command
+        .arg("-c")
+        .args(flag_args(flags))
+        .arg(file)
+        .arg("-o")
+        .arg(out);
+    run("nvcc", command).map(drop)
+}
+
+/// The SASS of every kernel in the object file `object`, from `cuobjdump -sass`.
+pub fn sass(toolchain: &Toolchain, object: &Path) -> Result<String> {
+    let mut command = tool_command(toolchain, &toolchain.cuobjdump);
+    command.arg("-sass").arg(object);
+    run("cuobjdump", command)
+}
+
+/// The nvcc arguments for `flags`, one element per argument.
+fn flag_args(flags: &CompileFlags) -> Vec<OsString> {
+    let mut args = vec![
+        format!("-arch={}", flags.arch).into(),
+        format!("-std={}", flags.std).into(),
+    ];
+    for include in &flags.includes {
+        args.push("-I".into());
+        args.push(include.into());
+    }
+    args.extend(
+        flags
+            .defines
+            .iter()
+            .map(|define| format!("-D{define}").into()),
+    );
+    args.extend(flags.extra.iter().map(OsString::from));
+    args
+}
+
+/// A command for `program` whose `PATH` starts with the toolchain's `bin` folder.
+fn tool_command(toolchain: &Toolchain, program: &Path) -> Command {
+    let mut command = Command::new(program);
+    let inherited = std::env::var_os("PATH").unwrap_or_default();
+    let dirs = std::iter::once(toolchain.bin().to_owned()).chain(std::env::split_paths(&inherited));
+    // A folder holding the path separator cannot be put on PATH; keep the inherited one.
+    if let Ok(path) = std::env::join_paths(dirs) {
+        command.env("PATH", path);
+    }
+    command
+}
+
+/// Runs `command` to completion and returns its stdout.
+fn run(tool: &'static str, mut command: Command) -> Result<String> {
+    let output = command.output().map_err(|source| Error::Spawn {
+        tool,
+        program: PathBuf::from(command.get_program()),
+        source,
+    })?;
+    if !output.status.success() {
+        let stderr = String::from_utf8_lossy(&output.stderr)
+            .trim_end()
+            .to_owned();
+        return Err(Error::ToolFailed {
+            tool,
+            status: output.status,
+            stderr: Stderr(stderr),
+        });
+    }
+    String::from_utf8(output.stdout).map_err(|_| Error::NotUtf8 { tool })
+}
+
+/// The version in `nvcc --version`'s `Cuda compilation tools, release 13.5, V13.5.37`.
+fn parse_version(text: &str) -> Option<&str> {
+    let line = text.lines().find(|line| line.contains("release"))?;
+    let (_, version) = line.rsplit_once(", V")?;
+    let version = version.trim();
+    (!version.is_empty()).then_some(version)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flag_args_in_order() {
+        let flags = CompileFlags {
+            includes: vec!["/a b".into(), "/c".into()],
+            defines: vec!["X".into(), "Y=1".into()],
+            extra: vec!["-lineinfo".into()],
+            ..CompileFlags::default()
+        };
+        let expected: Vec<OsString> = [
+            "-arch=sm_90a",
+            "-std=c++17",
+            "-I",
+            "/a b",
+            "-I",
+            "/c",
+            "-DX",
+            "-DY=1",
+            "-lineinfo",
+        ]
+        .into_iter()
+        .map(OsString::from)
+        .collect();
+        assert_eq!(flag_args(&flags), expected);
+    }
+
+    #[test]
+    fn parses_nvcc_version() {
+        let text = "nvcc: NVIDIA (R) Cuda compiler driver\n\
+                    Copyright (c) 2005-2026 NVIDIA Corporation\n\
+                    Cuda compilation tools, release 13.5, V13.5.37\n\
+                    Build cuda_13.5.r13.5/compiler.39125733_0\n";
+        assert_eq!(parse_version(text), Some("13.5.37"));
+        assert_eq!(parse_version("nvcc: something else\n"), None);
+    }
+
+    #[test]
+    fn child_path_starts_with_the_toolchain_bin() {
+        let toolchain = Toolchain {
+            home: "/cuda".into(),
+            nvcc: "/cuda/bin/nvcc".into(),
+            cuobjdump: "/cuda/bin/cuobjdump".into(),
+            nvdisasm: None,
+            source: crate::Discovery::KwbCudaHome,
+        };
+        let command = tool_command(&toolchain, &toolchain.cuobjdump);
+        let path = command
+            .get_envs()
+            .find(|(name, _)| *name == "PATH")
+            .and_then(|(_, value)| value)
+            .expect("PATH is set");
+        assert_eq!(
+            std::env::split_paths(path).next(),
+            Some(PathBuf::from("/cuda/bin"))
+        );
+    }
+
+    #[test]
+    fn missing_tool_is_a_spawn_error() {
+        let temp = tempfile::tempdir().unwrap();
+        let toolchain = Toolchain {
+            home: temp.path().into(),
+            nvcc: temp.path().join("bin/nvcc"),
+            cuobjdump: temp.path().join("bin/cuobjdump"),
+            nvdisasm: None,
+            source: crate::Discovery::KwbCudaHome,
+        };
+        let err = nvcc_version(&toolchain).unwrap_err();
+        assert!(matches!(err, Error::Spawn { tool: "nvcc", .. }), "{err:?}");
+    }
+}

@@ -1,0 +1,25 @@
+; Site kind: tma-descriptor — where a TMA descriptor is made, typed or received.
+; Not GMMA/UMMA shared-memory or instruction descriptors.
+; Captures:
+;   @tma-descriptor  the site
+;   @_callee, @_type  the name that decided it
+
+; make_tma_copy*, make_tma_atom*, im2col variants, and the driver encoders.
+((call_expression
+   function: [
+     (identifier) @_callee
+     (qualified_identifier name: (identifier) @_callee)
+     (template_function name: (identifier) @_callee)
+     (qualified_identifier name: (template_function name: (identifier) @_callee))
+   ]) @tma-descriptor
+ (#match? @_callee "^(make_tma_copy[A-Za-z0-9_]*|make_tma_atom[A-Za-z0-9_]*|make_im2col_tma_copy[A-Za-z0-9_]*|cuTensorMapEncode(Tiled|Im2col|Im2colWide)|encode_tma_descriptor|make_tensor_map[A-Za-z0-9_]*)$"))
+
+; Parameters and fields of descriptor type: CUtensorMap, cute::TmaDescriptor, tma_2d<…>.
+((parameter_declaration type: (_) @_type) @tma-descriptor
+ (#match? @_type "^(const )?(cute::)?(CUtensorMap|TmaDescriptor|tma_[1-5]d)\\b"))
+((declaration type: (_) @_type) @tma-descriptor
+ (#match? @_type "^(const )?(cute::)?(CUtensorMap|TmaDescriptor|tma_[1-5]d)\\b"))
+((field_declaration type: (_) @_type) @tma-descriptor
+ (#match? @_type "^(const )?(cute::)?(CUtensorMap|TmaDescriptor|tma_[1-5]d)\\b"))
+((alias_declaration type: (type_descriptor type: (_) @_type)) @tma-descriptor
+ (#match? @_type "^(cute::)?(CUtensorMap|TmaDescriptor|tma_[1-5]d)\\b"))

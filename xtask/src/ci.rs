@@ -1,0 +1,81 @@
+//! `cargo xtask test` (alias `ci`): exactly what CI runs, in order.
+//!
+//! Steps: setup, `cargo fmt --check`, `cargo clippy -D warnings`, tidy, then
+//! `cargo test --workspace` with `KWB_CUDA_HOME` and `KWB_CUTLASS_DIR` pointing at
+//! the cache (unless already set) and `KWB_RUN_SLOW_TESTS=1`, so the tests that need
+//! nvcc or the CUTLASS headers run too. Each step prints a one-line header; the
+//! first failing step stops the run.
+
+use std::ffi::OsStr;
+use std::path::Path;
+use std::process::Command;
+
+use crate::{Failure, Result, setup, tidy};
+
+pub fn run(root: &Path) -> Result {
+    header("setup");
+    let installed = setup::run()?;
+
+    cargo(root, &["fmt", "--all", "--", "--check"])?;
+    cargo(
+        root,
+        &[
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ],
+    )?;
+
+    header("tidy");
+    tidy::run(root)?;
+
+    let mut test = cargo_command(root, &["test", "--workspace"]);
+    if is_unset("KWB_CUDA_HOME") {
+        test.env("KWB_CUDA_HOME", &installed.toolchain.home);
+    }
+    if is_unset("KWB_CUTLASS_DIR") {
+        test.env("KWB_CUTLASS_DIR", &installed.cutlass.include);
+    }
+    test.env("KWB_RUN_SLOW_TESTS", "1");
+    run_step("cargo test --workspace", test)
+}
+
+fn header(step: &str) {
+    println!("==> {step}");
+}
+
+/// Runs `cargo <args>` in `root` as one step.
+fn cargo(root: &Path, args: &[&str]) -> Result {
+    run_step(
+        &format!("cargo {}", args.join(" ")),
+        cargo_command(root, args),
+    )
+}
+
+fn cargo_command(root: &Path, args: &[&str]) -> Command {
+    // Cargo sets CARGO for the programs it runs: use the same cargo.
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut command = Command::new(cargo);
+    command.args(args).current_dir(root);
+    command
+}
+
+fn run_step(name: &str, mut command: Command) -> Result {
+    header(name);
+    let status = command
+        .status()
+        .map_err(|e| Failure(format!("cannot run `{name}`: {e}")))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(Failure(format!("`{name}` failed ({status})")))
+    }
+}
+
+/// Whether `name` is unset or empty, as kwb-toolchain's discovery reads it.
+fn is_unset(name: &str) -> bool {
+    std::env::var_os(name).is_none_or(|value| value == OsStr::new(""))
+}
