@@ -27,8 +27,8 @@
 ((assignment_expression
    operator: "+="
    right: (binary_expression
-     operator: "*"
      left: (subscript_expression)
+     operator: "*"
      right: (subscript_expression))) @mma)
 ((call_expression
    function: (identifier) @_callee

@@ -80,6 +80,10 @@ impl<'t> Scope<'t> {
                 continue;
             };
             let text = &parsed.masked[value.byte_range()];
+            // partition_fragment_A(sA) / make_fragment_like(tCsA) allocate registers.
+            if text.contains("fragment") {
+                continue;
+            }
             let by_name = |name: &str, decls: &[Decl<'_>]| {
                 decls[..i]
                     .iter()

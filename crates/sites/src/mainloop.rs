@@ -47,10 +47,31 @@ pub fn find<'t>(function: Node<'t>, seeds: &Seeds<'_, 't>, parsed: &Parsed) -> V
     for &mma in seeds.mma {
         let loops = enclosing_loops(mma, function, parsed);
         if let Some(&(tile, _)) = loops.iter().rev().find(|(_, h)| *h == LoopHeader::KTile) {
-            tiles.entry(tile.start_byte()).or_insert(Mainloop {
-                node: tile,
+            // A k loop that loads nothing, inside a loop that loads the tiles, is the
+            // inner loop of classic shared-memory tiling; the loading loop runs over K.
+            let loading = loops
+                .iter()
+                .filter(|(l, h)| {
+                    *h != LoopHeader::Excluded && contains(*l, tile) && l.id() != tile.id()
+                })
+                .find(|(l, _)| {
+                    !seeds.loads.iter().any(|x| contains(tile, *x))
+                        && seeds.loads.iter().any(|x| contains(*l, *x))
+                });
+            let (node, note) = match loading {
+                Some(&(outer, _)) => (
+                    outer,
+                    format!(
+                        "loop over K tiles: loads each tile, then runs the k loop at line {}",
+                        tile.start_position().row + 1
+                    ),
+                ),
+                None => (tile, "loop over K tiles around the MMA".to_owned()),
+            };
+            tiles.entry(node.start_byte()).or_insert(Mainloop {
+                node,
                 confidence: Confidence::High,
-                note: "loop over K tiles around the MMA".to_owned(),
+                note,
                 consumer: true,
             });
         } else if let Some(&(block, _)) = loops.iter().rev().find(|(_, h)| *h == LoopHeader::KBlock)

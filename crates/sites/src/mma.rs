@@ -22,6 +22,7 @@ pub fn roles<'t>(mma: Node<'t>, parsed: &Parsed, scope: &Scope<'t>) -> Roles<'t>
     match mma.kind() {
         "gnu_asm_expression" => asm_roles(mma, parsed, &base),
         "call_expression" => call_roles(mma, parsed, &base),
+        "assignment_expression" => scalar_roles(mma, parsed, &base),
         _ => Roles::default(),
     }
 }
@@ -101,40 +102,80 @@ fn asm_roles<'t>(
     parsed: &Parsed,
     base: &dyn Fn(Node<'t>) -> Option<Node<'t>>,
 ) -> Roles<'t> {
-    let values = |field: &str| -> Vec<(String, Node<'t>)> {
+    // (constraint, base name, node) of each operand with a variable in it.
+    let operands = |field: &str| -> Vec<(String, String, Node<'t>)> {
         let Some(list) = asm.child_by_field_name(field) else {
             return Vec::new();
         };
         let mut cursor = list.walk();
         list.named_children(&mut cursor)
-            .filter_map(|operand| operand.child_by_field_name("value"))
-            .filter_map(|value| base(value))
-            .map(|n| (parsed.masked[n.byte_range()].to_owned(), n))
+            .filter_map(|operand| {
+                let constraint = operand.child_by_field_name("constraint")?;
+                let node = base(operand.child_by_field_name("value")?)?;
+                Some((
+                    parsed.masked[constraint.byte_range()]
+                        .trim_matches('"')
+                        .to_owned(),
+                    parsed.masked[node.byte_range()].to_owned(),
+                    node,
+                ))
+            })
             .collect()
     };
-    let outputs = values("output_operands");
-    let inputs = values("input_operands");
     let mut roles = Roles::default();
     let mut seen: Vec<String> = Vec::new();
-    for (name, node) in &outputs {
-        if !seen.contains(name) {
-            seen.push(name.clone());
-            roles.accumulators.push(*node);
+    // Outputs are the accumulator (D, and C when it is read-write "+f").
+    for (_, name, node) in operands("output_operands") {
+        if !seen.contains(&name) {
+            seen.push(name);
+            roles.accumulators.push(node);
         }
     }
-    let mut letters = ['A', 'B'].into_iter();
-    for (name, node) in &inputs {
-        if seen.contains(name) {
+    // Inputs: floating-point ones are C; integer/pointer registers are A then B
+    // (mma.sync fragments, wgmma descriptors), named ones by their letter.
+    let mut unnamed = Vec::new();
+    for (constraint, name, node) in operands("input_operands") {
+        if seen.contains(&name) {
             continue;
         }
         seen.push(name.clone());
-        if is_accumulator_name(name) {
-            roles.accumulators.push(*node);
+        if constraint.contains('f') || constraint.contains('d') {
+            roles.accumulators.push(node);
+        } else if constraint.contains('n') {
             continue;
+        } else if let Some(letter) = operand_letter(&name) {
+            roles.operands.push((letter, node));
+        } else {
+            unnamed.push(node);
         }
-        match letters.next() {
-            Some(letter) => roles.operands.push((letter, *node)),
-            None => roles.accumulators.push(*node),
+    }
+    let have: Vec<char> = roles.operands.iter().map(|(l, _)| *l).collect();
+    let mut missing = ['A', 'B'].into_iter().filter(|l| !have.contains(l));
+    for node in unnamed {
+        match missing.next() {
+            Some(letter) => roles.operands.push((letter, node)),
+            None => break,
+        }
+    }
+    roles
+}
+
+/// `acc += As[i][k] * Bs[k][j]`: the left side accumulates, the factors are A and B.
+fn scalar_roles<'t>(
+    assignment: Node<'t>,
+    parsed: &Parsed,
+    base: &dyn Fn(Node<'t>) -> Option<Node<'t>>,
+) -> Roles<'t> {
+    let _ = parsed;
+    let mut roles = Roles::default();
+    if let Some(left) = assignment.child_by_field_name("left").and_then(base) {
+        roles.accumulators.push(left);
+    }
+    if let Some(product) = assignment.child_by_field_name("right") {
+        for (letter, field) in [('A', "left"), ('B', "right")] {
+            if let Some(node) = product.child_by_field_name(field).and_then(base) {
+                roles.operands.push((letter, node));
+            }
         }
     }
     roles

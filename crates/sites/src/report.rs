@@ -337,6 +337,7 @@ fn add_wrapper_calls<'t>(
             .filter(|(f, sites)| {
                 let direct: Vec<_> = sites.iter().filter(|s| s.kind == kind).collect();
                 !direct.is_empty()
+                    && !matches!(f.role, "global" | "host")
                     && match kind {
                         SiteKind::Mma => direct.iter().all(|s| !mainloop::in_loop(s.node, f.node)),
                         _ => !sites.iter().any(|s| s.kind == SiteKind::Mma),

@@ -63,7 +63,9 @@ impl Parsed {
         let start = self
             .diagnostics
             .partition_point(|d| d.range.start < range.start);
-        let end = self.diagnostics.partition_point(|d| d.range.start < range.end);
+        let end = self
+            .diagnostics
+            .partition_point(|d| d.range.start < range.end);
         &self.diagnostics[start..end.max(start)]
     }
 }

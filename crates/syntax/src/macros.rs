@@ -63,9 +63,11 @@ impl MacroTable {
                 "qualifier" => MacroShape::Qualifier,
                 "brace_call" => MacroShape::BraceCall,
                 "template_param" => MacroShape::TemplateParam,
-                _ => return Err(bad(
-                    "shape must be word, call, qualifier, brace_call or template_param",
-                )),
+                _ => {
+                    return Err(bad(
+                        "shape must be word, call, qualifier, brace_call or template_param",
+                    ));
+                }
             };
             if !is_identifier(name) {
                 return Err(bad("name is not an identifier"));

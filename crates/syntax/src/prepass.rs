@@ -17,6 +17,8 @@ use crate::{MacroShape, MacroTable};
 pub enum BlankKind {
     /// A macro or CUDA keyword from the table, by name.
     Macro(String),
+    /// A `#pragma` line.
+    Pragma,
     /// A `<<< … >>>` launch configuration.
     Launch,
     /// Text inside `#if 0` (including the directive lines).
@@ -89,6 +91,16 @@ pub fn mask(source: &str, table: &MacroTable, mode: Conditionals) -> Masked {
                 });
                 i = dead.end;
                 line_start = true;
+                continue;
+            }
+            if directive(bytes, i, end).0 == "pragma" {
+                // `#pragma unroll` may sit between a loop header and its unbraced
+                // body, where tree-sitter-cpp accepts no directive.
+                blanks.push(Blank {
+                    range: i..end,
+                    kind: BlankKind::Pragma,
+                });
+                i = end;
                 continue;
             }
             if mode == Conditionals::FirstBranch {
@@ -219,9 +231,7 @@ fn directive_end(bytes: &[u8], start: usize) -> usize {
         match bytes[i] {
             b'\n' => return i,
             b'\\' if bytes.get(i + 1) == Some(&b'\n') => i += 2,
-            b'\\' if bytes.get(i + 1) == Some(&b'\r') && bytes.get(i + 2) == Some(&b'\n') => {
-                i += 3
-            }
+            b'\\' if bytes.get(i + 1) == Some(&b'\r') && bytes.get(i + 2) == Some(&b'\n') => i += 3,
             b'/' if bytes.get(i + 1) == Some(&b'*') => i = skip_block_comment(bytes, i),
             b'/' if bytes.get(i + 1) == Some(&b'/') => {
                 while i < bytes.len() && bytes[i] != b'\n' {
@@ -397,7 +407,10 @@ fn skip_string(bytes: &[u8], i: usize, raw: bool) -> usize {
 }
 
 fn is_literal_prefix(prefix: &str) -> bool {
-    matches!(prefix, "R" | "L" | "u" | "U" | "u8" | "LR" | "uR" | "UR" | "u8R")
+    matches!(
+        prefix,
+        "R" | "L" | "u" | "U" | "u8" | "LR" | "uR" | "UR" | "u8R"
+    )
 }
 
 /// The first index at or after `i` that is not whitespace or a comment.
@@ -418,7 +431,9 @@ fn next_code_byte(bytes: &[u8], mut i: usize) -> Option<usize> {
 /// to blank: a leading `->`/`.`, the keyword, the operator token and, when empty, its
 /// `()` argument list. `None` for operator declarations and conversion operators.
 fn explicit_operator_call(bytes: &[u8], start: usize, name_end: usize) -> Option<Range<usize>> {
-    let before = bytes[..start].iter().rposition(|b| !b.is_ascii_whitespace());
+    let before = bytes[..start]
+        .iter()
+        .rposition(|b| !b.is_ascii_whitespace());
     let first = match before {
         Some(p) if bytes[p] == b'.' => p,
         Some(p) if bytes[p] == b'>' && p > 0 && bytes[p - 1] == b'-' => p - 1,
@@ -443,7 +458,11 @@ fn explicit_operator_call(bytes: &[u8], start: usize, name_end: usize) -> Option
         return None;
     }
     let close = next_code_byte(bytes, open + 1)?;
-    let end = if bytes[close] == b')' { close + 1 } else { token_end };
+    let end = if bytes[close] == b')' {
+        close + 1
+    } else {
+        token_end
+    };
     // `x.operator()(a)` keeps `(a)` so the call reads `x(a)`; a bare `operator()(a)`
     // keeps `(a)` as a parenthesised expression.
     Some(first.min(start)..end)

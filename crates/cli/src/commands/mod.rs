@@ -1,0 +1,5 @@
+//! One module per subcommand.
+
+pub mod debug;
+pub mod parse_stats;
+pub mod sites;

@@ -1,0 +1,183 @@
+//! `kwb sites`: the kernel map of each file, as annotated snippets or JSON.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use kwb_sites::{Kernel, Pattern};
+use kwb_syntax::SyntaxDiagnosticKind;
+use miette::Report;
+use rayon::prelude::*;
+use serde::Serialize;
+
+use crate::error::CliError;
+use crate::input::{DEFAULT_MAX_BYTES, read_source};
+use crate::{exit, render};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Source files (.cu, .cuh, .h, .hpp, …)
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
+    /// Print JSON (schema: docs/sites.md); several files give an array
+    #[arg(long)]
+    json: bool,
+    /// Report only the kernel with this name (or last name component)
+    #[arg(long, value_name = "NAME")]
+    kernel: Option<String>,
+    /// Add the site patterns of a tree-sitter query file (repeatable)
+    #[arg(long, value_name = "FILE.scm")]
+    patterns: Vec<PathBuf>,
+    /// Largest file to read, in bytes
+    #[arg(long, default_value_t = DEFAULT_MAX_BYTES)]
+    max_bytes: u64,
+}
+
+/// One file's result, exactly the JSON object of the schema.
+#[derive(Serialize)]
+pub struct FileMap {
+    file: String,
+    kernels: Vec<Kernel>,
+    diagnostics: Vec<JsonDiagnostic>,
+}
+
+#[derive(Serialize)]
+struct JsonDiagnostic {
+    line: usize,
+    kind: &'static str,
+    message: String,
+}
+
+pub fn run(args: Args) -> i32 {
+    let mut user = Vec::new();
+    for path in &args.patterns {
+        let text = match read_source(path, args.max_bytes) {
+            Ok(text) => text,
+            Err(e) => {
+                render::error(Report::new(e));
+                return exit::INPUT;
+            }
+        };
+        match Pattern::compile(&path.display().to_string(), &text) {
+            Ok(p) => user.push(p),
+            Err(e) => {
+                render::error(Report::new(e));
+                return exit::INPUT;
+            }
+        }
+    }
+    let results: Vec<Result<(FileMap, String), CliError>> = args
+        .files
+        .par_iter()
+        .map(|path| map_file(path, &args, &user))
+        .collect();
+    let mut code = exit::OK;
+    let mut maps = Vec::new();
+    for result in results {
+        match result {
+            Ok((map, source)) => {
+                if map.kernels.iter().any(|k| k.syntax_errors > 0) {
+                    code = code.max(exit::PARTIAL);
+                }
+                maps.push((map, source));
+            }
+            Err(e) => {
+                code = code.max(match e {
+                    CliError::NoKernel { .. } | CliError::UnknownKernel { .. } => exit::NO_KERNEL,
+                    _ => exit::INPUT,
+                });
+                render::error(Report::new(e));
+            }
+        }
+    }
+    let mut stdout = std::io::stdout().lock();
+    let written = if args.json {
+        let value = if args.files.len() == 1 {
+            maps.first()
+                .map(|(m, _)| serde_json::to_value(m))
+                .transpose()
+        } else {
+            serde_json::to_value(maps.iter().map(|(m, _)| m).collect::<Vec<_>>()).map(Some)
+        };
+        match value {
+            Ok(Some(v)) => writeln!(
+                stdout,
+                "{}",
+                serde_json::to_string_pretty(&v).unwrap_or_default()
+            ),
+            Ok(None) => Ok(()),
+            Err(e) => Err(std::io::Error::other(e)),
+        }
+    } else {
+        maps.iter()
+            .try_for_each(|(map, source)| human(&mut stdout, map, source))
+    };
+    if written.is_err() {
+        return exit::INTERNAL;
+    }
+    code
+}
+
+fn map_file(path: &Path, args: &Args, user: &[Pattern]) -> Result<(FileMap, String), CliError> {
+    let source = read_source(path, args.max_bytes)?;
+    let parsed = kwb_syntax::parse(&source);
+    let mut map = kwb_sites::kernel_map(&parsed, user);
+    if map.kernels.is_empty() {
+        return Err(CliError::NoKernel {
+            path: path.to_owned(),
+        });
+    }
+    if let Some(name) = &args.kernel {
+        let available: Vec<String> = map.kernels.iter().map(|k| k.name.clone()).collect();
+        map.kernels
+            .retain(|k| &k.name == name || k.name.rsplit("::").next() == Some(name.as_str()));
+        if map.kernels.is_empty() {
+            return Err(CliError::UnknownKernel {
+                name: name.clone(),
+                path: path.to_owned(),
+                available: available.join(", "),
+            });
+        }
+    }
+    let diagnostics = parsed
+        .diagnostics
+        .iter()
+        .map(|d| JsonDiagnostic {
+            line: d.line,
+            kind: match d.kind {
+                SyntaxDiagnosticKind::Error => "error",
+                SyntaxDiagnosticKind::Missing(_) => "missing",
+            },
+            message: match &d.kind {
+                SyntaxDiagnosticKind::Error => "syntax the parser skipped".to_owned(),
+                SyntaxDiagnosticKind::Missing(what) => format!("missing `{what}`"),
+            },
+        })
+        .collect();
+    let map = FileMap {
+        file: path.display().to_string(),
+        kernels: map.kernels,
+        diagnostics,
+    };
+    Ok((map, source))
+}
+
+fn human(out: &mut impl Write, map: &FileMap, source: &str) -> std::io::Result<()> {
+    for kernel in &map.kernels {
+        write!(out, "{}", render::kernel(&map.file, source, kernel))?;
+    }
+    if !map.diagnostics.is_empty() {
+        writeln!(
+            out,
+            "{}: {} error regions in the file; sites inside them may be missing (lines {})",
+            map.file,
+            map.diagnostics.len(),
+            map.diagnostics
+                .iter()
+                .take(8)
+                .map(|d| d.line.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )?;
+    }
+    Ok(())
+}

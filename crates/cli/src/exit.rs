@@ -1,0 +1,14 @@
+//! Exit codes of every kwb binary, documented in the README.
+
+/// Success.
+pub const OK: i32 = 0;
+/// kwb itself failed (a bug, or an I/O error writing output).
+pub const INTERNAL: i32 = 1;
+/// Bad usage or unreadable input: missing file, directory, binary, non-UTF-8, empty,
+/// too large, a pattern file that does not compile. (clap's usage errors are 2 too.)
+pub const INPUT: i32 = 2;
+/// The input parsed but holds no kernel-like function (or none named by `--kernel`).
+pub const NO_KERNEL: i32 = 3;
+/// Results were printed, but a reported kernel contains syntax error regions, so
+/// sites inside them may be missing.
+pub const PARTIAL: i32 = 4;

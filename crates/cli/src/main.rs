@@ -1,0 +1,59 @@
+//! `kwb`: localize wrong numbers in CUDA/CUTLASS GEMM kernels.
+//!
+//! This binary holds argument parsing, rendering and exit codes only; the work
+//! happens in the library crates.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod commands;
+mod error;
+mod exit;
+mod input;
+mod render;
+
+#[derive(Parser)]
+#[command(
+    name = "kwb",
+    version,
+    about = "kernel white-box: localize wrong numbers in CUDA/CUTLASS GEMM kernels"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// The kernel map: mainloop, MMA, operands, accumulator, loads, epilogue, TMA
+    /// descriptors and syncs of every kernel-like function
+    Sites(commands::sites::Args),
+    /// ERROR/MISSING counts of parsing every C++/CUDA file under a directory
+    ParseStats(commands::parse_stats::Args),
+    /// Debug: print the syntax tree kwb sees (macros blanked), for bug reports
+    #[command(next_help_heading = "Debug")]
+    DumpTree {
+        /// Source file
+        file: PathBuf,
+    },
+    /// Debug: run a tree-sitter query over a file and print every capture
+    Query {
+        /// Query file (.scm)
+        query: PathBuf,
+        /// Source file
+        file: PathBuf,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let code = match cli.command {
+        Command::Sites(args) => commands::sites::run(args),
+        Command::ParseStats(args) => commands::parse_stats::run(args),
+        Command::DumpTree { file } => commands::debug::dump_tree(&file),
+        Command::Query { query, file } => commands::debug::query(&query, &file),
+    };
+    ExitCode::from(u8::try_from(code).unwrap_or(1))
+}
