@@ -18,7 +18,11 @@
 ; fusion callbacks' visit.
 ((call_expression
    function: (field_expression argument: (_) @_object field: (field_identifier) @_callee)) @epilogue
- (#match? @_object "([Ee]pilogue|epi_op|output_op|callbacks)$"))
+ (#match? @_object "([Ee]pilogue|epi_op|output_op)$"))
+((call_expression
+   function: (field_expression argument: (_) @_object field: (field_identifier) @_callee)) @epilogue
+ (#match? @_object "callbacks$")
+ (#match? @_callee "^(visit|reduce|postreduce|tma_store)$"))
 
 ; PTX bulk-tensor stores shared→global (TMA store).
 ((gnu_asm_expression assembly_code: (_) @_ptx) @epilogue

@@ -148,6 +148,14 @@ pub fn find<'t>(function: Node<'t>, seeds: &Seeds<'_, 't>, parsed: &Parsed) -> V
         {
             continue;
         }
+        // Loads that run in sequence before the consumer loop are its prologue; a
+        // producer loop in another branch (a warp-specialized producer) is not.
+        let prologue = tiles.values().any(|t| {
+            t.consumer && t.node.start_byte() >= tile.end_byte() && sequential(tile, t.node)
+        });
+        if prologue {
+            continue;
+        }
         tiles.insert(
             tile.start_byte(),
             Mainloop {
@@ -208,6 +216,26 @@ pub fn in_loop(node: Node<'_>, function: Node<'_>) -> bool {
         }
         if LOOPS.contains(&n.kind()) {
             return true;
+        }
+        current = n.parent();
+    }
+    false
+}
+
+/// Whether control flows from `first` to `later` without choosing a branch: no `if`
+/// or `switch` stands between `first` and their lowest common ancestor, which is a
+/// block.
+fn sequential(first: Node<'_>, later: Node<'_>) -> bool {
+    let mut current = first.parent();
+    while let Some(n) = current {
+        if contains(n, later) {
+            return n.kind() == "compound_statement";
+        }
+        if matches!(
+            n.kind(),
+            "if_statement" | "switch_statement" | "case_statement"
+        ) {
+            return false;
         }
         current = n.parent();
     }

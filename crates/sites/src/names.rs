@@ -179,14 +179,27 @@ pub fn base_identifier<'t>(
         "identifier" | "field_identifier" => Some(node),
         "call_expression" => {
             let function = node.child_by_field_name("function")?;
-            if function.kind() == "identifier" && is_local(&text[function.byte_range()]) {
+            let name = &text[function.byte_range()];
+            if function.kind() == "identifier" && (is_local(name) || memory_space(name).is_some()) {
                 return Some(function);
             }
             let arguments = node.child_by_field_name("arguments")?;
             let first = arguments.named_child(0)?;
             base_identifier(first, text, is_local)
         }
-        "subscript_expression" | "field_expression" => {
+        "field_expression" => {
+            // `pipe_state.warp_loaded_frag_A_[i]`: the field says what the value is.
+            let field = node.child_by_field_name("field")?;
+            let name = &text[field.byte_range()];
+            if operand_letter(name.trim_end_matches('_')).is_some()
+                || name.to_ascii_lowercase().contains("frag")
+                || is_accumulator_name(name.trim_end_matches('_'))
+            {
+                return Some(field);
+            }
+            base_identifier(node.child_by_field_name("argument")?, text, is_local)
+        }
+        "subscript_expression" => {
             base_identifier(node.child_by_field_name("argument")?, text, is_local)
         }
         "pointer_expression" | "unary_expression" => {

@@ -104,11 +104,36 @@ pub fn build(parsed: &Parsed, user: &[Pattern]) -> KernelMap {
         .map(|(f, _)| f.simple_name.as_str())
         .collect();
 
-    let mut kernels = Vec::new();
+    let mut derived = Vec::new();
     for (i, function) in functions.iter().enumerate() {
         let mut sites = std::mem::take(&mut found[i]);
-        let scope = &scopes[i];
-        derive(function, &calls[i], &runs_mma, scope, parsed, &mut sites);
+        derive(
+            function, &calls[i], &runs_mma, &scopes[i], parsed, &mut sites,
+        );
+        derived.push(sites);
+    }
+    // A k-block loop in a function that a K-tile loop elsewhere calls is that loop's
+    // body, not a mainloop of its own (CUTLASS 2.x `mac_loop_iter`).
+    let called_from_k_loops: Vec<String> = derived
+        .iter()
+        .flatten()
+        .filter(|s| s.kind == SiteKind::Mainloop)
+        .filter_map(|s| {
+            let note = s.note.as_deref()?;
+            let callee = note.split("calls `").nth(1)?.split('`').next()?;
+            Some(callee.to_owned())
+        })
+        .collect();
+    let mut kernels = Vec::new();
+    for (function, mut sites) in functions.iter().zip(derived) {
+        if called_from_k_loops.contains(&function.simple_name) {
+            sites.retain(|s| {
+                !(s.kind == SiteKind::Mainloop
+                    && s.note
+                        .as_deref()
+                        .is_some_and(|n| n.starts_with("loop over k blocks")))
+            });
+        }
         if sites.is_empty() && function.role != "global" {
             continue;
         }
