@@ -131,17 +131,16 @@ pub fn plain_shared_stores<'t>(
 fn reads_global(expr: Node<'_>, parsed: &Parsed, scope: &Scope<'_>) -> bool {
     let mut stack = vec![expr];
     while let Some(node) = stack.pop() {
-        if matches!(node.kind(), "subscript_expression" | "pointer_expression") {
-            if let Some(arg) = node.child_by_field_name("argument") {
-                if arg.kind() == "identifier" {
-                    let name = &parsed.masked[arg.byte_range()];
-                    if scope
-                        .lookup(name, arg.start_byte())
-                        .is_some_and(|d| !d.shared)
-                    {
-                        return true;
-                    }
-                }
+        if matches!(node.kind(), "subscript_expression" | "pointer_expression")
+            && let Some(arg) = node.child_by_field_name("argument")
+            && arg.kind() == "identifier"
+        {
+            let name = &parsed.masked[arg.byte_range()];
+            if scope
+                .lookup(name, arg.start_byte())
+                .is_some_and(|d| !d.shared)
+            {
+                return true;
             }
         }
         let mut cursor = node.walk();

@@ -297,12 +297,10 @@ fn epilogue_reads<'t>(
             && accumulators
                 .iter()
                 .any(|a| a == &parsed.masked[node.byte_range()])
+            && let Some(statement) = enclosing_statement(node, body)
+            && !statements.iter().any(|s| s.id() == statement.id())
         {
-            if let Some(statement) = enclosing_statement(node, body) {
-                if !statements.iter().any(|s| s.id() == statement.id()) {
-                    statements.push(statement);
-                }
-            }
+            statements.push(statement);
         }
         let mut cursor = node.walk();
         stack.extend(node.named_children(&mut cursor));
@@ -408,13 +406,13 @@ fn calls_in<'t>(function: &Function<'t>, parsed: &Parsed) -> Vec<(Node<'t>, Stri
     let mut out = Vec::new();
     let mut stack = vec![body];
     while let Some(node) = stack.pop() {
-        if node.kind() == "call_expression" {
-            if let Some(f) = node.child_by_field_name("function") {
-                let text = &parsed.masked[f.byte_range()];
-                let name = text.split('<').next().unwrap_or(text);
-                let name = name.rsplit(['.', ':', '>']).next().unwrap_or(name).trim();
-                out.push((node, name.to_owned()));
-            }
+        if node.kind() == "call_expression"
+            && let Some(f) = node.child_by_field_name("function")
+        {
+            let text = &parsed.masked[f.byte_range()];
+            let name = text.split('<').next().unwrap_or(text);
+            let name = name.rsplit(['.', ':', '>']).next().unwrap_or(name).trim();
+            out.push((node, name.to_owned()));
         }
         let mut cursor = node.walk();
         stack.extend(node.named_children(&mut cursor));

@@ -153,13 +153,11 @@ pub fn mask(source: &str, table: &MacroTable, mode: Conditionals) -> Masked {
                     range: start..i,
                     kind: BlankKind::Macro(name.to_owned()),
                 }),
-                Some(MacroShape::Qualifier) => {
-                    if qualified_name_follows(bytes, i) {
-                        blanks.push(Blank {
-                            range: start..i,
-                            kind: BlankKind::Macro(name.to_owned()),
-                        });
-                    }
+                Some(MacroShape::Qualifier) if qualified_name_follows(bytes, i) => {
+                    blanks.push(Blank {
+                        range: start..i,
+                        kind: BlankKind::Macro(name.to_owned()),
+                    });
                 }
                 Some(shape) => {
                     let end = match next_code_byte(bytes, i) {
@@ -189,25 +187,25 @@ pub fn mask(source: &str, table: &MacroTable, mode: Conditionals) -> Masked {
             }
             continue;
         }
-        if b == b'=' {
-            if let Some(end) = empty_default(bytes, i) {
-                blanks.push(Blank {
-                    range: i..end,
-                    kind: BlankKind::EmptyDefault,
-                });
-                i = end;
-                continue;
-            }
+        if b == b'='
+            && let Some(end) = empty_default(bytes, i)
+        {
+            blanks.push(Blank {
+                range: i..end,
+                kind: BlankKind::EmptyDefault,
+            });
+            i = end;
+            continue;
         }
-        if bytes[i..].starts_with(b"<<<") {
-            if let Some(end) = launch_end(bytes, i) {
-                blanks.push(Blank {
-                    range: i..end,
-                    kind: BlankKind::Launch,
-                });
-                i = end;
-                continue;
-            }
+        if bytes[i..].starts_with(b"<<<")
+            && let Some(end) = launch_end(bytes, i)
+        {
+            blanks.push(Blank {
+                range: i..end,
+                kind: BlankKind::Launch,
+            });
+            i = end;
+            continue;
         }
         i += 1;
     }
