@@ -159,6 +159,7 @@ pub fn mask(source: &str, table: &MacroTable, mode: Conditionals) -> Masked {
                         kind: BlankKind::Macro(name.to_owned()),
                     });
                 }
+                Some(MacroShape::Qualifier) => {}
                 Some(shape) => {
                     let end = match next_code_byte(bytes, i) {
                         Some(open) if bytes[open] == b'(' => {
