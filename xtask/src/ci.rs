@@ -55,7 +55,7 @@ fn cargo(root: &Path, args: &[&str]) -> Result {
     )
 }
 
-fn cargo_command(root: &Path, args: &[&str]) -> Command {
+pub fn cargo_command(root: &Path, args: &[&str]) -> Command {
     // Cargo sets CARGO for the programs it runs: use the same cargo.
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut command = Command::new(cargo);
@@ -63,7 +63,7 @@ fn cargo_command(root: &Path, args: &[&str]) -> Command {
     command
 }
 
-fn run_step(name: &str, mut command: Command) -> Result {
+pub fn run_step(name: &str, mut command: Command) -> Result {
     header(name);
     let status = command
         .status()

@@ -2,7 +2,7 @@
 //!
 //! `setup` installs the pinned CUDA toolchain and CUTLASS headers into the cache,
 //! `test` (alias `ci`) runs exactly what CI runs, and `tidy` checks conventions
-//! that rustfmt and clippy do not.
+//! that rustfmt and clippy do not; `demo` runs the README's main job.
 
 #![allow(
     clippy::print_stdout,
@@ -11,6 +11,7 @@
 )]
 
 mod ci;
+mod demo;
 mod setup;
 mod tidy;
 
@@ -37,6 +38,9 @@ enum Task {
     Test,
     /// Check that every non-test `.rs` file starts with a `//!` module doc
     Tidy,
+    /// The main job on bundled examples: the kernel map of a megakernel fixture and
+    /// of a real CUTLASS collective
+    Demo,
 }
 
 fn main() -> ExitCode {
@@ -44,6 +48,7 @@ fn main() -> ExitCode {
         Task::Setup => setup::run().map(drop),
         Task::Test => ci::run(&project_root()),
         Task::Tidy => tidy::run(&project_root()),
+        Task::Demo => demo::run(&project_root()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
