@@ -2,6 +2,8 @@
 ; Not GMMA/UMMA shared-memory or instruction descriptors.
 ; Captures:
 ;   @tma-descriptor  the site
+;   @descriptor-alias  the name of an alias of a descriptor type (`using Input =
+;                      tma_2d<…>`); kwb-sites reports declarations that use it
 ;   @_callee, @_type  the name that decided it
 
 ; make_tma_copy*, make_tma_atom*, im2col variants, and the driver encoders.
@@ -23,3 +25,14 @@
  (#match? @_type "^(const )?(cute::)?(CUtensorMap|TmaDescriptor|tma_[1-5]d)\\b"))
 ((alias_declaration type: (type_descriptor type: (_) @_type)) @tma-descriptor
  (#match? @_type "^(cute::)?(CUtensorMap|TmaDescriptor|tma_[1-5]d)\\b"))
+
+; Names of descriptor types: `using TMA_A = decltype(make_tma_copy(…))`,
+; `using Input = tma_2d<…>`, `typedef CUtensorMap Map`.
+((alias_declaration
+   name: (type_identifier) @descriptor-alias
+   type: (type_descriptor) @_type)
+ (#match? @_type "(CUtensorMap|TmaDescriptor|tma_[1-5]d\\b|make_tma_copy|make_tma_atom|make_im2col_tma)"))
+((type_definition
+   type: (_) @_type
+   declarator: (type_identifier) @descriptor-alias)
+ (#match? @_type "(CUtensorMap|TmaDescriptor|tma_[1-5]d\\b)"))

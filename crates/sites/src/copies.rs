@@ -129,19 +129,17 @@ pub fn plain_shared_stores<'t>(
 
 /// Whether an expression subscripts or dereferences a non-shared pointer.
 fn reads_global(expr: Node<'_>, parsed: &Parsed, scope: &Scope<'_>) -> bool {
+    let is_local = |name: &str| scope.has(name);
     let mut stack = vec![expr];
     while let Some(node) = stack.pop() {
         if matches!(node.kind(), "subscript_expression" | "pointer_expression")
             && let Some(arg) = node.child_by_field_name("argument")
-            && arg.kind() == "identifier"
-        {
-            let name = &parsed.masked[arg.byte_range()];
-            if scope
-                .lookup(name, arg.start_byte())
+            && let Some(base) = base_identifier(arg, &parsed.masked, &is_local)
+            && scope
+                .lookup(&parsed.masked[base.byte_range()], base.start_byte())
                 .is_some_and(|d| !d.shared)
-            {
-                return true;
-            }
+        {
+            return true;
         }
         let mut cursor = node.walk();
         stack.extend(node.named_children(&mut cursor));

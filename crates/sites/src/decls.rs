@@ -163,12 +163,7 @@ pub fn viewed_tensor<'s, 't>(
         return None;
     }
     let function = value.child_by_field_name("function")?;
-    let callee = &parsed.masked[function.byte_range()];
-    let callee = callee
-        .rsplit(['.', ':', '>'])
-        .next()
-        .unwrap_or(callee)
-        .trim();
+    let callee = crate::names::callee_name(function, &parsed.masked);
     let descriptor =
         callee.starts_with("make_fragment_") || callee.to_ascii_lowercase().contains("desc");
     if !descriptor {

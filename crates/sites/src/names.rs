@@ -130,6 +130,22 @@ fn segments(ident: &str) -> Vec<String> {
     out
 }
 
+/// The last name component of a call's `function` node: `cute::gemm` → `gemm`,
+/// `Weight(d).load` → `load`, `warpgroup_wait<0>` → `warpgroup_wait`.
+pub fn callee_name<'a>(function: Node<'_>, text: &'a str) -> &'a str {
+    let named = match function.kind() {
+        "field_expression" => function.child_by_field_name("field"),
+        "qualified_identifier" | "template_function" | "template_method" => {
+            function.child_by_field_name("name")
+        }
+        _ => None,
+    };
+    match named {
+        Some(inner) => callee_name(inner, text),
+        None => text[function.byte_range()].trim(),
+    }
+}
+
 /// Identifiers in a piece of code.
 pub fn identifiers(text: &str) -> impl Iterator<Item = &str> {
     text.split(|c: char| !(c == '_' || c.is_ascii_alphanumeric()))

@@ -2,8 +2,8 @@
 //!
 //! The built-in files are concatenated into one query, compiled once, and run in one
 //! pass over the tree. A capture named after a [`SiteKind`] marks a site; `@copy`
-//! marks a copy that [`crate::copies`] classifies; captures starting with `_` only
-//! feed predicates.
+//! marks a copy that [`crate::copies`] classifies, `@descriptor-alias` the name of
+//! an alias of a TMA descriptor type; captures starting with `_` only feed predicates.
 
 use std::sync::OnceLock;
 
@@ -42,6 +42,8 @@ pub enum Mark {
     Site(SiteKind),
     /// A copy whose direction decides its kind.
     Copy,
+    /// The name of an alias of a TMA descriptor type.
+    DescriptorAlias,
 }
 
 /// One compiled query with the meaning of each of its captures.
@@ -79,6 +81,7 @@ impl Pattern {
             .iter()
             .map(|name| match *name {
                 "copy" => Some(Mark::Copy),
+                "descriptor-alias" => Some(Mark::DescriptorAlias),
                 other => SiteKind::from_name(other).map(Mark::Site),
             })
             .collect();
@@ -94,7 +97,8 @@ impl Pattern {
         })
     }
 
-    /// Capture names that are neither a site kind, `copy`, nor `_`-prefixed.
+    /// Capture names that are neither a site kind, `copy`, `descriptor-alias`, nor
+    /// `_`-prefixed.
     pub fn unknown_captures(&self) -> Vec<&str> {
         self.query
             .capture_names()

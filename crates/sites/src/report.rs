@@ -30,7 +30,22 @@ pub fn build(parsed: &Parsed, user: &[Pattern]) -> KernelMap {
         .collect();
     let mut found: Vec<Vec<Found<'_>>> = functions.iter().map(|_| Vec::new()).collect();
 
-    for hit in patterns::run(parsed, user) {
+    let hits = patterns::run(parsed, user);
+    // Names of descriptor types, with the line of their alias.
+    let descriptor_aliases: Vec<(&str, usize)> = hits
+        .iter()
+        .filter(|h| h.mark == Mark::DescriptorAlias)
+        .map(|h| {
+            (
+                &parsed.masked[h.node.byte_range()],
+                h.node.start_position().row + 1,
+            )
+        })
+        .collect();
+    for hit in hits {
+        if hit.mark == Mark::DescriptorAlias {
+            continue;
+        }
         let Some(owner) = owner(&functions, hit.node) else {
             continue;
         };
@@ -52,6 +67,7 @@ pub fn build(parsed: &Parsed, user: &[Pattern]) -> KernelMap {
                     _ => None,
                 },
             }),
+            Mark::DescriptorAlias => {}
             Mark::Copy => {
                 if let Some(c) = copies::classify(hit.node, parsed, scope) {
                     found[owner].push(Found {
@@ -67,6 +83,30 @@ pub fn build(parsed: &Parsed, user: &[Pattern]) -> KernelMap {
 
     for (i, function) in functions.iter().enumerate() {
         let scope = &scopes[i];
+        for decl in scope.decls() {
+            let Some(ty) = decl.node.child_by_field_name("type") else {
+                continue;
+            };
+            let ty = parsed.masked[ty.byte_range()]
+                .split('<')
+                .next()
+                .unwrap_or("");
+            let last = ty.rsplit("::").next().unwrap_or(ty).trim();
+            let alias = descriptor_aliases.iter().find(|(name, _)| *name == last);
+            if let Some((name, line)) = alias
+                && !found[i].iter().any(|f| f.node.id() == decl.node.id())
+            {
+                found[i].push(Found {
+                    kind: SiteKind::TmaDescriptor,
+                    node: decl.node,
+                    confidence: Confidence::Medium,
+                    note: Some(format!(
+                        "`{}` has type `{name}`, a TMA descriptor type (alias at line {line})",
+                        decl.name
+                    )),
+                });
+            }
+        }
         for decl in scope.decls().iter().filter(|d| d.parameter) {
             let grid_constant = crate::blanks_around(parsed, decl.node).iter().any(|b| {
                 matches!(&b.kind, BlankKind::Macro(n) if n.ends_with("GRID_CONSTANT") || n == "__grid_constant__")
@@ -96,6 +136,7 @@ pub fn build(parsed: &Parsed, user: &[Pattern]) -> KernelMap {
         functions.iter().map(|f| calls_in(f, parsed)).collect();
     add_wrapper_calls(&functions, &calls, &mut found, SiteKind::Mma);
     add_wrapper_calls(&functions, &calls, &mut found, SiteKind::OperandLoad);
+    add_wrapper_calls(&functions, &calls, &mut found, SiteKind::Sync);
 
     let runs_mma: BTreeSet<&str> = functions
         .iter()
@@ -273,8 +314,9 @@ fn operand_holder<'s, 't>(
     (holder, note)
 }
 
-/// Statements after `after` that read an accumulator: where it is scaled, converted or
-/// stored.
+/// Statements after `after` that read an accumulator — where it is scaled,
+/// converted or stored — and, one step further, statements that use a value declared
+/// from it (`float v0 = alpha * acc[i]; C[…] = v0;`).
 fn epilogue_reads<'t>(
     body: Node<'t>,
     after: usize,
@@ -283,10 +325,95 @@ fn epilogue_reads<'t>(
     parsed: &Parsed,
     sites: &mut Vec<Found<'t>>,
 ) {
-    if accumulators.is_empty() {
-        return;
+    let mut names: Vec<(String, Option<String>)> =
+        accumulators.iter().map(|a| (a.clone(), None)).collect();
+    let mut round = 0;
+    while round < 2 && !names.is_empty() {
+        round += 1;
+        let mut derived = Vec::new();
+        for (statement, (name, from)) in statements_reading(body, after, &names, parsed) {
+            let excluded = parsed.masked[statement.byte_range()]
+                .trim_start()
+                .starts_with("warpgroup_")
+                || sites.iter().any(|s| {
+                    mainloop::contains(statement, s.node) || mainloop::contains(s.node, statement)
+                });
+            if excluded {
+                continue;
+            }
+            if statement.kind() == "declaration" {
+                let origin = from.clone().unwrap_or_else(|| name.clone());
+                derived.extend(
+                    scope
+                        .decls()
+                        .iter()
+                        .filter(|d| d.node.id() == statement.id() && holds_values(d, parsed))
+                        .map(|d| (d.name.clone(), Some(origin.clone()))),
+                );
+            }
+            let note = match &from {
+                None => format!("reads the accumulator `{name}` after the mainloop"),
+                Some(acc) => format!("uses `{name}`, computed from the accumulator `{acc}`"),
+            };
+            sites.push(Found {
+                kind: SiteKind::Epilogue,
+                node: statement,
+                confidence: Confidence::Medium,
+                note: Some(note),
+            });
+        }
+        names = derived;
     }
-    let mut statements: Vec<Node<'t>> = Vec::new();
+}
+
+/// Whether a declaration made from the accumulator holds its values (a scalar, or a
+/// tensor view such as `partition_S(tCtAcc)`), not a copy object or a layout.
+fn holds_values(decl: &Decl<'_>, parsed: &Parsed) -> bool {
+    let ty = decl
+        .node
+        .child_by_field_name("type")
+        .map_or("", |t| &parsed.masked[t.byte_range()]);
+    let lower = ty.to_ascii_lowercase();
+    let scalar = [
+        "float", "half", "bf16", "bfloat", "double", "int", "uint", "tfloat",
+    ]
+    .iter()
+    .any(|s| lower.contains(s));
+    if scalar {
+        return true;
+    }
+    let Some(value) = decl.value.filter(|v| v.kind() == "call_expression") else {
+        return false;
+    };
+    let Some(function) = value.child_by_field_name("function") else {
+        return false;
+    };
+    let callee = crate::names::callee_name(function, &parsed.masked);
+    callee.starts_with("partition_")
+        || callee.starts_with("retile_")
+        || matches!(
+            callee,
+            "make_tensor"
+                | "recast"
+                | "filter_zeros"
+                | "flat_divide"
+                | "zipped_divide"
+                | "tiled_divide"
+                | "local_tile"
+                | "group_modes"
+                | "coalesce"
+        )
+}
+
+/// Statements after `after` that mention one of `names`, each with the first name
+/// it mentions, in no set order.
+fn statements_reading<'t, 'n>(
+    body: Node<'t>,
+    after: usize,
+    names: &'n [(String, Option<String>)],
+    parsed: &Parsed,
+) -> Vec<(Node<'t>, &'n (String, Option<String>))> {
+    let mut out: Vec<(Node<'t>, &(String, Option<String>))> = Vec::new();
     let mut stack = vec![body];
     while let Some(node) = stack.pop() {
         if node.end_byte() <= after {
@@ -294,38 +421,18 @@ fn epilogue_reads<'t>(
         }
         if node.kind() == "identifier"
             && node.start_byte() >= after
-            && accumulators
+            && let Some(name) = names
                 .iter()
-                .any(|a| a == &parsed.masked[node.byte_range()])
+                .find(|(n, _)| n == &parsed.masked[node.byte_range()])
             && let Some(statement) = enclosing_statement(node, body)
-            && !statements.iter().any(|s| s.id() == statement.id())
+            && !out.iter().any(|(s, _)| s.id() == statement.id())
         {
-            statements.push(statement);
+            out.push((statement, name));
         }
         let mut cursor = node.walk();
         stack.extend(node.named_children(&mut cursor));
     }
-    for statement in statements {
-        let text = &parsed.masked[statement.byte_range()];
-        let excluded = text.trim_start().starts_with("warpgroup_")
-            || sites.iter().any(|s| {
-                mainloop::contains(statement, s.node) || mainloop::contains(s.node, statement)
-            });
-        if excluded {
-            continue;
-        }
-        let name = accumulators
-            .iter()
-            .find(|a| crate::names::identifiers(text).any(|i| i == a.as_str()))
-            .map_or("", String::as_str);
-        let _ = scope;
-        sites.push(Found {
-            kind: SiteKind::Epilogue,
-            node: statement,
-            confidence: Confidence::Medium,
-            note: Some(format!("reads the accumulator `{name}` after the mainloop")),
-        });
-    }
+    out
 }
 
 fn enclosing_statement<'t>(node: Node<'t>, body: Node<'t>) -> Option<Node<'t>> {
@@ -363,6 +470,12 @@ fn add_wrapper_calls<'t>(
                     && !matches!(f.role, "global" | "host")
                     && match kind {
                         SiteKind::Mma => direct.iter().all(|s| !mainloop::in_loop(s.node, f.node)),
+                        // A small helper around a wait or barrier, not a function that
+                        // merely contains one.
+                        SiteKind::Sync => {
+                            sites.iter().all(|s| s.kind == SiteKind::Sync)
+                                && f.node.end_position().row - f.node.start_position().row <= 20
+                        }
                         _ => !sites.iter().any(|s| s.kind == SiteKind::Mma),
                     }
             })
@@ -381,6 +494,7 @@ fn add_wrapper_calls<'t>(
                 }
                 let what = match kind {
                     SiteKind::Mma => "issues the MMA",
+                    SiteKind::Sync => "waits or synchronizes",
                     _ => "issues global→shared loads",
                 };
                 found[i].push(Found {
@@ -409,9 +523,7 @@ fn calls_in<'t>(function: &Function<'t>, parsed: &Parsed) -> Vec<(Node<'t>, Stri
         if node.kind() == "call_expression"
             && let Some(f) = node.child_by_field_name("function")
         {
-            let text = &parsed.masked[f.byte_range()];
-            let name = text.split('<').next().unwrap_or(text);
-            let name = name.rsplit(['.', ':', '>']).next().unwrap_or(name).trim();
+            let name = crate::names::callee_name(f, &parsed.masked);
             out.push((node, name.to_owned()));
         }
         let mut cursor = node.walk();
