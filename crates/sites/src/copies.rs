@@ -91,38 +91,36 @@ pub fn classify(call: Node<'_>, parsed: &Parsed, scope: &Scope<'_>) -> Option<Cl
     }
 }
 
-/// Plain stores of global data into a shared array (`As[ty][tx] = A[…]`).
+/// Plain stores of global data into a shared array (`As[ty][tx] = A[…]`), among a
+/// function's assignments.
 pub fn plain_shared_stores<'t>(
-    body: Node<'t>,
+    assignments: &[Node<'t>],
     parsed: &Parsed,
     scope: &Scope<'t>,
 ) -> Vec<Node<'t>> {
     let is_local = |name: &str| scope.has(name);
     let mut out = Vec::new();
-    let mut stack = vec![body];
-    while let Some(node) = stack.pop() {
-        if node.kind() == "assignment_expression"
-            && node
-                .child_by_field_name("operator")
-                .is_some_and(|o| o.kind() == "=")
+    for &node in assignments {
+        if !node
+            .child_by_field_name("operator")
+            .is_some_and(|o| o.kind() == "=")
         {
-            let left = node.child_by_field_name("left");
-            let right = node.child_by_field_name("right");
-            if let (Some(left), Some(right)) = (left, right) {
-                let target = base_identifier(left, &parsed.masked, &is_local)
-                    .and_then(|b| scope.lookup(&parsed.masked[b.byte_range()], b.start_byte()));
-                let stores_shared =
-                    left.kind() == "subscript_expression" || left.kind() == "pointer_expression";
-                if stores_shared
-                    && target.is_some_and(|t| t.shared)
-                    && reads_global(right, parsed, scope)
-                {
-                    out.push(node);
-                }
-            }
+            continue;
         }
-        let mut cursor = node.walk();
-        stack.extend(node.named_children(&mut cursor));
+        let (Some(left), Some(right)) = (
+            node.child_by_field_name("left"),
+            node.child_by_field_name("right"),
+        ) else {
+            continue;
+        };
+        if !matches!(left.kind(), "subscript_expression" | "pointer_expression") {
+            continue;
+        }
+        let target = base_identifier(left, &parsed.masked, &is_local)
+            .and_then(|b| scope.lookup(&parsed.masked[b.byte_range()], b.start_byte()));
+        if target.is_some_and(|t| t.shared) && reads_global(right, parsed, scope) {
+            out.push(node);
+        }
     }
     out
 }

@@ -26,20 +26,12 @@ pub struct Scope<'t> {
 }
 
 impl<'t> Scope<'t> {
-    /// Collects the parameters and local declarations of `function`.
-    pub fn of(function: Node<'t>, parsed: &Parsed) -> Scope<'t> {
+    /// The parameters and local declarations among `declarations` (the declaration
+    /// nodes the index filed under one function).
+    pub fn of(declarations: &[Node<'t>], parsed: &Parsed) -> Scope<'t> {
         let mut decls = Vec::new();
-        let mut stack = vec![function];
-        while let Some(node) = stack.pop() {
-            match node.kind() {
-                "declaration" | "parameter_declaration" | "optional_parameter_declaration" => {
-                    collect(node, parsed, &mut decls);
-                }
-                "template_parameter_list" | "lambda_capture_specifier" => continue,
-                _ => {}
-            }
-            let mut cursor = node.walk();
-            stack.extend(node.named_children(&mut cursor));
+        for &node in declarations {
+            collect(node, parsed, &mut decls);
         }
         decls.sort_by_key(|d| d.node.start_byte());
         let mut scope = Scope { decls };

@@ -4,6 +4,7 @@ use kwb_syntax::{BlankKind, Parsed};
 use tree_sitter::Node;
 
 use crate::TemplateParam;
+use crate::index::Index;
 
 /// A function definition and what the kernel map needs to know of it.
 pub struct Function<'t> {
@@ -21,20 +22,13 @@ pub struct Function<'t> {
     pub template_params: Vec<TemplateParam>,
 }
 
-/// Every function definition in source order (nested ones included).
-pub fn collect<'t>(parsed: &'t Parsed) -> Vec<Function<'t>> {
-    let mut out = Vec::new();
-    let mut stack = vec![parsed.tree.root_node()];
-    while let Some(node) = stack.pop() {
-        if node.kind() == "function_definition" {
-            out.push(describe(node, parsed));
-        }
-        let mut cursor = node.walk();
-        let children: Vec<_> = node.named_children(&mut cursor).collect();
-        stack.extend(children.into_iter().rev());
-    }
-    out.sort_by_key(|f| f.node.start_byte());
-    out
+/// Every function definition of the index, in source order.
+pub fn collect<'t>(index: &Index<'t>, parsed: &Parsed) -> Vec<Function<'t>> {
+    index
+        .functions
+        .iter()
+        .map(|&node| describe(node, parsed))
+        .collect()
 }
 
 fn describe<'t>(node: Node<'t>, parsed: &Parsed) -> Function<'t> {

@@ -12,6 +12,7 @@ mod copies;
 mod decls;
 mod error;
 mod functions;
+mod index;
 mod mainloop;
 mod mma;
 mod model;

@@ -9,6 +9,7 @@ use tree_sitter::Node;
 use crate::copies;
 use crate::decls::{Decl, Scope, viewed_tensor};
 use crate::functions::{self, Function};
+use crate::index::Index;
 use crate::mainloop::{self, Seeds};
 use crate::mma;
 use crate::patterns::{self, Mark, Pattern};
@@ -23,10 +24,12 @@ struct Found<'t> {
 }
 
 pub fn build(parsed: &Parsed, user: &[Pattern]) -> KernelMap {
-    let functions = functions::collect(parsed);
+    let index = Index::build(&parsed.tree);
+    let functions = functions::collect(&index, parsed);
     let scopes: Vec<Scope<'_>> = functions
         .iter()
-        .map(|f| Scope::of(f.node, parsed))
+        .zip(&index.held)
+        .map(|(_, held)| Scope::of(&held.declarations, parsed))
         .collect();
     let mut found: Vec<Vec<Found<'_>>> = functions.iter().map(|_| Vec::new()).collect();
 
@@ -46,7 +49,7 @@ pub fn build(parsed: &Parsed, user: &[Pattern]) -> KernelMap {
         if hit.mark == Mark::DescriptorAlias {
             continue;
         }
-        let Some(owner) = owner(&functions, hit.node) else {
+        let Some(owner) = index.owner(hit.node) else {
             continue;
         };
         let scope = &scopes[owner];
@@ -120,8 +123,8 @@ pub fn build(parsed: &Parsed, user: &[Pattern]) -> KernelMap {
                 });
             }
         }
-        if let Some(body) = function.body {
-            for store in copies::plain_shared_stores(body, parsed, scope) {
+        if function.body.is_some() {
+            for store in copies::plain_shared_stores(&index.held[i].assignments, parsed, scope) {
                 found[i].push(Found {
                     kind: SiteKind::OperandLoad,
                     node: store,
@@ -132,8 +135,11 @@ pub fn build(parsed: &Parsed, user: &[Pattern]) -> KernelMap {
         }
     }
 
-    let calls: Vec<Vec<(Node<'_>, String)>> =
-        functions.iter().map(|f| calls_in(f, parsed)).collect();
+    let calls: Vec<Vec<(Node<'_>, String)>> = index
+        .held
+        .iter()
+        .map(|held| calls_in(&held.calls, parsed))
+        .collect();
     add_wrapper_calls(&functions, &calls, &mut found, SiteKind::Mma);
     add_wrapper_calls(&functions, &calls, &mut found, SiteKind::OperandLoad);
     add_wrapper_calls(&functions, &calls, &mut found, SiteKind::Sync);
@@ -512,35 +518,18 @@ fn add_wrapper_calls<'t>(
     }
 }
 
-/// Calls inside a function's body, with the callee's last name component.
-fn calls_in<'t>(function: &Function<'t>, parsed: &Parsed) -> Vec<(Node<'t>, String)> {
-    let Some(body) = function.body else {
-        return Vec::new();
-    };
-    let mut out = Vec::new();
-    let mut stack = vec![body];
-    while let Some(node) = stack.pop() {
-        if node.kind() == "call_expression"
-            && let Some(f) = node.child_by_field_name("function")
-        {
-            let name = crate::names::callee_name(f, &parsed.masked);
-            out.push((node, name.to_owned()));
-        }
-        let mut cursor = node.walk();
-        stack.extend(node.named_children(&mut cursor));
-    }
+/// A function's calls with the callee's last name component, in source order.
+fn calls_in<'t>(calls: &[Node<'t>], parsed: &Parsed) -> Vec<(Node<'t>, String)> {
+    let mut out: Vec<(Node<'t>, String)> = calls
+        .iter()
+        .filter_map(|&node| {
+            let function = node.child_by_field_name("function")?;
+            let name = crate::names::callee_name(function, &parsed.masked);
+            Some((node, name.to_owned()))
+        })
+        .collect();
     out.sort_by_key(|(n, _)| n.start_byte());
     out
-}
-
-/// The innermost function containing `node`.
-fn owner(functions: &[Function<'_>], node: Node<'_>) -> Option<usize> {
-    functions
-        .iter()
-        .enumerate()
-        .filter(|(_, f)| mainloop::contains(f.node, node))
-        .max_by_key(|(_, f)| f.node.start_byte())
-        .map(|(i, _)| i)
 }
 
 fn kernel(function: &Function<'_>, found: Vec<Found<'_>>, parsed: &Parsed) -> Kernel {
