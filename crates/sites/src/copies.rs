@@ -101,9 +101,9 @@ pub fn plain_shared_stores<'t>(
     let is_local = |name: &str| scope.has(name);
     let mut out = Vec::new();
     for &node in assignments {
-        if !node
+        if node
             .child_by_field_name("operator")
-            .is_some_and(|o| o.kind() == "=")
+            .is_none_or(|o| o.kind() != "=")
         {
             continue;
         }
