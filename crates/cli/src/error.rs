@@ -53,6 +53,20 @@ pub enum CliError {
         )
     )]
     NoKernel { path: PathBuf },
+    #[error(
+        "no kernel-like function found in {path}, which has {regions} syntax error regions (lines {lines})"
+    )]
+    #[diagnostic(
+        code(kwb::cli::no_kernel_in_errors),
+        help(
+            "a kernel inside an error region cannot be mapped: check the braces and macros near those lines (`kwb dump-tree` shows what the parser saw)"
+        )
+    )]
+    NoKernelInErrors {
+        path: PathBuf,
+        regions: usize,
+        lines: String,
+    },
     #[error("no kernel named `{name}` in {path}")]
     #[diagnostic(code(kwb::cli::unknown_kernel), help("kernels here: {available}"))]
     UnknownKernel {

@@ -34,7 +34,7 @@ pub fn read_source(path: &Path, max_bytes: u64) -> Result<String, CliError> {
             path: path.to_owned(),
         });
     }
-    if let Some(offset) = bytes.iter().take(8192).position(|&b| b == 0) {
+    if let Some(offset) = bytes.iter().position(|&b| b == 0) {
         return Err(CliError::Binary {
             path: path.to_owned(),
             offset,

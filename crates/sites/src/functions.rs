@@ -69,6 +69,13 @@ fn describe<'t>(node: Node<'t>, parsed: &Parsed) -> Function<'t> {
 }
 
 fn function_declarator(node: Node<'_>) -> Option<Node<'_>> {
+    if node.is_error() {
+        let mut cursor = node.walk();
+        let found = node
+            .named_children(&mut cursor)
+            .find(|c| c.kind() == "function_declarator");
+        return found;
+    }
     let mut current = node.child_by_field_name("declarator")?;
     loop {
         if current.kind() == "function_declarator" {

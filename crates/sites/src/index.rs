@@ -15,6 +15,7 @@ pub struct Held<'t> {
 }
 
 /// Function definitions in source order, with what each holds and its parent.
+/// ERROR nodes holding a function declarator count as functions (see `build`).
 pub struct Index<'t> {
     /// `function_definition` nodes in source order.
     pub functions: Vec<Node<'t>>,
@@ -42,7 +43,12 @@ impl<'t> Index<'t> {
             let mut enter = node.child_count() > 0;
             if node.is_named() {
                 match node.kind() {
-                    "function_definition" => {
+                    // An ERROR node that holds a function declarator is a function
+                    // whose braces do not balance: keep it, so its sites are reported
+                    // as partial results.
+                    "function_definition" | "ERROR"
+                        if node.kind() == "function_definition" || holds_declarator(node) =>
+                    {
                         index.parents.push(open.last().map(|&(_, i)| i));
                         open.push((depth, index.functions.len()));
                         index.functions.push(node);
@@ -101,4 +107,12 @@ impl<'t> Index<'t> {
         }
         None
     }
+}
+
+fn holds_declarator(node: Node<'_>) -> bool {
+    let mut cursor = node.walk();
+    let found = node
+        .named_children(&mut cursor)
+        .any(|c| c.kind() == "function_declarator");
+    found
 }

@@ -58,14 +58,15 @@ impl Parsed {
         &self.blanks[start..end.max(start)]
     }
 
-    /// Diagnostics that lie inside `range`.
+    /// Diagnostics that lie inside `range`, including a zero-width MISSING token at
+    /// its very end (the `}` a function lacks sits exactly there).
     pub fn diagnostics_in(&self, range: std::ops::Range<usize>) -> &[SyntaxDiagnostic] {
         let start = self
             .diagnostics
             .partition_point(|d| d.range.start < range.start);
-        let end = self
-            .diagnostics
-            .partition_point(|d| d.range.start < range.end);
+        let end = self.diagnostics.partition_point(|d| {
+            d.range.start < range.end || (d.range.is_empty() && d.range.start == range.end)
+        });
         &self.diagnostics[start..end.max(start)]
     }
 }

@@ -19,7 +19,9 @@ pub mod pins;
 pub use crate::discover::{CutlassDir, CutlassSource, Discovery, Toolchain, cutlass, toolchain};
 pub use crate::env::Env;
 pub use crate::error::{Error, Stderr};
-pub use crate::nvcc::{CompileFlags, compile_object, nvcc_version, preprocess, sass};
+pub use crate::nvcc::{
+    CompileFlags, compile_executable, compile_object, nvcc_version, preprocess, sass,
+};
 
 /// The result type of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -79,6 +79,19 @@ pub fn compile_object(
     run("nvcc", command).map(drop)
 }
 
+/// Compiles and links `file` into the executable `out` (nvcc links the CUDA runtime
+/// statically by default). On failure the error holds nvcc's stderr.
+pub fn compile_executable(
+    toolchain: &Toolchain,
+    file: &Path,
+    flags: &CompileFlags,
+    out: &Path,
+) -> Result<()> {
+    let mut command = tool_command(toolchain, &toolchain.nvcc);
+    command.args(flag_args(flags)).arg(file).arg("-o").arg(out);
+    run("nvcc", command).map(drop)
+}
+
 /// The SASS of every kernel in the object file `object`, from `cuobjdump -sass`.
 pub fn sass(toolchain: &Toolchain, object: &Path) -> Result<String> {
     let mut command = tool_command(toolchain, &toolchain.cuobjdump);

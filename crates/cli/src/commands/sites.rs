@@ -82,6 +82,7 @@ pub fn run(args: Args) -> i32 {
             }
             Err(e) => {
                 code = code.max(match e {
+                    CliError::NoKernelInErrors { .. } => exit::PARTIAL,
                     CliError::NoKernel { .. } | CliError::UnknownKernel { .. } => exit::NO_KERNEL,
                     _ => exit::INPUT,
                 });
@@ -121,6 +122,19 @@ fn map_file(path: &Path, args: &Args, user: &[Pattern]) -> Result<(FileMap, Stri
     let source = read_source(path, args.max_bytes)?;
     let parsed = kwb_syntax::parse(&source);
     let mut map = kwb_sites::kernel_map(&parsed, user);
+    if map.kernels.is_empty() && !parsed.diagnostics.is_empty() {
+        let lines: Vec<String> = parsed
+            .diagnostics
+            .iter()
+            .take(8)
+            .map(|d| d.line.to_string())
+            .collect();
+        return Err(CliError::NoKernelInErrors {
+            path: path.to_owned(),
+            regions: parsed.diagnostics.len(),
+            lines: lines.join(", "),
+        });
+    }
     if map.kernels.is_empty() {
         return Err(CliError::NoKernel {
             path: path.to_owned(),

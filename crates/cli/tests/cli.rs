@@ -1,0 +1,990 @@
+//! End-to-end tests of the `kwb` binary: unreadable and odd inputs, exit codes, the
+//! `--json` shape, user patterns, the bundled fixtures and `parse-stats`.
+//!
+//! Every file a test creates lives in its own `tempfile::TempDir`; the binary runs with
+//! that folder as its working directory, so most messages name files by relative path.
+//! Exit codes are the README's: 0 ok, 2 bad input, 3 no kernel, 4 partial.
+
+use std::collections::BTreeSet;
+use std::ffi::OsStr;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, SystemTime};
+
+use serde_json::Value;
+use tempfile::TempDir;
+
+/// Success.
+const OK: i32 = 0;
+/// Bad usage or unreadable input.
+const INPUT: i32 = 2;
+/// No kernel-like function, or none named by `--kernel`.
+const NO_KERNEL: i32 = 3;
+/// Results printed, but a reported kernel has syntax error regions.
+const PARTIAL: i32 = 4;
+
+/// The site kinds of docs/sites.md, exactly.
+const SITE_KINDS: &[&str] = &[
+    "mainloop",
+    "mma",
+    "operand",
+    "accumulator",
+    "operand-load",
+    "epilogue",
+    "tma-descriptor",
+    "sync",
+];
+
+/// A kernel with no sites.
+const KERNEL: &str = "__global__ void scale(float* a) { a[threadIdx.x] *= 2.0f; }\n";
+
+/// Three kernels, the last one calling an in-house MMA macro kwb does not know.
+const THREE_KERNELS: &str = "\
+__global__ void alpha(float* a) { a[0] = 1; }
+__global__ void beta(float* a) { a[1] = 2; }
+__global__ void gemm(float* a, float* b, float* c) {
+  MY_MMA(a, b, c);
+}
+";
+
+/// Host-only C++: nothing kernel-like.
+const HOST_ONLY: &str = "\
+#include <vector>
+
+// Sums on the host.
+int sum(const std::vector<int>& v) {
+  int s = 0;
+  for (int x : v) s += x;
+  return s;
+}
+
+int main() { return sum({1, 2, 3}); }
+";
+
+/// A kernel whose loop and body are never closed.
+const UNBALANCED: &str = "__global__ void k(float* a) { for (int k = 0; k < 4; ++k) { a[k] = 1;\n";
+
+/// A kernel whose own closing brace is missing (the loop is closed).
+const UNCLOSED_BODY: &str = "\
+__global__ void k(float* a) {
+  for (int k = 0; k < 4; ++k) {
+    a[k] = 1;
+  }
+";
+
+/// Balanced braces, one syntax error inside the kernel.
+const ERROR_INSIDE: &str = "\
+__global__ void k(float* a) {
+  for (int k = 0; k < 4; ++k) {
+    a[k] = 1 +;
+  }
+}
+";
+
+/// The user pattern of the README's example: `MY_MMA(…)` is an MMA.
+const MY_MMA_PATTERN: &str =
+    "((call_expression function: (identifier) @_f) @mma (#eq? @_f \"MY_MMA\"))\n";
+
+/// A finished run of the binary.
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+/// Runs `kwb args…` in `dir`, asserting that it exited by itself and did not panic.
+fn kwb<S: AsRef<OsStr>>(dir: &Path, args: &[S]) -> Run {
+    let output = Command::new(env!("CARGO_BIN_EXE_kwb"))
+        .args(args)
+        .current_dir(dir)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("kwb starts");
+    let stdout = String::from_utf8(output.stdout).expect("stdout is UTF-8");
+    let stderr = String::from_utf8(output.stderr).expect("stderr is UTF-8");
+    let shown: Vec<&OsStr> = args.iter().map(AsRef::as_ref).collect();
+    assert!(
+        !stderr.contains("panicked"),
+        "kwb {shown:?} panicked:\n{stderr}"
+    );
+    let code = match output.status.code() {
+        Some(code) => code,
+        None => panic!("kwb {shown:?} was killed by a signal:\n{stderr}"),
+    };
+    Run {
+        code,
+        stdout,
+        stderr,
+    }
+}
+
+/// Writes `contents` to `dir/name` and returns the path.
+fn write(dir: &Path, name: &str, contents: impl AsRef<[u8]>) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, contents).expect("write a test input");
+    path
+}
+
+/// Parses stdout as JSON.
+fn json(run: &Run) -> Value {
+    serde_json::from_str(&run.stdout)
+        .unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{}", run.stdout))
+}
+
+/// The keys of a JSON object, sorted.
+fn keys(value: &Value) -> Vec<&str> {
+    let mut keys: Vec<&str> = value
+        .as_object()
+        .unwrap_or_else(|| panic!("not an object: {value}"))
+        .keys()
+        .map(String::as_str)
+        .collect();
+    keys.sort_unstable();
+    keys
+}
+
+/// A bundled fixture, by name under fixtures/sites/.
+fn fixture(name: &str) -> PathBuf {
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/sites")).join(name)
+}
+
+/// `text` with regex metacharacters escaped, for an insta filter.
+fn regex_escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if "\\.+*?()|[]{}^$#&-~".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[test]
+fn missing_file_is_bad_input() {
+    let dir = TempDir::new().unwrap();
+    let run = kwb(dir.path(), &["sites", "missing.cu"]);
+    assert_eq!(run.code, INPUT);
+    assert_eq!(run.stdout, "");
+    insta::assert_snapshot!(run.stderr, @r"
+    kwb::cli::unreadable
+
+      x cannot read missing.cu: No such file or directory (os error 2)
+      `-> No such file or directory (os error 2)
+      help: check the path and its permissions
+    ");
+    assert_eq!(
+        kwb(dir.path(), &["sites", "--json", "missing.cu"]).code,
+        INPUT
+    );
+    assert_eq!(kwb(dir.path(), &["dump-tree", "missing.cu"]).code, INPUT);
+    write(dir.path(), "q.scm", "(identifier) @id\n");
+    assert_eq!(
+        kwb(dir.path(), &["query", "q.scm", "missing.cu"]).code,
+        INPUT
+    );
+    write(dir.path(), "k.cu", KERNEL);
+    assert_eq!(
+        kwb(dir.path(), &["query", "missing.scm", "k.cu"]).code,
+        INPUT
+    );
+    let run = kwb(dir.path(), &["parse-stats", "missing"]);
+    assert_eq!(run.code, INPUT);
+    assert!(run.stderr.contains("cannot read missing"), "{}", run.stderr);
+}
+
+#[test]
+fn directory_is_bad_input() {
+    let dir = TempDir::new().unwrap();
+    std::fs::create_dir(dir.path().join("src.cu")).unwrap();
+    let run = kwb(dir.path(), &["sites", "src.cu"]);
+    assert_eq!(run.code, INPUT);
+    assert_eq!(run.stdout, "");
+    assert!(
+        run.stderr.contains("src.cu is a directory"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains("kwb parse-stats DIR"), "{}", run.stderr);
+    let run = kwb(dir.path(), &["dump-tree", "src.cu"]);
+    assert_eq!(run.code, INPUT);
+    assert!(run.stderr.contains("is a directory"), "{}", run.stderr);
+    // parse-stats wants the opposite: a file where a directory belongs is bad input.
+    write(dir.path(), "k.cu", KERNEL);
+    assert_eq!(kwb(dir.path(), &["parse-stats", "k.cu"]).code, INPUT);
+}
+
+#[test]
+fn binary_file_is_bad_input() {
+    let dir = TempDir::new().unwrap();
+    write(dir.path(), "k.o", b"\x7fELF\x02\x01\x01\0\0\0\0\0\0\0\0\0");
+    let run = kwb(dir.path(), &["sites", "k.o"]);
+    assert_eq!(run.code, INPUT);
+    assert_eq!(run.stdout, "");
+    assert!(
+        run.stderr
+            .contains("k.o looks binary (NUL byte at offset 7)"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains("kwb::cli::binary"), "{}", run.stderr);
+    assert_eq!(kwb(dir.path(), &["sites", "--json", "k.o"]).code, INPUT);
+    assert_eq!(kwb(dir.path(), &["dump-tree", "k.o"]).code, INPUT);
+    write(dir.path(), "q.scm", "(identifier) @id\n");
+    assert_eq!(kwb(dir.path(), &["query", "q.scm", "k.o"]).code, INPUT);
+    // A binary pattern file is bad input too.
+    write(dir.path(), "k.cu", KERNEL);
+    assert_eq!(
+        kwb(dir.path(), &["sites", "k.cu", "--patterns", "k.o"]).code,
+        INPUT
+    );
+}
+
+#[test]
+fn non_utf8_file_is_bad_input() {
+    let dir = TempDir::new().unwrap();
+    // "café" in latin-1: 0xE9 on its own is not UTF-8.
+    let latin1 = b"// caf\xe9\n__global__ void k(float* a) { a[0] = 1; }\n";
+    write(dir.path(), "latin1.cu", latin1);
+    let run = kwb(dir.path(), &["sites", "latin1.cu"]);
+    assert_eq!(run.code, INPUT);
+    assert_eq!(run.stdout, "");
+    assert!(
+        run.stderr
+            .contains("latin1.cu is not UTF-8 (invalid byte at offset 6)"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains("iconv"), "{}", run.stderr);
+    assert_eq!(kwb(dir.path(), &["dump-tree", "latin1.cu"]).code, INPUT);
+    write(dir.path(), "q.scm", "(identifier) @id\n");
+    assert_eq!(
+        kwb(dir.path(), &["query", "q.scm", "latin1.cu"]).code,
+        INPUT
+    );
+}
+
+#[test]
+fn empty_and_whitespace_only_files_are_bad_input() {
+    let dir = TempDir::new().unwrap();
+    write(dir.path(), "empty.cu", "");
+    write(dir.path(), "blank.cu", " \n\t\r\n  \n");
+    for name in ["empty.cu", "blank.cu"] {
+        let run = kwb(dir.path(), &["sites", name]);
+        assert_eq!(run.code, INPUT, "{name}");
+        assert_eq!(run.stdout, "", "{name}");
+        assert!(
+            run.stderr.contains(&format!("{name} is empty")),
+            "{name}: {}",
+            run.stderr
+        );
+        assert_eq!(kwb(dir.path(), &["dump-tree", name]).code, INPUT, "{name}");
+    }
+    // An empty pattern file is bad input as well.
+    write(dir.path(), "k.cu", KERNEL);
+    assert_eq!(
+        kwb(dir.path(), &["sites", "k.cu", "--patterns", "empty.cu"]).code,
+        INPUT
+    );
+}
+
+#[test]
+fn host_only_file_has_no_kernel() {
+    let dir = TempDir::new().unwrap();
+    write(dir.path(), "host.cpp", HOST_ONLY);
+    let run = kwb(dir.path(), &["sites", "host.cpp"]);
+    assert_eq!(run.code, NO_KERNEL);
+    assert_eq!(run.stdout, "");
+    assert!(
+        run.stderr.contains("no kernel-like function in host.cpp"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains("--patterns"), "{}", run.stderr);
+    // Unreadable files and files with no kernel are left out of the JSON.
+    let run = kwb(dir.path(), &["sites", "--json", "host.cpp"]);
+    assert_eq!(run.code, NO_KERNEL);
+    assert_eq!(run.stdout, "");
+    // The debug commands do not care about kernels.
+    let run = kwb(dir.path(), &["dump-tree", "host.cpp"]);
+    assert_eq!(run.code, OK);
+    assert!(run.stdout.starts_with("translation_unit"), "{}", run.stdout);
+}
+
+#[test]
+fn oversized_file_needs_max_bytes() {
+    // About 50 MB of valid C++: a kernel, then comment lines with a small function
+    // every sixteenth line. `kwb sites --max-bytes 100000000` parses it in about
+    // 2-3 s in a debug build (a file of functions only takes about 15 s, too slow
+    // for a test).
+    const SIZE: usize = 50_000_000;
+    let dir = TempDir::new().unwrap();
+    let mut text = String::with_capacity(SIZE + 4096);
+    text.push_str(KERNEL);
+    let mut i = 0;
+    while text.len() < SIZE {
+        for _ in 0..15 {
+            text.push_str("// padding: a comment line that makes this file large, nothing more\n");
+        }
+        writeln!(text, "static int pad_{i}(int x) {{ return x + {i}; }}").unwrap();
+        i += 1;
+    }
+    let path = write(dir.path(), "big.cu", &text);
+    let size = std::fs::metadata(&path).unwrap().len();
+
+    let run = kwb(dir.path(), &["sites", "big.cu"]);
+    assert_eq!(run.code, INPUT);
+    assert_eq!(run.stdout, "");
+    assert!(
+        run.stderr.contains(&format!(
+            "big.cu is {size} bytes, over the 33554432-byte limit"
+        )),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains("--max-bytes"), "{}", run.stderr);
+    assert_eq!(kwb(dir.path(), &["dump-tree", "big.cu"]).code, INPUT);
+
+    let run = kwb(dir.path(), &["sites", "--max-bytes", "100000000", "big.cu"]);
+    assert_eq!(run.code, OK, "{}", run.stderr);
+    assert!(
+        run.stdout.contains("kernel `scale` (global)"),
+        "{}",
+        run.stdout
+    );
+}
+
+#[test]
+fn small_max_bytes_rejects_an_ordinary_file() {
+    let dir = TempDir::new().unwrap();
+    write(dir.path(), "k.cu", KERNEL);
+    let run = kwb(dir.path(), &["sites", "--max-bytes", "10", "k.cu"]);
+    assert_eq!(run.code, INPUT);
+    assert!(
+        run.stderr.contains(&format!(
+            "k.cu is {} bytes, over the 10-byte limit",
+            KERNEL.len()
+        )),
+        "{}",
+        run.stderr
+    );
+    let exact = KERNEL.len().to_string();
+    assert_eq!(
+        kwb(dir.path(), &["sites", "--max-bytes", &exact, "k.cu"]).code,
+        OK
+    );
+}
+
+#[test]
+fn unbalanced_braces_give_partial_results() {
+    let dir = TempDir::new().unwrap();
+    write(dir.path(), "unbalanced.cu", UNBALANCED);
+    let run = kwb(dir.path(), &["sites", "unbalanced.cu"]);
+    assert_eq!(run.code, PARTIAL, "stderr:\n{}", run.stderr);
+    assert!(run.stdout.contains("kernel `k`"), "{}", run.stdout);
+    assert!(run.stdout.contains("error regions"), "{}", run.stdout);
+
+    let run = kwb(dir.path(), &["sites", "--json", "unbalanced.cu"]);
+    assert_eq!(run.code, PARTIAL, "stderr:\n{}", run.stderr);
+    let map = json(&run);
+    assert_eq!(map["kernels"][0]["name"], "k");
+    assert!(
+        map["kernels"][0]["syntax_errors"].as_u64() > Some(0),
+        "{map}"
+    );
+    assert!(!map["diagnostics"].as_array().unwrap().is_empty(), "{map}");
+}
+
+#[test]
+fn missing_closing_brace_of_a_kernel_gives_partial_results() {
+    let dir = TempDir::new().unwrap();
+    write(dir.path(), "unclosed.cu", UNCLOSED_BODY);
+    let run = kwb(dir.path(), &["sites", "unclosed.cu"]);
+    assert!(run.stdout.contains("kernel `k`"), "{}", run.stdout);
+    assert!(
+        run.stdout.contains("unclosed.cu: 1 error regions"),
+        "{}",
+        run.stdout
+    );
+    // The kernel is the one that lacks the brace, so its results are partial.
+    assert_eq!(run.code, PARTIAL, "stdout:\n{}", run.stdout);
+    let run = kwb(dir.path(), &["sites", "--json", "unclosed.cu"]);
+    let map = json(&run);
+    assert_eq!(map["diagnostics"][0]["message"], "missing `}`");
+    assert_eq!(map["kernels"][0]["syntax_errors"], 1, "{map}");
+    assert_eq!(run.code, PARTIAL);
+}
+
+#[test]
+fn syntax_error_inside_a_kernel_gives_partial_results() {
+    let dir = TempDir::new().unwrap();
+    write(dir.path(), "error.cu", ERROR_INSIDE);
+    let run = kwb(dir.path(), &["sites", "error.cu"]);
+    assert_eq!(run.code, PARTIAL);
+    assert_eq!(run.stderr, "");
+    assert!(run.stdout.contains("kernel `k` (global)"), "{}", run.stdout);
+    assert!(
+        run.stdout
+            .contains("1 syntax error regions inside this function"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains(
+            "error.cu: 1 error regions in the file; sites inside them may be missing (lines 3)"
+        ),
+        "{}",
+        run.stdout
+    );
+    let run = kwb(dir.path(), &["sites", "--json", "error.cu"]);
+    assert_eq!(run.code, PARTIAL);
+    let map = json(&run);
+    assert_eq!(map["kernels"][0]["syntax_errors"], 1);
+    assert_eq!(map["diagnostics"][0]["line"], 3);
+    assert_eq!(map["diagnostics"][0]["kind"], "error");
+}
+
+#[test]
+fn unknown_kernel_lists_the_available_ones() {
+    let dir = TempDir::new().unwrap();
+    write(dir.path(), "k.cu", THREE_KERNELS);
+    let run = kwb(dir.path(), &["sites", "k.cu", "--kernel", "nope"]);
+    assert_eq!(run.code, NO_KERNEL);
+    assert_eq!(run.stdout, "");
+    insta::assert_snapshot!(run.stderr, @r"
+    kwb::cli::unknown_kernel
+
+      x no kernel named `nope` in k.cu
+      help: kernels here: alpha, beta, gemm
+    ");
+    let run = kwb(dir.path(), &["sites", "--json", "k.cu", "--kernel", "nope"]);
+    assert_eq!(run.code, NO_KERNEL);
+    assert_eq!(run.stdout, "");
+}
+
+#[test]
+fn known_kernel_is_the_only_one_reported() {
+    let dir = TempDir::new().unwrap();
+    write(dir.path(), "k.cu", THREE_KERNELS);
+    let run = kwb(dir.path(), &["sites", "--json", "k.cu", "--kernel", "beta"]);
+    assert_eq!(run.code, OK, "{}", run.stderr);
+    let map = json(&run);
+    let names: Vec<&Value> = map["kernels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| &k["name"])
+        .collect();
+    assert_eq!(names, ["beta"]);
+}
+
+#[test]
+fn pattern_that_does_not_compile_is_bad_input() {
+    let dir = TempDir::new().unwrap();
+    write(dir.path(), "k.cu", THREE_KERNELS);
+    write(
+        dir.path(),
+        "bad.scm",
+        "((call_expression function: (identifier) @mma)\n",
+    );
+    let run = kwb(dir.path(), &["sites", "k.cu", "--patterns", "bad.scm"]);
+    assert_eq!(run.code, INPUT);
+    assert_eq!(run.stdout, "");
+    assert!(
+        run.stderr.contains("pattern file does not compile"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains("bad.scm"), "{}", run.stderr);
+    write(dir.path(), "node.scm", "(no_such_node) @mma\n");
+    assert_eq!(
+        kwb(dir.path(), &["sites", "k.cu", "--patterns", "node.scm"]).code,
+        INPUT
+    );
+    let run = kwb(dir.path(), &["query", "bad.scm", "k.cu"]);
+    assert_eq!(run.code, INPUT);
+    assert!(
+        run.stderr.contains("query does not compile"),
+        "{}",
+        run.stderr
+    );
+    // A missing pattern file is bad input, and nothing is printed for k.cu.
+    let run = kwb(dir.path(), &["sites", "k.cu", "--patterns", "none.scm"]);
+    assert_eq!(run.code, INPUT);
+    assert_eq!(run.stdout, "");
+}
+
+#[test]
+fn pattern_that_captures_no_site_kind_is_bad_input() {
+    let dir = TempDir::new().unwrap();
+    write(dir.path(), "k.cu", THREE_KERNELS);
+    write(
+        dir.path(),
+        "nokind.scm",
+        "((call_expression function: (identifier) @name))\n",
+    );
+    let run = kwb(dir.path(), &["sites", "k.cu", "--patterns", "nokind.scm"]);
+    assert_eq!(run.code, INPUT);
+    assert_eq!(run.stdout, "");
+    assert!(
+        run.stderr.contains("pattern file captures no site kind"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains("@mma"), "{}", run.stderr);
+}
+
+#[test]
+fn user_pattern_adds_an_mma_site() {
+    let dir = TempDir::new().unwrap();
+    write(dir.path(), "k.cu", THREE_KERNELS);
+    write(dir.path(), "my_mma.scm", MY_MMA_PATTERN);
+    let mma_sites = |run: &Run| -> Vec<Value> {
+        let map = json(run);
+        let gemm = map["kernels"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|k| k["name"] == "gemm")
+            .unwrap_or_else(|| panic!("no kernel gemm: {map}"))
+            .clone();
+        gemm["sites"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s["kind"] == "mma")
+            .cloned()
+            .collect()
+    };
+
+    let without = kwb(dir.path(), &["sites", "--json", "k.cu"]);
+    assert_eq!(without.code, OK, "{}", without.stderr);
+    assert_eq!(mma_sites(&without), Vec::<Value>::new());
+
+    let with = kwb(
+        dir.path(),
+        &["sites", "--json", "k.cu", "--patterns", "my_mma.scm"],
+    );
+    assert_eq!(with.code, OK, "{}", with.stderr);
+    let sites = mma_sites(&with);
+    assert_eq!(sites.len(), 1, "{sites:?}");
+    assert_eq!(sites[0]["line"], 4);
+    assert_eq!(sites[0]["column"], 3);
+    assert_eq!(sites[0]["text"], "MY_MMA(a, b, c);");
+
+    let human = kwb(dir.path(), &["sites", "k.cu", "--patterns", "my_mma.scm"]);
+    assert_eq!(human.code, OK);
+    assert!(human.stdout.contains("mma"), "{}", human.stdout);
+}
+
+#[test]
+fn paths_with_spaces_and_shell_metacharacters() {
+    let dir = TempDir::new().unwrap();
+    let sub = dir.path().join("dir with space;$(x)");
+    std::fs::create_dir(&sub).unwrap();
+    let file = write(&sub, "a b;$(x).cu", KERNEL);
+    write(
+        &sub,
+        "q b;$(x).scm",
+        "(function_declarator declarator: (identifier) @name)\n",
+    );
+
+    // Relative, from inside the folder.
+    let run = kwb(&sub, &["sites", "a b;$(x).cu"]);
+    assert_eq!(run.code, OK, "{}", run.stderr);
+    assert_eq!(
+        run.stdout,
+        "  > kernel `scale` (global) at a b;$(x).cu:1 — 0 sites\n"
+    );
+
+    // Absolute, with the temp folder filtered out.
+    let run = kwb(dir.path(), &[OsStr::new("sites"), file.as_os_str()]);
+    assert_eq!(run.code, OK, "{}", run.stderr);
+    let tmp = regex_escape(&dir.path().display().to_string());
+    insta::with_settings!({ filters => vec![(tmp.as_str(), "[TMP]")] }, {
+        insta::assert_snapshot!(run.stdout, @"  > kernel `scale` (global) at [TMP]/dir with space;$(x)/a b;$(x).cu:1 — 0 sites");
+    });
+
+    let run = kwb(
+        dir.path(),
+        &[OsStr::new("sites"), OsStr::new("--json"), file.as_os_str()],
+    );
+    assert_eq!(run.code, OK, "{}", run.stderr);
+    assert_eq!(json(&run)["file"], file.display().to_string());
+
+    let run = kwb(&sub, &["dump-tree", "a b;$(x).cu"]);
+    assert_eq!(run.code, OK, "{}", run.stderr);
+    let run = kwb(&sub, &["query", "q b;$(x).scm", "a b;$(x).cu"]);
+    assert_eq!(run.code, OK, "{}", run.stderr);
+    assert_eq!(run.stdout, "1:17 @name scale\n");
+    let run = kwb(
+        dir.path(),
+        &["parse-stats", "--list", "dir with space;$(x)"],
+    );
+    assert_eq!(run.code, OK, "{}", run.stderr);
+    assert!(run.stdout.contains("parsed 1 files"), "{}", run.stdout);
+    assert!(run.stdout.contains("1 clean"), "{}", run.stdout);
+
+    // A missing file with such a name is reported by that name, not run by a shell.
+    let run = kwb(&sub, &["sites", "gone;$(touch pwned).cu"]);
+    assert_eq!(run.code, INPUT);
+    assert!(
+        run.stderr.contains("cannot read gone;$(touch pwned).cu"),
+        "{}",
+        run.stderr
+    );
+    assert!(!sub.join("pwned").exists());
+}
+
+#[test]
+fn inputs_are_never_modified() {
+    let dir = TempDir::new().unwrap();
+    let files = [
+        write(dir.path(), "k.cu", THREE_KERNELS),
+        write(dir.path(), "host.cpp", HOST_ONLY),
+        write(dir.path(), "unbalanced.cu", UNBALANCED),
+        write(dir.path(), "error.cu", ERROR_INSIDE),
+        write(dir.path(), "crlf.cu", THREE_KERNELS.replace('\n', "\r\n")),
+        write(dir.path(), "bom.cu", format!("\u{feff}{KERNEL}")),
+        write(dir.path(), "my_mma.scm", MY_MMA_PATTERN),
+    ];
+    // An mtime in the past, so that any rewrite, even of the same bytes, shows.
+    let past = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000_000);
+    for path in &files {
+        std::fs::File::options()
+            .write(true)
+            .open(path)
+            .unwrap()
+            .set_modified(past)
+            .unwrap();
+    }
+    let snapshot = |paths: &[PathBuf]| -> Vec<(Vec<u8>, SystemTime)> {
+        paths
+            .iter()
+            .map(|p| {
+                let bytes = std::fs::read(p).unwrap();
+                let mtime = std::fs::metadata(p).unwrap().modified().unwrap();
+                (bytes, mtime)
+            })
+            .collect()
+    };
+    let listing = || -> BTreeSet<PathBuf> {
+        std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect()
+    };
+    let before = snapshot(&files);
+    let listed_before = listing();
+    assert!(before.iter().all(|(_, mtime)| *mtime == past));
+
+    let names = [
+        "k.cu",
+        "host.cpp",
+        "unbalanced.cu",
+        "error.cu",
+        "crlf.cu",
+        "bom.cu",
+    ];
+    for name in names {
+        kwb(dir.path(), &["sites", name]);
+        kwb(dir.path(), &["sites", "--json", name]);
+        kwb(dir.path(), &["sites", name, "--patterns", "my_mma.scm"]);
+        kwb(dir.path(), &["sites", name, "--kernel", "gemm"]);
+        kwb(dir.path(), &["dump-tree", name]);
+        kwb(dir.path(), &["query", "my_mma.scm", name]);
+    }
+    let mut all = vec!["sites", "--json"];
+    all.extend(names);
+    kwb(dir.path(), &all);
+    kwb(dir.path(), &["parse-stats", "--list", "."]);
+    kwb(dir.path(), &["parse-stats", "--json", "."]);
+
+    let after = snapshot(&files);
+    for ((path, (bytes0, mtime0)), (bytes1, mtime1)) in files.iter().zip(&before).zip(&after) {
+        assert!(bytes0 == bytes1, "{} changed", path.display());
+        assert_eq!(mtime0, mtime1, "{} was rewritten", path.display());
+    }
+    assert_eq!(listing(), listed_before, "kwb created or removed files");
+}
+
+#[test]
+fn json_of_one_file_is_an_object() {
+    let dir = TempDir::new().unwrap();
+    write(dir.path(), "k.cu", KERNEL);
+    let run = kwb(dir.path(), &["sites", "--json", "k.cu"]);
+    assert_eq!(run.code, OK, "{}", run.stderr);
+    let map = json(&run);
+    assert_eq!(keys(&map), ["diagnostics", "file", "kernels"]);
+    assert_eq!(map["file"], "k.cu");
+    assert_eq!(map["diagnostics"], Value::Array(Vec::new()));
+    let kernel = &map["kernels"][0];
+    assert_eq!(
+        keys(kernel),
+        [
+            "end_line",
+            "line",
+            "name",
+            "role",
+            "sites",
+            "syntax_errors",
+            "template_params"
+        ]
+    );
+    assert_eq!(kernel["name"], "scale");
+    assert_eq!(kernel["role"], "global");
+}
+
+#[test]
+fn json_of_two_files_is_an_array_in_the_order_given() {
+    let dir = TempDir::new().unwrap();
+    write(dir.path(), "one.cu", KERNEL);
+    write(dir.path(), "two.cu", THREE_KERNELS);
+    for (first, second) in [("one.cu", "two.cu"), ("two.cu", "one.cu")] {
+        let run = kwb(dir.path(), &["sites", "--json", first, second]);
+        assert_eq!(run.code, OK, "{}", run.stderr);
+        let maps = json(&run);
+        let maps = maps.as_array().expect("an array for two files");
+        assert_eq!(maps.len(), 2);
+        assert_eq!(maps[0]["file"], first);
+        assert_eq!(maps[1]["file"], second);
+        for map in maps {
+            assert_eq!(keys(map), ["diagnostics", "file", "kernels"]);
+        }
+    }
+}
+
+#[test]
+fn json_sites_have_exactly_the_documented_keys_and_kinds() {
+    let dir = TempDir::new().unwrap();
+    let mut args = vec![
+        OsStr::new("sites").to_owned(),
+        OsStr::new("--json").to_owned(),
+    ];
+    for name in [
+        "cute_sm80_gemm.cu",
+        "dead_code.cu",
+        "megakernel_task.cu",
+        "mma_sync_cp_async.cu",
+        "scalar_fma.cu",
+        "wgmma_tma_mbarrier.cu",
+    ] {
+        args.push(fixture(name).into_os_string());
+    }
+    write(dir.path(), "k.cu", THREE_KERNELS);
+    write(dir.path(), "my_mma.scm", MY_MMA_PATTERN);
+    args.extend(["k.cu", "--patterns", "my_mma.scm"].map(|a| OsStr::new(a).to_owned()));
+    let run = kwb(dir.path(), &args);
+    assert_eq!(run.code, OK, "{}", run.stderr);
+    let maps = json(&run);
+    let mut seen = BTreeSet::new();
+    for map in maps.as_array().unwrap() {
+        for kernel in map["kernels"].as_array().unwrap() {
+            for site in kernel["sites"].as_array().unwrap() {
+                assert_eq!(
+                    keys(site),
+                    [
+                        "column",
+                        "confidence",
+                        "end_line",
+                        "kind",
+                        "line",
+                        "note",
+                        "text"
+                    ],
+                    "{site}"
+                );
+                let kind = site["kind"].as_str().unwrap();
+                assert!(SITE_KINDS.contains(&kind), "unknown kind: {site}");
+                seen.insert(kind.to_owned());
+                assert!(
+                    ["high", "medium", "low"].contains(&site["confidence"].as_str().unwrap()),
+                    "{site}"
+                );
+                assert!(site["note"].is_null() || site["note"].is_string(), "{site}");
+                assert!(site["line"].as_u64() >= Some(1), "{site}");
+                assert!(site["end_line"].as_u64() >= site["line"].as_u64(), "{site}");
+                assert!(site["column"].as_u64() >= Some(1), "{site}");
+            }
+        }
+    }
+    // The fixtures between them hold every kind, so the check above saw them all.
+    assert_eq!(seen.len(), SITE_KINDS.len(), "kinds seen: {seen:?}");
+}
+
+#[test]
+fn readable_file_is_reported_when_another_is_missing() {
+    let dir = TempDir::new().unwrap();
+    write(dir.path(), "k.cu", KERNEL);
+    for args in [["sites", "k.cu", "gone.cu"], ["sites", "gone.cu", "k.cu"]] {
+        let run = kwb(dir.path(), &args);
+        assert_eq!(run.code, INPUT);
+        assert!(run.stdout.contains("kernel `scale`"), "{}", run.stdout);
+        assert!(run.stderr.contains("cannot read gone.cu"), "{}", run.stderr);
+    }
+    let run = kwb(dir.path(), &["sites", "--json", "gone.cu", "k.cu"]);
+    assert_eq!(run.code, INPUT);
+    let maps = json(&run);
+    let maps = maps.as_array().expect("an array for two files");
+    assert_eq!(maps.len(), 1);
+    assert_eq!(maps[0]["file"], "k.cu");
+}
+
+#[test]
+fn highest_exit_code_wins() {
+    let dir = TempDir::new().unwrap();
+    write(dir.path(), "k.cu", KERNEL);
+    write(dir.path(), "host.cpp", HOST_ONLY);
+    write(dir.path(), "error.cu", ERROR_INSIDE);
+    let cases: [(&[&str], i32); 4] = [
+        (&["k.cu", "gone.cu"], INPUT),
+        (&["gone.cu", "host.cpp", "k.cu"], NO_KERNEL),
+        (&["host.cpp", "error.cu", "gone.cu"], PARTIAL),
+        (&["k.cu", "k.cu"], OK),
+    ];
+    for (files, code) in cases {
+        let mut args = vec!["sites"];
+        args.extend(files);
+        let run = kwb(dir.path(), &args);
+        assert_eq!(run.code, code, "{files:?}: {}", run.stderr);
+        args.push("--json");
+        assert_eq!(kwb(dir.path(), &args).code, code, "{files:?} --json");
+    }
+}
+
+#[test]
+fn bundled_wgmma_fixture_maps_cleanly() {
+    let dir = TempDir::new().unwrap();
+    let path = fixture("wgmma_tma_mbarrier.cu");
+    let run = kwb(dir.path(), &[OsStr::new("sites"), path.as_os_str()]);
+    assert_eq!(run.code, OK, "{}", run.stderr);
+    assert_eq!(run.stderr, "");
+    assert!(
+        run.stdout.contains("kernel `gemm_wgmma_tma`"),
+        "{}",
+        run.stdout
+    );
+    assert!(run.stdout.contains("-- mma"), "{}", run.stdout);
+}
+
+#[test]
+fn bundled_no_kernel_fixture_has_no_kernel() {
+    let dir = TempDir::new().unwrap();
+    let path = fixture("no_kernel.cu");
+    let run = kwb(dir.path(), &[OsStr::new("sites"), path.as_os_str()]);
+    assert_eq!(run.code, NO_KERNEL);
+    assert_eq!(run.stdout, "");
+    assert!(
+        run.stderr.contains("no kernel-like function in"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn parse_stats_counts_clean_and_broken_files() {
+    let dir = TempDir::new().unwrap();
+    let tree = dir.path().join("tree");
+    std::fs::create_dir_all(tree.join("nested")).unwrap();
+    write(&tree, "good.cu", THREE_KERNELS);
+    write(&tree.join("nested"), "good.hpp", HOST_ONLY);
+    write(&tree, "broken.cu", UNBALANCED);
+    // Not a source extension: not counted.
+    write(&tree, "notes.txt", "not C++ {");
+
+    let run = kwb(dir.path(), &["parse-stats", "tree"]);
+    assert_eq!(run.code, OK, "{}", run.stderr);
+    assert!(run.stdout.starts_with("parsed 3 files"), "{}", run.stdout);
+    assert!(
+        run.stdout.contains("2 clean, 1 with ERROR/MISSING"),
+        "{}",
+        run.stdout
+    );
+    assert!(run.stdout.contains("0 unreadable"), "{}", run.stdout);
+
+    let run = kwb(dir.path(), &["parse-stats", "--list", "tree"]);
+    assert_eq!(run.code, OK);
+    assert!(run.stdout.contains("\n  broken.cu:1 ("), "{}", run.stdout);
+
+    let run = kwb(dir.path(), &["parse-stats", "--json", "tree"]);
+    assert_eq!(run.code, OK);
+    let stats = json(&run);
+    assert_eq!(stats["files"], 3);
+    assert_eq!(stats["files_with_errors"], 1);
+    assert_eq!(stats["unreadable"], 0);
+    assert_eq!(stats["with_errors"][0]["file"], "broken.cu");
+}
+
+#[test]
+fn no_command_panics_on_bad_inputs() {
+    let dir = TempDir::new().unwrap();
+    let d = dir.path();
+    std::fs::create_dir(d.join("folder.cu")).unwrap();
+    write(d, "binary.cu", b"\0\x01\x02\x03");
+    write(d, "latin1.cu", b"// caf\xe9\n");
+    write(d, "empty.cu", "");
+    write(d, "blank.cu", "\n \n");
+    write(d, "host.cpp", HOST_ONLY);
+    write(d, "unbalanced.cu", UNBALANCED);
+    write(d, "unclosed.cu", UNCLOSED_BODY);
+    write(d, "error.cu", ERROR_INSIDE);
+    write(d, "only_braces.cu", "}}}{{{)))(((");
+    write(
+        d,
+        "deep.cu",
+        format!(
+            "__global__ void k(float* a) {{ a[0] = {}1{}; }}\n",
+            "(".repeat(5000),
+            ")".repeat(5000)
+        ),
+    );
+    write(d, "nokind.scm", "((identifier) @name)\n");
+    write(d, "bad.scm", "((identifier\n");
+    write(d, "my_mma.scm", MY_MMA_PATTERN);
+    let inputs = [
+        "gone.cu",
+        "folder.cu",
+        "binary.cu",
+        "latin1.cu",
+        "empty.cu",
+        "blank.cu",
+        "host.cpp",
+        "unbalanced.cu",
+        "unclosed.cu",
+        "error.cu",
+        "only_braces.cu",
+        "deep.cu",
+    ];
+    for input in inputs {
+        let commands: [&[&str]; 8] = [
+            &["sites", input],
+            &["sites", "--json", input],
+            &["sites", "--kernel", "k", input],
+            &["sites", "--patterns", "my_mma.scm", input],
+            &["dump-tree", input],
+            &["query", "my_mma.scm", input],
+            &["query", "bad.scm", input],
+            &["query", input, "host.cpp"],
+        ];
+        for args in commands {
+            let run = kwb(d, args);
+            assert!(
+                [OK, INPUT, NO_KERNEL, PARTIAL].contains(&run.code),
+                "kwb {args:?} exited {}:\n{}",
+                run.code,
+                run.stderr
+            );
+        }
+    }
+    for pattern in ["nokind.scm", "bad.scm", "binary.cu", "folder.cu", "gone.cu"] {
+        let run = kwb(d, &["sites", "host.cpp", "--patterns", pattern]);
+        assert_eq!(run.code, INPUT, "--patterns {pattern}");
+    }
+    let mut all = vec!["sites"];
+    all.extend(inputs);
+    let run = kwb(d, &all);
+    assert_eq!(run.code, PARTIAL, "{}", run.stderr);
+    let run = kwb(d, &["parse-stats", "--list", "."]);
+    assert_eq!(run.code, OK, "{}", run.stderr);
+}
