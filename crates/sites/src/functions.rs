@@ -71,10 +71,9 @@ fn describe<'t>(node: Node<'t>, parsed: &Parsed) -> Function<'t> {
 fn function_declarator(node: Node<'_>) -> Option<Node<'_>> {
     if node.is_error() {
         let mut cursor = node.walk();
-        let found = node
+        return node
             .named_children(&mut cursor)
             .find(|c| c.kind() == "function_declarator");
-        return found;
     }
     let mut current = node.child_by_field_name("declarator")?;
     loop {

@@ -111,8 +111,6 @@ impl<'t> Index<'t> {
 
 fn holds_declarator(node: Node<'_>) -> bool {
     let mut cursor = node.walk();
-    let found = node
-        .named_children(&mut cursor)
-        .any(|c| c.kind() == "function_declarator");
-    found
+    node.named_children(&mut cursor)
+        .any(|c| c.kind() == "function_declarator")
 }
