@@ -10,9 +10,13 @@
     reason = "xtask is a command-line tool: printing progress is its job"
 )]
 
+mod bench;
 mod ci;
 mod demo;
+mod gpu_suite;
+mod kernels;
 mod setup;
+mod suite;
 mod tidy;
 
 use std::fmt;
@@ -41,6 +45,37 @@ enum Task {
     /// The main job on bundled examples: the kernel map of a megakernel fixture and
     /// of a real CUTLASS collective
     Demo,
+    /// Measure the speed figures of docs/BENCHMARKS.md
+    Bench {
+        /// Timed runs of each command (after one warm-up)
+        #[arg(long, default_value_t = 5)]
+        runs: usize,
+    },
+    /// Compile every variant of kernels/suite.toml for every architecture of its family
+    Kernels {
+        /// Parallel nvcc processes
+        #[arg(short, long, default_value_t = default_jobs())]
+        jobs: usize,
+        /// Only this family
+        #[arg(long)]
+        family: Option<String>,
+    },
+    /// On a machine with a GPU: build, run and check every variant; write
+    /// docs/results/suite.md
+    GpuSuite {
+        /// Parallel nvcc processes
+        #[arg(short, long, default_value_t = default_jobs())]
+        jobs: usize,
+        /// Seconds before a run counts as a hang
+        #[arg(long, default_value_t = 60)]
+        timeout: u64,
+        /// Where to write the report
+        #[arg(long, default_value = "docs/results/suite.md")]
+        out: PathBuf,
+        /// The commit the report is for (the checkout may have no .git)
+        #[arg(long)]
+        commit: Option<String>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -49,6 +84,29 @@ fn main() -> ExitCode {
         Task::Test => ci::run(&project_root()),
         Task::Tidy => tidy::run(&project_root()),
         Task::Demo => demo::run(&project_root()),
+        Task::Bench { runs } => bench::run(&project_root(), runs),
+        Task::Kernels { jobs, family } => kernels::run(
+            &project_root(),
+            &kernels::Build {
+                jobs,
+                family: family.as_deref(),
+                first_arch_only: false,
+            },
+        ),
+        Task::GpuSuite {
+            jobs,
+            timeout,
+            out,
+            commit,
+        } => gpu_suite::run(
+            &project_root(),
+            &gpu_suite::Options {
+                jobs,
+                timeout: std::time::Duration::from_secs(timeout),
+                out: project_root().join(out),
+                commit,
+            },
+        ),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -88,8 +146,17 @@ impl From<kwb_toolchain::Error> for Failure {
 
 type Result<T = (), E = Failure> = std::result::Result<T, E>;
 
-/// The workspace root: the folder above this crate's.
+/// The workspace root: `KWB_ROOT` when set (a carried xtask binary on another
+/// machine), else the folder above this crate's.
 fn project_root() -> PathBuf {
+    if let Some(root) = std::env::var_os("KWB_ROOT") {
+        return PathBuf::from(root);
+    }
     let manifest_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
     manifest_dir.parent().unwrap_or(manifest_dir).to_owned()
+}
+
+/// Parallel jobs: the machine's cores.
+fn default_jobs() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get())
 }
