@@ -90,28 +90,28 @@ pub fn run(args: Args) -> i32 {
             }
         }
     }
-    let mut stdout = std::io::stdout().lock();
+    let stdout = std::io::stdout().lock();
+    let mut stdout = std::io::BufWriter::new(stdout);
     let written = if args.json {
-        let value = if args.files.len() == 1 {
-            maps.first()
-                .map(|(m, _)| serde_json::to_value(m))
-                .transpose()
-        } else {
-            serde_json::to_value(maps.iter().map(|(m, _)| m).collect::<Vec<_>>()).map(Some)
-        };
-        match value {
-            Ok(Some(v)) => writeln!(
-                stdout,
-                "{}",
-                serde_json::to_string_pretty(&v).unwrap_or_default()
+        let result = match (args.files.len(), maps.first()) {
+            (1, Some((map, _))) => serde_json::to_writer_pretty(&mut stdout, map),
+            (1, None) => Ok(()),
+            _ => serde_json::to_writer_pretty(
+                &mut stdout,
+                &maps.iter().map(|(m, _)| m).collect::<Vec<_>>(),
             ),
-            Ok(None) => Ok(()),
-            Err(e) => Err(std::io::Error::other(e)),
-        }
+        };
+        result.map_err(std::io::Error::other).and_then(|()| {
+            match (args.files.len(), maps.is_empty()) {
+                (1, true) => Ok(()),
+                _ => writeln!(stdout),
+            }
+        })
     } else {
         maps.iter()
             .try_for_each(|(map, source)| human(&mut stdout, map, source))
     };
+    let written = written.and_then(|()| stdout.flush());
     if written.is_err() {
         return exit::INTERNAL;
     }
