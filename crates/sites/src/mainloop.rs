@@ -95,15 +95,28 @@ pub fn find<'t>(function: Node<'t>, seeds: &Seeds<'_, 't>, parsed: &Parsed) -> V
             });
         }
     }
-    // A k-block loop or a lone MMA before a K-tile loop is the peeled first K tile.
+    // A k-block loop or a lone MMA before a K-tile loop is the peeled first K tile;
+    // after one, the peeled last K tile.
     let mut peeled = Vec::new();
     for node in blocks.iter().chain(&loose) {
+        let line = node.start_position().row + 1;
         let later = tiles
-            .values_mut()
+            .values()
             .find(|t| t.node.start_byte() >= node.end_byte());
-        match later {
-            Some(tile) => peeled.push((tile.node.start_byte(), node.start_position().row + 1)),
-            None if LOOPS.contains(&node.kind()) => {
+        let earlier = tiles
+            .values()
+            .rev()
+            .find(|t| t.node.end_byte() <= node.start_byte());
+        match (later, earlier) {
+            (Some(tile), _) => peeled.push((
+                tile.node.start_byte(),
+                format!("; first K tile peeled before the loop (line {line})"),
+            )),
+            (None, Some(tile)) => peeled.push((
+                tile.node.start_byte(),
+                format!("; last K tile peeled after the loop (line {line})"),
+            )),
+            (None, None) if LOOPS.contains(&node.kind()) => {
                 tiles.entry(node.start_byte()).or_insert(Mainloop {
                     node: *node,
                     confidence: Confidence::Medium,
@@ -112,15 +125,14 @@ pub fn find<'t>(function: Node<'t>, seeds: &Seeds<'_, 't>, parsed: &Parsed) -> V
                     consumer: true,
                 });
             }
-            None => {}
+            (None, None) => {}
         }
     }
-    for (tile, line) in peeled {
-        if let Some(t) = tiles.get_mut(&tile) {
-            let note = format!("; first K tile peeled before the loop (line {line})");
-            if !t.note.contains(&note) {
-                t.note.push_str(&note);
-            }
+    for (tile, note) in peeled {
+        if let Some(t) = tiles.get_mut(&tile)
+            && !t.note.contains(&note)
+        {
+            t.note.push_str(&note);
         }
     }
     for other in others {
@@ -207,19 +219,13 @@ pub fn contains(outer: Node<'_>, inner: Node<'_>) -> bool {
     outer.start_byte() <= inner.start_byte() && inner.end_byte() <= outer.end_byte()
 }
 
-/// Whether any loop lies between `node` and `function`.
-pub fn in_loop(node: Node<'_>, function: Node<'_>) -> bool {
-    let mut current = node.parent();
-    while let Some(n) = current {
-        if n.id() == function.id() {
-            return false;
-        }
-        if LOOPS.contains(&n.kind()) {
-            return true;
-        }
-        current = n.parent();
-    }
-    false
+/// Whether no loop between `node` and `function` runs over K tiles (k-block and M/N
+/// fragment loops are fine): the function is one MMA step, not a GEMM with a K
+/// mainloop of its own.
+pub fn no_k_tile_loop(node: Node<'_>, function: Node<'_>, parsed: &Parsed) -> bool {
+    enclosing_loops(node, function, parsed)
+        .iter()
+        .all(|(_, header)| *header != LoopHeader::KTile)
 }
 
 /// Whether control flows from `first` to `later` without choosing a branch: no `if`

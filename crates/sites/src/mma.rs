@@ -180,3 +180,105 @@ fn scalar_roles<'t>(
     }
     roles
 }
+
+/// What one parameter of a function is to the MMAs the function issues.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    Accumulator,
+    Operand(char),
+}
+
+/// Per function name: the parameters (by position) that reach an MMA as its
+/// accumulator or an operand — how a helper such as `mma_k_tile(float (&acc)[…], …)`
+/// is read from its call sites.
+pub type ParamRoles = std::collections::BTreeMap<String, Vec<(usize, Role)>>;
+
+/// Roles at an MMA issue: from the callee's parameters when `mma` calls a function
+/// of `table`, else from the issue itself.
+pub fn roles_with<'t>(
+    mma: Node<'t>,
+    parsed: &Parsed,
+    scope: &Scope<'t>,
+    table: &ParamRoles,
+) -> Roles<'t> {
+    if mma.kind() == "call_expression"
+        && let Some(function) = mma.child_by_field_name("function")
+        && let Some(params) = table.get(crate::names::callee_name(function, &parsed.masked))
+        && let Some(arguments) = mma.child_by_field_name("arguments")
+    {
+        let is_local = |name: &str| scope.has(name);
+        let mut cursor = arguments.walk();
+        let args: Vec<Node<'t>> = arguments
+            .named_children(&mut cursor)
+            .filter(|n| n.kind() != "comment")
+            .collect();
+        let mut roles = Roles::default();
+        for &(index, role) in params {
+            let Some(base) = args
+                .get(index)
+                .and_then(|&a| base_identifier(a, &parsed.masked, &is_local))
+            else {
+                continue;
+            };
+            match role {
+                Role::Accumulator => roles.accumulators.push(base),
+                Role::Operand(letter) => roles.operands.push((letter, base)),
+            }
+        }
+        return roles;
+    }
+    roles(mma, parsed, scope)
+}
+
+/// The parameters of `function` that the MMA issues `mmas` inside it use, by position.
+pub fn parameter_roles(
+    function: Node<'_>,
+    mmas: &[Node<'_>],
+    parsed: &Parsed,
+    scope: &Scope<'_>,
+    table: &ParamRoles,
+) -> Vec<(usize, Role)> {
+    let Some(parameters) = parameter_list(function) else {
+        return Vec::new();
+    };
+    let mut cursor = parameters.walk();
+    let params: Vec<usize> = parameters
+        .named_children(&mut cursor)
+        .filter(|p| p.kind().ends_with("parameter_declaration"))
+        .map(|p| p.id())
+        .collect();
+    let mut out = Vec::new();
+    for &mma in mmas {
+        let roles = roles_with(mma, parsed, scope, table);
+        let named = roles
+            .accumulators
+            .iter()
+            .map(|&n| (Role::Accumulator, n))
+            .chain(roles.operands.iter().map(|&(l, n)| (Role::Operand(l), n)));
+        for (role, node) in named {
+            let Some(decl) = scope.lookup(&parsed.masked[node.byte_range()], node.start_byte())
+            else {
+                continue;
+            };
+            if let Some(index) = params.iter().position(|&id| id == decl.node.id())
+                && !out.contains(&(index, role))
+            {
+                out.push((index, role));
+            }
+        }
+    }
+    out.sort_by_key(|&(index, _)| index);
+    out
+}
+
+fn parameter_list(function: Node<'_>) -> Option<Node<'_>> {
+    let mut current = function.child_by_field_name("declarator")?;
+    loop {
+        if current.kind() == "function_declarator" {
+            return current.child_by_field_name("parameters");
+        }
+        current = current
+            .child_by_field_name("declarator")
+            .or_else(|| current.named_child(0))?;
+    }
+}

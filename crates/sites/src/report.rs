@@ -140,9 +140,36 @@ pub fn build(parsed: &Parsed, user: &[Pattern]) -> KernelMap {
         .iter()
         .map(|held| calls_in(&held.calls, parsed))
         .collect();
-    add_wrapper_calls(&functions, &calls, &mut found, SiteKind::Mma);
-    add_wrapper_calls(&functions, &calls, &mut found, SiteKind::OperandLoad);
-    add_wrapper_calls(&functions, &calls, &mut found, SiteKind::Sync);
+    add_wrapper_calls(parsed, &functions, &calls, &mut found, SiteKind::Mma);
+    add_wrapper_calls(
+        parsed,
+        &functions,
+        &calls,
+        &mut found,
+        SiteKind::OperandLoad,
+    );
+    add_wrapper_calls(parsed, &functions, &calls, &mut found, SiteKind::Sync);
+
+    // How each MMA-issuing function's parameters reach its MMAs, so callers passing
+    // `acc` into a helper see it as their accumulator (nested helpers need rounds).
+    let mut param_roles = mma::ParamRoles::new();
+    for _round in 0..3 {
+        for (i, function) in functions.iter().enumerate() {
+            let mmas: Vec<Node<'_>> = found[i]
+                .iter()
+                .filter(|s| s.kind == SiteKind::Mma)
+                .map(|s| s.node)
+                .collect();
+            if mmas.is_empty() {
+                continue;
+            }
+            let roles =
+                mma::parameter_roles(function.node, &mmas, parsed, &scopes[i], &param_roles);
+            if !roles.is_empty() {
+                param_roles.insert(function.simple_name.clone(), roles);
+            }
+        }
+    }
 
     let runs_mma: BTreeSet<&str> = functions
         .iter()
@@ -155,21 +182,36 @@ pub fn build(parsed: &Parsed, user: &[Pattern]) -> KernelMap {
     for (i, function) in functions.iter().enumerate() {
         let mut sites = std::mem::take(&mut found[i]);
         derive(
-            function, &calls[i], &runs_mma, &scopes[i], parsed, &mut sites,
+            function,
+            &calls[i],
+            &runs_mma,
+            &param_roles,
+            &scopes[i],
+            parsed,
+            &mut sites,
         );
         derived.push(sites);
     }
-    // A k-block loop in a function that a K-tile loop elsewhere calls is that loop's
-    // body, not a mainloop of its own (CUTLASS 2.x `mac_loop_iter`).
-    let called_from_k_loops: Vec<String> = derived
+    // A k-block loop in a function that another function calls as an MMA step (or from
+    // a K-tile loop) is that loop's body, not a mainloop of its own (CUTLASS 2.x
+    // `mac_loop_iter`, a `mma_k_tile` helper).
+    let called_from_k_loops: BTreeSet<String> = derived
         .iter()
         .flatten()
-        .filter(|s| s.kind == SiteKind::Mainloop)
-        .filter_map(|s| {
-            let note = s.note.as_deref()?;
-            let callee = note.split("calls `").nth(1)?.split('`').next()?;
-            Some(callee.to_owned())
-        })
+        .filter(|s| s.kind == SiteKind::Mma && s.node.kind() == "call_expression")
+        .filter_map(|s| s.node.child_by_field_name("function"))
+        .map(|f| crate::names::callee_name(f, &parsed.masked).to_owned())
+        .chain(
+            derived
+                .iter()
+                .flatten()
+                .filter(|s| s.kind == SiteKind::Mainloop)
+                .filter_map(|s| {
+                    let note = s.note.as_deref()?;
+                    let callee = note.split("calls `").nth(1)?.split('`').next()?;
+                    Some(callee.to_owned())
+                }),
+        )
         .collect();
     let mut kernels = Vec::new();
     for (function, mut sites) in functions.iter().zip(derived) {
@@ -194,6 +236,7 @@ fn derive<'t>(
     function: &Function<'t>,
     calls: &[(Node<'t>, String)],
     runs_mma: &BTreeSet<&str>,
+    param_roles: &mma::ParamRoles,
     scope: &Scope<'t>,
     parsed: &Parsed,
     sites: &mut Vec<Found<'t>>,
@@ -225,7 +268,7 @@ fn derive<'t>(
     let mut accumulator_names: Vec<String> = Vec::new();
     let mut resolved: BTreeSet<usize> = BTreeSet::new();
     for &m in &mma_nodes {
-        let roles = mma::roles(m, parsed, scope);
+        let roles = mma::roles_with(m, parsed, scope, param_roles);
         let mma_line = m.start_position().row + 1;
         for (letter, node) in roles.operands {
             let name = &parsed.masked[node.byte_range()];
@@ -260,12 +303,14 @@ fn derive<'t>(
             }
         }
     }
+    // The epilogue starts after the last consumer loop and the last MMA (a peeled
+    // last K tile issues MMAs after the loop).
     let after = loops
         .iter()
         .filter(|l| l.consumer)
         .map(|l| l.node.end_byte())
-        .max()
-        .or_else(|| mma_nodes.iter().map(|m| m.end_byte()).max());
+        .chain(mma_nodes.iter().map(|m| m.end_byte()))
+        .max();
     for l in loops {
         sites.push(Found {
             kind: SiteKind::Mainloop,
@@ -459,8 +504,11 @@ fn enclosing_statement<'t>(node: Node<'t>, body: Node<'t>) -> Option<Node<'t>> {
 }
 
 /// Adds calls of same-file functions that wrap a site of `kind` as sites of `kind`.
-/// An MMA wrapper issues its MMA outside any loop; a load wrapper issues no MMA.
+/// An MMA wrapper issues its MMAs outside any K-tile loop (one MMA step, not a GEMM
+/// with its own mainloop); a load wrapper issues no MMA; a sync wrapper is a
+/// small helper holding nothing but syncs.
 fn add_wrapper_calls<'t>(
+    parsed: &Parsed,
     functions: &[Function<'t>],
     calls: &[Vec<(Node<'t>, String)>],
     found: &mut [Vec<Found<'t>>],
@@ -475,7 +523,9 @@ fn add_wrapper_calls<'t>(
                 !direct.is_empty()
                     && !matches!(f.role, "global" | "host")
                     && match kind {
-                        SiteKind::Mma => direct.iter().all(|s| !mainloop::in_loop(s.node, f.node)),
+                        SiteKind::Mma => direct
+                            .iter()
+                            .all(|s| mainloop::no_k_tile_loop(s.node, f.node, parsed)),
                         // A small helper around a wait or barrier, not a function that
                         // merely contains one.
                         SiteKind::Sync => {

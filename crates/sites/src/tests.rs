@@ -223,3 +223,41 @@ __global__ void sgemm(const float* A, const float* B, float* C, int K) {
     assert!(got.contains(&(SiteKind::OperandLoad, 6)), "{got:?}");
     assert!(got.contains(&(SiteKind::Mainloop, 5)), "{got:?}");
 }
+
+#[test]
+fn accumulator_passed_by_reference_into_an_mma_step_helper() {
+    let map = check(
+        r#"
+__device__ void mma16816(float* d, const unsigned* a, const unsigned* b) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+    : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+__device__ void mma_k_tile(float (&acc)[2][4], const unsigned* fa, const unsigned* fb) {
+  for (int kk = 0; kk < 2; ++kk)
+    for (int j = 0; j < 2; ++j) mma16816(acc[j], fa, fb);
+}
+__global__ void k(float* C, int K) {
+  float acc[2][4] = {};
+  unsigned fa[4], fb[2];
+  for (int kt = 0; kt < K / 32 - 1; ++kt) {
+    mma_k_tile(acc, fa, fb);
+  }
+  mma_k_tile(acc, fa, fb);
+  C[threadIdx.x] = acc[0][0];
+}
+"#,
+    );
+    let k = map.kernels.iter().find(|k| k.name == "k").unwrap();
+    let got: Vec<_> = k.sites.iter().map(|s| (s.kind, s.line)).collect();
+    assert!(got.contains(&(SiteKind::Accumulator, 11)), "{got:?}");
+    assert!(got.contains(&(SiteKind::Mma, 14)), "{got:?}");
+    assert!(got.contains(&(SiteKind::Mma, 16)), "{got:?}");
+    assert!(got.contains(&(SiteKind::Epilogue, 17)), "{got:?}");
+    assert!(!got.contains(&(SiteKind::Epilogue, 16)), "{got:?}");
+    let main = k.sites.iter().find(|s| s.kind == SiteKind::Mainloop).unwrap();
+    assert_eq!(main.line, 13);
+    assert!(main.note.as_deref().unwrap().contains("last K tile peeled after the loop (line 16)"), "{:?}", main.note);
+    // The helper's k-block loop is not a mainloop of its own.
+    let helper = map.kernels.iter().find(|k| k.name == "mma_k_tile").unwrap();
+    assert!(!helper.sites.iter().any(|s| s.kind == SiteKind::Mainloop));
+}
