@@ -3,8 +3,9 @@
 //! Steps: setup, `cargo fmt --check`, `cargo clippy -D warnings`, tidy, then
 //! `cargo test --workspace` with `KWB_CUDA_HOME` and `KWB_CUTLASS_DIR` pointing at
 //! the cache (unless already set) and `KWB_RUN_SLOW_TESTS=1`, so the tests that need
-//! nvcc or the CUTLASS headers run too. Each step prints a one-line header; the
-//! first failing step stops the run.
+//! nvcc or the CUTLASS headers run too, and last `kernels` (every variant of the
+//! kernel suite compiles). Each step prints a one-line header; the first failing step
+//! stops the run.
 
 use std::ffi::OsStr;
 use std::path::Path;
@@ -40,7 +41,20 @@ pub fn run(root: &Path) -> Result {
         test.env("KWB_CUTLASS_DIR", &installed.cutlass.include);
     }
     test.env("KWB_RUN_SLOW_TESTS", "1");
-    run_step("cargo test --workspace", test)
+    run_step("cargo test --workspace", test)?;
+
+    // Every kernel of the suite compiles with the pinned nvcc: a broken kernel is
+    // caught without a GPU.
+    header("kernels");
+    let jobs = std::thread::available_parallelism().map_or(2, |n| n.get());
+    crate::kernels::run(
+        root,
+        &crate::kernels::Build {
+            jobs,
+            family: None,
+            first_arch_only: false,
+        },
+    )
 }
 
 fn header(step: &str) {
