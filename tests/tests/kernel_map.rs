@@ -25,6 +25,13 @@ fn fixtures() {
     });
 }
 
+#[test]
+fn suite_kernels() {
+    insta::glob!(repo_root(), "kernels/*/gemm.cu", |path| {
+        insta::assert_snapshot!(compact(&map_of(path)));
+    });
+}
+
 /// The CUTLASS files of the issue, by path under the package's source folder.
 const CUTLASS: &[&str] = &[
     "include/cutlass/gemm/collective/sm90_mma_tma_gmma_ss_warpspecialized.hpp",

@@ -41,20 +41,58 @@ pub fn run(root: &Path) -> Result {
         test.env("KWB_CUTLASS_DIR", &installed.cutlass.include);
     }
     test.env("KWB_RUN_SLOW_TESTS", "1");
-    run_step("cargo test --workspace", test)?;
+    let tests = counted_step("cargo test --workspace", test)?;
 
     // Every kernel of the suite compiles with the pinned nvcc: a broken kernel is
     // caught without a GPU.
     header("kernels");
     let jobs = std::thread::available_parallelism().map_or(2, |n| n.get());
-    crate::kernels::run(
+    let compiled = crate::kernels::run(
         root,
         &crate::kernels::Build {
             jobs,
             family: None,
             first_arch_only: false,
         },
-    )
+    )?;
+    // One closing line for every check: the Rust tests and the kernel builds.
+    println!("xtask: {} passed, 0 failed", tests + compiled);
+    Ok(())
+}
+
+/// Runs a `cargo test` step, echoing its output, and returns how many tests passed
+/// (the sum of its `test result:` lines).
+fn counted_step(name: &str, mut command: Command) -> Result<usize> {
+    use std::io::{BufRead, BufReader};
+    header(name);
+    let mut child = command
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| Failure(format!("cannot run `{name}`: {e}")))?;
+    let mut passed = 0;
+    if let Some(stdout) = child.stdout.take() {
+        for line in BufReader::new(stdout)
+            .lines()
+            .map_while(std::result::Result::ok)
+        {
+            println!("{line}");
+            if let Some(rest) = line.strip_prefix("test result: ok. ") {
+                passed += rest
+                    .split(' ')
+                    .next()
+                    .and_then(|n| n.parse::<usize>().ok())
+                    .unwrap_or(0);
+            }
+        }
+    }
+    let status = child
+        .wait()
+        .map_err(|e| Failure(format!("cannot wait for `{name}`: {e}")))?;
+    if status.success() {
+        Ok(passed)
+    } else {
+        Err(Failure(format!("`{name}` failed ({status})")))
+    }
 }
 
 fn header(step: &str) {

@@ -27,7 +27,9 @@ pub struct Built<'s> {
     pub result: std::result::Result<f64, String>,
 }
 
-pub fn run(root: &Path, build: &Build<'_>) -> Result {
+/// Compiles every selected build; returns how many compiled, or fails naming those
+/// that did not.
+pub fn run(root: &Path, build: &Build<'_>) -> Result<usize> {
     let suite = Suite::load(root)?;
     let (toolchain, cutlass) = tools()?;
     let built = compile_all(root, &suite, &toolchain, cutlass.as_ref(), build)?;
@@ -38,7 +40,7 @@ pub fn run(root: &Path, build: &Build<'_>) -> Result {
         built.len()
     );
     if failed.is_empty() {
-        Ok(())
+        Ok(built.len())
     } else {
         Err(Failure(format!(
             "{} builds failed: {}",

@@ -92,7 +92,8 @@ fn main() -> ExitCode {
                 family: family.as_deref(),
                 first_arch_only: false,
             },
-        ),
+        )
+        .map(drop),
         Task::GpuSuite {
             jobs,
             timeout,

@@ -51,6 +51,18 @@ fn describe<'t>(node: Node<'t>, parsed: &Parsed) -> Function<'t> {
         .unwrap_or("")
         .trim()
         .to_owned();
+    // A member defined in its class is named with the class: `AffineBias::operator()`.
+    let name = match enclosing_class(node).and_then(|c| c.child_by_field_name("name")) {
+        Some(class) if !name.contains("::") => {
+            let class = parsed.masked[class.byte_range()]
+                .split('<')
+                .next()
+                .unwrap_or("")
+                .trim();
+            format!("{class}::{name}")
+        }
+        _ => name,
+    };
     let mut template_params = Vec::new();
     if let Some(parent) = node.parent().filter(|p| p.kind() == "template_declaration") {
         template_params.extend(template_parameters(parent, parsed, "function"));
@@ -121,20 +133,22 @@ fn role(node: Node<'_>, parsed: &Parsed) -> &'static str {
     role
 }
 
-fn enclosing_class_template(node: Node<'_>) -> Option<Node<'_>> {
+/// The class or struct whose body defines `node`, if any.
+fn enclosing_class(node: Node<'_>) -> Option<Node<'_>> {
     let mut current = node.parent()?;
     loop {
         match current.kind() {
-            "field_declaration_list" => {
-                let class = current.parent()?;
-                return class
-                    .parent()
-                    .filter(|p| p.kind() == "template_declaration");
-            }
+            "field_declaration_list" => return current.parent(),
             "function_definition" | "translation_unit" => return None,
             _ => current = current.parent()?,
         }
     }
+}
+
+fn enclosing_class_template(node: Node<'_>) -> Option<Node<'_>> {
+    enclosing_class(node)?
+        .parent()
+        .filter(|p| p.kind() == "template_declaration")
 }
 
 fn template_parameters(

@@ -321,6 +321,23 @@ fn derive<'t>(
     }
     if let (Some(after), Some(body)) = (after, function.body) {
         epilogue_reads(body, after, &accumulator_names, scope, parsed, sites);
+    } else if let Some(body) = function.body
+        && mma_nodes.is_empty()
+        && mma_callers.is_empty()
+        && function.role != "host"
+    {
+        // An epilogue functor (`operator()(Fragment const& acc, …)`, CUTLASS's
+        // linear combinations, a fusion's compute node) receives the accumulator as a
+        // parameter: what it computes from it is epilogue.
+        let received: Vec<String> = scope
+            .decls()
+            .iter()
+            .filter(|d| {
+                d.parameter && crate::names::is_accumulator_name(&d.name) && d.name.len() > 1
+            })
+            .map(|d| d.name.clone())
+            .collect();
+        epilogue_reads(body, body.start_byte(), &received, scope, parsed, sites);
     }
 }
 
@@ -403,6 +420,9 @@ fn epilogue_reads<'t>(
                 );
             }
             let note = match &from {
+                None if after == body.start_byte() => {
+                    format!("computes from the accumulator fragment `{name}` it receives")
+                }
                 None => format!("reads the accumulator `{name}` after the mainloop"),
                 Some(acc) => format!("uses `{name}`, computed from the accumulator `{acc}`"),
             };
@@ -472,6 +492,7 @@ fn statements_reading<'t, 'n>(
         }
         if node.kind() == "identifier"
             && node.start_byte() >= after
+            && !is_metadata_use(node, parsed)
             && let Some(name) = names
                 .iter()
                 .find(|(n, _)| n == &parsed.masked[node.byte_range()])
@@ -484,6 +505,37 @@ fn statements_reading<'t, 'n>(
         stack.extend(node.named_children(&mut cursor));
     }
     out
+}
+
+/// Whether `node` is only asked for its shape (`size<0>(tRS_rAcc)`, `layout(acc)`),
+/// which reads no value.
+fn is_metadata_use(node: Node<'_>, parsed: &Parsed) -> bool {
+    let Some(call) = node
+        .parent()
+        .filter(|p| p.kind() == "argument_list")
+        .and_then(|p| p.parent())
+        .filter(|c| c.kind() == "call_expression")
+    else {
+        return false;
+    };
+    let Some(function) = call.child_by_field_name("function") else {
+        return false;
+    };
+    matches!(
+        crate::names::callee_name(function, &parsed.masked),
+        "size"
+            | "shape"
+            | "layout"
+            | "rank"
+            | "stride"
+            | "cosize"
+            | "depth"
+            | "get"
+            | "CUTE_STATIC_ASSERT"
+            | "static_assert"
+            | "decltype"
+            | "sizeof"
+    )
 }
 
 fn enclosing_statement<'t>(node: Node<'t>, body: Node<'t>) -> Option<Node<'t>> {

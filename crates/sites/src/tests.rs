@@ -254,9 +254,20 @@ __global__ void k(float* C, int K) {
     assert!(got.contains(&(SiteKind::Mma, 16)), "{got:?}");
     assert!(got.contains(&(SiteKind::Epilogue, 17)), "{got:?}");
     assert!(!got.contains(&(SiteKind::Epilogue, 16)), "{got:?}");
-    let main = k.sites.iter().find(|s| s.kind == SiteKind::Mainloop).unwrap();
+    let main = k
+        .sites
+        .iter()
+        .find(|s| s.kind == SiteKind::Mainloop)
+        .unwrap();
     assert_eq!(main.line, 13);
-    assert!(main.note.as_deref().unwrap().contains("last K tile peeled after the loop (line 16)"), "{:?}", main.note);
+    assert!(
+        main.note
+            .as_deref()
+            .unwrap()
+            .contains("last K tile peeled after the loop (line 16)"),
+        "{:?}",
+        main.note
+    );
     // The helper's k-block loop is not a mainloop of its own.
     let helper = map.kernels.iter().find(|k| k.name == "mma_k_tile").unwrap();
     assert!(!helper.sites.iter().any(|s| s.kind == SiteKind::Mainloop));
