@@ -7,12 +7,8 @@
 
 ; axpby-style and epilogue functors: axpby(alpha, accum, beta, tCgC), epilogue_op(…).
 ((call_expression
-   function: [
-     (identifier) @_callee
-     (qualified_identifier name: (identifier) @_callee)
-     (template_function name: (identifier) @_callee)
-   ]) @epilogue
- (#match? @_callee "^(axpby|epilogue|epilogue_op|output_op|apply_epilogue|store_accumulators)$"))
+   function: (_) @_callee) @epilogue
+ (#match? @_callee "^\\s*(::)?\\s*([A-Za-z_][A-Za-z0-9_]*\\s*::\\s*)*(axpby|epilogue|epilogue_op|output_op|apply_epilogue|store_accumulators)\\s*(<(?s:.*)>)?\\s*$"))
 
 ; Calls on an epilogue object: collective_epilogue.store(…), epilogue(…) members,
 ; fusion callbacks' visit.

@@ -1,23 +1,16 @@
 ; Site kind: mma — each MMA issue.
 ; Captures:
 ;   @mma       the issuing call or inline-asm expression (the site)
-;   @_callee   the called name (calls only)
+;   @_callee   the called function (calls only); its text ends with the name
 ;   @_ptx      the PTX template (inline asm only)
 ; Calls to a helper in the same file that wraps one of these are added by kwb-sites.
 
 ; cute::gemm(tiled_mma, A, B, C) on a TiledMMA, CUTLASS 2.x warp_mma(D, A, B, C),
 ; MMA atoms' fma/mma_unpack, and mainloop wrappers such as collective_mainloop.mma(…).
 ((call_expression
-   function: [
-     (identifier) @_callee
-     (qualified_identifier name: (identifier) @_callee)
-     (template_function name: (identifier) @_callee)
-     (qualified_identifier name: (template_function name: (identifier) @_callee))
-     (field_expression field: (field_identifier) @_callee)
-     (field_expression field: (template_method name: (field_identifier) @_callee))
-   ]
+   function: (_) @_callee
    arguments: (argument_list (_) (_) (_))) @mma
- (#match? @_callee "^(gemm|mma|warp_mma_?|mma_op|mma_unpack|wmma_mma|mma_sync|umma_arrive_mma)$"))
+ (#match? @_callee "(^|::|\\.|->)\\s*(gemm|mma|warp_mma_?|mma_op|mma_unpack|wmma_mma|mma_sync|umma_arrive_mma)\\s*(<(?s:.*)>)?\\s*$"))
 
 ; Inline PTX: mma.sync (SM80+), wgmma.mma_async (SM90), tcgen05.mma (SM100), wmma.mma.
 ((gnu_asm_expression assembly_code: (_) @_ptx) @mma

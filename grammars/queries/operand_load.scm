@@ -11,20 +11,12 @@
 
 ; CUTLASS/CUDA copy helpers that move global to shared.
 ((call_expression
-   function: [
-     (identifier) @_callee
-     (qualified_identifier name: (identifier) @_callee)
-     (template_function name: (identifier) @_callee)
-     (qualified_identifier name: (template_function name: (identifier) @_callee))
-   ]) @operand-load
- (#match? @_callee "^(cp_async|cp_async_zfill|cp_async_nan|cp_async_bulk_tensor_[1-5]d_global_to_shared|memcpy_async|__pipeline_memcpy_async)$"))
+   function: (_) @_callee) @operand-load
+ (#match? @_callee "(^|::)\\s*(cp_async|cp_async_zfill|cp_async_nan|cp_async_bulk_tensor_[1-5]d_global_to_shared|memcpy_async|__pipeline_memcpy_async)\\s*(<(?s:.*)>)?\\s*$"))
 
 ; cute::copy / copy_if: classified by kwb-sites (gmem → smem is a load, → gmem is an
 ; epilogue store).
 ((call_expression
-   function: [
-     (identifier) @_callee
-     (qualified_identifier name: (identifier) @_callee)
-   ]
+   function: (_) @_callee
    arguments: (argument_list (_) (_))) @copy
- (#match? @_callee "^(copy|copy_if|copy_aligned)$"))
+ (#match? @_callee "^\\s*(::)?\\s*([A-Za-z_][A-Za-z0-9_]*\\s*::\\s*)*(copy|copy_if|copy_aligned)\\s*$"))

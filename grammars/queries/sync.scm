@@ -4,22 +4,14 @@
 ;   @_callee, @_ptx  the name or PTX that decided it
 
 ((call_expression
-   function: [
-     (identifier) @_callee
-     (qualified_identifier name: (identifier) @_callee)
-     (template_function name: (identifier) @_callee)
-     (qualified_identifier name: (template_function name: (identifier) @_callee))
-   ]) @sync
- (#match? @_callee "^(__syncthreads|__syncthreads_and|__syncthreads_or|__syncthreads_count|__syncwarp|warpgroup_wait|cp_async_wait|cp_async_wait_all|tma_store_wait|cluster_sync|cluster_wait|__pipeline_wait_prior|syncthreads|barrier_sync)$"))
+   function: (_) @_callee) @sync
+ (#match? @_callee "(^|::)\\s*(__syncthreads|__syncthreads_and|__syncthreads_or|__syncthreads_count|__syncwarp|warpgroup_wait|cp_async_wait|cp_async_wait_all|tma_store_wait|cluster_sync|cluster_wait|__pipeline_wait_prior|syncthreads|barrier_sync)\\s*(<(?s:.*)>)?\\s*$"))
 
 ; Pipeline and barrier members: pipeline.consumer_wait(…), full_barrier.wait(phase),
 ; NamedBarrier::sync(…), pipeline.consumer_release(…).
 ((call_expression
-   function: [
-     (field_expression field: (field_identifier) @_callee)
-     (qualified_identifier name: (identifier) @_callee)
-   ]) @sync
- (#match? @_callee "^(consumer_wait|consumer_try_wait|producer_acquire|consumer_release|producer_tail|wait|sync|arrive_and_wait|arrive_and_wait_cta)$"))
+   function: (_) @_callee) @sync
+ (#match? @_callee "(::|\\.|->)\\s*(consumer_wait|consumer_try_wait|producer_acquire|consumer_release|producer_tail|wait|sync|arrive_and_wait|arrive_and_wait_cta)\\s*$"))
 
 ; PTX waits and barriers.
 ((gnu_asm_expression assembly_code: (_) @_ptx) @sync

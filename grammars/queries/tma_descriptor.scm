@@ -8,13 +8,8 @@
 
 ; make_tma_copy*, make_tma_atom*, im2col variants, and the driver encoders.
 ((call_expression
-   function: [
-     (identifier) @_callee
-     (qualified_identifier name: (identifier) @_callee)
-     (template_function name: (identifier) @_callee)
-     (qualified_identifier name: (template_function name: (identifier) @_callee))
-   ]) @tma-descriptor
- (#match? @_callee "^(make_tma_copy[A-Za-z0-9_]*|make_tma_atom[A-Za-z0-9_]*|make_im2col_tma_copy[A-Za-z0-9_]*|cuTensorMapEncode(Tiled|Im2col|Im2colWide)|encode_tma_descriptor|make_tensor_map[A-Za-z0-9_]*)$"))
+   function: (_) @_callee) @tma-descriptor
+ (#match? @_callee "(^|::|\\.|->)\\s*(make_tma_copy[A-Za-z0-9_]*|make_tma_atom[A-Za-z0-9_]*|make_im2col_tma_copy[A-Za-z0-9_]*|cuTensorMapEncode(Tiled|Im2col|Im2colWide)|encode_tma_descriptor|make_tensor_map[A-Za-z0-9_]*)\\s*(<(?s:.*)>)?\\s*$"))
 
 ; Parameters and fields of descriptor type: CUtensorMap, cute::TmaDescriptor, tma_2d<…>.
 ((parameter_declaration type: (_) @_type) @tma-descriptor

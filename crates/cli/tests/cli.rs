@@ -837,9 +837,11 @@ fn highest_exit_code_wins() {
     write(dir.path(), "k.cu", KERNEL);
     write(dir.path(), "host.cpp", HOST_ONLY);
     write(dir.path(), "error.cu", ERROR_INSIDE);
-    let cases: [(&[&str], i32); 4] = [
+    let cases: [(&[&str], i32); 5] = [
         (&["k.cu", "gone.cu"], INPUT),
-        (&["gone.cu", "host.cpp", "k.cu"], NO_KERNEL),
+        // A file without kernels beside one with kernels is an ordinary header.
+        (&["gone.cu", "host.cpp", "k.cu"], INPUT),
+        (&["host.cpp", "host.cpp"], NO_KERNEL),
         (&["host.cpp", "error.cu", "gone.cu"], PARTIAL),
         (&["k.cu", "k.cu"], OK),
     ];

@@ -1,5 +1,7 @@
 //! Local declarations of a function, for resolving what an MMA argument names.
 
+use std::collections::HashMap;
+
 use kwb_syntax::{BlankKind, Parsed};
 use tree_sitter::Node;
 
@@ -23,6 +25,9 @@ pub struct Decl<'t> {
 /// The declarations of one function, in source order.
 pub struct Scope<'t> {
     decls: Vec<Decl<'t>>,
+    /// Indices into `decls` by name, in source order (atoms with a hundred register
+    /// parameters make a linear search quadratic).
+    by_name: HashMap<String, Vec<usize>>,
 }
 
 impl<'t> Scope<'t> {
@@ -34,7 +39,11 @@ impl<'t> Scope<'t> {
             collect(node, parsed, &mut decls);
         }
         decls.sort_by_key(|d| d.node.start_byte());
-        let mut scope = Scope { decls };
+        let mut by_name: HashMap<String, Vec<usize>> = HashMap::new();
+        for (i, decl) in decls.iter().enumerate() {
+            by_name.entry(decl.name.clone()).or_default().push(i);
+        }
+        let mut scope = Scope { decls, by_name };
         scope.propagate_shared(parsed);
         scope
     }
@@ -43,7 +52,8 @@ impl<'t> Scope<'t> {
     /// the first one after it.
     pub fn lookup(&self, name: &str, at: usize) -> Option<&Decl<'t>> {
         let mut before = None;
-        for decl in self.decls.iter().filter(|d| d.name == name) {
+        let indices = self.by_name.get(name).map_or(&[][..], Vec::as_slice);
+        for decl in indices.iter().map(|&i| &self.decls[i]) {
             if decl.node.start_byte() <= at {
                 before = Some(decl);
             } else {
@@ -55,7 +65,7 @@ impl<'t> Scope<'t> {
 
     /// Whether `name` is declared in this function.
     pub fn has(&self, name: &str) -> bool {
-        self.decls.iter().any(|d| d.name == name)
+        self.by_name.contains_key(name)
     }
 
     /// Every declaration, in source order.
@@ -76,17 +86,20 @@ impl<'t> Scope<'t> {
             if text.contains("fragment") {
                 continue;
             }
-            let by_name = |name: &str, decls: &[Decl<'_>]| {
-                decls[..i]
-                    .iter()
-                    .rev()
-                    .find(|d| d.name == name)
-                    .is_some_and(|d| d.shared)
+            // The last declaration of `name` before this one is shared.
+            let earlier_shared = |name: &str| {
+                self.by_name.get(name).is_some_and(|indices| {
+                    indices
+                        .iter()
+                        .rev()
+                        .find(|&&j| j < i)
+                        .is_some_and(|&j| self.decls[j].shared)
+                })
             };
             let from_shared = text.contains("smem")
                 || text.contains("shared")
                 || crate::names::identifiers(text).any(|ident| {
-                    by_name(ident, &self.decls)
+                    earlier_shared(ident)
                         || memory_space(ident).is_some_and(|(s, _)| s == Space::Shared)
                 });
             self.decls[i].shared = from_shared;

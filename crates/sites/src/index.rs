@@ -29,6 +29,7 @@ impl<'t> Index<'t> {
     /// Walks `tree` once. Template parameter lists and lambda captures hold nothing a
     /// kernel map needs and are not entered.
     pub fn build(tree: &'t Tree) -> Index<'t> {
+        let kinds = Kinds::get();
         let mut index = Index {
             functions: Vec::new(),
             parents: Vec::new(),
@@ -40,34 +41,26 @@ impl<'t> Index<'t> {
         let mut depth = 0usize;
         loop {
             let node = cursor.node();
+            let kind = node.kind_id();
             let mut enter = node.child_count() > 0;
-            if node.is_named() {
-                match node.kind() {
-                    // An ERROR node that holds a function declarator is a function
-                    // whose braces do not balance: keep it, so its sites are reported
-                    // as partial results.
-                    "function_definition" | "ERROR"
-                        if node.kind() == "function_definition" || holds_declarator(node) =>
-                    {
-                        index.parents.push(open.last().map(|&(_, i)| i));
-                        open.push((depth, index.functions.len()));
-                        index.functions.push(node);
-                        index.held.push(Held::default());
-                    }
-                    "template_parameter_list" | "lambda_capture_specifier" => enter = false,
-                    kind => {
-                        if let Some(&(_, f)) = open.last() {
-                            let held = &mut index.held[f];
-                            match kind {
-                                "declaration"
-                                | "parameter_declaration"
-                                | "optional_parameter_declaration" => held.declarations.push(node),
-                                "call_expression" => held.calls.push(node),
-                                "assignment_expression" => held.assignments.push(node),
-                                _ => {}
-                            }
-                        }
-                    }
+            if kind == kinds.function || (node.is_error() && holds_declarator(node)) {
+                // An ERROR node that holds a function declarator is a function whose
+                // braces do not balance: keep it, so its sites are reported as
+                // partial results.
+                index.parents.push(open.last().map(|&(_, i)| i));
+                open.push((depth, index.functions.len()));
+                index.functions.push(node);
+                index.held.push(Held::default());
+            } else if kind == kinds.template_parameters || kind == kinds.lambda_capture {
+                enter = false;
+            } else if let Some(&(_, f)) = open.last() {
+                let held = &mut index.held[f];
+                if kinds.declarations.contains(&kind) {
+                    held.declarations.push(node);
+                } else if kind == kinds.call {
+                    held.calls.push(node);
+                } else if kind == kinds.assignment {
+                    held.assignments.push(node);
                 }
             }
             if enter && cursor.goto_first_child() {
@@ -106,6 +99,38 @@ impl<'t> Index<'t> {
             candidate = self.parents[i];
         }
         None
+    }
+}
+
+/// Node kind ids the walk compares against (cheaper than comparing kind names).
+struct Kinds {
+    function: u16,
+    template_parameters: u16,
+    lambda_capture: u16,
+    declarations: [u16; 3],
+    call: u16,
+    assignment: u16,
+}
+
+impl Kinds {
+    fn get() -> &'static Kinds {
+        static KINDS: std::sync::OnceLock<Kinds> = std::sync::OnceLock::new();
+        KINDS.get_or_init(|| {
+            let language = kwb_syntax::language();
+            let id = |kind: &str| language.id_for_node_kind(kind, true);
+            Kinds {
+                function: id("function_definition"),
+                template_parameters: id("template_parameter_list"),
+                lambda_capture: id("lambda_capture_specifier"),
+                declarations: [
+                    id("declaration"),
+                    id("parameter_declaration"),
+                    id("optional_parameter_declaration"),
+                ],
+                call: id("call_expression"),
+                assignment: id("assignment_expression"),
+            }
+        })
     }
 }
 

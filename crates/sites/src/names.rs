@@ -59,11 +59,21 @@ pub fn loop_header(header: &str) -> LoopHeader {
             .expect("valid regex")
     });
     let mut best = LoopHeader::Other;
+    let mut over_stages = false;
     for ident in identifiers(header) {
         if excluded.is_match(ident) {
             return LoopHeader::Excluded;
         }
         best = best.max(identifier_k_level(ident));
+        // A lower-case stage or pipe variable (`stage`, `k_pipe`; not the constant
+        // `Stages`): the loop fills the pipeline — a prologue, not the mainloop.
+        over_stages |= ident.starts_with(|c: char| c.is_ascii_lowercase())
+            && segments(ident)
+                .iter()
+                .any(|s| matches!(s.as_str(), "stage" | "pipe" | "pipes"));
+    }
+    if over_stages && best == LoopHeader::KTile {
+        return LoopHeader::Other;
     }
     best
 }
@@ -282,6 +292,14 @@ mod tests {
             LoopHeader::Other
         );
         assert_eq!(loop_header("int i = 0; i < 4; ++i"), LoopHeader::Other);
+        assert_eq!(
+            loop_header("int stage = 0; stage < Base::kStages - 1; ++stage, --gemm_k_iterations"),
+            LoopHeader::Other
+        );
+        assert_eq!(
+            loop_header("k_tile_count > -(DispatchPolicy::Stages-1)"),
+            LoopHeader::KTile
+        );
         assert_eq!(
             loop_header("int i = 0; i < kThreadCount; ++i"),
             LoopHeader::Other

@@ -1,6 +1,7 @@
 //! Assembles the kernel map: hits to functions, wrappers, mainloops, operands,
 //! accumulators and epilogues, then plain `Site`s.
 
+use std::cell::OnceCell;
 use std::collections::BTreeSet;
 
 use kwb_syntax::{BlankKind, Parsed};
@@ -26,11 +27,9 @@ struct Found<'t> {
 pub fn build(parsed: &Parsed, user: &[Pattern]) -> KernelMap {
     let index = Index::build(&parsed.tree);
     let functions = functions::collect(&index, parsed);
-    let scopes: Vec<Scope<'_>> = functions
-        .iter()
-        .zip(&index.held)
-        .map(|(_, held)| Scope::of(&held.declarations, parsed))
-        .collect();
+    // Scopes are built on first use: most functions of a header hold no site.
+    let scopes: Vec<OnceCell<Scope<'_>>> = functions.iter().map(|_| OnceCell::new()).collect();
+    let scope = |i: usize| scopes[i].get_or_init(|| Scope::of(&index.held[i].declarations, parsed));
     let mut found: Vec<Vec<Found<'_>>> = functions.iter().map(|_| Vec::new()).collect();
 
     let hits = patterns::run(parsed, user);
@@ -52,7 +51,7 @@ pub fn build(parsed: &Parsed, user: &[Pattern]) -> KernelMap {
         let Some(owner) = index.owner(hit.node) else {
             continue;
         };
-        let scope = &scopes[owner];
+        let scope = scope(owner);
         match hit.mark {
             Mark::Site(kind) => found[owner].push(Found {
                 kind,
@@ -84,9 +83,27 @@ pub fn build(parsed: &Parsed, user: &[Pattern]) -> KernelMap {
         }
     }
 
+    let has_shared = parsed
+        .blanks
+        .iter()
+        .any(|b| matches!(&b.kind, BlankKind::Macro(n) if n == "__shared__"));
+    let has_grid_constant = parsed.blanks.iter().any(
+        |b| matches!(&b.kind, BlankKind::Macro(n) if n.ends_with("GRID_CONSTANT") || n == "__grid_constant__"),
+    );
     for (i, function) in functions.iter().enumerate() {
-        let scope = &scopes[i];
-        for decl in scope.decls() {
+        let held = &index.held[i];
+        let wanted = (!descriptor_aliases.is_empty() && !held.declarations.is_empty())
+            || has_grid_constant
+            || (has_shared && !held.assignments.is_empty());
+        if !wanted {
+            continue;
+        }
+        let scope = scope(i);
+        for decl in scope
+            .decls()
+            .iter()
+            .filter(|_| !descriptor_aliases.is_empty())
+        {
             let Some(ty) = decl.node.child_by_field_name("type") else {
                 continue;
             };
@@ -110,7 +127,11 @@ pub fn build(parsed: &Parsed, user: &[Pattern]) -> KernelMap {
                 });
             }
         }
-        for decl in scope.decls().iter().filter(|d| d.parameter) {
+        for decl in scope
+            .decls()
+            .iter()
+            .filter(|d| d.parameter && has_grid_constant)
+        {
             let grid_constant = crate::blanks_around(parsed, decl.node).iter().any(|b| {
                 matches!(&b.kind, BlankKind::Macro(n) if n.ends_with("GRID_CONSTANT") || n == "__grid_constant__")
             });
@@ -123,8 +144,8 @@ pub fn build(parsed: &Parsed, user: &[Pattern]) -> KernelMap {
                 });
             }
         }
-        if function.body.is_some() {
-            for store in copies::plain_shared_stores(&index.held[i].assignments, parsed, scope) {
+        if function.body.is_some() && has_shared {
+            for store in copies::plain_shared_stores(&held.assignments, parsed, scope) {
                 found[i].push(Found {
                     kind: SiteKind::OperandLoad,
                     node: store,
@@ -153,18 +174,19 @@ pub fn build(parsed: &Parsed, user: &[Pattern]) -> KernelMap {
     // How each MMA-issuing function's parameters reach its MMAs, so callers passing
     // `acc` into a helper see it as their accumulator (nested helpers need rounds).
     let mut param_roles = mma::ParamRoles::new();
-    for _round in 0..3 {
+    for round in 0..3 {
         for (i, function) in functions.iter().enumerate() {
             let mmas: Vec<Node<'_>> = found[i]
                 .iter()
                 .filter(|s| s.kind == SiteKind::Mma)
                 .map(|s| s.node)
                 .collect();
-            if mmas.is_empty() {
+            // Only MMAs issued through calls can change after the first round.
+            let through_calls = mmas.iter().any(|m| m.kind() == "call_expression");
+            if mmas.is_empty() || (round > 0 && !through_calls) {
                 continue;
             }
-            let roles =
-                mma::parameter_roles(function.node, &mmas, parsed, &scopes[i], &param_roles);
+            let roles = mma::parameter_roles(function.node, &mmas, parsed, scope(i), &param_roles);
             if !roles.is_empty() {
                 param_roles.insert(function.simple_name.clone(), roles);
             }
@@ -181,15 +203,24 @@ pub fn build(parsed: &Parsed, user: &[Pattern]) -> KernelMap {
     let mut derived = Vec::new();
     for (i, function) in functions.iter().enumerate() {
         let mut sites = std::mem::take(&mut found[i]);
-        derive(
-            function,
-            &calls[i],
-            &runs_mma,
-            &param_roles,
-            &scopes[i],
-            parsed,
-            &mut sites,
-        );
+        // Nothing to derive in a function with no site, no call of an MMA-running
+        // function and no accumulator-like name.
+        let idle = sites.is_empty()
+            && !calls[i]
+                .iter()
+                .any(|(_, name)| runs_mma.contains(name.as_str()))
+            && !receives_accumulator(function, parsed);
+        if !idle {
+            derive(
+                function,
+                &calls[i],
+                &runs_mma,
+                &param_roles,
+                scope(i),
+                parsed,
+                &mut sites,
+            );
+        }
         derived.push(sites);
     }
     // A k-block loop in a function that another function calls as an MMA step (or from
@@ -339,6 +370,16 @@ fn derive<'t>(
             .collect();
         epilogue_reads(body, body.start_byte(), &received, scope, parsed, sites);
     }
+}
+
+/// Whether a parameter's name reads as an accumulator (`acc`, `accum`, `frag_C`): the
+/// function may be an epilogue functor. A text check, so no scope is built for it.
+fn receives_accumulator(function: &Function<'_>, parsed: &Parsed) -> bool {
+    let Some(body) = function.body else {
+        return false;
+    };
+    let head = &parsed.masked[function.node.start_byte()..body.start_byte()];
+    crate::names::identifiers(head).any(|i| i.len() > 1 && crate::names::is_accumulator_name(i))
 }
 
 /// The declaration that holds an operand's values, and the chain that led there.

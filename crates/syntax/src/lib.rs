@@ -86,11 +86,17 @@ pub fn parse_with(source: &str, table: &MacroTable) -> Parsed {
     parser
         .set_language(&language())
         .expect("the bundled tree-sitter-cpp matches the tree-sitter ABI");
-    let first = parse_masked(&mut parser, source, table, Conditionals::Keep);
+    let first = parse_masked(&mut parser, source, table, Conditionals::Keep, None);
     if first.diagnostics.is_empty() || !has_conditional(source) {
         return first;
     }
-    let second = parse_masked(&mut parser, source, table, Conditionals::FirstBranch);
+    let second = parse_masked(
+        &mut parser,
+        source,
+        table,
+        Conditionals::FirstBranch,
+        Some(&first),
+    );
     if second.diagnostics.len() < first.diagnostics.len() {
         second
     } else {
@@ -98,16 +104,27 @@ pub fn parse_with(source: &str, table: &MacroTable) -> Parsed {
     }
 }
 
+/// Parses `source` masked in `mode`. With `previous` (a parse of the same source in
+/// another mode) the parse is incremental: the masked texts differ only where
+/// directives and branches were blanked, and tree-sitter reuses the rest.
 fn parse_masked(
     parser: &mut Parser,
     source: &str,
     table: &MacroTable,
     mode: Conditionals,
+    previous: Option<&Parsed>,
 ) -> Parsed {
     let Masked { text, blanks } = prepass::mask(source, table, mode);
+    let old = previous.map(|p| {
+        let mut tree = p.tree.clone();
+        for edit in edits(&p.masked, &text) {
+            tree.edit(&edit);
+        }
+        tree
+    });
     // Without a timeout or a cancellation flag tree-sitter always returns a tree.
     let tree = parser
-        .parse(&text, None)
+        .parse(&text, old.as_ref())
         .expect("tree-sitter returns a tree when no timeout is set");
     let diagnostics = diagnostics::collect(&tree);
     Parsed {
@@ -117,6 +134,42 @@ fn parse_masked(
         blanks,
         diagnostics,
     }
+}
+
+/// The same-length edits that turn `old` into `new` (which have equal lengths and
+/// newlines), one per run of differing bytes.
+fn edits(old: &str, new: &str) -> Vec<tree_sitter::InputEdit> {
+    let (a, b) = (old.as_bytes(), new.as_bytes());
+    let mut out = Vec::new();
+    let mut row = 0usize;
+    let mut line_start = 0usize;
+    let mut i = 0usize;
+    while i < a.len() {
+        if a[i] == b[i] {
+            if a[i] == b'\n' {
+                row += 1;
+                line_start = i + 1;
+            }
+            i += 1;
+            continue;
+        }
+        let start = i;
+        let start_point = tree_sitter::Point::new(row, start - line_start);
+        while i < a.len() && a[i] != b[i] {
+            i += 1;
+        }
+        // Only non-newline bytes differ, so the run stays on one line.
+        let end_point = tree_sitter::Point::new(row, i - line_start);
+        out.push(tree_sitter::InputEdit {
+            start_byte: start,
+            old_end_byte: i,
+            new_end_byte: i,
+            start_position: start_point,
+            old_end_position: end_point,
+            new_end_position: end_point,
+        });
+    }
+    out
 }
 
 fn has_conditional(source: &str) -> bool {

@@ -65,7 +65,7 @@ pub fn run(args: Args) -> i32 {
             }
         }
     }
-    let results: Vec<Result<(FileMap, String), CliError>> = args
+    let results: Vec<Result<Mapped, CliError>> = args
         .files
         .par_iter()
         .map(|path| map_file(path, &args, &user))
@@ -74,22 +74,32 @@ pub fn run(args: Args) -> i32 {
     let mut maps = Vec::new();
     for result in results {
         match result {
-            Ok((map, source)) => {
-                if map.kernels.iter().any(|k| k.syntax_errors > 0) {
-                    code = code.max(exit::PARTIAL);
-                }
-                maps.push((map, source));
-            }
+            Ok(mapped) => maps.push(mapped),
             Err(e) => {
-                code = code.max(match e {
-                    CliError::NoKernelInErrors { .. } => exit::PARTIAL,
-                    CliError::NoKernel { .. } | CliError::UnknownKernel { .. } => exit::NO_KERNEL,
-                    _ => exit::INPUT,
-                });
+                code = code.max(exit::INPUT);
                 render::error(Report::new(e));
             }
         }
     }
+    // A file without kernels is an error when it is the only file, or when no file
+    // has any; in a sweep over many files it is an ordinary header.
+    let any_kernels = maps.iter().any(|m| !m.map.kernels.is_empty());
+    for mapped in &mut maps {
+        if mapped.map.kernels.iter().any(|k| k.syntax_errors > 0) {
+            code = code.max(exit::PARTIAL);
+        }
+        if let Some(why) = mapped.empty.take()
+            && (args.files.len() == 1 || !any_kernels)
+        {
+            code = code.max(exit::NO_KERNEL);
+            render::error(Report::new(why));
+        }
+    }
+    let maps: Vec<(FileMap, String)> = maps
+        .into_iter()
+        .filter(|m| args.files.len() > 1 || !m.map.kernels.is_empty())
+        .map(|m| (m.map, m.source))
+        .collect();
     let stdout = std::io::stdout().lock();
     let mut stdout = std::io::BufWriter::new(stdout);
     let written = if args.json {
@@ -109,6 +119,7 @@ pub fn run(args: Args) -> i32 {
         })
     } else {
         maps.iter()
+            .filter(|(map, _)| !map.kernels.is_empty())
             .try_for_each(|(map, source)| human(&mut stdout, map, source))
     };
     let written = written.and_then(|()| stdout.flush());
@@ -118,34 +129,41 @@ pub fn run(args: Args) -> i32 {
     code
 }
 
-fn map_file(path: &Path, args: &Args, user: &[Pattern]) -> Result<(FileMap, String), CliError> {
+/// A readable file's map, and why it has no kernel when it has none.
+struct Mapped {
+    map: FileMap,
+    source: String,
+    empty: Option<CliError>,
+}
+
+fn map_file(path: &Path, args: &Args, user: &[Pattern]) -> Result<Mapped, CliError> {
     let source = read_source(path, args.max_bytes)?;
     let parsed = kwb_syntax::parse(&source);
     let mut map = kwb_sites::kernel_map(&parsed, user);
-    if map.kernels.is_empty() && !parsed.diagnostics.is_empty() {
-        let lines: Vec<String> = parsed
-            .diagnostics
-            .iter()
-            .take(8)
-            .map(|d| d.line.to_string())
-            .collect();
-        return Err(CliError::NoKernelInErrors {
-            path: path.to_owned(),
-            regions: parsed.diagnostics.len(),
-            lines: lines.join(", "),
-        });
-    }
+    let mut empty = None;
     if map.kernels.is_empty() {
-        return Err(CliError::NoKernel {
-            path: path.to_owned(),
+        empty = Some(match parsed.diagnostics.is_empty() {
+            true => CliError::NoKernel {
+                path: path.to_owned(),
+            },
+            false => CliError::NoKernelInErrors {
+                path: path.to_owned(),
+                regions: parsed.diagnostics.len(),
+                lines: parsed
+                    .diagnostics
+                    .iter()
+                    .take(8)
+                    .map(|d| d.line.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            },
         });
-    }
-    if let Some(name) = &args.kernel {
+    } else if let Some(name) = &args.kernel {
         let available: Vec<String> = map.kernels.iter().map(|k| k.name.clone()).collect();
         map.kernels
             .retain(|k| &k.name == name || k.name.rsplit("::").next() == Some(name.as_str()));
         if map.kernels.is_empty() {
-            return Err(CliError::UnknownKernel {
+            empty = Some(CliError::UnknownKernel {
                 name: name.clone(),
                 path: path.to_owned(),
                 available: available.join(", "),
@@ -172,7 +190,7 @@ fn map_file(path: &Path, args: &Args, user: &[Pattern]) -> Result<(FileMap, Stri
         kernels: map.kernels,
         diagnostics,
     };
-    Ok((map, source))
+    Ok(Mapped { map, source, empty })
 }
 
 fn human(out: &mut impl Write, map: &FileMap, source: &str) -> std::io::Result<()> {
