@@ -8,11 +8,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-mod commands;
-mod error;
-mod exit;
-mod input;
-mod render;
+use kwb_cli::commands;
 
 #[derive(Parser)]
 #[command(

@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
 pub mod debug;
+pub mod instrument;
 pub mod parse_stats;
 pub mod sites;

@@ -1,0 +1,13 @@
+//! The command-line layer shared by the `kwb` binaries: argument types, input
+//! checks, rendering and exit codes. No analysis lives here.
+
+#![allow(
+    clippy::print_stdout,
+    reason = "a command-line tool prints its results"
+)]
+
+pub mod commands;
+pub mod error;
+pub mod exit;
+pub mod input;
+pub mod render;

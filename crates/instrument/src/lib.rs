@@ -1,0 +1,35 @@
+//! Sites of the kernel map to probe edits: `if constexpr`-gated reads of the
+//! accumulator (and later operands and epilogue values), emitted as one
+//! [`kwb_edit::TextEdit`] over the original text.
+//!
+//! Invariants:
+//! - every inserted byte lies between the markers of [`markers`], so
+//!   `strip(instrument(x)) == x` byte for byte;
+//! - instrumenting an instrumented file first strips it, so instrumenting twice
+//!   equals instrumenting once;
+//! - probes are single-line insertions; the runtime header inserted at the top is
+//!   followed by a `#line 1` directive, so every original line keeps its number;
+//! - a probe runs only when `kwb::enabled` (the `KWB_TRACE` macro) and the gate hold at
+//!   compile time, so a build without `KWB_TRACE` carries no probe code.
+
+mod error;
+pub mod markers;
+mod plan;
+
+pub use error::InstrumentError;
+pub use markers::{is_instrumented, strip};
+pub use plan::{Config, Plan, ProbeInfo, Probes, plan};
+
+/// Instruments `source` (stripping earlier kwb insertions first) and returns the new
+/// text with the plan that produced it.
+pub fn instrument(source: &str, config: &Config) -> Result<(String, Plan), InstrumentError> {
+    let original = strip(source)?;
+    let parsed = kwb_syntax::parse(&original);
+    let map = kwb_sites::kernel_map(&parsed, &[]);
+    let plan = plan(&parsed, &map, config)?;
+    let (text, _) = plan.edit.apply(&original)?;
+    Ok((text, plan))
+}
+
+#[cfg(test)]
+mod tests;

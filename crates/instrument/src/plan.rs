@@ -1,0 +1,380 @@
+//! Which probes go where, as plain data and one `TextEdit`.
+
+use kwb_edit::TextEdit;
+use kwb_sites::{Kernel, KernelMap, Site, SiteKind};
+use kwb_syntax::{BlankKind, Parsed};
+use tree_sitter::Node;
+
+use crate::InstrumentError;
+use crate::markers::wrap;
+
+/// Which probe kinds to insert.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Probes {
+    /// The accumulator after each K tile and after the mainloop.
+    pub accumulator: bool,
+}
+
+impl Default for Probes {
+    fn default() -> Self {
+        Probes { accumulator: true }
+    }
+}
+
+/// What the user asked for.
+#[derive(Clone, Debug, Default)]
+pub struct Config {
+    /// Only this kernel (name or last name component).
+    pub kernel: Option<String>,
+    /// A compile-time condition in the kernel's template scope
+    /// (`REDUCTION_SIZE == 6144`); `None` probes every instantiation.
+    pub gate: Option<String>,
+    /// Probe kinds.
+    pub probes: Probes,
+    /// The file name the `#line` directive and the site table use.
+    pub file_name: String,
+}
+
+/// One inserted probe, for the site table and the user.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProbeInfo {
+    /// Site id in the trace.
+    pub id: u32,
+    /// The kernel it is in.
+    pub kernel: String,
+    /// What it reads.
+    pub what: String,
+    /// 1-based line of the statement it follows.
+    pub line: usize,
+    /// That line, trimmed.
+    pub text: String,
+}
+
+/// The edit and what it inserts.
+#[derive(Debug)]
+pub struct Plan {
+    /// Byte-range insertions into the original text.
+    pub edit: TextEdit,
+    /// The probes, in id order.
+    pub probes: Vec<ProbeInfo>,
+    /// Things the user should know (a wait the probe adds, a site skipped).
+    pub notes: Vec<String>,
+}
+
+/// Plans the probes of `map` over `parsed` for `config`.
+pub fn plan(parsed: &Parsed, map: &KernelMap, config: &Config) -> Result<Plan, InstrumentError> {
+    let kernels = chosen(map, config)?;
+    let gate = config.gate.clone().unwrap_or_else(|| "true".to_owned());
+    let tag = kwb_runtime::tag(&gate);
+    let mut builder = TextEdit::builder();
+    let mut probes = Vec::new();
+    let mut notes = Vec::new();
+    for kernel in kernels {
+        if let Some(g) = &config.gate {
+            check_gate(g, kernel)?;
+        }
+        if config.probes.accumulator {
+            accumulator_probes(
+                parsed,
+                kernel,
+                &gate,
+                tag,
+                &mut builder,
+                &mut probes,
+                &mut notes,
+            );
+        }
+    }
+    if probes.is_empty() {
+        return Err(InstrumentError::NothingToProbe);
+    }
+    let file = c_string(&config.file_name);
+    builder.insert(
+        0,
+        wrap(&format!(
+            "{}\n#line 1 \"{file}\"\n",
+            kwb_runtime::HEADER.trim_end()
+        )),
+    );
+    builder.insert(parsed.source.len(), wrap(&site_table(&probes, &file, tag)));
+    Ok(Plan {
+        edit: builder.finish()?,
+        probes,
+        notes,
+    })
+}
+
+/// The kernels to instrument: the one named, or every kernel with a consumer mainloop.
+fn chosen<'m>(map: &'m KernelMap, config: &Config) -> Result<Vec<&'m Kernel>, InstrumentError> {
+    match &config.kernel {
+        Some(name) => {
+            let found: Vec<&Kernel> = map
+                .kernels
+                .iter()
+                .filter(|k| &k.name == name || k.name.rsplit("::").next() == Some(name.as_str()))
+                .collect();
+            if found.is_empty() {
+                return Err(InstrumentError::UnknownKernel {
+                    name: name.clone(),
+                    available: map
+                        .kernels
+                        .iter()
+                        .map(|k| k.name.clone())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                });
+            }
+            Ok(found)
+        }
+        None => Ok(map
+            .kernels
+            .iter()
+            .filter(|k| k.sites.iter().any(consumer_loop))
+            .collect()),
+    }
+}
+
+fn consumer_loop(site: &Site) -> bool {
+    site.kind == SiteKind::Mainloop
+        && !site
+            .note
+            .as_deref()
+            .is_some_and(|n| n.starts_with("producer"))
+}
+
+/// A gate must name a template parameter of the kernel (or its class): it is
+/// evaluated in that template at compile time.
+fn check_gate(gate: &str, kernel: &Kernel) -> Result<(), InstrumentError> {
+    let names: Vec<&str> = kernel
+        .template_params
+        .iter()
+        .map(|p| p.name.as_str())
+        .collect();
+    let idents = gate
+        .split(|c: char| !(c == '_' || c.is_ascii_alphanumeric()))
+        .filter(|w| w.starts_with(|c: char| c == '_' || c.is_ascii_alphabetic()));
+    let mut any = false;
+    for ident in idents {
+        any |= names.contains(&ident);
+    }
+    if any || gate.trim() == "true" {
+        Ok(())
+    } else {
+        Err(InstrumentError::GateOutOfScope {
+            gate: gate.to_owned(),
+            kernel: kernel.name.clone(),
+            params: if names.is_empty() {
+                "none (the kernel is not a template)".to_owned()
+            } else {
+                names.join(", ")
+            },
+        })
+    }
+}
+
+/// A per-K-tile probe at the end of each consumer mainloop's body (with a counter
+/// declared before the loop) and a final probe after the loop — after the peeled last
+/// K tile when the kernel issues one.
+fn accumulator_probes(
+    parsed: &Parsed,
+    kernel: &Kernel,
+    gate: &str,
+    tag: u32,
+    builder: &mut kwb_edit::TextEditBuilder,
+    probes: &mut Vec<ProbeInfo>,
+    notes: &mut Vec<String>,
+) {
+    let root = parsed.tree.root_node();
+    let accumulators: Vec<String> = kernel
+        .sites
+        .iter()
+        .filter(|s| s.kind == SiteKind::Accumulator)
+        .filter_map(|s| declared_name(root, s, parsed))
+        .collect();
+    let Some(acc) = accumulators.first() else {
+        notes.push(format!(
+            "{}: no accumulator in the kernel map; no accumulator probe",
+            kernel.name
+        ));
+        return;
+    };
+    let wait = completion_wait(parsed, kernel);
+    if let Some((_, why)) = &wait {
+        notes.push(format!("{}: {why}", kernel.name));
+    }
+    let wait = wait.map_or(String::new(), |(code, _)| code);
+    for site in kernel.sites.iter().filter(|s| consumer_loop(s)) {
+        let Some(node) = root.descendant_for_byte_range(site.range.start, site.range.end) else {
+            continue;
+        };
+        let Some(body) = node
+            .child_by_field_name("body")
+            .filter(|b| b.kind() == "compound_statement")
+        else {
+            notes.push(format!(
+                "{}: the mainloop at line {} has no braces; no per-K-tile probe",
+                kernel.name, site.line
+            ));
+            continue;
+        };
+        let id = probes.len() as u32;
+        let counter = format!("kwb_kt_{id}");
+        let in_block = node
+            .parent()
+            .is_some_and(|p| p.kind() == "compound_statement");
+        let k_tile = if in_block {
+            builder.insert(
+                declaration_point(parsed, node),
+                wrap(&format!("[[maybe_unused]] int {counter} = 0; ")),
+            );
+            counter.clone()
+        } else {
+            "-1".to_owned()
+        };
+        let bump = if in_block {
+            format!(" ++{counter};")
+        } else {
+            String::new()
+        };
+        builder.insert(
+            body.end_byte() - 1,
+            wrap(&format!(
+                "if constexpr (kwb::enabled && ({gate})) {{ {wait}kwb::probe({id}, kwb::Kind::Accumulator, 0x{tag:08x}u, {k_tile}, -1, -1, {acc});{bump} }} "
+            )),
+        );
+        probes.push(ProbeInfo {
+            id,
+            kernel: kernel.name.clone(),
+            what: format!("accumulator `{acc}` after each K tile"),
+            line: body.end_position().row + 1,
+            text: site.text.clone(),
+        });
+        let after = final_point(kernel, node);
+        let id = probes.len() as u32;
+        builder.insert(
+            after,
+            wrap(&format!(
+                " if constexpr (kwb::enabled && ({gate})) {{ {wait}kwb::probe({id}, kwb::Kind::Accumulator, 0x{tag:08x}u, -1, -1, -1, {acc}); }}"
+            )),
+        );
+        probes.push(ProbeInfo {
+            id,
+            kernel: kernel.name.clone(),
+            what: format!("accumulator `{acc}` after the mainloop"),
+            line: line_of(parsed, after),
+            text: site.text.clone(),
+        });
+    }
+}
+
+/// Where a declaration before `node` goes: before the attribute macros and pragmas
+/// that stand right before it (`CUTLASS_PRAGMA_NO_UNROLL for …` stays together).
+fn declaration_point(parsed: &Parsed, node: Node<'_>) -> usize {
+    let mut start = node.start_byte();
+    let before = parsed.blanks.partition_point(|b| b.range.end <= start);
+    for blank in parsed.blanks[..before].iter().rev() {
+        let adjacent = parsed.masked[blank.range.end..start].trim().is_empty();
+        let attaches = matches!(blank.kind, BlankKind::Macro(_) | BlankKind::Pragma);
+        if adjacent && attaches {
+            start = blank.range.start;
+        } else {
+            break;
+        }
+    }
+    // Keep the statement's indentation: insert at the start of its text.
+    start
+}
+
+/// The end of the mainloop, or of the last statement issuing an MMA after it (a
+/// peeled last K tile).
+fn final_point(kernel: &Kernel, mainloop: Node<'_>) -> usize {
+    let mut end = mainloop.end_byte();
+    for site in kernel.sites.iter().filter(|s| s.kind == SiteKind::Mma) {
+        if site.range.start >= end {
+            end = statement_end(mainloop, site.range.end).unwrap_or(end);
+        }
+    }
+    end
+}
+
+/// The end of the statement (a sibling of `mainloop`) that contains byte `at`.
+fn statement_end(mainloop: Node<'_>, at: usize) -> Option<usize> {
+    let parent = mainloop.parent()?;
+    let mut cursor = parent.walk();
+    parent
+        .named_children(&mut cursor)
+        .find(|c| c.start_byte() <= at && at <= c.end_byte())
+        .map(|c| c.end_byte())
+}
+
+/// The wait a probe needs before reading a complete accumulator, and why.
+fn completion_wait(parsed: &Parsed, kernel: &Kernel) -> Option<(String, String)> {
+    let text = &parsed.source[kernel.range.clone()];
+    let wgmma = text.contains("warpgroup_wait")
+        || text.contains("wgmma")
+        || kernel
+            .sites
+            .iter()
+            .any(|s| s.kind == SiteKind::Mma && s.text.contains("wgmma"));
+    if !wgmma {
+        return None;
+    }
+    let code = if text.contains("warpgroup_wait") {
+        "cute::warpgroup_wait<0>(); ".to_owned()
+    } else {
+        "kwb::wgmma_wait_all(); ".to_owned()
+    };
+    Some((
+        code,
+        "wgmma accumulators are complete only after wait_group 0: the probe waits for it when enabled".to_owned(),
+    ))
+}
+
+/// The name an accumulator site declares.
+fn declared_name(root: Node<'_>, site: &Site, parsed: &Parsed) -> Option<String> {
+    let note = site.note.as_deref()?;
+    let name = note.rsplit('`').nth(1)?;
+    let node = root.descendant_for_byte_range(site.range.start, site.range.end)?;
+    parsed.source[node.byte_range()]
+        .contains(name)
+        .then(|| name.to_owned())
+}
+
+fn line_of(parsed: &Parsed, offset: usize) -> usize {
+    parsed.source[..offset].matches('\n').count() + 1
+}
+
+/// The host-side table naming each probe, registered for the trace file.
+fn site_table(probes: &[ProbeInfo], file: &str, tag: u32) -> String {
+    let rows: Vec<String> = probes
+        .iter()
+        .map(|p| {
+            format!(
+                "  {{{}, \"{file}\", {}, \"{}\"}},",
+                p.id,
+                p.line,
+                c_string(&p.text)
+            )
+        })
+        .collect();
+    format!(
+        "\n#ifndef KWB_SITES_{tag:08x}\n#define KWB_SITES_{tag:08x}\nstatic const kwb::SiteInfo kwb_sites_{tag:08x}[] = {{\n{}\n}};\n[[maybe_unused]] static const bool kwb_sites_registered_{tag:08x} = kwb::register_sites(kwb_sites_{tag:08x});\n#endif\n",
+        rows.join("\n")
+    )
+}
+
+/// `text` as the inside of a C string literal.
+fn c_string(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c if c.is_control() => {}
+            c => out.push(c),
+        }
+    }
+    // A marker inside the text would confuse `strip`.
+    out.replace("*/", "* /")
+}

@@ -1,0 +1,142 @@
+use super::*;
+
+const KERNEL: &str = r#"template <int REDUCTION_SIZE>
+__global__ void k(const float* A, float* C, int K) {
+  __shared__ float As[16][16];
+  float acc[2][4] = {};
+  CUTLASS_PRAGMA_NO_UNROLL
+  for (int kt = 0; kt < REDUCTION_SIZE / 16; ++kt) {
+    As[threadIdx.y][threadIdx.x] = A[kt * 16 + threadIdx.x];
+    __syncthreads();
+    for (int k = 0; k < 16; ++k) acc[0][0] += As[threadIdx.y][k] * As[k][threadIdx.x];
+    __syncthreads();
+  }
+  C[threadIdx.x] = acc[0][0];
+}
+"#;
+
+fn config(gate: Option<&str>) -> Config {
+    Config {
+        kernel: None,
+        gate: gate.map(str::to_owned),
+        probes: Probes::default(),
+        file_name: "k.cu".to_owned(),
+    }
+}
+
+/// The rewrite as a unified diff of the original, without the inlined runtime
+/// header (whose text is kwb-runtime's own).
+fn check(source: &str, config: &Config) -> String {
+    let (out, plan) = instrument(source, config).unwrap();
+    let header_end = out.find("#line 1 \"").unwrap();
+    let shown = format!("<runtime header>\n{}", &out[header_end..]);
+    let diff = similar::TextDiff::from_lines(source, &shown);
+    let mut text = diff.unified_diff().context_radius(1).to_string();
+    for p in &plan.probes {
+        text.push_str(&format!(
+            "probe {} {}: {} (line {})\n",
+            p.id, p.kernel, p.what, p.line
+        ));
+    }
+    text
+}
+
+#[test]
+fn accumulator_probes_are_gated_and_single_line() {
+    insta::assert_snapshot!(check(KERNEL, &config(Some("REDUCTION_SIZE == 6144"))), @r#"
+    @@ -1,2 +1,4 @@
+    -template <int REDUCTION_SIZE>
+    +<runtime header>
+    +#line 1 "k.cu"
+    +/*}:kwb*/template <int REDUCTION_SIZE>
+     __global__ void k(const float* A, float* C, int K) {
+    @@ -4,3 +6,3 @@
+       float acc[2][4] = {};
+    -  CUTLASS_PRAGMA_NO_UNROLL
+    +  /*kwb:{*/[[maybe_unused]] int kwb_kt_0 = 0; /*}:kwb*/CUTLASS_PRAGMA_NO_UNROLL
+       for (int kt = 0; kt < REDUCTION_SIZE / 16; ++kt) {
+    @@ -10,4 +12,14 @@
+         __syncthreads();
+    -  }
+    +  /*kwb:{*/if constexpr (kwb::enabled && (REDUCTION_SIZE == 6144)) { kwb::probe(0, kwb::Kind::Accumulator, 0x71a03d31u, kwb_kt_0, -1, -1, acc); ++kwb_kt_0; } /*}:kwb*/}/*kwb:{*/ if constexpr (kwb::enabled && (REDUCTION_SIZE == 6144)) { kwb::probe(1, kwb::Kind::Accumulator, 0x71a03d31u, -1, -1, -1, acc); }/*}:kwb*/
+       C[threadIdx.x] = acc[0][0];
+     }
+    +/*kwb:{*/
+    +#ifndef KWB_SITES_71a03d31
+    +#define KWB_SITES_71a03d31
+    +static const kwb::SiteInfo kwb_sites_71a03d31[] = {
+    +  {0, "k.cu", 11, "for (int kt = 0; kt < REDUCTION_SIZE / 16; ++kt) {"},
+    +  {1, "k.cu", 11, "for (int kt = 0; kt < REDUCTION_SIZE / 16; ++kt) {"},
+    +};
+    +[[maybe_unused]] static const bool kwb_sites_registered_71a03d31 = kwb::register_sites(kwb_sites_71a03d31);
+    +#endif
+    +/*}:kwb*/
+    \ No newline at end of file
+    probe 0 k: accumulator `acc` after each K tile (line 11)
+    probe 1 k: accumulator `acc` after the mainloop (line 11)
+    "#);
+}
+
+#[test]
+fn strip_restores_the_original_and_instrumenting_twice_equals_once() {
+    let (once, _) = instrument(KERNEL, &config(None)).unwrap();
+    assert_eq!(strip(&once).unwrap(), KERNEL);
+    let (twice, _) = instrument(&once, &config(None)).unwrap();
+    assert_eq!(twice, once);
+}
+
+#[test]
+fn every_original_line_keeps_its_number() {
+    let (out, _) = instrument(KERNEL, &config(None)).unwrap();
+    let after_header = &out[out.find("#line 1 \"k.cu\"\n").unwrap() + "#line 1 \"k.cu\"\n".len()..];
+    let original_lines: Vec<&str> = KERNEL.lines().collect();
+    let lines: Vec<&str> = after_header.lines().collect();
+    assert!(
+        lines.len() > original_lines.len(),
+        "the site table follows at the end"
+    );
+    for (i, line) in original_lines.iter().enumerate() {
+        // Line 1 starts with the close of the header's span.
+        let line_i = lines[i].strip_prefix(markers::CLOSE).unwrap_or(lines[i]);
+        assert!(
+            strip(line_i).unwrap() == *line,
+            "line {} moved: {:?} vs {:?}",
+            i + 1,
+            lines[i],
+            line
+        );
+    }
+}
+
+#[test]
+fn the_rewrite_adds_no_syntax_error() {
+    let (out, _) = instrument(KERNEL, &config(Some("REDUCTION_SIZE == 6144"))).unwrap();
+    let before = kwb_syntax::parse(KERNEL).diagnostics.len();
+    let after = kwb_syntax::parse(&out).diagnostics.len();
+    assert_eq!(after, before, "{:?}", kwb_syntax::parse(&out).diagnostics);
+}
+
+#[test]
+fn a_gate_must_name_a_template_parameter() {
+    let err = instrument(KERNEL, &config(Some("BATCH == 8"))).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "the gate `BATCH == 8` names no template parameter of `k`"
+    );
+    let err = instrument(
+        KERNEL,
+        &Config {
+            kernel: Some("nope".into()),
+            ..config(None)
+        },
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("no kernel named `nope`"));
+}
+
+#[test]
+fn damaged_markers_are_an_error_not_a_partial_strip() {
+    let (out, _) = instrument(KERNEL, &config(None)).unwrap();
+    let damaged = out.replacen(markers::CLOSE, "", 1);
+    assert!(strip(&damaged).is_err());
+}

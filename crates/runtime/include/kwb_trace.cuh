@@ -1,0 +1,798 @@
+// kwb_trace.cuh: the device half of a kwb trace.
+//
+// kwb instruments a CUDA/CUTLASS kernel by inserting probes gated at compile time:
+//
+//     if constexpr (kwb::enabled && (REDUCTION_SIZE == 6144)) {
+//       kwb::probe_array(3, kwb::Kind::Accumulator, 0x9e3779b9u, k_tile, m0, n0, acc);
+//     }
+//
+// Build modes:
+// - Without KWB_TRACE (a plain build), `kwb::enabled` is false and this header defines
+//   no __device__/__global__ function, variable or symbol: only types, constexpr
+//   values and templates that are never instantiated, plus host stubs that do nothing.
+//   A kernel file that includes it compiles to the same SASS as without it.
+// - With -DKWB_TRACE, the probes append fixed-size records (kwb::Record) to a trace
+//   buffer in device global memory, and the host functions below read it back and
+//   write a trace file that `kwb trace show` decodes.
+//
+// Configuration macros (define before including, or with -D):
+//   KWB_TRACE           turn tracing on.
+//   KWB_TRACE_CAPACITY  records the buffer holds (default 65536, 216 bytes each);
+//                       records past it are not written, only counted as dropped.
+//   KWB_TRACE_VALUES    values kept per record, 0..8 (default 8); the record always
+//                       has 8 slots, the rest hold value 0 and coordinates -1.
+//   KWB_TRACE_CTA_X/Y/Z the CTA the probes record at start-up (default -1: any).
+//   KWB_TRACE_K_BEGIN/END  the K tiles they record at start-up, [begin, end)
+//                       (default 0 and INT_MAX: all).
+//   KWB_TRACE_EXTERN    only with -rdc=true and several traced translation units:
+//                       every unit but one defines it, and declares the buffer
+//                       instead of defining it. In whole-program builds each unit
+//                       has its own buffer; trace one unit per program.
+//
+// The trace buffer is a module global, so a runner can read it with the driver API
+// (cuModuleGetGlobal) under these names: `_ZN3kwb13trace_recordsE`,
+// `_ZN3kwb12trace_cursorE`, `_ZN3kwb13trace_droppedE` and `_ZN3kwb12trace_filterE`.
+//
+// The layout of every struct between a `kwb:layout` marker pair is mirrored by the
+// Rust crate kwb-runtime, and a test parses these declarations: the two change
+// together. Keep each field on its own line, as `type name;` or `type name[N];`.
+//
+// Probes never call printf: it breaks warp-specialized producers with tight register
+// budgets. The host side writes a one-line reason to stderr when a flush fails.
+
+#ifndef KWB_TRACE_CUH_
+#define KWB_TRACE_CUH_
+
+#include <climits>
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#ifndef KWB_TRACE_CAPACITY
+#define KWB_TRACE_CAPACITY 65536
+#endif
+#ifndef KWB_TRACE_VALUES
+#define KWB_TRACE_VALUES 8
+#endif
+#ifndef KWB_TRACE_CTA_X
+#define KWB_TRACE_CTA_X -1
+#endif
+#ifndef KWB_TRACE_CTA_Y
+#define KWB_TRACE_CTA_Y -1
+#endif
+#ifndef KWB_TRACE_CTA_Z
+#define KWB_TRACE_CTA_Z -1
+#endif
+#ifndef KWB_TRACE_K_BEGIN
+#define KWB_TRACE_K_BEGIN 0
+#endif
+#ifndef KWB_TRACE_K_END
+#define KWB_TRACE_K_END INT_MAX
+#endif
+
+#ifdef KWB_TRACE
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#if !defined(__CUDACC_RTC__)
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+#endif
+#endif
+
+namespace kwb {
+
+// True exactly when KWB_TRACE is defined: the first operand of every probe's gate.
+#ifdef KWB_TRACE
+inline constexpr bool enabled = true;
+#else
+inline constexpr bool enabled = false;
+#endif
+
+// The version of the record layout and of the trace file; both change together.
+inline constexpr uint32_t version = 1;
+// "KWBR" read as a little-endian u32: the first field of every written record.
+inline constexpr uint32_t record_magic = 0x5242574Bu;
+// The value slots of a record (fixed); KWB_TRACE_VALUES of them are filled.
+inline constexpr int record_values = 8;
+// A row bound that keeps every value: pass it when there are no padding rows.
+inline constexpr int all_rows = INT_MAX;
+// A CTA coordinate of the filter that matches every CTA.
+inline constexpr int any = -1;
+
+static_assert(KWB_TRACE_VALUES >= 0 && KWB_TRACE_VALUES <= 8,
+              "KWB_TRACE_VALUES must be between 0 and 8 (the record has 8 slots)");
+static_assert(KWB_TRACE_CAPACITY > 0, "KWB_TRACE_CAPACITY must be positive");
+
+// What a probe reads. The numbers are stored in Record::kind.
+enum class Kind : uint32_t {
+  OperandA = 1,     // the A operand as the MMA consumes it (smem tile or registers)
+  OperandB = 2,     // the B operand as the MMA consumes it
+  Accumulator = 3,  // the accumulator where it is complete
+  Epilogue = 4,     // values the epilogue computes or stores
+  Load = 5,         // data a load (TMA, cp.async, ldmatrix) brought in
+};
+
+// A logical coordinate axis of the GEMM: M and N of the output, K of the reduction.
+enum class Axis : uint32_t { M = 0, N = 1, K = 2 };
+
+// The logical (m, n, k) coordinates of one value; -1 where unknown or not applicable.
+struct Coord {
+  int m;
+  int n;
+  int k;
+};
+
+// Coordinates when only raw order is known: every coordinate is -1. Values with
+// unknown coordinates always pass the row filter.
+struct NoCoord {
+  __host__ __device__ constexpr Coord operator()(int) const { return Coord{-1, -1, -1}; }
+};
+
+// Coordinates of a row-major tile: index i is row i / cols and column i % cols, the
+// row lies on `row_axis` starting at `row0`, the column on `col_axis` starting at
+// `col0`; the third axis is -1. For a B tile of BLOCK_N rows by BLOCK_K columns:
+// RowMajor{Axis::N, Axis::K, BLOCK_K, n_block * BLOCK_N, k_tile * BLOCK_K}.
+struct RowMajor {
+  Axis row_axis;
+  Axis col_axis;
+  int cols;
+  int row0;
+  int col0;
+
+  __host__ __device__ constexpr Coord operator()(int i) const {
+    Coord c{-1, -1, -1};
+    const int row = row0 + i / cols;
+    const int col = col0 + i % cols;
+    (row_axis == Axis::M ? c.m : row_axis == Axis::N ? c.n : c.k) = row;
+    (col_axis == Axis::M ? c.m : col_axis == Axis::N ? c.n : c.k) = col;
+    return c;
+  }
+};
+
+// The instantiation tag of a gate: 32-bit FNV-1a of its text, e.g.
+// kwb::tag_of("REDUCTION_SIZE == 6144"). kwb_runtime::tag computes the same.
+__host__ __device__ constexpr uint32_t tag_of(const char* text) {
+  uint32_t hash = 0x811c9dc5u;
+  for (; *text != '\0'; ++text) {
+    hash = (hash ^ static_cast<uint8_t>(*text)) * 0x01000193u;
+  }
+  return hash;
+}
+static_assert(tag_of("") == 0x811c9dc5u, "FNV-1a offset basis");
+static_assert(tag_of("a") == 0xe40c292cu, "FNV-1a of \"a\"");
+
+// One trace record: one warp's view of one probe at one point in time. Fixed size,
+// little-endian, 8-byte aligned; the trace file stores records as they are here.
+// kwb:layout Record begin
+struct alignas(8) Record {
+  uint32_t magic;        // record_magic ("KWBR"); a slot never written holds 0
+  uint32_t version;      // kwb::version
+  uint32_t site;         // the probe's site id, an index into the site table
+  uint32_t kind;         // a kwb::Kind
+  uint32_t tag;          // instantiation tag: tag_of(the gate text)
+  uint32_t cta_x;        // blockIdx.x
+  uint32_t cta_y;        // blockIdx.y
+  uint32_t cta_z;        // blockIdx.z
+  uint32_t warp;         // warp index within the CTA (linear thread index / 32)
+  uint32_t lane;         // the lane that wrote the record (lowest active lane)
+  uint32_t active_mask;  // the lanes that contributed values
+  int32_t k_tile;        // K tile index; -1 when not in the K loop
+  int32_t tile_m;        // the CTA tile's m coordinate as the probe passed it
+  int32_t tile_n;        // the CTA tile's n coordinate as the probe passed it
+  int32_t row_bound;     // values count only when their row < row_bound (INT_MAX: all)
+  uint32_t row_axis;     // the kwb::Axis that is the row of the row filter
+  uint32_t count;        // values that passed the row filter, summed over lanes
+  float absmax;          // max |v| over finite counted values (0 when none)
+  uint32_t nan_count;    // counted values that are NaN
+  uint32_t inf_count;    // counted values that are +-Inf
+  uint32_t seen;         // values looked at before the row filter
+  uint32_t nvalues;      // filled slots of values[] (at most KWB_TRACE_VALUES)
+  float values[8];       // the first counted values, in lane order per element
+  int32_t value_m[8];    // logical m of each value; -1 when unknown
+  int32_t value_n[8];    // logical n of each value; -1 when unknown
+  int32_t value_k[8];    // logical k of each value; -1 when unknown
+};
+// kwb:layout end
+static_assert(sizeof(Record) == 216, "the Rust mirror expects 216-byte records");
+static_assert(alignof(Record) == 8, "records are 8-byte aligned");
+static_assert(offsetof(Record, values) == 88, "the Rust mirror expects values at 88");
+
+// The runtime filter: probes outside it return before doing any work. It lives in
+// __constant__ memory; kwb::set_filter changes it between launches.
+// kwb:layout Filter begin
+struct Filter {
+  int32_t cta_x;    // the CTA to record, per coordinate; -1 (kwb::any): every CTA
+  int32_t cta_y;
+  int32_t cta_z;
+  int32_t k_begin;  // K tiles to record: [k_begin, k_end); probes with k_tile -1
+  int32_t k_end;    // (outside the K loop) always pass
+  uint32_t on;      // 0 turns every probe off
+};
+// kwb:layout end
+static_assert(sizeof(Filter) == 24, "the Rust mirror expects a 24-byte filter");
+
+// The trace file: a FileHeader, then site_count site entries (a SiteEntry, the file
+// name bytes, the source text bytes, zero padding to a multiple of 8; the entries
+// take site_table_bytes in all), then record_count Records. Little-endian.
+// kwb:layout FileHeader begin
+struct FileHeader {
+  char magic[8];              // "KWBTRACE", no terminating zero
+  uint32_t version;           // kwb::version
+  uint32_t record_size;       // sizeof(Record)
+  uint64_t record_count;      // records in the file
+  uint64_t dropped;           // records lost because the buffer was full
+  uint64_t capacity;          // KWB_TRACE_CAPACITY of the build
+  uint32_t site_count;        // entries in the site table
+  uint32_t site_table_bytes;  // bytes of the site table, a multiple of 8
+};
+// kwb:layout end
+static_assert(sizeof(FileHeader) == 48, "the Rust mirror expects a 48-byte header");
+
+// kwb:layout SiteEntry begin
+struct SiteEntry {
+  uint32_t id;        // the site id records refer to
+  uint32_t line;      // 1-based line of the probed statement in `file`
+  uint32_t file_len;  // bytes of the file name that follow
+  uint32_t text_len;  // bytes of the source text that follow the file name
+};
+// kwb:layout end
+static_assert(sizeof(SiteEntry) == 16, "the Rust mirror expects 16-byte site entries");
+
+// One probe site as the instrumenter describes it. It emits a table and registers it:
+//
+//   static const kwb::SiteInfo kwb_sites[] = {{0, "gemm.cu", 120, "tCsA(_, _, _, s)"}};
+//   [[maybe_unused]] static const bool kwb_sites_registered = kwb::register_sites(kwb_sites);
+//
+// Without KWB_TRACE the registration is a constant and the table is never used.
+struct SiteInfo {
+  uint32_t id;
+  const char* file;
+  uint32_t line;
+  const char* text;
+};
+
+// The warp index of the calling thread within its CTA; probes of a shared tile are
+// usually issued by one warp: `if (kwb::warp_id() == 0) kwb::probe_tile(...)`.
+__device__ __forceinline__ int warp_id() {
+  return static_cast<int>(
+             threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) /
+         32;
+}
+
+#ifdef KWB_TRACE
+
+// The trace buffer (device global memory) and the filter (constant memory).
+#ifdef KWB_TRACE_EXTERN
+extern __device__ Record trace_records[KWB_TRACE_CAPACITY];
+extern __device__ unsigned long long trace_cursor;
+extern __device__ unsigned long long trace_dropped;
+extern __constant__ Filter trace_filter;
+#else
+__device__ Record trace_records[KWB_TRACE_CAPACITY];
+__device__ unsigned long long trace_cursor;   // next free slot; may pass the capacity
+__device__ unsigned long long trace_dropped;  // records not written: buffer full
+__constant__ Filter trace_filter = {KWB_TRACE_CTA_X,   KWB_TRACE_CTA_Y, KWB_TRACE_CTA_Z,
+                                    KWB_TRACE_K_BEGIN, KWB_TRACE_K_END, 1u};
+#endif
+
+namespace detail {
+
+// What a probe call says about itself.
+struct Probe {
+  uint32_t site;
+  Kind kind;
+  uint32_t tag;
+  int k_tile;
+  int tile_m;
+  int tile_n;
+  int row_bound;
+  Axis row_axis;
+};
+
+// The claimed record and the warp's shape at the probe.
+struct Slot {
+  Record* record;
+  unsigned mask;   // active lanes
+  unsigned below;  // lanes below this one
+  int lane;
+  int leader;      // lowest active lane: claims and writes the record
+};
+
+// One lane's running statistics; `taken` (values sampled so far) is warp-uniform.
+struct Stats {
+  float absmax;
+  unsigned seen;
+  unsigned counted;
+  unsigned nans;
+  unsigned infs;
+  unsigned taken;
+};
+
+template <class T>
+__device__ __forceinline__ float to_float(const T& v) {
+  return static_cast<float>(v);
+}
+__device__ __forceinline__ float to_float(const __half& v) { return __half2float(v); }
+__device__ __forceinline__ float to_float(const __nv_bfloat16& v) {
+  return __bfloat162float(v);
+}
+
+__device__ __forceinline__ int row_of(const Coord& c, Axis axis) {
+  return axis == Axis::M ? c.m : axis == Axis::N ? c.n : c.k;
+}
+
+// Warp sums and maxima over any set of active lanes.
+__device__ __forceinline__ unsigned warp_sum(unsigned mask, unsigned v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  return __reduce_add_sync(mask, v);
+#else
+  unsigned total = 0;
+  for (unsigned rest = mask; rest != 0; rest &= rest - 1) {
+    total += __shfl_sync(mask, v, __ffs(rest) - 1);
+  }
+  return total;
+#endif
+}
+
+__device__ __forceinline__ unsigned warp_max(unsigned mask, unsigned v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  return __reduce_max_sync(mask, v);
+#else
+  unsigned best = 0;
+  for (unsigned rest = mask; rest != 0; rest &= rest - 1) {
+    const unsigned other = __shfl_sync(mask, v, __ffs(rest) - 1);
+    best = other > best ? other : best;
+  }
+  return best;
+#endif
+}
+
+// Checks the filter, then claims a record slot for the warp. False when the probe is
+// filtered out or the buffer is full (then the drop is counted).
+__device__ __forceinline__ bool claim(Slot& slot, int k_tile) {
+  const Filter& f = trace_filter;
+  if (f.on == 0u) return false;
+  if (f.cta_x >= 0 && blockIdx.x != static_cast<unsigned>(f.cta_x)) return false;
+  if (f.cta_y >= 0 && blockIdx.y != static_cast<unsigned>(f.cta_y)) return false;
+  if (f.cta_z >= 0 && blockIdx.z != static_cast<unsigned>(f.cta_z)) return false;
+  if (k_tile >= 0 && (k_tile < f.k_begin || k_tile >= f.k_end)) return false;
+
+  slot.mask = __activemask();
+  const unsigned linear =
+      threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+  slot.lane = static_cast<int>(linear % 32u);
+  slot.below = (1u << slot.lane) - 1u;
+  slot.leader = __ffs(slot.mask) - 1;
+  unsigned long long index = 0;
+  if (slot.lane == slot.leader) index = atomicAdd(&trace_cursor, 1ull);
+  index = __shfl_sync(slot.mask, index, slot.leader);
+  if (index >= static_cast<unsigned long long>(KWB_TRACE_CAPACITY)) {
+    if (slot.lane == slot.leader) atomicAdd(&trace_dropped, 1ull);
+    return false;
+  }
+  slot.record = &trace_records[index];
+  return true;
+}
+
+// Looks at one value of this lane. Every active lane calls it the same number of
+// times (`valid` is false where a lane has nothing left), so the ballot is uniform.
+__device__ __forceinline__ void look(Stats& s, const Slot& slot, const Probe& p, bool valid,
+                                     float v, const Coord& c) {
+  const bool pass = valid && row_of(c, p.row_axis) < p.row_bound;
+  s.seen += valid ? 1u : 0u;
+  if (pass) {
+    s.counted += 1u;
+    const float magnitude = fabsf(v);
+    if (v != v) {
+      s.nans += 1u;
+    } else if (magnitude == __int_as_float(0x7f800000)) {
+      s.infs += 1u;
+    } else {
+      s.absmax = fmaxf(s.absmax, magnitude);
+    }
+  }
+  if (s.taken < static_cast<unsigned>(KWB_TRACE_VALUES)) {
+    const unsigned ballot = __ballot_sync(slot.mask, pass);
+    const unsigned pos = s.taken + __popc(ballot & slot.below);
+    if (pass && pos < static_cast<unsigned>(KWB_TRACE_VALUES)) {
+      slot.record->values[pos] = v;
+      slot.record->value_m[pos] = c.m;
+      slot.record->value_n[pos] = c.n;
+      slot.record->value_k[pos] = c.k;
+    }
+    s.taken += __popc(ballot);
+  }
+}
+
+// Reduces the statistics over the warp; the leader fills in the record.
+__device__ __forceinline__ void finish(const Slot& slot, const Stats& s, const Probe& p) {
+  const unsigned absmax = warp_max(slot.mask, __float_as_uint(s.absmax));
+  const unsigned seen = warp_sum(slot.mask, s.seen);
+  const unsigned counted = warp_sum(slot.mask, s.counted);
+  const unsigned nans = warp_sum(slot.mask, s.nans);
+  const unsigned infs = warp_sum(slot.mask, s.infs);
+  if (slot.lane != slot.leader) return;
+
+  Record* r = slot.record;
+  const unsigned filled =
+      s.taken < static_cast<unsigned>(KWB_TRACE_VALUES) ? s.taken : KWB_TRACE_VALUES;
+  for (int i = static_cast<int>(filled); i < record_values; ++i) {
+    r->values[i] = 0.0f;
+    r->value_m[i] = -1;
+    r->value_n[i] = -1;
+    r->value_k[i] = -1;
+  }
+  r->site = p.site;
+  r->kind = static_cast<uint32_t>(p.kind);
+  r->tag = p.tag;
+  r->cta_x = blockIdx.x;
+  r->cta_y = blockIdx.y;
+  r->cta_z = blockIdx.z;
+  r->warp = static_cast<uint32_t>(warp_id());
+  r->lane = static_cast<uint32_t>(slot.lane);
+  r->active_mask = slot.mask;
+  r->k_tile = p.k_tile;
+  r->tile_m = p.tile_m;
+  r->tile_n = p.tile_n;
+  r->row_bound = p.row_bound;
+  r->row_axis = static_cast<uint32_t>(p.row_axis);
+  r->count = counted;
+  r->absmax = __uint_as_float(absmax);
+  r->nan_count = nans;
+  r->inf_count = infs;
+  r->seen = seen;
+  r->nvalues = filled;
+  r->version = version;
+  r->magic = record_magic;
+}
+
+// Values held per lane: each lane looks at value(i) for i in [0, N). N is a constant
+// and the loop is unrolled, so register fragments stay in registers.
+template <int N, class ValueFn, class CoordFn>
+__device__ __forceinline__ void fragment(const Probe& p, ValueFn&& value, CoordFn&& coord) {
+  Slot slot;
+  if (!claim(slot, p.k_tile)) return;
+  Stats s{0.0f, 0u, 0u, 0u, 0u, 0u};
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    look(s, slot, p, true, to_float(value(i)), coord(i));
+  }
+  finish(slot, s, p);
+}
+
+// Values shared by the warp: active lanes stride over value(i), i in [0, count).
+template <class ValueFn, class CoordFn>
+__device__ __forceinline__ void strided(const Probe& p, int count, ValueFn&& value,
+                                        CoordFn&& coord) {
+  Slot slot;
+  if (!claim(slot, p.k_tile)) return;
+  Stats s{0.0f, 0u, 0u, 0u, 0u, 0u};
+  const int stride = __popc(slot.mask);
+  const int rank = __popc(slot.mask & slot.below);
+  for (int base = 0; base < count; base += stride) {
+    const int i = base + rank;
+    const bool valid = i < count;
+    float v = 0.0f;
+    Coord c{-1, -1, -1};
+    if (valid) {
+      v = to_float(value(i));
+      c = coord(i);
+    }
+    look(s, slot, p, valid, v, c);
+  }
+  finish(slot, s, p);
+}
+
+}  // namespace detail
+
+#endif  // KWB_TRACE
+
+// The probes. Every lane of the warp that reaches a probe must call it (the warp's
+// active lanes cooperate and the lowest one appends one record). All take:
+//   site, kind, tag         the site id, what is read, tag_of(the gate text);
+//   k_tile, tile_m, tile_n  where: the K tile (-1 outside the K loop) and the CTA
+//                           tile's coordinates;
+//   row_bound, row_axis     the padding-row filter: a value counts only when its
+//                           coordinate on row_axis is < row_bound (all_rows: all);
+//   coord                   i -> kwb::Coord, the logical coordinates of value i
+//                           (NoCoord when only raw order is known).
+
+// A register array of any rank (e.g. float acc[M][N][4]) held by each lane.
+template <class A, class CoordFn = NoCoord>
+__device__ __forceinline__ void probe_array(uint32_t site, Kind kind, uint32_t tag, int k_tile,
+                                            int tile_m, int tile_n, const A& fragment,
+                                            int row_bound = all_rows, Axis row_axis = Axis::M,
+                                            CoordFn coord = CoordFn{}) {
+  static_assert(std::is_array<A>::value, "probe_array takes a C array");
+#ifdef KWB_TRACE
+  using Element = std::remove_all_extents_t<A>;
+  constexpr int n = static_cast<int>(sizeof(A) / sizeof(Element));
+  const Element* flat = reinterpret_cast<const Element*>(&fragment);
+  detail::fragment<n>(
+      detail::Probe{site, kind, tag, k_tile, tile_m, tile_n, row_bound, row_axis},
+      [&](int i) -> const Element& { return flat[i]; }, coord);
+#else
+  (void)site, (void)kind, (void)tag, (void)k_tile, (void)tile_m, (void)tile_n;
+  (void)fragment, (void)row_bound, (void)row_axis, (void)coord;
+#endif
+}
+
+// N values held by each lane, read through value(i) (e.g. a CuTe register tensor:
+// [&](int i) { return tCrC(i); }); N is a compile-time constant.
+template <int N, class ValueFn, class CoordFn = NoCoord>
+__device__ __forceinline__ void probe_fragment(uint32_t site, Kind kind, uint32_t tag,
+                                               int k_tile, int tile_m, int tile_n,
+                                               ValueFn value, int row_bound = all_rows,
+                                               Axis row_axis = Axis::M,
+                                               CoordFn coord = CoordFn{}) {
+#ifdef KWB_TRACE
+  detail::fragment<N>(
+      detail::Probe{site, kind, tag, k_tile, tile_m, tile_n, row_bound, row_axis}, value,
+      coord);
+#else
+  (void)site, (void)kind, (void)tag, (void)k_tile, (void)tile_m, (void)tile_n;
+  (void)value, (void)row_bound, (void)row_axis, (void)coord;
+#endif
+}
+
+// One value per lane at a known coordinate (e.g. an epilogue scalar).
+template <class T>
+__device__ __forceinline__ void probe_value(uint32_t site, Kind kind, uint32_t tag, int k_tile,
+                                            int tile_m, int tile_n, const T& value,
+                                            int row_bound = all_rows, Axis row_axis = Axis::M,
+                                            Coord coord = Coord{-1, -1, -1}) {
+#ifdef KWB_TRACE
+  detail::fragment<1>(
+      detail::Probe{site, kind, tag, k_tile, tile_m, tile_n, row_bound, row_axis},
+      [&](int) -> const T& { return value; }, [&](int) { return coord; });
+#else
+  (void)site, (void)kind, (void)tag, (void)k_tile, (void)tile_m, (void)tile_n;
+  (void)value, (void)row_bound, (void)row_axis, (void)coord;
+#endif
+}
+
+// A tile in shared or global memory, `count` elements from `tile`, read by the calling
+// warp's lanes in turn (lane r reads r, r + 32, ...). Call it from one warp.
+template <class T, class CoordFn = NoCoord>
+__device__ __forceinline__ void probe_tile(uint32_t site, Kind kind, uint32_t tag, int k_tile,
+                                           int tile_m, int tile_n, const T* tile, int count,
+                                           int row_bound = all_rows, Axis row_axis = Axis::M,
+                                           CoordFn coord = CoordFn{}) {
+#ifdef KWB_TRACE
+  detail::strided(detail::Probe{site, kind, tag, k_tile, tile_m, tile_n, row_bound, row_axis},
+                  count, [&](int i) -> const T& { return tile[i]; }, coord);
+#else
+  (void)site, (void)kind, (void)tag, (void)k_tile, (void)tile_m, (void)tile_n;
+  (void)tile, (void)count, (void)row_bound, (void)row_axis, (void)coord;
+#endif
+}
+
+// Waits for every wgmma of the warpgroup: a wgmma accumulator is complete only then.
+// Only arch-specific targets (sm_90a, sm_100a, ...) have the instruction; elsewhere
+// there is no wgmma to wait for. A template, so a plain build emits nothing.
+template <int = 0>
+__device__ __forceinline__ void wgmma_wait_all() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL) || defined(__CUDA_ARCH_FEAT_SM100_ALL) || \
+    defined(__CUDA_ARCH_FEAT_SM101_ALL) || defined(__CUDA_ARCH_FEAT_SM103_ALL)
+  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+#endif
+}
+
+namespace detail {
+template <class X, class = void>
+struct has_k_elements : std::false_type {};
+template <class X>
+struct has_k_elements<X, std::void_t<decltype(X::kElements)>> : std::true_type {};
+}  // namespace detail
+
+// Whatever register fragment a kernel keeps its accumulator in, by its type: a C
+// array of any rank (probe_array), a fragment with a static element count such as
+// cutlass::Array (X::kElements, read with x[i]), or a CuTe register tensor of static
+// size (size(x) found by argument-dependent lookup, read with x(i)). This is the call
+// kwb-instrument emits, since it sees names, not types.
+template <class X>
+__device__ __forceinline__ void probe(uint32_t site, Kind kind, uint32_t tag, int k_tile,
+                                      int tile_m, int tile_n, const X& x,
+                                      int row_bound = all_rows, Axis row_axis = Axis::M) {
+  if constexpr (std::is_array<X>::value) {
+    probe_array(site, kind, tag, k_tile, tile_m, tile_n, x, row_bound, row_axis);
+  } else if constexpr (detail::has_k_elements<X>::value) {
+    probe_fragment<static_cast<int>(X::kElements)>(
+        site, kind, tag, k_tile, tile_m, tile_n, [&](int i) { return x[i]; }, row_bound,
+        row_axis);
+  } else {
+    constexpr int n = static_cast<int>(decltype(size(x))::value);
+    probe_fragment<n>(site, kind, tag, k_tile, tile_m, tile_n, [&](int i) { return x(i); },
+                      row_bound, row_axis);
+  }
+}
+
+// A shared tile read through value(i), i in [0, count), e.g. a swizzled CuTe smem
+// tensor: [&](int i) { return sB(i); }. Call it from one warp.
+template <class ValueFn, class CoordFn = NoCoord>
+__device__ __forceinline__ void probe_tile_fn(uint32_t site, Kind kind, uint32_t tag,
+                                              int k_tile, int tile_m, int tile_n, int count,
+                                              ValueFn value, int row_bound = all_rows,
+                                              Axis row_axis = Axis::M,
+                                              CoordFn coord = CoordFn{}) {
+#ifdef KWB_TRACE
+  detail::strided(detail::Probe{site, kind, tag, k_tile, tile_m, tile_n, row_bound, row_axis},
+                  count, value, coord);
+#else
+  (void)site, (void)kind, (void)tag, (void)k_tile, (void)tile_m, (void)tile_n;
+  (void)count, (void)value, (void)row_bound, (void)row_axis, (void)coord;
+#endif
+}
+
+// ---------------------------------------------------------------------------------
+// Host side. NVRTC (__CUDACC_RTC__) compiles device code only and gets none of it;
+// a runner reads the buffer through the module globals instead.
+
+#if !defined(__CUDACC_RTC__)
+#ifdef KWB_TRACE
+
+namespace detail {
+
+// The registered site tables. Never destroyed, so a flush at exit can still read it.
+inline std::vector<SiteInfo>& site_registry() {
+  static std::vector<SiteInfo>* sites = new std::vector<SiteInfo>();
+  return *sites;
+}
+
+inline void flush_at_exit();
+
+// Registers the exit flush. Handlers run in reverse order of registration, and the
+// CUDA runtime registers its own teardown, so registering again later (from the
+// first reset or set_filter, after CUDA is up) runs the flush before the teardown.
+inline bool arm_exit_flush() {
+  std::atexit(&flush_at_exit);
+  return true;
+}
+inline void arm_exit_flush_late() {
+  static const bool armed = arm_exit_flush();
+  (void)armed;
+}
+inline const bool exit_flush_armed = arm_exit_flush();
+
+inline void append(std::vector<unsigned char>& out, const void* data, size_t size) {
+  const unsigned char* bytes = static_cast<const unsigned char*>(data);
+  out.insert(out.end(), bytes, bytes + size);
+}
+
+inline bool fail(const char* what, const char* detail_text) {
+  std::fprintf(stderr, "kwb: %s: %s\n", what, detail_text);
+  return false;
+}
+
+}  // namespace detail
+
+// Registers a site table; returns true so it can initialize a static.
+inline bool register_sites(const SiteInfo* sites, size_t count) {
+  detail::site_registry().insert(detail::site_registry().end(), sites, sites + count);
+  return true;
+}
+template <size_t N>
+inline bool register_sites(const SiteInfo (&sites)[N]) {
+  return register_sites(sites, N);
+}
+
+// Empties the trace buffer (cursor and dropped count); call it before the launches
+// to trace.
+inline cudaError_t trace_reset() {
+  detail::arm_exit_flush_late();
+  const unsigned long long zero = 0;
+  cudaError_t err = cudaMemcpyToSymbol(trace_cursor, &zero, sizeof zero);
+  if (err == cudaSuccess) err = cudaMemcpyToSymbol(trace_dropped, &zero, sizeof zero);
+  return err;
+}
+
+// Sets the runtime filter for the following launches.
+inline cudaError_t set_filter(const Filter& filter) {
+  detail::arm_exit_flush_late();
+  return cudaMemcpyToSymbol(trace_filter, &filter, sizeof filter);
+}
+
+// Records only CTA (cta_x, cta_y, cta_z) (each coordinate may be kwb::any) and the K
+// tiles in [k_begin, k_end).
+inline cudaError_t set_filter(int cta_x, int cta_y, int cta_z, int k_begin = 0,
+                              int k_end = INT_MAX) {
+  return set_filter(Filter{cta_x, cta_y, cta_z, k_begin, k_end, 1u});
+}
+
+// Waits for the device, reads the trace buffer and writes the trace file to `path`.
+// Returns false, with a one-line reason on stderr, when it cannot.
+inline bool trace_flush(const char* path) {
+  if (path == nullptr || *path == '\0') return detail::fail("trace flush", "no path");
+  unsigned long long cursor = 0;
+  unsigned long long dropped = 0;
+  cudaError_t err = cudaDeviceSynchronize();
+  if (err == cudaSuccess) err = cudaMemcpyFromSymbol(&cursor, trace_cursor, sizeof cursor);
+  if (err == cudaSuccess) err = cudaMemcpyFromSymbol(&dropped, trace_dropped, sizeof dropped);
+  const unsigned long long capacity = KWB_TRACE_CAPACITY;
+  const size_t count = static_cast<size_t>(cursor < capacity ? cursor : capacity);
+  std::vector<Record> records(count);
+  if (err == cudaSuccess && count != 0) {
+    err = cudaMemcpyFromSymbol(records.data(), trace_records, count * sizeof(Record));
+  }
+  if (err != cudaSuccess) {
+    return detail::fail("cannot read the trace buffer", cudaGetErrorString(err));
+  }
+
+  std::vector<SiteInfo> sites = detail::site_registry();
+  std::stable_sort(sites.begin(), sites.end(),
+                   [](const SiteInfo& a, const SiteInfo& b) { return a.id < b.id; });
+  sites.erase(std::unique(sites.begin(), sites.end(),
+                          [](const SiteInfo& a, const SiteInfo& b) { return a.id == b.id; }),
+              sites.end());
+
+  std::vector<unsigned char> table;
+  for (const SiteInfo& site : sites) {
+    const char* file = site.file != nullptr ? site.file : "";
+    const char* text = site.text != nullptr ? site.text : "";
+    const SiteEntry entry{site.id, site.line, static_cast<uint32_t>(std::strlen(file)),
+                          static_cast<uint32_t>(std::strlen(text))};
+    detail::append(table, &entry, sizeof entry);
+    detail::append(table, file, entry.file_len);
+    detail::append(table, text, entry.text_len);
+    table.resize((table.size() + 7) / 8 * 8, 0);
+  }
+
+  FileHeader header{};
+  std::memcpy(header.magic, "KWBTRACE", 8);
+  header.version = version;
+  header.record_size = sizeof(Record);
+  header.record_count = count;
+  header.dropped = dropped;
+  header.capacity = capacity;
+  header.site_count = static_cast<uint32_t>(sites.size());
+  header.site_table_bytes = static_cast<uint32_t>(table.size());
+
+  std::FILE* out = std::fopen(path, "wb");
+  if (out == nullptr) return detail::fail("cannot create the trace file", path);
+  bool ok = std::fwrite(&header, sizeof header, 1, out) == 1;
+  ok = ok && (table.empty() || std::fwrite(table.data(), table.size(), 1, out) == 1);
+  ok = ok && (count == 0 || std::fwrite(records.data(), sizeof(Record), count, out) == count);
+  ok = (std::fclose(out) == 0) && ok;
+  if (!ok) return detail::fail("cannot write the trace file", path);
+  return true;
+}
+
+namespace detail {
+// Flushes to $KWB_TRACE_OUT once, at process exit, when it is set.
+inline void flush_at_exit() {
+  static bool done = false;
+  if (done) return;
+  done = true;
+  const char* path = std::getenv("KWB_TRACE_OUT");
+  if (path != nullptr && *path != '\0') trace_flush(path);
+}
+}  // namespace detail
+
+#else  // !KWB_TRACE: host stubs that do nothing.
+
+inline constexpr bool register_sites(const SiteInfo*, size_t) { return true; }
+template <size_t N>
+inline constexpr bool register_sites(const SiteInfo (&)[N]) {
+  return true;
+}
+inline cudaError_t trace_reset() { return cudaSuccess; }
+inline cudaError_t set_filter(const Filter&) { return cudaSuccess; }
+inline cudaError_t set_filter(int, int, int, int = 0, int = INT_MAX) { return cudaSuccess; }
+// Writes nothing: the build has no trace. Returns false.
+inline bool trace_flush(const char*) { return false; }
+
+#endif  // KWB_TRACE
+#endif  // !__CUDACC_RTC__
+
+}  // namespace kwb
+
+#if !defined(__CUDACC_RTC__)
+// The host entry points under the names harness code uses.
+inline cudaError_t kwb_trace_reset() { return kwb::trace_reset(); }
+inline bool kwb_trace_flush(const char* path) { return kwb::trace_flush(path); }
+#endif
+
+#endif  // KWB_TRACE_CUH_

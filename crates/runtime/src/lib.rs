@@ -1,0 +1,68 @@
+//! The device half of a kwb trace and its Rust mirror.
+//!
+//! kwb-instrument inserts probes into a CUDA/CUTLASS kernel, each gated at compile
+//! time with `if constexpr (kwb::enabled && (GATE))`. The probes, the trace buffer
+//! they append to and the host code that writes the trace file are one header,
+//! `kwb_trace.cuh` ([`HEADER`]), which the instrumenter emits inline so that the
+//! traced file stays self-contained. Without `-DKWB_TRACE` the header defines no
+//! device code at all, and the kernel compiles to the same SASS as before.
+//!
+//! This crate holds that header and mirrors what crosses from the device to Rust:
+//! the record layout ([`TraceRecord`], [`RECORD_SIZE`], [`TraceRecord::FIELDS`]),
+//! the runtime filter ([`Filter`]), the names of the module globals ([`symbols`]),
+//! instantiation tags ([`tag`]) and the versioned trace file ([`decode`],
+//! [`encode`]). A test parses the header's struct declarations and checks them
+//! against the mirrors, so the two change together.
+//!
+//! It depends on no other kwb crate and does no IO.
+
+mod error;
+pub mod filter;
+pub mod layout;
+pub mod record;
+mod tag;
+pub mod trace_file;
+
+pub use crate::error::TraceError;
+pub use crate::filter::{FILTER_SIZE, Filter};
+pub use crate::layout::Field;
+pub use crate::record::{
+    Axis, Kind, RECORD_MAGIC, RECORD_SIZE, RECORD_VALUES, Sample, TraceRecord,
+};
+pub use crate::tag::tag;
+pub use crate::trace_file::{FILE_MAGIC, SiteInfo, Trace, decode, encode};
+
+/// The text of `kwb_trace.cuh`, for the instrumenter to emit inline or write out.
+pub const HEADER: &str = include_str!("../include/kwb_trace.cuh");
+
+/// The header's file name, for an `#include` of a written-out copy.
+pub const HEADER_NAME: &str = "kwb_trace.cuh";
+
+/// The version of the record layout and of the trace file (`kwb::version`).
+pub const VERSION: u32 = 1;
+
+/// The trace buffer's capacity in records when the build does not set
+/// `KWB_TRACE_CAPACITY`.
+pub const DEFAULT_CAPACITY: u64 = 65536;
+
+/// The macro that turns tracing on (`-DKWB_TRACE`).
+pub const ENABLE_MACRO: &str = "KWB_TRACE";
+
+/// The environment variable that makes a traced program flush at exit, to the path
+/// it names.
+pub const OUT_ENV: &str = "KWB_TRACE_OUT";
+
+/// The names of the trace's module globals in a traced cubin, as the driver API
+/// (`cuModuleGetGlobal`) finds them: the header's variables in `namespace kwb`,
+/// mangled.
+pub mod symbols {
+    /// `kwb::trace_records`: `Record[capacity]`.
+    pub const RECORDS: &str = "_ZN3kwb13trace_recordsE";
+    /// `kwb::trace_cursor`: `u64`, the next free slot; it may pass the capacity.
+    pub const CURSOR: &str = "_ZN3kwb12trace_cursorE";
+    /// `kwb::trace_dropped`: `u64`, the records not written because the buffer was
+    /// full.
+    pub const DROPPED: &str = "_ZN3kwb13trace_droppedE";
+    /// `kwb::trace_filter`: a [`Filter`](crate::Filter) in `__constant__` memory.
+    pub const FILTER: &str = "_ZN3kwb12trace_filterE";
+}

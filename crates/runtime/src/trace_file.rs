@@ -1,0 +1,278 @@
+//! The versioned binary trace file that `kwb_trace_flush` writes.
+//!
+//! Layout, little-endian throughout:
+//!
+//! 1. a [`FileHeader`] (48 bytes): magic `KWBTRACE`, version, record size, record
+//!    count, dropped count, capacity, site count and site table size;
+//! 2. the site table: per site a [`SiteEntry`] (16 bytes), the file name bytes, the
+//!    source text bytes, zero padding to a multiple of 8;
+//! 3. the records, [`RECORD_SIZE`] bytes each, as the device wrote them.
+//!
+//! [`decode`] checks the magic and the version before anything else, so a file of
+//! another version is reported as such even when its header has another shape.
+
+use serde::Serialize;
+
+use crate::VERSION;
+use crate::error::TraceError;
+use crate::layout::{Le, mirror};
+use crate::record::{RECORD_MAGIC, RECORD_SIZE, TraceRecord};
+
+/// The first eight bytes of every trace file.
+pub const FILE_MAGIC: [u8; 8] = *b"KWBTRACE";
+/// The size of the file header in bytes.
+pub const FILE_HEADER_SIZE: usize = 48;
+/// The size of a site entry's fixed part in bytes.
+pub const SITE_ENTRY_SIZE: usize = 16;
+
+mirror! {
+    /// The trace file's header, `kwb::FileHeader`.
+    #[repr(C)]
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct FileHeader {
+        /// [`FILE_MAGIC`].
+        pub magic: [u8; 8],
+        /// [`VERSION`].
+        pub version: u32,
+        /// [`RECORD_SIZE`].
+        pub record_size: u32,
+        /// The records in the file.
+        pub record_count: u64,
+        /// The records lost because the buffer was full.
+        pub dropped: u64,
+        /// The buffer's capacity in records (`KWB_TRACE_CAPACITY`).
+        pub capacity: u64,
+        /// The entries of the site table.
+        pub site_count: u32,
+        /// The bytes of the site table, a multiple of 8.
+        pub site_table_bytes: u32,
+    }
+}
+
+mirror! {
+    /// The fixed part of one site table entry, `kwb::SiteEntry`.
+    #[repr(C)]
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct SiteEntry {
+        /// The site id that records refer to.
+        pub id: u32,
+        /// The 1-based line of the probed statement.
+        pub line: u32,
+        /// The bytes of the file name that follow.
+        pub file_len: u32,
+        /// The bytes of the source text that follow the file name.
+        pub text_len: u32,
+    }
+}
+
+const _: () = assert!(std::mem::size_of::<FileHeader>() == FILE_HEADER_SIZE);
+const _: () = assert!(std::mem::size_of::<SiteEntry>() == SITE_ENTRY_SIZE);
+
+/// One probe site: where the instrumenter put it and what it reads.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SiteInfo {
+    /// The id that records carry in `site`.
+    pub id: u32,
+    /// The source file of the probed statement.
+    pub file: String,
+    /// Its 1-based line.
+    pub line: u32,
+    /// Its source text.
+    pub text: String,
+}
+
+/// A decoded trace file.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Trace {
+    /// The site table, in file order (sorted by id when the header wrote it).
+    pub sites: Vec<SiteInfo>,
+    /// The records, in the order the warps appended them.
+    pub records: Vec<TraceRecord>,
+    /// Records lost because the buffer was full.
+    pub dropped: u64,
+    /// The buffer's capacity in records.
+    pub capacity: u64,
+}
+
+impl Trace {
+    /// The site with this id.
+    pub fn site(&self, id: u32) -> Option<&SiteInfo> {
+        self.sites.iter().find(|site| site.id == id)
+    }
+}
+
+/// Decodes a trace file.
+pub fn decode(bytes: &[u8]) -> Result<Trace, TraceError> {
+    let len = bytes.len();
+    let need = |what: &'static str, offset: usize, needed: usize| match offset.checked_add(needed) {
+        Some(end) if end <= len => Ok(&bytes[offset..end]),
+        _ => Err(TraceError::Truncated {
+            what,
+            offset,
+            needed,
+            len,
+        }),
+    };
+
+    let prefix = &bytes[..len.min(FILE_MAGIC.len())];
+    if !FILE_MAGIC.starts_with(prefix) {
+        return Err(TraceError::BadMagic {
+            found: prefix.escape_ascii().to_string(),
+        });
+    }
+    let mut le = Le::new(need("file header", 0, 12)?);
+    let _magic: [u8; 8] = le.array();
+    let version = le.u32();
+    if version != VERSION {
+        return Err(TraceError::Version {
+            found: version,
+            expected: VERSION,
+        });
+    }
+
+    let header = file_header(need("file header", 0, FILE_HEADER_SIZE)?);
+    if header.record_size as usize != RECORD_SIZE {
+        return Err(TraceError::RecordSize {
+            found: header.record_size,
+            expected: RECORD_SIZE,
+            version,
+        });
+    }
+
+    let table = need(
+        "site table",
+        FILE_HEADER_SIZE,
+        header.site_table_bytes as usize,
+    )?;
+    let sites = site_table(table, header.site_count)?;
+
+    let records_at = FILE_HEADER_SIZE + table.len();
+    let records_len = usize::try_from(header.record_count)
+        .ok()
+        .and_then(|count| count.checked_mul(RECORD_SIZE))
+        .unwrap_or(usize::MAX);
+    let record_bytes = need("records", records_at, records_len)?;
+    let extra = len - records_at - records_len;
+    if extra != 0 {
+        return Err(TraceError::TrailingBytes { extra });
+    }
+    let records = record_bytes
+        .chunks_exact(RECORD_SIZE)
+        .enumerate()
+        .map(|(index, chunk)| {
+            let mut bytes = [0; RECORD_SIZE];
+            bytes.copy_from_slice(chunk);
+            let record = TraceRecord::from_le_bytes(&bytes);
+            if record.magic != RECORD_MAGIC || record.version != VERSION {
+                return Err(TraceError::BadRecord {
+                    index,
+                    magic: record.magic,
+                    version: record.version,
+                    expected: VERSION,
+                });
+            }
+            Ok(record)
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+
+    Ok(Trace {
+        sites,
+        records,
+        dropped: header.dropped,
+        capacity: header.capacity,
+    })
+}
+
+/// Encodes a trace as `kwb_trace_flush` writes it; [`decode`] reads it back.
+pub fn encode(trace: &Trace) -> Vec<u8> {
+    let mut table = Vec::new();
+    for site in &trace.sites {
+        for word in [
+            site.id,
+            site.line,
+            len_u32(site.file.len()),
+            len_u32(site.text.len()),
+        ] {
+            table.extend_from_slice(&word.to_le_bytes());
+        }
+        table.extend_from_slice(site.file.as_bytes());
+        table.extend_from_slice(site.text.as_bytes());
+        table.resize(table.len().next_multiple_of(8), 0);
+    }
+
+    let mut out =
+        Vec::with_capacity(FILE_HEADER_SIZE + table.len() + trace.records.len() * RECORD_SIZE);
+    out.extend_from_slice(&FILE_MAGIC);
+    out.extend_from_slice(&VERSION.to_le_bytes());
+    out.extend_from_slice(&len_u32(RECORD_SIZE).to_le_bytes());
+    out.extend_from_slice(&(trace.records.len() as u64).to_le_bytes());
+    out.extend_from_slice(&trace.dropped.to_le_bytes());
+    out.extend_from_slice(&trace.capacity.to_le_bytes());
+    out.extend_from_slice(&len_u32(trace.sites.len()).to_le_bytes());
+    out.extend_from_slice(&len_u32(table.len()).to_le_bytes());
+    out.extend_from_slice(&table);
+    for record in &trace.records {
+        out.extend_from_slice(&record.to_le_bytes());
+    }
+    out
+}
+
+fn len_u32(len: usize) -> u32 {
+    u32::try_from(len).expect("trace parts are far below 4 GiB")
+}
+
+fn file_header(bytes: &[u8]) -> FileHeader {
+    let mut le = Le::new(bytes);
+    FileHeader {
+        magic: le.array(),
+        version: le.u32(),
+        record_size: le.u32(),
+        record_count: le.u64(),
+        dropped: le.u64(),
+        capacity: le.u64(),
+        site_count: le.u32(),
+        site_table_bytes: le.u32(),
+    }
+}
+
+fn site_table(table: &[u8], count: u32) -> Result<Vec<SiteInfo>, TraceError> {
+    let corrupt = |reason: String| TraceError::BadSiteTable { reason };
+    let mut sites = Vec::new();
+    let mut offset = 0;
+    for index in 0..count {
+        let fixed = table
+            .get(offset..offset + SITE_ENTRY_SIZE)
+            .ok_or_else(|| corrupt(format!("entry {index} starts past the table's end")))?;
+        let mut le = Le::new(fixed);
+        let entry = SiteEntry {
+            id: le.u32(),
+            line: le.u32(),
+            file_len: le.u32(),
+            text_len: le.u32(),
+        };
+        let file_at = offset + SITE_ENTRY_SIZE;
+        let text_at = file_at + entry.file_len as usize;
+        let end = text_at + entry.text_len as usize;
+        let strings = table
+            .get(file_at..end)
+            .ok_or_else(|| corrupt(format!("entry {index} runs past the table's end")))?;
+        let (file, text) = strings.split_at(entry.file_len as usize);
+        sites.push(SiteInfo {
+            id: entry.id,
+            file: String::from_utf8_lossy(file).into_owned(),
+            line: entry.line,
+            text: String::from_utf8_lossy(text).into_owned(),
+        });
+        offset = end.next_multiple_of(8);
+    }
+    if offset != table.len() {
+        return Err(corrupt(format!(
+            "{count} entries take {offset} bytes, the header says {}",
+            table.len()
+        )));
+    }
+    Ok(sites)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,244 @@
+//! Decoder tests on bytes built by hand, independent of [`encode`].
+
+use super::*;
+use crate::record::tests::distinct;
+
+/// A file as the header writes it, built field by field.
+fn file(
+    version: u32,
+    record_size: u32,
+    sites: &[(u32, &str, u32, &str)],
+    records: &[TraceRecord],
+) -> Vec<u8> {
+    let mut table = Vec::new();
+    for (id, file, line, text) in sites {
+        table.extend_from_slice(&id.to_le_bytes());
+        table.extend_from_slice(&line.to_le_bytes());
+        table.extend_from_slice(&(file.len() as u32).to_le_bytes());
+        table.extend_from_slice(&(text.len() as u32).to_le_bytes());
+        table.extend_from_slice(file.as_bytes());
+        table.extend_from_slice(text.as_bytes());
+        while table.len() % 8 != 0 {
+            table.push(0);
+        }
+    }
+    let mut out = b"KWBTRACE".to_vec();
+    out.extend_from_slice(&version.to_le_bytes());
+    out.extend_from_slice(&record_size.to_le_bytes());
+    out.extend_from_slice(&(records.len() as u64).to_le_bytes());
+    out.extend_from_slice(&7_u64.to_le_bytes());
+    out.extend_from_slice(&65536_u64.to_le_bytes());
+    out.extend_from_slice(&(sites.len() as u32).to_le_bytes());
+    out.extend_from_slice(&(table.len() as u32).to_le_bytes());
+    assert_eq!(out.len(), FILE_HEADER_SIZE);
+    out.extend_from_slice(&table);
+    for record in records {
+        out.extend_from_slice(&record.to_le_bytes());
+    }
+    out
+}
+
+const SITES: &[(u32, &str, u32, &str)] = &[
+    (0, "gemm.cu", 120, "tCsA(_, _, _, read_stage)"),
+    (1, "gemm.cu", 188, "accum"),
+];
+
+fn good() -> Vec<u8> {
+    let mut second = distinct();
+    second.site = 1;
+    second.kind = crate::Kind::OperandA as u32;
+    file(VERSION, RECORD_SIZE as u32, SITES, &[distinct(), second])
+}
+
+#[test]
+fn decodes_hand_built_bytes() {
+    let trace = decode(&good()).unwrap();
+    assert_eq!(trace.dropped, 7);
+    assert_eq!(trace.capacity, 65536);
+    assert_eq!(
+        trace.sites,
+        vec![
+            SiteInfo {
+                id: 0,
+                file: "gemm.cu".to_owned(),
+                line: 120,
+                text: "tCsA(_, _, _, read_stage)".to_owned(),
+            },
+            SiteInfo {
+                id: 1,
+                file: "gemm.cu".to_owned(),
+                line: 188,
+                text: "accum".to_owned(),
+            },
+        ]
+    );
+    assert_eq!(trace.records.len(), 2);
+    assert_eq!(trace.records[0], distinct());
+    assert_eq!(trace.records[1].kind(), Some(crate::Kind::OperandA));
+    assert_eq!(trace.site(1).map(|site| site.line), Some(188));
+}
+
+#[test]
+fn encode_writes_what_the_header_writes() {
+    let bytes = good();
+    let trace = decode(&bytes).unwrap();
+    assert_eq!(encode(&trace), bytes);
+}
+
+#[test]
+fn decodes_an_empty_trace() {
+    let trace = decode(&file(VERSION, RECORD_SIZE as u32, &[], &[])).unwrap();
+    assert!(trace.sites.is_empty());
+    assert!(trace.records.is_empty());
+}
+
+#[test]
+fn every_cut_is_truncated() {
+    let bytes = good();
+    for len in 0..bytes.len() {
+        let err = decode(&bytes[..len]).unwrap_err();
+        assert!(
+            matches!(err, TraceError::Truncated { .. }),
+            "cut at {len}: {err:?}"
+        );
+    }
+}
+
+#[test]
+fn truncation_names_the_part() {
+    let bytes = good();
+    let err = decode(&bytes[..bytes.len() - 1]).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "trace file is truncated: records needs 432 bytes at offset {}, the file has {}",
+            bytes.len() - 432,
+            bytes.len() - 1
+        )
+    );
+    let err = decode(&bytes[..20]).unwrap_err();
+    assert!(
+        err.to_string().contains("file header needs 48 bytes"),
+        "{err}"
+    );
+}
+
+#[test]
+fn wrong_magic() {
+    let mut bytes = good();
+    bytes[..4].copy_from_slice(b"\x7fELF");
+    let err = decode(&bytes).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        r#"not a kwb trace file: it starts with "\x7fELFRACE", not "KWBTRACE""#
+    );
+    // A short file that is not a prefix of the magic is not a trace either.
+    assert!(matches!(
+        decode(b"{}").unwrap_err(),
+        TraceError::BadMagic { .. }
+    ));
+}
+
+#[test]
+fn another_version() {
+    let mut bytes = good();
+    bytes[8..12].copy_from_slice(&2_u32.to_le_bytes());
+    let err = decode(&bytes).unwrap_err();
+    assert!(matches!(
+        err,
+        TraceError::Version {
+            found: 2,
+            expected: 1
+        }
+    ));
+    // The version is checked before the rest of the header is needed.
+    assert!(matches!(
+        decode(&bytes[..12]).unwrap_err(),
+        TraceError::Version { .. }
+    ));
+}
+
+#[test]
+fn another_record_size() {
+    let bytes = file(VERSION, 208, SITES, &[]);
+    assert!(matches!(
+        decode(&bytes).unwrap_err(),
+        TraceError::RecordSize {
+            found: 208,
+            expected: 216,
+            version: 1
+        }
+    ));
+}
+
+#[test]
+fn unwritten_record() {
+    let mut blank = distinct();
+    blank.magic = 0;
+    let bytes = file(VERSION, RECORD_SIZE as u32, SITES, &[distinct(), blank]);
+    assert!(matches!(
+        decode(&bytes).unwrap_err(),
+        TraceError::BadRecord {
+            index: 1,
+            magic: 0,
+            ..
+        }
+    ));
+}
+
+#[test]
+fn trailing_bytes() {
+    let mut bytes = good();
+    bytes.extend_from_slice(&[0; 5]);
+    assert!(matches!(
+        decode(&bytes).unwrap_err(),
+        TraceError::TrailingBytes { extra: 5 }
+    ));
+}
+
+#[test]
+fn site_table_that_does_not_add_up() {
+    let mut bytes = good();
+    // Claim three sites where the table holds two.
+    bytes[40..44].copy_from_slice(&3_u32.to_le_bytes());
+    let err = decode(&bytes).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "site table is corrupt: entry 2 starts past the table's end"
+    );
+
+    let mut bytes = good();
+    // Make the first entry's text run past the table.
+    bytes[FILE_HEADER_SIZE + 12..FILE_HEADER_SIZE + 16].copy_from_slice(&500_u32.to_le_bytes());
+    assert!(matches!(
+        decode(&bytes).unwrap_err(),
+        TraceError::BadSiteTable { .. }
+    ));
+
+    let mut bytes = good();
+    // Claim one site where the table holds two.
+    bytes[40..44].copy_from_slice(&1_u32.to_le_bytes());
+    let err = decode(&bytes).unwrap_err();
+    assert!(err.to_string().contains("1 entries take 48 bytes"), "{err}");
+}
+
+#[test]
+fn errors_carry_codes_and_help() {
+    use miette::Diagnostic;
+
+    let cases: Vec<(TraceError, &str)> = vec![
+        (
+            decode(&good()[..10]).unwrap_err(),
+            "kwb::runtime::truncated",
+        ),
+        (decode(b"nope").unwrap_err(), "kwb::runtime::bad_magic"),
+        (
+            decode(&file(9, RECORD_SIZE as u32, &[], &[])).unwrap_err(),
+            "kwb::runtime::version",
+        ),
+    ];
+    for (err, code) in cases {
+        assert_eq!(err.code().unwrap().to_string(), code);
+        assert!(err.help().is_some(), "{code} has no help");
+    }
+}
