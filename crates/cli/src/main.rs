@@ -26,6 +26,9 @@ enum Command {
     /// The kernel map: mainloop, MMA, operands, accumulator, loads, epilogue, TMA
     /// descriptors and syncs of every kernel-like function
     Sites(commands::sites::Args),
+    /// Read a trace written by an instrumented build
+    #[command(subcommand)]
+    Trace(TraceCommand),
     /// ERROR/MISSING counts of parsing every C++/CUDA file under a directory
     ParseStats(commands::parse_stats::Args),
     /// Debug: print the syntax tree kwb sees (macros blanked), for bug reports
@@ -43,11 +46,18 @@ enum Command {
     },
 }
 
+#[derive(Subcommand)]
+enum TraceCommand {
+    /// Per site and K tile: values seen, absmax, NaN/Inf counts, first values
+    Show(commands::trace::ShowArgs),
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let code = match cli.command {
         Command::Sites(args) => commands::sites::run(args),
         Command::ParseStats(args) => commands::parse_stats::run(args),
+        Command::Trace(TraceCommand::Show(args)) => commands::trace::show(args),
         Command::DumpTree { file } => commands::debug::dump_tree(&file),
         Command::Query { query, file } => commands::debug::query(&query, &file),
     };

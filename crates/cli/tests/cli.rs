@@ -990,3 +990,36 @@ fn no_command_panics_on_bad_inputs() {
     let run = kwb(d, &["parse-stats", "--list", "."]);
     assert_eq!(run.code, OK, "{}", run.stderr);
 }
+
+#[test]
+fn trace_show_reads_real_gpu_traces() {
+    let dir = TempDir::new().unwrap();
+    let trace = |name: &str| {
+        std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/traces")).join(name)
+    };
+    let run = kwb(dir.path(), &[OsStr::new("trace"), OsStr::new("show"), trace("mma_sync_none_ones.trace").as_os_str()]);
+    assert_eq!(run.code, OK, "{}", run.stderr);
+    assert!(run.stdout.contains("128 records (0 dropped"), "{}", run.stdout);
+    let final_line = run.stdout.lines().find(|l| l.contains("final")).unwrap();
+    assert!(final_line.contains(" 1024 "), "{final_line}");
+    let run = kwb(
+        dir.path(),
+        &[
+            OsStr::new("trace"),
+            OsStr::new("show"),
+            OsStr::new("--json"),
+            trace("mma_sync_last_tile_twice_ones.trace").as_os_str(),
+        ],
+    );
+    assert_eq!(run.code, OK, "{}", run.stderr);
+    let shown = json(&run);
+    let rows = shown["rows"].as_array().unwrap();
+    let last = rows.iter().find(|r| r["k_tile"] == -1).unwrap();
+    assert_eq!(last["absmax"], 1056.0);
+    assert_eq!(last["kind"], "Accumulator");
+    // A file that is not a trace is refused with its own diagnostic.
+    write(dir.path(), "not.trace", "{}\n");
+    let run = kwb(dir.path(), &["trace", "show", "not.trace"]);
+    assert_eq!(run.code, INPUT);
+    assert!(run.stderr.contains("not a kwb trace file"), "{}", run.stderr);
+}

@@ -655,7 +655,17 @@ inline void arm_exit_flush_late() {
   static const bool armed = arm_exit_flush();
   (void)armed;
 }
-inline const bool exit_flush_armed = arm_exit_flush();
+// At start-up: when KWB_TRACE_OUT asks for an exit flush, bring the CUDA runtime up
+// first, so its teardown is registered before the flush and runs after it (a flush
+// registered earlier would find the driver shutting down).
+inline bool arm_exit_flush_at_start() {
+  const char* path = std::getenv("KWB_TRACE_OUT");
+  if (path != nullptr && *path != '\0') {
+    (void)cudaFree(nullptr);
+  }
+  return arm_exit_flush();
+}
+inline const bool exit_flush_armed = arm_exit_flush_at_start();
 
 inline void append(std::vector<unsigned char>& out, const void* data, size_t size) {
   const unsigned char* bytes = static_cast<const unsigned char*>(data);

@@ -4,3 +4,4 @@ pub mod debug;
 pub mod instrument;
 pub mod parse_stats;
 pub mod sites;
+pub mod trace;
