@@ -995,11 +995,26 @@ fn no_command_panics_on_bad_inputs() {
 fn trace_show_reads_real_gpu_traces() {
     let dir = TempDir::new().unwrap();
     let trace = |name: &str| {
-        std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/traces")).join(name)
+        std::path::Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../fixtures/traces"
+        ))
+        .join(name)
     };
-    let run = kwb(dir.path(), &[OsStr::new("trace"), OsStr::new("show"), trace("mma_sync_none_ones.trace").as_os_str()]);
+    let run = kwb(
+        dir.path(),
+        &[
+            OsStr::new("trace"),
+            OsStr::new("show"),
+            trace("mma_sync_none_ones.trace").as_os_str(),
+        ],
+    );
     assert_eq!(run.code, OK, "{}", run.stderr);
-    assert!(run.stdout.contains("128 records (0 dropped"), "{}", run.stdout);
+    assert!(
+        run.stdout.contains("128 records (0 dropped"),
+        "{}",
+        run.stdout
+    );
     let final_line = run.stdout.lines().find(|l| l.contains("final")).unwrap();
     assert!(final_line.contains(" 1024 "), "{final_line}");
     let run = kwb(
@@ -1021,5 +1036,9 @@ fn trace_show_reads_real_gpu_traces() {
     write(dir.path(), "not.trace", "{}\n");
     let run = kwb(dir.path(), &["trace", "show", "not.trace"]);
     assert_eq!(run.code, INPUT);
-    assert!(run.stderr.contains("not a kwb trace file"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("not a kwb trace file"),
+        "{}",
+        run.stderr
+    );
 }

@@ -69,14 +69,7 @@ pub fn compile_object(
     flags: &CompileFlags,
     out: &Path,
 ) -> Result<()> {
-    let mut command = tool_command(toolchain, &toolchain.nvcc);
-    command
-        .arg("-c")
-        .args(flag_args(flags))
-        .arg(file)
-        .arg("-o")
-        .arg(out);
-    run("nvcc", command).map(drop)
+    compile(toolchain, file, flags, out, &["-c"])
 }
 
 /// Compiles and links `file` into the executable `out` (nvcc links the CUDA runtime
@@ -87,8 +80,23 @@ pub fn compile_executable(
     flags: &CompileFlags,
     out: &Path,
 ) -> Result<()> {
+    compile(toolchain, file, flags, out, &[])
+}
+
+fn compile(
+    toolchain: &Toolchain,
+    file: &Path,
+    flags: &CompileFlags,
+    out: &Path,
+    mode: &[&str],
+) -> Result<()> {
     let mut command = tool_command(toolchain, &toolchain.nvcc);
-    command.args(flag_args(flags)).arg(file).arg("-o").arg(out);
+    command
+        .args(mode)
+        .args(flag_args(flags))
+        .arg(file)
+        .arg("-o")
+        .arg(out);
     run("nvcc", command).map(drop)
 }
 
