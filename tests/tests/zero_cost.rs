@@ -41,6 +41,7 @@ fn check(family: &str, dir: &Path) -> Result<(), String> {
         gate: None,
         probes: Probes::default(),
         file_name: format!("kernels/{family}/gemm.cu"),
+        ..Config::default()
     };
     let (instrumented, plan) =
         kwb_instrument::instrument(&text, &config).map_err(|e| e.to_string())?;

@@ -33,6 +33,36 @@ pub struct Config {
     pub probes: Probes,
     /// The file name the `#line` directive and the site table use.
     pub file_name: String,
+    /// Record only this CTA (x, y, z); `None` records every CTA.
+    pub cta: Option<[u32; 3]>,
+    /// Record only these K tiles, `[begin, end)`.
+    pub k_tiles: Option<(u32, u32)>,
+    /// Values kept per record (0..=8).
+    pub values: Option<u32>,
+}
+
+impl Config {
+    /// The runtime's start-up settings this config asks for, as `#define`s that a
+    /// `-D` on the command line still overrides.
+    fn defines(&self) -> String {
+        let mut pairs: Vec<(&str, String)> = Vec::new();
+        if let Some([x, y, z]) = self.cta {
+            pairs.push(("KWB_TRACE_CTA_X", x.to_string()));
+            pairs.push(("KWB_TRACE_CTA_Y", y.to_string()));
+            pairs.push(("KWB_TRACE_CTA_Z", z.to_string()));
+        }
+        if let Some((begin, end)) = self.k_tiles {
+            pairs.push(("KWB_TRACE_K_BEGIN", begin.to_string()));
+            pairs.push(("KWB_TRACE_K_END", end.to_string()));
+        }
+        if let Some(values) = self.values {
+            pairs.push(("KWB_TRACE_VALUES", values.min(8).to_string()));
+        }
+        pairs
+            .iter()
+            .map(|(name, value)| format!("#ifndef {name}\n#define {name} {value}\n#endif\n"))
+            .collect()
+    }
 }
 
 /// One inserted probe, for the site table and the user.
@@ -92,7 +122,8 @@ pub fn plan(parsed: &Parsed, map: &KernelMap, config: &Config) -> Result<Plan, I
     builder.insert(
         0,
         wrap(&format!(
-            "{}\n#line 1 \"{file}\"\n",
+            "{}{}\n#line 1 \"{file}\"\n",
+            config.defines(),
             kwb_runtime::HEADER.trim_end()
         )),
     );
@@ -249,7 +280,7 @@ fn accumulator_probes(
             line: body.end_position().row + 1,
             text: site.text.clone(),
         });
-        let after = final_point(kernel, node);
+        let after = final_point(parsed, kernel, node, acc);
         let id = probes.len() as u32;
         builder.insert(
             after,
@@ -285,16 +316,56 @@ fn declaration_point(parsed: &Parsed, node: Node<'_>) -> usize {
     start
 }
 
-/// The end of the mainloop, or of the last statement issuing an MMA after it (a
-/// peeled last K tile).
-fn final_point(kernel: &Kernel, mainloop: Node<'_>) -> usize {
+/// Where the accumulator is complete: the end of the mainloop, or of the last
+/// statement after it that still accumulates — one issuing an MMA (a peeled last K
+/// tile) or one folding partial accumulators into it (`acc[0][i] += acc[s][i]`).
+/// Scaling (`acc[i] *= alpha`) is the epilogue's and does not count.
+fn final_point(parsed: &Parsed, kernel: &Kernel, mainloop: Node<'_>, acc: &str) -> usize {
     let mut end = mainloop.end_byte();
     for site in kernel.sites.iter().filter(|s| s.kind == SiteKind::Mma) {
         if site.range.start >= end {
             end = statement_end(mainloop, site.range.end).unwrap_or(end);
         }
     }
+    let Some(parent) = mainloop.parent() else {
+        return end;
+    };
+    let mut cursor = parent.walk();
+    for sibling in parent.named_children(&mut cursor) {
+        if sibling.start_byte() >= mainloop.end_byte() && folds_into(parsed, sibling, acc) {
+            end = end.max(sibling.end_byte());
+        }
+    }
     end
+}
+
+/// Whether `node` holds an accumulation into `acc` from `acc` itself
+/// (`acc[0][j] += acc[s][j]`, `acc = acc + other`).
+fn folds_into(parsed: &Parsed, node: Node<'_>, acc: &str) -> bool {
+    let mut stack = vec![node];
+    while let Some(n) = stack.pop() {
+        if n.kind() == "assignment_expression"
+            && let (Some(left), Some(op), Some(right)) = (
+                n.child_by_field_name("left"),
+                n.child_by_field_name("operator"),
+                n.child_by_field_name("right"),
+            )
+        {
+            let left_text = &parsed.masked[left.byte_range()];
+            let right_text = &parsed.masked[right.byte_range()];
+            let names_acc = |t: &str| {
+                t.split(|c: char| !(c == '_' || c.is_ascii_alphanumeric()))
+                    .any(|w| w == acc)
+            };
+            let accumulates = op.kind() == "+=" || (op.kind() == "=" && right_text.contains('+'));
+            if accumulates && names_acc(left_text) && names_acc(right_text) {
+                return true;
+            }
+        }
+        let mut cursor = n.walk();
+        stack.extend(n.named_children(&mut cursor));
+    }
+    false
 }
 
 /// The end of the statement (a sibling of `mainloop`) that contains byte `at`.

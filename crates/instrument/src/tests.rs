@@ -21,6 +21,7 @@ fn config(gate: Option<&str>) -> Config {
         gate: gate.map(str::to_owned),
         probes: Probes::default(),
         file_name: "k.cu".to_owned(),
+        ..Config::default()
     }
 }
 
@@ -139,4 +140,50 @@ fn damaged_markers_are_an_error_not_a_partial_strip() {
     let (out, _) = instrument(KERNEL, &config(None)).unwrap();
     let damaged = out.replacen(markers::CLOSE, "", 1);
     assert!(strip(&damaged).is_err());
+}
+
+#[test]
+fn the_final_probe_follows_a_fold_of_partial_accumulators_but_not_a_scaling() {
+    let source = r#"__global__ void k(const float* A, const float* B, float* C, float alpha, int K) {
+  float acc[2][4] = {};
+  for (int kt = 0; kt < K; kt += 2) {
+    for (int s = 0; s < 2; ++s) acc[s][0] += A[kt + s] * B[kt + s];
+  }
+  for (int i = 0; i < 4; ++i) acc[0][i] += acc[1][i];
+  for (int i = 0; i < 4; ++i) acc[0][i] *= alpha;
+  C[threadIdx.x] = acc[0][0];
+}
+"#;
+    let (out, plan) = instrument(source, &config(None)).unwrap();
+    let fold_line = out
+        .lines()
+        .find(|l| l.contains("acc[0][i] += acc[1][i]"))
+        .unwrap();
+    assert!(fold_line.contains("kwb::probe(1,"), "{fold_line}");
+    let scale_line = out.lines().find(|l| l.contains("*= alpha")).unwrap();
+    assert!(!scale_line.contains("kwb::probe"), "{scale_line}");
+    assert_eq!(plan.probes[1].line, 6);
+}
+
+#[test]
+fn runtime_filters_become_overridable_defines() {
+    let config = Config {
+        cta: Some([0, 1, 0]),
+        k_tiles: Some((2, 4)),
+        values: Some(4),
+        ..config(None)
+    };
+    let (out, _) = instrument(KERNEL, &config).unwrap();
+    let header = &out[..out.find("#line 1").unwrap()];
+    for expected in [
+        "#ifndef KWB_TRACE_CTA_Y\n#define KWB_TRACE_CTA_Y 1\n#endif",
+        "#define KWB_TRACE_K_BEGIN 2",
+        "#define KWB_TRACE_K_END 4",
+        "#define KWB_TRACE_VALUES 4",
+    ] {
+        assert!(header.contains(expected), "{expected}");
+    }
+    assert!(
+        header.find("#define KWB_TRACE_VALUES 4").unwrap() < header.find("namespace kwb").unwrap()
+    );
 }

@@ -31,12 +31,59 @@ pub struct Args {
     /// Compile-time condition in the kernel's template scope, e.g. 'REDUCTION_SIZE == 6144'
     #[arg(long, value_name = "EXPR")]
     gate: Option<String>,
+    /// Record only this CTA: X,Y,Z or `all` (a -DKWB_TRACE_CTA_* at build time overrides)
+    #[arg(long, value_name = "X,Y,Z|all", value_parser = parse_cta)]
+    cta: Option<Cta>,
+    /// Record only K tiles A..B (B excluded)
+    #[arg(long, value_name = "A..B", value_parser = parse_k_tiles)]
+    k_tiles: Option<KTiles>,
+    /// Values kept per record, 0 to 8
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=8))]
+    values: Option<u32>,
     /// Remove every kwb insertion instead, restoring the original byte for byte
-    #[arg(long, conflicts_with_all = ["kernel", "gate"])]
+    #[arg(long, conflicts_with_all = ["kernel", "gate", "cta", "k_tiles", "values"])]
     strip: bool,
     /// Print the rewrite as a unified diff
     #[arg(long)]
     diff: bool,
+}
+
+/// A CTA filter: one CTA, or `None` for all.
+#[derive(Clone, Copy, Debug)]
+pub struct Cta(Option<[u32; 3]>);
+
+fn parse_cta(text: &str) -> Result<Cta, String> {
+    if text == "all" {
+        return Ok(Cta(None));
+    }
+    let parts: Vec<&str> = text.split(',').collect();
+    let numbers: Result<Vec<u32>, _> = parts.iter().map(|p| p.trim().parse::<u32>()).collect();
+    match numbers.as_deref() {
+        Ok([x, y, z]) => Ok(Cta(Some([*x, *y, *z]))),
+        _ => Err("expected X,Y,Z (three non-negative integers) or `all`".to_owned()),
+    }
+}
+
+/// A K-tile range `[begin, end)`.
+#[derive(Clone, Copy, Debug)]
+pub struct KTiles(u32, u32);
+
+fn parse_k_tiles(text: &str) -> Result<KTiles, String> {
+    let (a, b) = text
+        .split_once("..")
+        .ok_or_else(|| "expected A..B, e.g. 0..4".to_owned())?;
+    let a: u32 = a
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{a}` is not a K tile index"))?;
+    let b: u32 = b
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{b}` is not a K tile index"))?;
+    if b <= a {
+        return Err(format!("the range {a}..{b} is empty"));
+    }
+    Ok(KTiles(a, b))
 }
 
 #[derive(Debug, Error, Diagnostic)]
@@ -80,6 +127,9 @@ pub fn run(args: Args) -> i32 {
             gate: args.gate.clone(),
             probes: Probes::default(),
             file_name: args.file.display().to_string(),
+            cta: args.cta.and_then(|c| c.0),
+            k_tiles: args.k_tiles.map(|k| (k.0, k.1)),
+            values: args.values,
         };
         kwb_instrument::instrument(&source, &config).map(|(text, plan)| (text, Some(plan)))
     };
