@@ -13,11 +13,16 @@ use crate::markers::wrap;
 pub struct Probes {
     /// The accumulator after each K tile and after the mainloop.
     pub accumulator: bool,
+    /// Register operand fragments right before the MMA that reads them.
+    pub operands: bool,
 }
 
 impl Default for Probes {
     fn default() -> Self {
-        Probes { accumulator: true }
+        Probes {
+            accumulator: true,
+            operands: true,
+        }
     }
 }
 
@@ -103,12 +108,26 @@ pub fn plan(parsed: &Parsed, map: &KernelMap, config: &Config) -> Result<Plan, I
         if let Some(g) = &config.gate {
             check_gate(g, kernel)?;
         }
-        if config.probes.accumulator {
+        let counters = if config.probes.accumulator {
             accumulator_probes(
                 parsed,
                 kernel,
                 &gate,
                 tag,
+                &mut builder,
+                &mut probes,
+                &mut notes,
+            )
+        } else {
+            Vec::new()
+        };
+        if config.probes.operands {
+            operand_probes(
+                parsed,
+                kernel,
+                &gate,
+                tag,
+                &counters,
                 &mut builder,
                 &mut probes,
                 &mut notes,
@@ -214,7 +233,8 @@ fn accumulator_probes(
     builder: &mut kwb_edit::TextEditBuilder,
     probes: &mut Vec<ProbeInfo>,
     notes: &mut Vec<String>,
-) {
+) -> Vec<(std::ops::Range<usize>, String)> {
+    let mut counters = Vec::new();
     let root = parsed.tree.root_node();
     let accumulators: Vec<String> = kernel
         .sites
@@ -227,7 +247,7 @@ fn accumulator_probes(
             "{}: no accumulator in the kernel map; no accumulator probe",
             kernel.name
         ));
-        return;
+        return counters;
     };
     let wait = completion_wait(parsed, kernel);
     if let Some((_, why)) = &wait {
@@ -258,6 +278,7 @@ fn accumulator_probes(
                 declaration_point(parsed, node),
                 wrap(&format!("[[maybe_unused]] int {counter} = 0; ")),
             );
+            counters.push((node.byte_range(), counter.clone()));
             counter.clone()
         } else {
             "-1".to_owned()
@@ -295,6 +316,172 @@ fn accumulator_probes(
             line: line_of(parsed, after),
             text: site.text.clone(),
         });
+    }
+    counters
+}
+
+/// A probe of each register operand fragment right before the MMA statement that
+/// consumes it (the values exactly as the MMA reads them), tagged with the K tile
+/// when the statement is inside an instrumented mainloop. Packed integer fragments
+/// (`uint32_t a[4]` feeding a bf16 `mma.sync`) are read as the MMA's input type.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "one call site; the pieces of one plan"
+)]
+fn operand_probes(
+    parsed: &Parsed,
+    kernel: &Kernel,
+    gate: &str,
+    tag: u32,
+    counters: &[(std::ops::Range<usize>, String)],
+    builder: &mut kwb_edit::TextEditBuilder,
+    probes: &mut Vec<ProbeInfo>,
+    notes: &mut Vec<String>,
+) {
+    let root = parsed.tree.root_node();
+    let element = mma_input_type(&parsed.source);
+    for site in kernel.sites.iter().filter(|s| s.kind == SiteKind::Operand) {
+        let Some(note) = site.note.as_deref() else {
+            continue;
+        };
+        if !note.contains("values in registers") {
+            continue;
+        }
+        let Some((letter, mma_line, name)) = parse_operand_note(note) else {
+            continue;
+        };
+        let Some(decl) = root.descendant_for_byte_range(site.range.start, site.range.end) else {
+            continue;
+        };
+        let packed = decl.child_by_field_name("type").is_some_and(|t| {
+            let ty = &parsed.masked[t.byte_range()];
+            ["uint32_t", "unsigned", "uint", "int"]
+                .iter()
+                .any(|w| ty.split_whitespace().any(|x| x == *w))
+        });
+        let kind = if letter == 'A' {
+            "OperandA"
+        } else {
+            "OperandB"
+        };
+        // Before the first MMA statement of each block that names the operand: every
+        // path that issues an MMA on it (a defect switch may hold one of them).
+        let mut blocks_done: Vec<usize> = Vec::new();
+        for mma in kernel
+            .sites
+            .iter()
+            .filter(|s| s.kind == SiteKind::Mma && (s.line == mma_line || names(&s.text, &name)))
+        {
+            let Some(mma_node) = root.descendant_for_byte_range(mma.range.start, mma.range.end)
+            else {
+                continue;
+            };
+            let Some(statement) = block_statement(mma_node) else {
+                continue;
+            };
+            let block = statement.parent().map_or(0, |b| b.id());
+            if blocks_done.contains(&block) {
+                continue;
+            }
+            // The fragment must be in scope where the probe goes.
+            let in_scope = decl.end_byte() <= statement.start_byte()
+                && decl.parent().is_some_and(|b| {
+                    b.start_byte() <= statement.start_byte() && statement.end_byte() <= b.end_byte()
+                });
+            if !in_scope {
+                notes.push(format!(
+                    "{}: operand `{name}` is not in scope before the MMA at line {}; not probed there",
+                    kernel.name, mma.line
+                ));
+                continue;
+            }
+            blocks_done.push(block);
+            let k_tile = counters
+                .iter()
+                .find(|(range, _)| {
+                    range.start <= statement.start_byte() && statement.end_byte() <= range.end
+                })
+                .map_or("-1".to_owned(), |(_, c)| c.clone());
+            let id = probes.len() as u32;
+            let call = if packed {
+                format!(
+                    "kwb::probe_as<{element}>({id}, kwb::Kind::{kind}, 0x{tag:08x}u, {k_tile}, -1, -1, {name});"
+                )
+            } else {
+                format!(
+                    "kwb::probe({id}, kwb::Kind::{kind}, 0x{tag:08x}u, {k_tile}, -1, -1, {name});"
+                )
+            };
+            builder.insert(
+                statement.start_byte(),
+                wrap(&format!(
+                    "if constexpr (kwb::enabled && ({gate})) {{ {call} }} "
+                )),
+            );
+            probes.push(ProbeInfo {
+                id,
+                kernel: kernel.name.clone(),
+                what: format!(
+                    "operand {letter} `{name}` as the MMA at line {} reads it",
+                    mma.line
+                ),
+                line: statement.start_position().row + 1,
+                text: mma.text.clone(),
+            });
+        }
+    }
+}
+
+/// Whether `text` names the identifier `name`.
+fn names(text: &str, name: &str) -> bool {
+    text.split(|c: char| !(c == '_' || c.is_ascii_alphanumeric()))
+        .any(|w| w == name)
+}
+
+/// `operand A of the MMA at line 228: \`a\`, …` → ('A', 228, "a").
+fn parse_operand_note(note: &str) -> Option<(char, usize, String)> {
+    let rest = note.strip_prefix("operand ")?;
+    let letter = rest.chars().next()?;
+    let line: usize = rest
+        .split("at line ")
+        .nth(1)?
+        .split(|c: char| !c.is_ascii_digit())
+        .next()?
+        .parse()
+        .ok()?;
+    let name = note.split('`').nth(1)?.to_owned();
+    Some((letter, line, name))
+}
+
+/// The statement holding `node` that sits directly in a block, so a statement
+/// inserted before it stays out of unbraced loop bodies.
+fn block_statement(node: Node<'_>) -> Option<Node<'_>> {
+    let mut current = node;
+    loop {
+        let parent = current.parent()?;
+        if parent.kind() == "compound_statement" {
+            return Some(current);
+        }
+        if parent.kind() == "function_definition" {
+            return None;
+        }
+        current = parent;
+    }
+}
+
+/// The element type of the MMA inputs, from the PTX in the file.
+fn mma_input_type(source: &str) -> &'static str {
+    let ptx = source
+        .match_indices("mma.sync")
+        .chain(source.match_indices("wgmma.mma_async"))
+        .map(|(i, _)| &source[i..(i + 80).min(source.len())])
+        .collect::<String>();
+    if ptx.contains("bf16") {
+        "__nv_bfloat16"
+    } else if ptx.contains("f16") {
+        "__half"
+    } else {
+        "float"
     }
 }
 

@@ -570,6 +570,20 @@ __device__ __forceinline__ void probe_tile(uint32_t site, Kind kind, uint32_t ta
 #endif
 }
 
+// A register array whose bytes hold values of another type (`uint32_t a[4]` packing
+// eight bf16 for mma.sync): read as T. Only in a probe's discarded-or-enabled branch.
+template <class T, class A>
+__device__ __forceinline__ void probe_as(uint32_t site, Kind kind, uint32_t tag, int k_tile,
+                                         int tile_m, int tile_n, const A& fragment,
+                                         int row_bound = all_rows, Axis row_axis = Axis::M) {
+  static_assert(std::is_array<A>::value, "probe_as takes a C array");
+  static_assert(sizeof(A) % sizeof(T) == 0, "the array must hold whole values of T");
+  constexpr int n = static_cast<int>(sizeof(A) / sizeof(T));
+  const T* flat = reinterpret_cast<const T*>(&fragment);
+  probe_fragment<n>(site, kind, tag, k_tile, tile_m, tile_n,
+                    [&](int i) -> const T& { return flat[i]; }, row_bound, row_axis);
+}
+
 // Waits for every wgmma of the warpgroup: a wgmma accumulator is complete only then.
 // Only arch-specific targets (sm_90a, sm_100a, ...) have the instruction; elsewhere
 // there is no wgmma to wait for. A template, so a plain build emits nothing.
