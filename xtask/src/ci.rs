@@ -3,8 +3,8 @@
 //! Steps: setup, `cargo fmt --check`, `cargo clippy -D warnings`, tidy, then
 //! `cargo test --workspace` with `KWB_CUDA_HOME` and `KWB_CUTLASS_DIR` pointing at
 //! the cache (unless already set) and `KWB_RUN_SLOW_TESTS=1`, so the tests that need
-//! nvcc or the CUTLASS headers run too, and last `kernels` (every variant of the
-//! kernel suite compiles). Each step prints a one-line header; the first failing step
+//! nvcc or the CUTLASS headers run too, then `kernels` (every variant of the kernel
+//! suite compiles) and last `demo` (the README's first quickstart command). Each step prints a one-line header; the first failing step
 //! stops the run.
 
 use std::ffi::OsStr;
@@ -55,8 +55,11 @@ pub fn run(root: &Path) -> Result {
             first_arch_only: false,
         },
     )?;
-    // One closing line for every check: the Rust tests and the kernel builds.
-    println!("xtask: {} passed, 0 failed", tests + compiled);
+    // The README's first quickstart command keeps working.
+    header("demo");
+    crate::demo::run(root)?;
+    // One closing line for every check: the Rust tests, the kernel builds, the demo.
+    println!("xtask: {} passed, 0 failed", tests + compiled + 1);
     Ok(())
 }
 

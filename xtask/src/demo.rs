@@ -18,7 +18,17 @@ pub fn run(root: &Path) -> Result {
     let fixture = root.join("fixtures/sites/megakernel_task.cu");
     let mut command = ci::cargo_command(
         root,
-        &["run", "--release", "--quiet", "-p", "kwb", "--", "sites"],
+        &[
+            "run",
+            "--release",
+            "--quiet",
+            "-p",
+            "kwb",
+            "--bin",
+            "kwb",
+            "--",
+            "sites",
+        ],
     );
     command.arg(fixture).arg(collective);
     ci::run_step(
