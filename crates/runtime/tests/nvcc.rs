@@ -217,17 +217,28 @@ fn normalize(line: &str) -> String {
     line.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
+/// The nvcc `bin` folder and a temporary folder holding the header, when the slow
+/// tests are enabled and nvcc is there.
+fn setup() -> Option<(PathBuf, tempfile::TempDir)> {
+    if !slow_tests_enabled() {
+        return None;
+    }
+    let bin = cuda_bin()?;
+    let temp = tempfile::tempdir().unwrap();
+    std::fs::write(
+        temp.path().join(kwb_runtime::HEADER_NAME),
+        kwb_runtime::HEADER,
+    )
+    .unwrap();
+    Some((bin, temp))
+}
+
 #[test]
 fn header_costs_nothing_without_kwb_trace_and_probes_with_it() {
-    if !slow_tests_enabled() {
-        return;
-    }
-    let Some(bin) = cuda_bin() else {
+    let Some((bin, temp)) = setup() else {
         return;
     };
-    let temp = tempfile::tempdir().unwrap();
     let dir = temp.path();
-    std::fs::write(dir.join(kwb_runtime::HEADER_NAME), kwb_runtime::HEADER).unwrap();
     let tag = kwb_runtime::tag("K == 64");
     let probed = format!("{KERNEL}\nstatic_assert(kwb::tag_of(\"K == 64\") == {tag}u);\n");
     std::fs::write(dir.join("probed.cu"), &probed).unwrap();
@@ -298,15 +309,10 @@ fn header_costs_nothing_without_kwb_trace_and_probes_with_it() {
 
 #[test]
 fn values_macro_and_capacity_macro_compile() {
-    if !slow_tests_enabled() {
-        return;
-    }
-    let Some(bin) = cuda_bin() else {
+    let Some((bin, temp)) = setup() else {
         return;
     };
-    let temp = tempfile::tempdir().unwrap();
     let dir = temp.path();
-    std::fs::write(dir.join(kwb_runtime::HEADER_NAME), kwb_runtime::HEADER).unwrap();
     std::fs::write(dir.join("probed.cu"), KERNEL).unwrap();
     let traced = sass(
         &bin,
