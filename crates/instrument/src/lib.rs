@@ -1,6 +1,6 @@
 //! Sites of the kernel map to probe edits: `if constexpr`-gated reads of the
-//! accumulator (and later operands and epilogue values), emitted as one
-//! [`kwb_edit::TextEdit`] over the original text.
+//! register operands, the accumulator and the epilogue's stored values, emitted as
+//! one [`kwb_edit::TextEdit`] over the original text.
 //!
 //! Invariants:
 //! - every inserted byte lies between the markers of [`markers`], so
@@ -12,9 +12,12 @@
 //! - a probe runs only when `kwb::enabled` (the `KWB_TRACE` macro) and the gate hold at
 //!   compile time, so a build without `KWB_TRACE` carries no probe code.
 
+mod emit;
 mod error;
 pub mod markers;
+mod nodes;
 mod plan;
+mod probes;
 
 pub use error::InstrumentError;
 pub use markers::{is_instrumented, strip};

@@ -44,7 +44,14 @@ fn check(source: &str, config: &Config) -> String {
 
 #[test]
 fn accumulator_probes_are_gated_and_single_line() {
-    insta::assert_snapshot!(check(KERNEL, &config(Some("REDUCTION_SIZE == 6144"))), @r#"
+    let config = Config {
+        probes: Probes {
+            accumulator: true,
+            ..Probes::NONE
+        },
+        ..config(Some("REDUCTION_SIZE == 6144"))
+    };
+    insta::assert_snapshot!(check(KERNEL, &config), @r#"
     @@ -1,2 +1,4 @@
     -template <int REDUCTION_SIZE>
     +<runtime header>
@@ -186,4 +193,78 @@ fn runtime_filters_become_overridable_defines() {
     assert!(
         header.find("#define KWB_TRACE_VALUES 4").unwrap() < header.find("namespace kwb").unwrap()
     );
+}
+
+#[test]
+fn epilogue_probes_read_the_stored_values() {
+    let source = r#"__global__ void k(const float* A, float* D, float* E, float alpha, int K) {
+  __shared__ float As[16][16];
+  float acc[4] = {};
+  for (int kt = 0; kt < K / 16; ++kt) {
+    As[threadIdx.y][threadIdx.x] = A[kt * 16 + threadIdx.x];
+    __syncthreads();
+    for (int k = 0; k < 16; ++k) acc[k % 4] += As[threadIdx.y][k] * As[k][threadIdx.x];
+    __syncthreads();
+  }
+  for (int i = 0; i < 4; ++i) {
+    float v = alpha * acc[i];
+    D[threadIdx.x * 4 + i] = v;
+  }
+  E[threadIdx.x] = acc[0] * 2.0f;
+}
+"#;
+    let config = Config {
+        probes: Probes {
+            epilogue: true,
+            ..Probes::NONE
+        },
+        ..config(None)
+    };
+    insta::assert_snapshot!(check(source, &config), @r#"
+    @@ -1,2 +1,4 @@
+    -__global__ void k(const float* A, float* D, float* E, float alpha, int K) {
+    +<runtime header>
+    +#line 1 "k.cu"
+    +/*}:kwb*/__global__ void k(const float* A, float* D, float* E, float alpha, int K) {
+       __shared__ float As[16][16];
+    @@ -11,5 +13,15 @@
+         float v = alpha * acc[i];
+    -    D[threadIdx.x * 4 + i] = v;
+    +    /*kwb:{*/if constexpr (kwb::enabled && (true)) { const float kwb_v[] = {static_cast<float>(v)}; kwb::probe_array(0, kwb::Kind::Epilogue, 0x4db211e5u, -1, -1, -1, kwb_v); } /*}:kwb*/D[threadIdx.x * 4 + i] = v;
+       }
+    -  E[threadIdx.x] = acc[0] * 2.0f;
+    +  E[threadIdx.x] = acc[0] * 2.0f;/*kwb:{*/ if constexpr (kwb::enabled && (true)) { kwb::probe_value(1, kwb::Kind::Epilogue, 0x4db211e5u, -1, -1, -1, E[threadIdx.x]); }/*}:kwb*/
+     }
+    +/*kwb:{*/
+    +#ifndef KWB_SITES_4db211e5
+    +#define KWB_SITES_4db211e5
+    +static const kwb::SiteInfo kwb_sites_4db211e5[] = {
+    +  {0, "k.cu", 12, "D[threadIdx.x * 4 + i] = v;"},
+    +  {1, "k.cu", 14, "E[threadIdx.x] = acc[0] * 2.0f;"},
+    +};
+    +[[maybe_unused]] static const bool kwb_sites_registered_4db211e5 = kwb::register_sites(kwb_sites_4db211e5);
+    +#endif
+    +/*}:kwb*/
+    \ No newline at end of file
+    probe 0 k: epilogue values `v` as the store at line 12 writes them (before rounding to the output type) (line 12)
+    probe 1 k: the output element `E[threadIdx.x]` read back after the store at line 14 (line 14)
+    "#);
+}
+
+#[test]
+fn probe_kinds_parse_from_a_list() {
+    assert_eq!(
+        Probes::parse("epilogue, accumulator").unwrap(),
+        Probes {
+            accumulator: true,
+            operands: false,
+            epilogue: true
+        }
+    );
+    assert!(
+        Probes::parse("loads")
+            .unwrap_err()
+            .contains("not a probe kind")
+    );
+    assert!(Probes::parse("").is_err());
 }

@@ -17,7 +17,7 @@
 //
 // Configuration macros (define before including, or with -D):
 //   KWB_TRACE           turn tracing on.
-//   KWB_TRACE_CAPACITY  records the buffer holds (default 65536, 216 bytes each);
+//   KWB_TRACE_CAPACITY  records the buffer holds (default 65536, 224 bytes each);
 //                       records past it are not written, only counted as dropped.
 //   KWB_TRACE_VALUES    values kept per record, 0..8 (default 8); the record always
 //                       has 8 slots, the rest hold value 0 and coordinates -1.
@@ -92,7 +92,7 @@ inline constexpr bool enabled = false;
 #endif
 
 // The version of the record layout and of the trace file; both change together.
-inline constexpr uint32_t version = 1;
+inline constexpr uint32_t version = 2;
 // "KWBR" read as a little-endian u32: the first field of every written record.
 inline constexpr uint32_t record_magic = 0x5242574Bu;
 // The value slots of a record (fixed); KWB_TRACE_VALUES of them are filled.
@@ -186,6 +186,8 @@ struct alignas(8) Record {
   uint32_t row_axis;     // the kwb::Axis that is the row of the row filter
   uint32_t count;        // values that passed the row filter, summed over lanes
   float absmax;          // max |v| over finite counted values (0 when none)
+  float vmin;            // smallest finite counted value (+Inf when none)
+  float vmax;            // largest finite counted value (-Inf when none)
   uint32_t nan_count;    // counted values that are NaN
   uint32_t inf_count;    // counted values that are +-Inf
   uint32_t seen;         // values looked at before the row filter
@@ -196,9 +198,9 @@ struct alignas(8) Record {
   int32_t value_k[8];    // logical k of each value; -1 when unknown
 };
 // kwb:layout end
-static_assert(sizeof(Record) == 216, "the Rust mirror expects 216-byte records");
+static_assert(sizeof(Record) == 224, "the Rust mirror expects 224-byte records");
 static_assert(alignof(Record) == 8, "records are 8-byte aligned");
-static_assert(offsetof(Record, values) == 88, "the Rust mirror expects values at 88");
+static_assert(offsetof(Record, values) == 96, "the Rust mirror expects values at 96");
 
 // The runtime filter: probes outside it return before doing any work. It lives in
 // __constant__ memory; kwb::set_filter changes it between launches.
@@ -304,6 +306,8 @@ struct Slot {
 // One lane's running statistics; `taken` (values sampled so far) is warp-uniform.
 struct Stats {
   float absmax;
+  float vmin;
+  float vmax;
   unsigned seen;
   unsigned counted;
   unsigned nans;
@@ -322,6 +326,16 @@ __device__ __forceinline__ float to_float(const __nv_bfloat16& v) {
 
 __device__ __forceinline__ int row_of(const Coord& c, Axis axis) {
   return axis == Axis::M ? c.m : axis == Axis::N ? c.n : c.k;
+}
+
+// A float's bits as an unsigned that orders like the float (negative below positive),
+// so warp maxima of keys give float minima and maxima.
+__device__ __forceinline__ unsigned order_key(float v) {
+  const unsigned bits = __float_as_uint(v);
+  return (bits & 0x80000000u) != 0u ? ~bits : bits | 0x80000000u;
+}
+__device__ __forceinline__ float from_order_key(unsigned key) {
+  return __uint_as_float((key & 0x80000000u) != 0u ? key & 0x7fffffffu : ~key);
 }
 
 // Warp sums and maxima over any set of active lanes.
@@ -392,6 +406,8 @@ __device__ __forceinline__ void look(Stats& s, const Slot& slot, const Probe& p,
       s.infs += 1u;
     } else {
       s.absmax = fmaxf(s.absmax, magnitude);
+      s.vmin = fminf(s.vmin, v);
+      s.vmax = fmaxf(s.vmax, v);
     }
   }
   if (s.taken < static_cast<unsigned>(KWB_TRACE_VALUES)) {
@@ -410,6 +426,8 @@ __device__ __forceinline__ void look(Stats& s, const Slot& slot, const Probe& p,
 // Reduces the statistics over the warp; the leader fills in the record.
 __device__ __forceinline__ void finish(const Slot& slot, const Stats& s, const Probe& p) {
   const unsigned absmax = warp_max(slot.mask, __float_as_uint(s.absmax));
+  const unsigned vmin = ~warp_max(slot.mask, ~order_key(s.vmin));
+  const unsigned vmax = warp_max(slot.mask, order_key(s.vmax));
   const unsigned seen = warp_sum(slot.mask, s.seen);
   const unsigned counted = warp_sum(slot.mask, s.counted);
   const unsigned nans = warp_sum(slot.mask, s.nans);
@@ -441,6 +459,8 @@ __device__ __forceinline__ void finish(const Slot& slot, const Stats& s, const P
   r->row_axis = static_cast<uint32_t>(p.row_axis);
   r->count = counted;
   r->absmax = __uint_as_float(absmax);
+  r->vmin = from_order_key(vmin);
+  r->vmax = from_order_key(vmax);
   r->nan_count = nans;
   r->inf_count = infs;
   r->seen = seen;
@@ -455,7 +475,7 @@ template <int N, class ValueFn, class CoordFn>
 __device__ __forceinline__ void fragment(const Probe& p, ValueFn&& value, CoordFn&& coord) {
   Slot slot;
   if (!claim(slot, p.k_tile)) return;
-  Stats s{0.0f, 0u, 0u, 0u, 0u, 0u};
+  Stats s{0.0f, __int_as_float(0x7f800000), __int_as_float(0xff800000), 0u, 0u, 0u, 0u, 0u};
 #pragma unroll
   for (int i = 0; i < N; ++i) {
     look(s, slot, p, true, to_float(value(i)), coord(i));
@@ -469,7 +489,7 @@ __device__ __forceinline__ void strided(const Probe& p, int count, ValueFn&& val
                                         CoordFn&& coord) {
   Slot slot;
   if (!claim(slot, p.k_tile)) return;
-  Stats s{0.0f, 0u, 0u, 0u, 0u, 0u};
+  Stats s{0.0f, __int_as_float(0x7f800000), __int_as_float(0xff800000), 0u, 0u, 0u, 0u, 0u};
   const int stride = __popc(slot.mask);
   const int rank = __popc(slot.mask & slot.below);
   for (int base = 0; base < count; base += stride) {

@@ -39,7 +39,7 @@ pub const HEADER: &str = include_str!("../include/kwb_trace.cuh");
 pub const HEADER_NAME: &str = "kwb_trace.cuh";
 
 /// The version of the record layout and of the trace file (`kwb::version`).
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 
 /// The trace buffer's capacity in records when the build does not set
 /// `KWB_TRACE_CAPACITY`.

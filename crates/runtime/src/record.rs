@@ -2,7 +2,7 @@
 //! `kwb_trace.cuh` lays it out.
 //!
 //! [`TraceRecord`] mirrors the device struct field by field (`#[repr(C, align(8))]`,
-//! 216 bytes, little-endian, no padding). The layout test in `tests/layout.rs` parses
+//! 224 bytes, little-endian, no padding). The layout test in `tests/layout.rs` parses
 //! the header's declaration and checks every name, offset and size against
 //! [`TraceRecord::FIELDS`].
 
@@ -15,7 +15,7 @@ pub const RECORD_MAGIC: u32 = 0x5242_574B;
 /// The value slots of every record; `KWB_TRACE_VALUES` (at most this) are filled.
 pub const RECORD_VALUES: usize = 8;
 /// The size of one record in bytes, in device memory and in the trace file.
-pub const RECORD_SIZE: usize = 216;
+pub const RECORD_SIZE: usize = 224;
 
 mirror! {
     /// One trace record, field for field as the device writes it.
@@ -58,6 +58,10 @@ mirror! {
         pub count: u32,
         /// The largest magnitude of the finite counted values (0 when none).
         pub absmax: f32,
+        /// The smallest finite counted value (`+inf` when none).
+        pub vmin: f32,
+        /// The largest finite counted value (`-inf` when none).
+        pub vmax: f32,
         /// Counted values that are NaN.
         pub nan_count: u32,
         /// Counted values that are infinite.
@@ -200,6 +204,8 @@ impl TraceRecord {
             row_axis: le.u32(),
             count: le.u32(),
             absmax: le.f32(),
+            vmin: le.f32(),
+            vmax: le.f32(),
             nan_count: le.u32(),
             inf_count: le.u32(),
             seen: le.u32(),
@@ -234,7 +240,9 @@ impl TraceRecord {
         }
         out.extend_from_slice(&self.row_axis.to_le_bytes());
         out.extend_from_slice(&self.count.to_le_bytes());
-        out.extend_from_slice(&self.absmax.to_le_bytes());
+        for value in [self.absmax, self.vmin, self.vmax] {
+            out.extend_from_slice(&value.to_le_bytes());
+        }
         for word in [self.nan_count, self.inf_count, self.seen, self.nvalues] {
             out.extend_from_slice(&word.to_le_bytes());
         }
@@ -309,6 +317,8 @@ pub(crate) mod tests {
             row_axis: Axis::N as u32,
             count: 96,
             absmax: 1.3,
+            vmin: -1.25,
+            vmax: 3.0,
             nan_count: 1,
             inf_count: 2,
             seen: 128,
@@ -340,6 +350,8 @@ pub(crate) mod tests {
         assert_eq!(at("tag"), 0xdead_beef_u32.to_le_bytes());
         assert_eq!(at("tile_n"), (-1_i32).to_le_bytes());
         assert_eq!(at("absmax"), 1.3_f32.to_le_bytes());
+        assert_eq!(at("vmin"), (-1.25_f32).to_le_bytes());
+        assert_eq!(at("vmax"), 3.0_f32.to_le_bytes());
         assert_eq!(at("nvalues"), 3_u32.to_le_bytes());
         assert_eq!(&at("values")[4..8], (-1.25_f32).to_le_bytes());
         assert_eq!(&at("value_n")[8..12], 6_i32.to_le_bytes());

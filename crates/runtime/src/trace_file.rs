@@ -99,6 +99,25 @@ impl Trace {
     pub fn site(&self, id: u32) -> Option<&SiteInfo> {
         self.sites.iter().find(|site| site.id == id)
     }
+
+    /// For each record, how many records the same warp (same CTA, warp, site and
+    /// tag) appended before it. A warp claims its records in program order, so this
+    /// numbers the calls of a probe that has no K-tile counter — one inside a device
+    /// helper called once per K tile — in the order the warp made them.
+    pub fn call_numbers(&self) -> Vec<u32> {
+        let mut seen: std::collections::HashMap<(u32, u32, u32, u32, u32, u32), u32> =
+            std::collections::HashMap::new();
+        self.records
+            .iter()
+            .map(|r| {
+                let n = seen
+                    .entry((r.site, r.tag, r.cta_x, r.cta_y, r.cta_z, r.warp))
+                    .or_insert(0);
+                *n += 1;
+                *n - 1
+            })
+            .collect()
+    }
 }
 
 /// Decodes a trace file.

@@ -122,6 +122,24 @@ fn check<T>(name: &str, fields: &[Field]) {
         "the header asserts sizeof({name}) == {}",
         declared.size
     );
+    // Every offsetof assertion of the header about this struct agrees with the mirror.
+    let prefix = format!("static_assert(offsetof({name}, ");
+    for (at, _) in HEADER.match_indices(&prefix) {
+        let rest = &HEADER[at + prefix.len()..];
+        let (field, rest) = rest.split_once(')').unwrap();
+        let offset: usize = rest
+            .trim_start_matches([' ', '='])
+            .split(|c: char| !c.is_ascii_digit())
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        let mirrored = fields.iter().find(|f| f.name == field.trim()).unwrap();
+        assert_eq!(
+            offset, mirrored.offset,
+            "the header asserts offsetof({name}, {field}) == {offset}"
+        );
+    }
 }
 
 #[test]

@@ -297,7 +297,9 @@ fn derive<'t>(
     };
     let loops = mainloop::find(function.node, &seeds, parsed);
     let mut accumulator_names: Vec<String> = Vec::new();
-    let mut resolved: BTreeSet<usize> = BTreeSet::new();
+    // A declaration may hold several fragments (`uint32_t a[4], b[4];`): one site per
+    // declared name, keyed by the declaration and the name.
+    let mut resolved: BTreeSet<(usize, String)> = BTreeSet::new();
     for &m in &mma_nodes {
         let roles = mma::roles_with(m, parsed, scope, param_roles);
         let mma_line = m.start_position().row + 1;
@@ -307,7 +309,7 @@ fn derive<'t>(
                 continue;
             };
             let (holder, note) = operand_holder(scope, decl, letter, mma_line, parsed);
-            if resolved.insert(holder.node.id()) {
+            if resolved.insert((holder.node.id(), holder.name.clone())) {
                 sites.push(Found {
                     kind: SiteKind::Operand,
                     node: holder.node,
@@ -324,7 +326,7 @@ fn derive<'t>(
             if !accumulator_names.contains(&name) {
                 accumulator_names.push(name.clone());
             }
-            if resolved.insert(decl.node.id()) {
+            if resolved.insert((decl.node.id(), name.clone())) {
                 sites.push(Found {
                     kind: SiteKind::Accumulator,
                     node: decl.node,
@@ -680,7 +682,11 @@ fn kernel(function: &Function<'_>, found: Vec<Found<'_>>, parsed: &Parsed) -> Ke
     sites.sort_by(|a, b| {
         (a.range.start, a.kind, a.range.end).cmp(&(b.range.start, b.kind, b.range.end))
     });
-    sites.dedup_by(|a, b| a.kind == b.kind && a.range == b.range);
+    // Same kind and range is one site, except operands: one declaration can hold the
+    // fragments of both A and B, each with its own note.
+    sites.dedup_by(|a, b| {
+        a.kind == b.kind && a.range == b.range && (a.kind != SiteKind::Operand || a.note == b.note)
+    });
     let range = function.node.byte_range();
     let has_device_sites = sites.iter().any(|s| {
         matches!(

@@ -17,7 +17,7 @@ use crate::{exit, render};
 #[command(
     name = "kwb-instrument",
     version,
-    about = "Insert compile-time-gated probes of the accumulator into a CUDA kernel (or strip them)"
+    about = "Insert compile-time-gated probes of the operands, accumulator and epilogue into a CUDA kernel (or strip them)"
 )]
 pub struct Args {
     /// The kernel source to instrument
@@ -37,11 +37,14 @@ pub struct Args {
     /// Record only K tiles A..B (B excluded)
     #[arg(long, value_name = "A..B", value_parser = parse_k_tiles)]
     k_tiles: Option<KTiles>,
+    /// Probe kinds, comma-separated: operands, accumulator, epilogue (default: all)
+    #[arg(long, value_name = "KINDS", value_parser = Probes::parse)]
+    probe: Option<Probes>,
     /// Values kept per record, 0 to 8
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=8))]
     values: Option<u32>,
     /// Remove every kwb insertion instead, restoring the original byte for byte
-    #[arg(long, conflicts_with_all = ["kernel", "gate", "cta", "k_tiles", "values"])]
+    #[arg(long, conflicts_with_all = ["kernel", "gate", "probe", "cta", "k_tiles", "values"])]
     strip: bool,
     /// Print the rewrite as a unified diff
     #[arg(long)]
@@ -125,7 +128,7 @@ pub fn run(args: Args) -> i32 {
         let config = Config {
             kernel: args.kernel.clone(),
             gate: args.gate.clone(),
-            probes: Probes::default(),
+            probes: args.probe.unwrap_or_default(),
             file_name: args.file.display().to_string(),
             cta: args.cta.and_then(|c| c.0),
             k_tiles: args.k_tiles.map(|k| (k.0, k.1)),

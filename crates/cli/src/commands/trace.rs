@@ -18,7 +18,9 @@ pub struct ShowArgs {
     json: bool,
 }
 
-/// The records of one site at one K tile, merged over CTAs and warps.
+/// The records of one site at one point of the K loop, merged over CTAs and warps:
+/// a K tile, the call number of a probe without a K-tile counter (operands read in
+/// a device helper), or the whole run of a probe outside the K loop.
 #[derive(Serialize)]
 struct Row {
     site: u32,
@@ -27,12 +29,28 @@ struct Row {
     kind: String,
     tag: String,
     k_tile: i32,
+    /// The per-warp call number, for operand probes outside any counted K loop.
+    call: Option<u32>,
     records: usize,
     count: u64,
     absmax: f32,
+    /// The smallest finite value (null when none was finite).
+    min: Option<f32>,
+    /// The largest finite value.
+    max: Option<f32>,
     nan: u64,
     inf: u64,
     first_values: Vec<f32>,
+}
+
+/// Whether records of this kind without a K tile are told apart by call number:
+/// operands and loads happen once per K tile even where no counter is in scope;
+/// accumulator and epilogue probes outside the loop describe the end result.
+fn numbered_by_call(kind: Option<kwb_runtime::Kind>) -> bool {
+    matches!(
+        kind,
+        Some(kwb_runtime::Kind::OperandA | kwb_runtime::Kind::OperandB | kwb_runtime::Kind::Load)
+    )
 }
 
 #[derive(Serialize)]
@@ -62,11 +80,13 @@ pub fn show(args: ShowArgs) -> i32 {
             return exit::INPUT;
         }
     };
-    let mut rows: BTreeMap<(u32, i32), Row> = BTreeMap::new();
-    for record in &trace.records {
+    let mut rows: BTreeMap<(u32, i32, Option<u32>), Row> = BTreeMap::new();
+    let calls = trace.call_numbers();
+    for (record, call) in trace.records.iter().zip(calls) {
         let site = trace.site(record.site);
+        let call = (record.k_tile < 0 && numbered_by_call(record.kind())).then_some(call);
         let row = rows
-            .entry((record.site, record.k_tile))
+            .entry((record.site, record.k_tile, call))
             .or_insert_with(|| Row {
                 site: record.site,
                 line: site.map(|s| s.line),
@@ -76,9 +96,12 @@ pub fn show(args: ShowArgs) -> i32 {
                     .map_or_else(|| format!("kind {}", record.kind), |k| format!("{k:?}")),
                 tag: format!("0x{:08x}", record.tag),
                 k_tile: record.k_tile,
+                call,
                 records: 0,
                 count: 0,
                 absmax: 0.0,
+                min: None,
+                max: None,
                 nan: 0,
                 inf: 0,
                 first_values: record.samples().map(|s| s.value).collect(),
@@ -86,6 +109,12 @@ pub fn show(args: ShowArgs) -> i32 {
         row.records += 1;
         row.count += u64::from(record.count);
         row.absmax = row.absmax.max(record.absmax);
+        if record.vmin.is_finite() {
+            row.min = Some(row.min.map_or(record.vmin, |m| m.min(record.vmin)));
+        }
+        if record.vmax.is_finite() {
+            row.max = Some(row.max.map_or(record.vmax, |m| m.max(record.vmax)));
+        }
         row.nan += u64::from(record.nan_count);
         row.inf += u64::from(record.inf_count);
     }
@@ -119,15 +148,17 @@ fn human(out: &mut impl Write, shown: &Shown) -> std::io::Result<()> {
     )?;
     writeln!(
         out,
-        "{:>4} {:>6} {:>12} {:>7} {:>10} {:>12} {:>5} {:>5}  first values",
-        "site", "line", "kind", "k tile", "values", "absmax", "NaN", "Inf"
+        "{:>4} {:>6} {:>12} {:>7} {:>10} {:>12} {:>12} {:>12} {:>5} {:>5}  first values",
+        "site", "line", "kind", "k tile", "values", "absmax", "min", "max", "NaN", "Inf"
     )?;
     for r in &shown.rows {
-        let k = if r.k_tile < 0 {
-            "final".to_owned()
-        } else {
-            r.k_tile.to_string()
+        let k = match (r.k_tile, r.call) {
+            (k, _) if k >= 0 => k.to_string(),
+            (_, Some(call)) => format!("#{call}"),
+            _ if r.kind == "Epilogue" => "out".to_owned(),
+            _ => "final".to_owned(),
         };
+        let opt = |v: Option<f32>| v.map_or("-".to_owned(), |v| format!("{v}"));
         let first: Vec<String> = r
             .first_values
             .iter()
@@ -136,13 +167,15 @@ fn human(out: &mut impl Write, shown: &Shown) -> std::io::Result<()> {
             .collect();
         writeln!(
             out,
-            "{:>4} {:>6} {:>12} {:>7} {:>10} {:>12} {:>5} {:>5}  {}",
+            "{:>4} {:>6} {:>12} {:>7} {:>10} {:>12} {:>12} {:>12} {:>5} {:>5}  {}",
             r.site,
             r.line.map_or("-".to_owned(), |l| l.to_string()),
             r.kind,
             k,
             r.count,
             r.absmax,
+            opt(r.min),
+            opt(r.max),
             r.nan,
             r.inf,
             first.join(" ")

@@ -111,8 +111,8 @@ fn truncation_names_the_part() {
     assert_eq!(
         err.to_string(),
         format!(
-            "trace file is truncated: records needs 432 bytes at offset {}, the file has {}",
-            bytes.len() - 432,
+            "trace file is truncated: records needs 448 bytes at offset {}, the file has {}",
+            bytes.len() - 448,
             bytes.len() - 1
         )
     );
@@ -142,13 +142,13 @@ fn wrong_magic() {
 #[test]
 fn another_version() {
     let mut bytes = good();
-    bytes[8..12].copy_from_slice(&2_u32.to_le_bytes());
+    bytes[8..12].copy_from_slice(&1_u32.to_le_bytes());
     let err = decode(&bytes).unwrap_err();
     assert!(matches!(
         err,
         TraceError::Version {
-            found: 2,
-            expected: 1
+            found: 1,
+            expected: 2
         }
     ));
     // The version is checked before the rest of the header is needed.
@@ -165,8 +165,8 @@ fn another_record_size() {
         decode(&bytes).unwrap_err(),
         TraceError::RecordSize {
             found: 208,
-            expected: 216,
-            version: 1
+            expected: 224,
+            version: 2
         }
     ));
 }
@@ -241,4 +241,22 @@ fn errors_carry_codes_and_help() {
         assert_eq!(err.code().unwrap().to_string(), code);
         assert!(err.help().is_some(), "{code} has no help");
     }
+}
+
+#[test]
+fn calls_are_numbered_per_warp_and_site() {
+    let mut records = Vec::new();
+    for (site, warp) in [(0, 0), (0, 1), (0, 0), (1, 0), (0, 0), (0, 1)] {
+        let mut r = distinct();
+        r.site = site;
+        r.warp = warp;
+        records.push(r);
+    }
+    let mut other_cta = distinct();
+    other_cta.site = 0;
+    other_cta.warp = 0;
+    other_cta.cta_x = 99;
+    records.push(other_cta);
+    let trace = decode(&file(VERSION, RECORD_SIZE as u32, SITES, &records)).unwrap();
+    assert_eq!(trace.call_numbers(), vec![0, 0, 1, 0, 2, 1, 0]);
 }

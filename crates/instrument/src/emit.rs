@@ -1,0 +1,70 @@
+//! The one place probe text is built and inserted: every probe is an
+//! `if constexpr (kwb::enabled && (GATE)) { … }` between kwb markers.
+
+use kwb_edit::TextEditBuilder;
+use kwb_syntax::Parsed;
+
+use crate::markers::wrap;
+use crate::plan::ProbeInfo;
+
+/// Collects the insertions and the probe table while the planners walk the kernels.
+pub(crate) struct Emitter<'p> {
+    pub parsed: &'p Parsed,
+    /// The instantiation tag: `kwb_runtime::tag` of the gate text.
+    pub tag: u32,
+    builder: TextEditBuilder,
+    pub probes: Vec<ProbeInfo>,
+    pub notes: Vec<String>,
+}
+
+impl<'p> Emitter<'p> {
+    pub fn new(parsed: &'p Parsed, tag: u32) -> Emitter<'p> {
+        Emitter {
+            parsed,
+            tag,
+            builder: kwb_edit::TextEdit::builder(),
+            probes: Vec::new(),
+            notes: Vec::new(),
+        }
+    }
+
+    /// The id the next probe gets.
+    pub fn next_id(&self) -> u32 {
+        self.probes.len() as u32
+    }
+
+    /// Inserts `body` gated on `gate` at byte `at` and records the probe.
+    /// `body` may use `{id}`-free text: the caller formats the id in.
+    pub fn probe(&mut self, at: usize, gate: &str, body: &str, info: ProbeInfo) {
+        debug_assert_eq!(info.id, self.next_id());
+        self.builder.insert(
+            at,
+            wrap(&format!(
+                "if constexpr (kwb::enabled && ({gate})) {{ {body} }} "
+            )),
+        );
+        self.probes.push(info);
+    }
+
+    /// Inserts plain kwb text (a counter declaration, a trailing probe with its own
+    /// spacing) at byte `at`.
+    pub fn insert(&mut self, at: usize, text: &str) {
+        self.builder.insert(at, wrap(text));
+    }
+
+    /// Records a probe whose text was inserted with [`Emitter::insert`].
+    pub fn record(&mut self, info: ProbeInfo) {
+        debug_assert_eq!(info.id, self.next_id());
+        self.probes.push(info);
+    }
+
+    pub fn note(&mut self, text: String) {
+        if !self.notes.contains(&text) {
+            self.notes.push(text);
+        }
+    }
+
+    pub fn finish(self) -> (TextEditBuilder, Vec<ProbeInfo>, Vec<String>) {
+        (self.builder, self.probes, self.notes)
+    }
+}

@@ -1,0 +1,96 @@
+//! Syntax-tree questions the probe planners share: where a statement starts and
+//! ends, which names a text mentions, which line an offset is on.
+
+use kwb_syntax::{BlankKind, Parsed};
+use tree_sitter::Node;
+
+/// Whether `text` names the identifier `name`.
+pub(crate) fn names(text: &str, name: &str) -> bool {
+    identifiers(text).any(|w| w == name)
+}
+
+/// The identifiers of `text`, in order (keywords included).
+pub(crate) fn identifiers(text: &str) -> impl Iterator<Item = &str> {
+    text.split(|c: char| !(c == '_' || c.is_ascii_alphanumeric()))
+        .filter(|w| w.starts_with(|c: char| c == '_' || c.is_ascii_alphabetic()))
+}
+
+/// The statement holding `node` that sits directly in a block, so a statement
+/// inserted before it stays out of unbraced loop bodies. `None` when `node` is not
+/// inside a function body.
+pub(crate) fn block_statement(node: Node<'_>) -> Option<Node<'_>> {
+    let mut current = node;
+    loop {
+        let parent = current.parent()?;
+        if parent.kind() == "compound_statement" {
+            return Some(current);
+        }
+        if parent.kind() == "function_definition" {
+            return None;
+        }
+        current = parent;
+    }
+}
+
+/// Where code that must run before statement `node` goes: before the attribute
+/// macros and pragmas that stand right before it (`CUTLASS_PRAGMA_NO_UNROLL for …`
+/// and `#pragma unroll` stay with their loop). A `#pragma` must start its line, so
+/// in front of one the code goes at the end of the previous statement (or after
+/// the block's `{`) instead: no line is added or moved.
+pub(crate) fn declaration_point(parsed: &Parsed, node: Node<'_>) -> usize {
+    let mut start = node.start_byte();
+    let mut directive = false;
+    let before = parsed.blanks.partition_point(|b| b.range.end <= start);
+    for blank in parsed.blanks[..before].iter().rev() {
+        let adjacent = parsed.masked[blank.range.end..start].trim().is_empty();
+        let attaches = matches!(blank.kind, BlankKind::Macro(_) | BlankKind::Pragma);
+        if adjacent && attaches {
+            start = blank.range.start;
+            directive = blank.kind == BlankKind::Pragma;
+        } else {
+            break;
+        }
+    }
+    if !directive {
+        return start;
+    }
+    let mut previous = node.prev_sibling();
+    while let Some(p) = previous {
+        if p.kind() != "comment" && p.end_byte() <= start {
+            break;
+        }
+        previous = p.prev_sibling();
+    }
+    previous.map_or(start, |p| p.end_byte())
+}
+
+/// The 1-based line of byte `offset`.
+pub(crate) fn line_of(parsed: &Parsed, offset: usize) -> usize {
+    parsed.source[..offset].matches('\n').count() + 1
+}
+
+/// Whether `inner` lies within `outer`'s bytes.
+pub(crate) fn contains(outer: &std::ops::Range<usize>, inner: &std::ops::Range<usize>) -> bool {
+    outer.start <= inner.start && inner.end <= outer.end
+}
+
+/// The names of C arrays declared inside `body` (`float acc[4][8]`, `uint32_t a[4]`):
+/// per-thread registers, not memory a store writes to.
+pub(crate) fn local_arrays(parsed: &Parsed, body: Node<'_>) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut stack = vec![body];
+    while let Some(n) = stack.pop() {
+        if n.kind() == "array_declarator" {
+            let mut inner = n;
+            while let Some(d) = inner.child_by_field_name("declarator") {
+                inner = d;
+            }
+            if inner.kind() == "identifier" {
+                found.push(parsed.masked[inner.byte_range()].to_owned());
+            }
+        }
+        let mut cursor = n.walk();
+        stack.extend(n.named_children(&mut cursor));
+    }
+    found
+}

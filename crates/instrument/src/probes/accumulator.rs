@@ -1,0 +1,193 @@
+//! Accumulator probes: after each K tile of a consumer mainloop (with a counter
+//! declared before the loop) and once where the accumulator is complete — after the
+//! loop, a peeled last K tile, or a fold of partial accumulator sets.
+
+use std::ops::Range;
+
+use kwb_sites::{Kernel, Site, SiteKind};
+use kwb_syntax::Parsed;
+use tree_sitter::Node;
+
+use crate::emit::Emitter;
+use crate::nodes::{declaration_point, line_of, names};
+use crate::plan::{ProbeInfo, consumer_loop};
+
+/// A K-tile counter: the mainloop's bytes and the counter's name.
+pub(crate) type Counter = (Range<usize>, String);
+
+/// Inserts the accumulator probes of `kernel`; returns the K-tile counters it
+/// declared, for operand probes inside the same loops.
+pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str) -> Vec<Counter> {
+    let mut counters = Vec::new();
+    let parsed = em.parsed;
+    let root = parsed.tree.root_node();
+    let accumulators: Vec<String> = kernel
+        .sites
+        .iter()
+        .filter(|s| s.kind == SiteKind::Accumulator)
+        .filter_map(|s| declared_name(root, s, parsed))
+        .collect();
+    let Some(acc) = accumulators.first() else {
+        em.note(format!(
+            "{}: no accumulator in the kernel map; no accumulator probe",
+            kernel.name
+        ));
+        return counters;
+    };
+    let wait = completion_wait(parsed, kernel);
+    if let Some((_, why)) = &wait {
+        em.note(format!("{}: {why}", kernel.name));
+    }
+    let wait = wait.map_or(String::new(), |(code, _)| code);
+    let tag = em.tag;
+    for site in kernel.sites.iter().filter(|s| consumer_loop(s)) {
+        let Some(node) = root.descendant_for_byte_range(site.range.start, site.range.end) else {
+            continue;
+        };
+        let Some(body) = node
+            .child_by_field_name("body")
+            .filter(|b| b.kind() == "compound_statement")
+        else {
+            em.note(format!(
+                "{}: the mainloop at line {} has no braces; no per-K-tile probe",
+                kernel.name, site.line
+            ));
+            continue;
+        };
+        let id = em.next_id();
+        let counter = format!("kwb_kt_{id}");
+        let in_block = node
+            .parent()
+            .is_some_and(|p| p.kind() == "compound_statement");
+        let (k_tile, bump) = if in_block {
+            em.insert(
+                declaration_point(parsed, node),
+                &format!("[[maybe_unused]] int {counter} = 0; "),
+            );
+            counters.push((node.byte_range(), counter.clone()));
+            (counter.clone(), format!(" ++{counter};"))
+        } else {
+            ("-1".to_owned(), String::new())
+        };
+        em.insert(
+            body.end_byte() - 1,
+            &format!(
+                "if constexpr (kwb::enabled && ({gate})) {{ {wait}kwb::probe({id}, kwb::Kind::Accumulator, 0x{tag:08x}u, {k_tile}, -1, -1, {acc});{bump} }} "
+            ),
+        );
+        em.record(ProbeInfo {
+            id,
+            kernel: kernel.name.clone(),
+            what: format!("accumulator `{acc}` after each K tile"),
+            line: body.end_position().row + 1,
+            text: site.text.clone(),
+        });
+        let after = final_point(parsed, kernel, node, acc);
+        let id = em.next_id();
+        em.insert(
+            after,
+            &format!(
+                " if constexpr (kwb::enabled && ({gate})) {{ {wait}kwb::probe({id}, kwb::Kind::Accumulator, 0x{tag:08x}u, -1, -1, -1, {acc}); }}"
+            ),
+        );
+        em.record(ProbeInfo {
+            id,
+            kernel: kernel.name.clone(),
+            what: format!("accumulator `{acc}` after the mainloop"),
+            line: line_of(parsed, after),
+            text: site.text.clone(),
+        });
+    }
+    counters
+}
+
+/// Where the accumulator is complete: the end of the mainloop, or of the last
+/// statement after it that still accumulates — one issuing an MMA (a peeled last K
+/// tile) or one folding partial accumulators into it (`acc[0][i] += acc[s][i]`).
+/// Scaling (`acc[i] *= alpha`) is the epilogue's and does not count.
+fn final_point(parsed: &Parsed, kernel: &Kernel, mainloop: Node<'_>, acc: &str) -> usize {
+    let mut end = mainloop.end_byte();
+    for site in kernel.sites.iter().filter(|s| s.kind == SiteKind::Mma) {
+        if site.range.start >= end {
+            end = statement_end(mainloop, site.range.end).unwrap_or(end);
+        }
+    }
+    let Some(parent) = mainloop.parent() else {
+        return end;
+    };
+    let mut cursor = parent.walk();
+    for sibling in parent.named_children(&mut cursor) {
+        if sibling.start_byte() >= mainloop.end_byte() && folds_into(parsed, sibling, acc) {
+            end = end.max(sibling.end_byte());
+        }
+    }
+    end
+}
+
+/// Whether `node` holds an accumulation into `acc` from `acc` itself
+/// (`acc[0][j] += acc[s][j]`, `acc = acc + other`).
+fn folds_into(parsed: &Parsed, node: Node<'_>, acc: &str) -> bool {
+    let mut stack = vec![node];
+    while let Some(n) = stack.pop() {
+        if n.kind() == "assignment_expression"
+            && let (Some(left), Some(op), Some(right)) = (
+                n.child_by_field_name("left"),
+                n.child_by_field_name("operator"),
+                n.child_by_field_name("right"),
+            )
+        {
+            let left_text = &parsed.masked[left.byte_range()];
+            let right_text = &parsed.masked[right.byte_range()];
+            let accumulates = op.kind() == "+=" || (op.kind() == "=" && right_text.contains('+'));
+            if accumulates && names(left_text, acc) && names(right_text, acc) {
+                return true;
+            }
+        }
+        let mut cursor = n.walk();
+        stack.extend(n.named_children(&mut cursor));
+    }
+    false
+}
+
+/// The end of the statement (a sibling of `mainloop`) that contains byte `at`.
+fn statement_end(mainloop: Node<'_>, at: usize) -> Option<usize> {
+    let parent = mainloop.parent()?;
+    let mut cursor = parent.walk();
+    parent
+        .named_children(&mut cursor)
+        .find(|c| c.start_byte() <= at && at <= c.end_byte())
+        .map(|c| c.end_byte())
+}
+
+/// The wait a probe needs before reading a complete accumulator, and why.
+fn completion_wait(parsed: &Parsed, kernel: &Kernel) -> Option<(String, String)> {
+    let text = &parsed.source[kernel.range.clone()];
+    let wgmma = text.contains("warpgroup_wait")
+        || text.contains("wgmma")
+        || kernel
+            .sites
+            .iter()
+            .any(|s| s.kind == SiteKind::Mma && s.text.contains("wgmma"));
+    if !wgmma {
+        return None;
+    }
+    let code = if text.contains("warpgroup_wait") {
+        "cute::warpgroup_wait<0>(); ".to_owned()
+    } else {
+        "kwb::wgmma_wait_all(); ".to_owned()
+    };
+    Some((
+        code,
+        "wgmma accumulators are complete only after wait_group 0: the probe waits for it when enabled".to_owned(),
+    ))
+}
+
+/// The name an accumulator site declares.
+pub(crate) fn declared_name(root: Node<'_>, site: &Site, parsed: &Parsed) -> Option<String> {
+    let note = site.note.as_deref()?;
+    let name = note.rsplit('`').nth(1)?;
+    let node = root.descendant_for_byte_range(site.range.start, site.range.end)?;
+    parsed.source[node.byte_range()]
+        .contains(name)
+        .then(|| name.to_owned())
+}

@@ -1,0 +1,261 @@
+//! Epilogue probes: the values each global store of the epilogue writes, so a trace
+//! can tell "accumulator right, output wrong" (an epilogue defect) from a defect
+//! upstream of the accumulator.
+//!
+//! A store is an assignment through a pointer or into an array that is not a
+//! per-thread register (`*dst = …`, `D[i] = …`), or an epilogue call whose last
+//! argument is the destination tensor (`axpby(alpha, acc, beta, tCgC)`). The probe
+//! reads, in order of preference: the epilogue values the store's right side names
+//! (`v0`, `v1`, before rounding to the output type), probed before the store; the
+//! destination tensor or element itself, read back after the store by the same
+//! thread. Each probe appends one record per warp each time the store runs.
+
+use kwb_sites::{Kernel, SiteKind};
+use kwb_syntax::Parsed;
+use tree_sitter::Node;
+
+use crate::emit::Emitter;
+use crate::nodes::{block_statement, declaration_point, identifiers, local_arrays};
+use crate::plan::ProbeInfo;
+use crate::probes::accumulator::declared_name;
+
+/// Inserts the epilogue probes of `kernel`.
+pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str) {
+    let parsed = em.parsed;
+    let root = parsed.tree.root_node();
+    let Some(function) = root.descendant_for_byte_range(kernel.range.start, kernel.range.end)
+    else {
+        return;
+    };
+    let body = function.child_by_field_name("body").unwrap_or(function);
+    let registers: Vec<String> = local_arrays(parsed, body)
+        .into_iter()
+        .chain(
+            kernel
+                .sites
+                .iter()
+                .filter(|s| s.kind == SiteKind::Accumulator)
+                .filter_map(|s| declared_name(root, s, parsed)),
+        )
+        .collect();
+    let epilogue: Vec<Node<'_>> = kernel
+        .sites
+        .iter()
+        .filter(|s| s.kind == SiteKind::Epilogue)
+        .filter_map(|s| root.descendant_for_byte_range(s.range.start, s.range.end))
+        .collect();
+    let values = epilogue_values(parsed, &epilogue);
+    let mut done: Vec<usize> = Vec::new();
+    let tag = em.tag;
+    for node in epilogue {
+        let Some(statement) = block_statement(node) else {
+            continue;
+        };
+        if done.contains(&statement.id()) {
+            continue;
+        }
+        let Some(store) = store_of(parsed, node, &registers) else {
+            continue;
+        };
+        done.push(statement.id());
+        let id = em.next_id();
+        let line = node.start_position().row + 1;
+        let text = parsed.source[node.byte_range()].trim().to_owned();
+        match store {
+            Store::Assign {
+                left,
+                right,
+                element,
+            } => {
+                let named: Vec<&String> = dedup(
+                    values
+                        .iter()
+                        .filter(|v| identifiers(&parsed.masked[right.clone()]).any(|w| w == *v)),
+                );
+                if !named.is_empty() {
+                    let list: Vec<String> = named
+                        .iter()
+                        .map(|v| format!("static_cast<float>({v})"))
+                        .collect();
+                    let shown: Vec<String> = named.iter().map(|v| format!("`{v}`")).collect();
+                    em.probe(
+                        declaration_point(parsed, statement),
+                        gate,
+                        &format!(
+                            "const float kwb_v[] = {{{}}}; kwb::probe_array({id}, kwb::Kind::Epilogue, 0x{tag:08x}u, -1, -1, -1, kwb_v);",
+                            list.join(", ")
+                        ),
+                        ProbeInfo {
+                            id,
+                            kernel: kernel.name.clone(),
+                            what: format!("epilogue values {} as the store at line {line} writes them (before rounding to the output type)", shown.join(", ")),
+                            line: statement.start_position().row + 1,
+                            text,
+                        },
+                    );
+                    continue;
+                }
+                if !element || statement.byte_range() != node.byte_range() {
+                    em.note(format!(
+                        "{}: the store at line {line} names no epilogue value and cannot be read back; not probed",
+                        kernel.name
+                    ));
+                    continue;
+                }
+                let destination = parsed.source[left].to_owned();
+                em.insert(
+                    statement.end_byte(),
+                    &format!(
+                        " if constexpr (kwb::enabled && ({gate})) {{ kwb::probe_value({id}, kwb::Kind::Epilogue, 0x{tag:08x}u, -1, -1, -1, {destination}); }}"
+                    ),
+                );
+                em.record(ProbeInfo {
+                    id,
+                    kernel: kernel.name.clone(),
+                    what: format!("the output element `{destination}` read back after the store at line {line}"),
+                    line,
+                    text,
+                });
+            }
+            Store::Call { destination } => {
+                em.insert(
+                    statement.end_byte(),
+                    &format!(
+                        " if constexpr (kwb::enabled && ({gate})) {{ kwb::probe({id}, kwb::Kind::Epilogue, 0x{tag:08x}u, -1, -1, -1, {destination}); }}"
+                    ),
+                );
+                em.record(ProbeInfo {
+                    id,
+                    kernel: kernel.name.clone(),
+                    what: format!(
+                        "the output tensor `{destination}` read back after the epilogue call at line {line}"
+                    ),
+                    line,
+                    text,
+                });
+            }
+        }
+    }
+}
+
+/// What a store statement writes.
+enum Store {
+    /// `LEFT = RIGHT;` through a pointer or into memory; `element` when LEFT is a
+    /// plain subscript that can be read back (`D[row * N + col]`).
+    Assign {
+        left: std::ops::Range<usize>,
+        right: std::ops::Range<usize>,
+        element: bool,
+    },
+    /// An epilogue call whose last argument, a plain name, is the destination.
+    Call { destination: String },
+}
+
+/// The store `node` (an epilogue site) performs, if it is one.
+fn store_of(parsed: &Parsed, node: Node<'_>, registers: &[String]) -> Option<Store> {
+    let expression = if node.kind() == "expression_statement" {
+        node.named_child(0)?
+    } else {
+        node
+    };
+    match expression.kind() {
+        "assignment_expression" => {
+            let left = expression.child_by_field_name("left")?;
+            let right = expression.child_by_field_name("right")?;
+            let (root, through_pointer) = root_of(left);
+            let local =
+                root.is_some_and(|r| registers.iter().any(|x| x == &parsed.masked[r.clone()]));
+            let memory = through_pointer || (left.kind() == "subscript_expression" && !local);
+            if !memory || local {
+                return None;
+            }
+            let left_text = &parsed.masked[left.byte_range()];
+            let element = left.kind() == "subscript_expression"
+                && !left_text.contains("++")
+                && !left_text.contains("--")
+                && !left_text.contains('(');
+            Some(Store::Assign {
+                left: left.byte_range(),
+                right: right.byte_range(),
+                element,
+            })
+        }
+        "call_expression" => {
+            let arguments = expression.child_by_field_name("arguments")?;
+            let count = arguments.named_child_count();
+            let last = arguments.named_child(count.checked_sub(1)?)?;
+            let name = &parsed.masked[last.byte_range()];
+            let plain = last.kind() == "identifier" && !registers.iter().any(|r| r == name);
+            (count >= 2 && plain).then(|| Store::Call {
+                destination: name.to_owned(),
+            })
+        }
+        _ => None,
+    }
+}
+
+/// The identifier an lvalue is rooted at, and whether it writes through a pointer
+/// (`*p`, `*reinterpret_cast<T*>(D + off)`, `p->x`).
+fn root_of(left: Node<'_>) -> (Option<std::ops::Range<usize>>, bool) {
+    let mut node = left;
+    let mut through_pointer = false;
+    loop {
+        match node.kind() {
+            "identifier" => return (Some(node.byte_range()), through_pointer),
+            "pointer_expression" => {
+                through_pointer = true;
+                match node.child_by_field_name("argument") {
+                    Some(a) => node = a,
+                    None => return (None, true),
+                }
+            }
+            "subscript_expression" | "field_expression" => {
+                if node.kind() == "field_expression"
+                    && node
+                        .child_by_field_name("operator")
+                        .is_some_and(|o| o.kind() == "->")
+                {
+                    through_pointer = true;
+                }
+                match node.child_by_field_name("argument") {
+                    Some(a) => node = a,
+                    None => return (None, through_pointer),
+                }
+            }
+            "parenthesized_expression" => match node.named_child(0) {
+                Some(a) => node = a,
+                None => return (None, through_pointer),
+            },
+            _ => return (None, through_pointer),
+        }
+    }
+}
+
+/// The scalar values the epilogue computes from the accumulator: the names its
+/// declarations declare (`float v0 = alpha * acc[i]`).
+fn epilogue_values(parsed: &Parsed, epilogue: &[Node<'_>]) -> Vec<String> {
+    let mut names = Vec::new();
+    for node in epilogue.iter().filter(|n| n.kind() == "declaration") {
+        let mut cursor = node.walk();
+        for declarator in node.children_by_field_name("declarator", &mut cursor) {
+            let mut inner = declarator;
+            while let Some(d) = inner.child_by_field_name("declarator") {
+                inner = d;
+            }
+            if inner.kind() == "identifier" {
+                names.push(parsed.masked[inner.byte_range()].to_owned());
+            }
+        }
+    }
+    names
+}
+
+fn dedup<'a>(items: impl Iterator<Item = &'a String>) -> Vec<&'a String> {
+    let mut out: Vec<&String> = Vec::new();
+    for item in items {
+        if !out.contains(&item) {
+            out.push(item);
+        }
+    }
+    out
+}

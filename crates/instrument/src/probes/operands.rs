@@ -1,0 +1,220 @@
+//! Register operand probes: each fragment right before the MMA statement that
+//! consumes it — the values exactly as the MMA reads them. Fragments that live in a
+//! device helper the kernel calls (`mma_k_tile(acc, sA, sB, …)` holding the
+//! `ldmatrix` results) are probed inside that helper.
+
+use kwb_sites::{Kernel, KernelMap, SiteKind};
+
+use crate::emit::Emitter;
+use crate::nodes::{block_statement, contains, declaration_point, names};
+use crate::plan::{ProbeInfo, gate_reaches};
+use crate::probes::accumulator::Counter;
+
+/// Probes the register operands of `kernel` and of the helpers it calls to issue
+/// its MMAs (each helper once per plan, tracked in `done`).
+pub(crate) fn probe(
+    em: &mut Emitter<'_>,
+    map: &KernelMap,
+    kernel: &Kernel,
+    gate: Option<&str>,
+    counters: &[Counter],
+    done: &mut Vec<usize>,
+) {
+    in_function(em, kernel, gate.unwrap_or("true"), counters);
+    let mut pending: Vec<&Kernel> = helpers(map, kernel);
+    while let Some(helper) = pending.pop() {
+        if done.contains(&helper.range.start) {
+            continue;
+        }
+        done.push(helper.range.start);
+        let helper_gate = match gate {
+            None => "true",
+            Some(g) if gate_reaches(g, helper) => g,
+            Some(g) => {
+                if has_register_operands(helper) {
+                    em.note(format!(
+                        "{}: operand fragments live in the helper `{}`, where the gate `{g}` cannot be evaluated (it names none of its template parameters); not probed there",
+                        kernel.name, helper.name
+                    ));
+                }
+                continue;
+            }
+        };
+        in_function(em, helper, helper_gate, &[]);
+        pending.extend(helpers(map, helper));
+    }
+}
+
+/// The functions of the map that `function`'s MMA sites call to issue the MMA.
+fn helpers<'m>(map: &'m KernelMap, function: &Kernel) -> Vec<&'m Kernel> {
+    function
+        .sites
+        .iter()
+        .filter(|s| s.kind == SiteKind::Mma)
+        .filter_map(|s| called(s.note.as_deref()?))
+        .filter_map(|(name, line)| {
+            map.kernels
+                .iter()
+                .find(|k| k.line == line && k.name.rsplit("::").next() == Some(name.as_str()))
+        })
+        .collect()
+}
+
+/// `calls \`mma_k_tile\` (line 101), which issues the MMA` → ("mma_k_tile", 101).
+fn called(note: &str) -> Option<(String, usize)> {
+    let rest = note.strip_prefix("calls `")?;
+    let (name, rest) = rest.split_once('`')?;
+    let line = rest
+        .strip_prefix(" (line ")?
+        .split(')')
+        .next()?
+        .parse()
+        .ok()?;
+    Some((name.to_owned(), line))
+}
+
+fn has_register_operands(function: &Kernel) -> bool {
+    function.sites.iter().any(|s| {
+        s.kind == SiteKind::Operand
+            && s.note
+                .as_deref()
+                .is_some_and(|n| n.contains("values in registers"))
+    })
+}
+
+/// Probes each register operand of `function` before the first MMA statement of each
+/// block that consumes it. Packed integer fragments (`uint32_t a[4]` feeding a bf16
+/// `mma.sync`) are read as the MMA's input type.
+fn in_function(em: &mut Emitter<'_>, function: &Kernel, gate: &str, counters: &[Counter]) {
+    let parsed = em.parsed;
+    let root = parsed.tree.root_node();
+    let element = mma_input_type(&parsed.source);
+    let tag = em.tag;
+    for site in function
+        .sites
+        .iter()
+        .filter(|s| s.kind == SiteKind::Operand)
+    {
+        let Some(note) = site.note.as_deref() else {
+            continue;
+        };
+        if !note.contains("values in registers") {
+            continue;
+        }
+        let Some((letter, mma_line, name)) = parse_operand_note(note) else {
+            continue;
+        };
+        let Some(decl) = root.descendant_for_byte_range(site.range.start, site.range.end) else {
+            continue;
+        };
+        let packed = decl.child_by_field_name("type").is_some_and(|t| {
+            let ty = &parsed.masked[t.byte_range()];
+            ["uint32_t", "unsigned", "uint", "int"]
+                .iter()
+                .any(|w| ty.split_whitespace().any(|x| x == *w))
+        });
+        let kind = if letter == 'A' {
+            "OperandA"
+        } else {
+            "OperandB"
+        };
+        // Before the first MMA statement of each block that names the operand: every
+        // path that issues an MMA on it (a defect switch may hold one of them).
+        let mut blocks_done: Vec<usize> = Vec::new();
+        for mma in function
+            .sites
+            .iter()
+            .filter(|s| s.kind == SiteKind::Mma && (s.line == mma_line || names(&s.text, &name)))
+        {
+            let Some(mma_node) = root.descendant_for_byte_range(mma.range.start, mma.range.end)
+            else {
+                continue;
+            };
+            let Some(statement) = block_statement(mma_node) else {
+                continue;
+            };
+            let block = statement.parent().map_or(0, |b| b.id());
+            if blocks_done.contains(&block) {
+                continue;
+            }
+            // The fragment must be in scope where the probe goes.
+            let in_scope = decl.end_byte() <= statement.start_byte()
+                && decl
+                    .parent()
+                    .is_some_and(|b| contains(&b.byte_range(), &statement.byte_range()));
+            if !in_scope {
+                em.note(format!(
+                    "{}: operand `{name}` is not in scope before the MMA at line {}; not probed there",
+                    function.name, mma.line
+                ));
+                continue;
+            }
+            blocks_done.push(block);
+            let k_tile = counters
+                .iter()
+                .find(|(range, _)| contains(range, &statement.byte_range()))
+                .map_or("-1".to_owned(), |(_, c)| c.clone());
+            let id = em.next_id();
+            let call = if packed {
+                format!(
+                    "kwb::probe_as<{element}>({id}, kwb::Kind::{kind}, 0x{tag:08x}u, {k_tile}, -1, -1, {name});"
+                )
+            } else {
+                format!(
+                    "kwb::probe({id}, kwb::Kind::{kind}, 0x{tag:08x}u, {k_tile}, -1, -1, {name});"
+                )
+            };
+            let order = if k_tile == "-1" {
+                " (no K-tile counter here: records are numbered by call)"
+            } else {
+                ""
+            };
+            em.probe(
+                declaration_point(parsed, statement),
+                gate,
+                &call,
+                ProbeInfo {
+                    id,
+                    kernel: function.name.clone(),
+                    what: format!(
+                        "operand {letter} `{name}` as the MMA at line {} reads it{order}",
+                        mma.line
+                    ),
+                    line: statement.start_position().row + 1,
+                    text: mma.text.clone(),
+                },
+            );
+        }
+    }
+}
+
+/// `operand A of the MMA at line 228: \`a\`, …` → ('A', 228, "a").
+fn parse_operand_note(note: &str) -> Option<(char, usize, String)> {
+    let rest = note.strip_prefix("operand ")?;
+    let letter = rest.chars().next()?;
+    let line: usize = rest
+        .split("at line ")
+        .nth(1)?
+        .split(|c: char| !c.is_ascii_digit())
+        .next()?
+        .parse()
+        .ok()?;
+    let name = note.split('`').nth(1)?.to_owned();
+    Some((letter, line, name))
+}
+
+/// The element type of the MMA inputs, from the PTX in the file.
+fn mma_input_type(source: &str) -> &'static str {
+    let ptx = source
+        .match_indices("mma.sync")
+        .chain(source.match_indices("wgmma.mma_async"))
+        .map(|(i, _)| &source[i..(i + 80).min(source.len())])
+        .collect::<String>();
+    if ptx.contains("bf16") {
+        "__nv_bfloat16"
+    } else if ptx.contains("f16") {
+        "__half"
+    } else {
+        "float"
+    }
+}

@@ -1,0 +1,209 @@
+//! Shared-memory operand probes: the tile an SS-mode MMA (wgmma, or a helper that
+//! builds its descriptors) reads, probed right before the MMA statement — after the
+//! stage's full barrier wait that precedes it, before the stage is released.
+//!
+//! A raw shared pointer carries no extent. The extent is taken from the pointer's
+//! last assignment before the MMA, `tile = ARRAY + STAGE * STRIDE + offset`: a
+//! stage holds STRIDE elements, and the probe reads from the MMA's pointer to the end
+//! of the current stage (at most STRIDE elements). So it never reads past the stage
+//! the pointer is in, and the records say what the CTA's MMAs read in that K tile:
+//! for a CTA of several consumer warpgroups, the rows of the later ones too. One warp
+//! of each warpgroup (`warp_id() % 4 == 0`) issues the probe. Values are in the
+//! stage's memory order (swizzled for TMA tiles): their coordinates are unknown.
+
+use kwb_sites::{Kernel, SiteKind};
+use kwb_syntax::Parsed;
+use tree_sitter::Node;
+
+use crate::emit::Emitter;
+use crate::nodes::{block_statement, contains, declaration_point, identifiers, names};
+use crate::plan::ProbeInfo;
+use crate::probes::accumulator::Counter;
+
+/// Probes each shared-memory operand pointer of `kernel` before the MMA statements
+/// that pass it on.
+pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str, counters: &[Counter]) {
+    let parsed = em.parsed;
+    let root = parsed.tree.root_node();
+    let tag = em.tag;
+    let Some(function) = root.descendant_for_byte_range(kernel.range.start, kernel.range.end)
+    else {
+        return;
+    };
+    for site in kernel.sites.iter().filter(|s| s.kind == SiteKind::Operand) {
+        let Some(note) = site.note.as_deref() else {
+            continue;
+        };
+        if !note.ends_with("values in shared memory") || note.contains("view") {
+            continue;
+        }
+        let (Some(letter), Some(name)) = (
+            note.strip_prefix("operand ").and_then(|r| r.chars().next()),
+            note.split('`').nth(1),
+        ) else {
+            continue;
+        };
+        let kind = if letter == 'A' {
+            "OperandA"
+        } else {
+            "OperandB"
+        };
+        let mut done: Vec<usize> = Vec::new();
+        for mma in kernel
+            .sites
+            .iter()
+            .filter(|s| s.kind == SiteKind::Mma && names(&s.text, name))
+        {
+            let Some(statement) = root
+                .descendant_for_byte_range(mma.range.start, mma.range.end)
+                .and_then(block_statement)
+            else {
+                continue;
+            };
+            if done.contains(&statement.id()) {
+                continue;
+            }
+            done.push(statement.id());
+            let Some(stage) = last_assignment(parsed, function, name, statement.start_byte())
+                .and_then(|value| stage_of(parsed, value))
+            else {
+                em.note(format!(
+                    "{}: operand {letter} `{name}` is a shared pointer whose stage extent the code does not show (`{name} = ARRAY + STAGE * STRIDE`); not probed before line {}",
+                    kernel.name, mma.line
+                ));
+                continue;
+            };
+            let k_tile = counters
+                .iter()
+                .find(|(range, _)| contains(range, &statement.byte_range()))
+                .map_or("-1".to_owned(), |(_, c)| c.clone());
+            let id = em.next_id();
+            let Stage {
+                array,
+                index,
+                stride,
+            } = stage;
+            let body = format!(
+                "if (kwb::warp_id() % 4 == 0) {{ const long long kwb_n = static_cast<long long>(({array}) + ({index}) * ({stride}) + ({stride}) - ({name})); kwb::probe_tile({id}, kwb::Kind::{kind}, 0x{tag:08x}u, {k_tile}, -1, -1, {name}, static_cast<int>(kwb_n < 0 ? 0 : kwb_n > ({stride}) ? ({stride}) : kwb_n)); }}"
+            );
+            em.probe(
+                declaration_point(parsed, statement),
+                gate,
+                &body,
+                ProbeInfo {
+                    id,
+                    kernel: kernel.name.clone(),
+                    what: format!(
+                        "operand {letter}: the shared tile `{name}` the MMA at line {} reads (stage of {stride} elements, memory order)",
+                        mma.line
+                    ),
+                    line: statement.start_position().row + 1,
+                    text: mma.text.clone(),
+                },
+            );
+        }
+    }
+}
+
+/// `ARRAY + INDEX * STRIDE`: where a stage starts and how many elements it holds.
+struct Stage {
+    array: String,
+    index: String,
+    stride: String,
+}
+
+/// The value last assigned to `name` before byte `before` in `function` (its
+/// initializer or an assignment), by position.
+fn last_assignment<'t>(
+    parsed: &Parsed,
+    function: Node<'t>,
+    name: &str,
+    before: usize,
+) -> Option<Node<'t>> {
+    let mut best: Option<Node<'t>> = None;
+    let mut stack = vec![function];
+    while let Some(n) = stack.pop() {
+        if n.start_byte() >= before {
+            continue;
+        }
+        let value = match n.kind() {
+            "assignment_expression" => n
+                .child_by_field_name("left")
+                .filter(|l| l.kind() == "identifier" && &parsed.masked[l.byte_range()] == name)
+                .and_then(|_| n.child_by_field_name("right")),
+            "init_declarator" => n
+                .child_by_field_name("declarator")
+                .filter(|d| {
+                    let mut inner = *d;
+                    while let Some(x) = inner.child_by_field_name("declarator") {
+                        inner = x;
+                    }
+                    &parsed.masked[inner.byte_range()] == name
+                })
+                .and_then(|_| n.child_by_field_name("value")),
+            _ => None,
+        };
+        if let Some(v) = value
+            && v.end_byte() <= before
+            && best.is_none_or(|b| b.start_byte() < v.start_byte())
+        {
+            best = Some(v);
+        }
+        let mut cursor = n.walk();
+        stack.extend(n.named_children(&mut cursor));
+    }
+    best
+}
+
+/// Reads `ARRAY + INDEX * STRIDE (+ …)`, INDEX a stage-like name (`stage`, `pipe`,
+/// `slot`, `read_stage`, …).
+fn stage_of(parsed: &Parsed, value: Node<'_>) -> Option<Stage> {
+    let mut terms = Vec::new();
+    let mut stack = vec![value];
+    while let Some(n) = stack.pop() {
+        let is_sum = n.kind() == "binary_expression"
+            && n.child_by_field_name("operator")
+                .is_some_and(|o| o.kind() == "+");
+        if is_sum {
+            stack.push(n.child_by_field_name("right")?);
+            stack.push(n.child_by_field_name("left")?);
+        } else {
+            terms.push(n);
+        }
+    }
+    let array = terms.first().filter(|t| t.kind() == "identifier")?;
+    for term in &terms[1..] {
+        let text = &parsed.masked[term.byte_range()];
+        let mut factors = Vec::new();
+        let mut stack = vec![*term];
+        while let Some(n) = stack.pop() {
+            let is_product = n.kind() == "binary_expression"
+                && n.child_by_field_name("operator")
+                    .is_some_and(|o| o.kind() == "*");
+            if is_product {
+                stack.push(n.child_by_field_name("right")?);
+                stack.push(n.child_by_field_name("left")?);
+            } else {
+                factors.push(parsed.masked[n.byte_range()].trim().to_owned());
+            }
+        }
+        let index = factors.iter().position(|f| {
+            identifiers(f).count() == 1
+                && ["stage", "pipe", "slot"]
+                    .iter()
+                    .any(|w| f.to_ascii_lowercase().contains(w))
+        });
+        if let Some(i) = index
+            && factors.len() > 1
+            && text.contains('*')
+        {
+            let index = factors.remove(i);
+            return Some(Stage {
+                array: parsed.masked[array.byte_range()].to_owned(),
+                index,
+                stride: factors.join(" * "),
+            });
+        }
+    }
+    None
+}
