@@ -27,21 +27,21 @@ pub struct Options {
 
 /// One `KWB_RESULT` line.
 #[derive(Debug, Deserialize)]
-struct Rung {
-    input: String,
-    m: u64,
-    n: u64,
-    k: u64,
+pub(crate) struct Rung {
+    pub input: String,
+    pub m: u64,
+    pub n: u64,
+    pub k: u64,
     #[serde(deserialize_with = "number")]
-    max_abs: f64,
+    pub max_abs: f64,
     #[serde(deserialize_with = "number")]
-    rel_l2: f64,
+    pub rel_l2: f64,
     #[serde(deserialize_with = "number")]
-    ratio: f64,
-    nan: u64,
-    inf: u64,
-    mismatches: u64,
-    first_mismatch: [i64; 2],
+    pub ratio: f64,
+    pub nan: u64,
+    pub inf: u64,
+    pub mismatches: u64,
+    pub first_mismatch: [i64; 2],
 }
 
 /// Numbers, or the strings "nan"/"inf" the harness writes for non-finite values.
@@ -60,11 +60,11 @@ fn number<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<f64, D:
 }
 
 /// What running one variant gave.
-struct Ran {
-    rungs: Vec<Rung>,
-    hang: bool,
-    error: Option<String>,
-    seconds: f64,
+pub(crate) struct Ran {
+    pub rungs: Vec<Rung>,
+    pub hang: bool,
+    pub error: Option<String>,
+    pub seconds: f64,
 }
 
 pub fn run(root: &Path, options: &Options) -> Result {
@@ -74,13 +74,14 @@ pub fn run(root: &Path, options: &Options) -> Result {
         jobs: options.jobs,
         family: None,
         first_arch_only: true,
+        traced: false,
     };
     let built = compile_all(root, &suite, &toolchain, cutlass.as_ref(), &build)?;
     let mut rows = Vec::new();
     let mut wrong = 0;
     for b in &built {
         let ran = match &b.result {
-            Ok(_) => run_one(&b.binary, options.timeout),
+            Ok(_) => run_one(&b.binary, &[], &[], options.timeout),
             Err(e) => Ran {
                 rungs: Vec::new(),
                 hang: false,
@@ -117,10 +118,21 @@ pub fn run(root: &Path, options: &Options) -> Result {
     }
 }
 
-/// Runs a harness, killing it after `timeout` (reported as a hang).
-fn run_one(binary: &Path, timeout: Duration) -> Ran {
+/// Runs a harness with `args` and extra environment `env`, killing it after
+/// `timeout` (reported as a hang).
+pub(crate) fn run_one(
+    binary: &Path,
+    args: &[&str],
+    env: &[(&str, &Path)],
+    timeout: Duration,
+) -> Ran {
     let started = Instant::now();
-    let mut child = match Command::new(binary)
+    let mut command = Command::new(binary);
+    command.args(args);
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    let mut child = match command
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -187,7 +199,7 @@ const RANDOM_REL_L2: f64 = 1e-2;
 
 /// What a rung showed. A NaN or Inf never passes; `random` also needs a relative L2
 /// error under [`RANDOM_REL_L2`] besides every element within tolerance.
-fn outcome(rung: &Rung) -> Outcome {
+pub(crate) fn outcome(rung: &Rung) -> Outcome {
     if rung.nan > 0 || rung.inf > 0 {
         Outcome::Nan
     } else if rung.mismatches > 0
@@ -285,13 +297,8 @@ fn row(b: &Built<'_>, ran: &Ran, ok: bool, cells: &[String]) -> String {
     row
 }
 
-fn markdown(
-    toolchain: &kwb_toolchain::Toolchain,
-    options: &Options,
-    built: &[Built<'_>],
-    rows: &[String],
-    wrong: usize,
-) -> String {
+/// The GPU and driver, the nvcc version and the UTC date, for a report's header.
+pub(crate) fn machine(toolchain: &kwb_toolchain::Toolchain) -> (String, String, String) {
     let gpu = Command::new("nvidia-smi")
         .args(["--query-gpu=name,driver_version", "--format=csv,noheader"])
         .output()
@@ -305,6 +312,17 @@ fn markdown(
         .ok()
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
         .unwrap_or_default();
+    (gpu, nvcc, date)
+}
+
+fn markdown(
+    toolchain: &kwb_toolchain::Toolchain,
+    options: &Options,
+    built: &[Built<'_>],
+    rows: &[String],
+    wrong: usize,
+) -> String {
+    let (gpu, nvcc, date) = machine(toolchain);
     let mut out = String::new();
     let _ = writeln!(out, "# Kernel suite on the GPU\n");
     let _ = writeln!(out, "- date: {date}");

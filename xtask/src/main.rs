@@ -14,6 +14,7 @@ mod bench;
 mod ci;
 mod demo;
 mod gpu_suite;
+mod gpu_trace;
 mod kernels;
 mod setup;
 mod suite;
@@ -76,6 +77,22 @@ enum Task {
         #[arg(long)]
         commit: Option<String>,
     },
+    /// On a machine with a GPU: instrument every family, build and run every variant
+    /// traced on all-ones, and read the defect's stage from the trace alone
+    GpuTrace {
+        /// Parallel nvcc processes
+        #[arg(short, long, default_value_t = default_jobs())]
+        jobs: usize,
+        /// Seconds before a run counts as a hang
+        #[arg(long, default_value_t = 60)]
+        timeout: u64,
+        /// The folder for the traces and report.md
+        #[arg(long, default_value = "target/gpu-trace")]
+        out: PathBuf,
+        /// The commit the report is for (the checkout may have no .git)
+        #[arg(long)]
+        commit: Option<String>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -91,6 +108,7 @@ fn main() -> ExitCode {
                 jobs,
                 family: family.as_deref(),
                 first_arch_only: false,
+                traced: false,
             },
         )
         .map(drop),
@@ -102,6 +120,20 @@ fn main() -> ExitCode {
         } => gpu_suite::run(
             &project_root(),
             &gpu_suite::Options {
+                jobs,
+                timeout: std::time::Duration::from_secs(timeout),
+                out: project_root().join(out),
+                commit,
+            },
+        ),
+        Task::GpuTrace {
+            jobs,
+            timeout,
+            out,
+            commit,
+        } => gpu_trace::run(
+            &project_root(),
+            &gpu_trace::Options {
                 jobs,
                 timeout: std::time::Duration::from_secs(timeout),
                 out: project_root().join(out),

@@ -1,0 +1,398 @@
+//! `cargo xtask gpu-trace`: Track A on the kernel suite. On a machine with a GPU,
+//! instrument each family's source with kwb-instrument (every probe kind, CTA
+//! (0, 0, 0)), build every variant with `-DKWB_TRACE`, run it on the all-ones
+//! input with `KWB_TRACE_OUT`, and localize the defect from the trace alone by the
+//! closed forms of all-ones inputs:
+//!
+//! 1. every operand value the MMA consumes is exactly 1 — otherwise the stage is
+//!    operand-load (or the TMA descriptor that drives it);
+//! 2. the accumulator after K tile t holds the same value everywhere, (t + 1) times
+//!    its value after tile 0, and K after the mainloop — otherwise the MMA/accumulate
+//!    stage over- or under-counts;
+//! 3. with both right, an output the harness finds wrong is the epilogue's doing;
+//! 4. with everything right, the defect is invisible on all-ones (a permutation or a
+//!    shifted tile of equal values): the trace refutes nothing and says so.
+//!
+//! Deviations that are only zeros among ones are reported as a DRAFT: zero rows are
+//! what padding (BATCH < MMA_N) and out-of-bounds fill look like. The traces and
+//! the report go to `--out` (a folder); `report.md` there is the evidence.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use kwb_runtime::{Kind, Trace, TraceRecord};
+
+use crate::gpu_suite::{Ran, run_one};
+use crate::kernels::{Build, compile_all, tools, traced_path};
+use crate::suite::{Suite, Variant};
+use crate::{Failure, Result};
+
+/// Options of the task.
+pub struct Options {
+    pub jobs: usize,
+    pub timeout: Duration,
+    pub out: PathBuf,
+    pub commit: Option<String>,
+}
+
+pub fn run(root: &Path, options: &Options) -> Result {
+    let suite = Suite::load(root)?;
+    std::fs::create_dir_all(&options.out)
+        .map_err(|e| Failure(format!("{}: {e}", options.out.display())))?;
+    let mut skipped = Vec::new();
+    for (name, family) in &suite.families {
+        match instrument(root, family) {
+            Ok(probes) => println!("instrumented {name}: {probes} probes"),
+            Err(why) => {
+                println!("skipped {name}: {why}");
+                skipped.push(format!("{name}: {why}"));
+            }
+        }
+    }
+    let (toolchain, cutlass) = tools()?;
+    let build = Build {
+        jobs: options.jobs,
+        family: None,
+        first_arch_only: true,
+        traced: true,
+    };
+    let built = compile_all(root, &suite, &toolchain, cutlass.as_ref(), &build)?;
+    let mut rows = Vec::new();
+    let mut agree = 0;
+    for b in &built {
+        let trace_path = options.out.join(format!(
+            "{}.{}.ones.trace",
+            b.variant.family, b.variant.defect
+        ));
+        let _ = std::fs::remove_file(&trace_path);
+        let ran = match &b.result {
+            Ok(_) => run_one(
+                &b.binary,
+                &["--input", "ones"],
+                &[(kwb_runtime::OUT_ENV, &trace_path)],
+                options.timeout,
+            ),
+            Err(e) => Ran {
+                rungs: Vec::new(),
+                hang: false,
+                error: Some(format!(
+                    "build failed: {}",
+                    e.lines().next().unwrap_or_default()
+                )),
+                seconds: 0.0,
+            },
+        };
+        let trace = std::fs::read(&trace_path)
+            .map_err(|e| e.to_string())
+            .and_then(|bytes| kwb_runtime::decode(&bytes).map_err(|e| e.to_string()));
+        let judged = judge(b.variant, &ran, trace.as_ref());
+        if judged.agrees {
+            agree += 1;
+        }
+        println!(
+            "{} {}/{}: {}",
+            if judged.agrees {
+                "agree   "
+            } else {
+                "DISAGREE"
+            },
+            b.variant.family,
+            b.variant.defect,
+            judged.stage
+        );
+        rows.push((b.variant, judged));
+    }
+    let report = markdown(&toolchain, options, &rows, agree, &skipped);
+    let path = options.out.join("report.md");
+    std::fs::write(&path, report).map_err(|e| Failure(format!("{}: {e}", path.display())))?;
+    println!(
+        "{agree} of {} variants: the trace's stage agrees with the manifest; wrote {}",
+        rows.len(),
+        path.display()
+    );
+    Ok(())
+}
+
+/// Instruments a family's source into `target/traced/`; the number of probes.
+fn instrument(root: &Path, family: &crate::suite::Family) -> std::result::Result<usize, String> {
+    let source = root.join("kernels").join(&family.source);
+    let text = std::fs::read_to_string(&source).map_err(|e| e.to_string())?;
+    let config = kwb_instrument::Config {
+        file_name: format!("kernels/{}", family.source),
+        cta: Some([0, 0, 0]),
+        ..kwb_instrument::Config::default()
+    };
+    let (traced, plan) = kwb_instrument::instrument(&text, &config).map_err(|e| e.to_string())?;
+    let out = traced_path(root, family);
+    if let Some(dir) = out.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+    }
+    std::fs::write(&out, traced).map_err(|e| e.to_string())?;
+    Ok(plan.probes.len())
+}
+
+/// What the trace of one variant says.
+struct Judged {
+    /// The localized stage, or why there is none.
+    stage: String,
+    /// VERDICT or DRAFT (or n/a).
+    grade: &'static str,
+    /// Whether it agrees with the manifest's stage (or with "invisible on ones"
+    /// where the manifest expects the ones rung to pass).
+    agrees: bool,
+    /// The numbers behind it.
+    evidence: Vec<String>,
+}
+
+/// Statistics of a set of records.
+#[derive(Default)]
+struct Stats {
+    records: usize,
+    count: u64,
+    min: Option<f32>,
+    max: Option<f32>,
+    nan: u64,
+    inf: u64,
+}
+
+impl Stats {
+    fn of<'r>(records: impl Iterator<Item = &'r TraceRecord>) -> Stats {
+        let mut s = Stats::default();
+        for r in records {
+            s.records += 1;
+            s.count += u64::from(r.count);
+            s.nan += u64::from(r.nan_count);
+            s.inf += u64::from(r.inf_count);
+            if r.vmin.is_finite() {
+                s.min = Some(s.min.map_or(r.vmin, |m| m.min(r.vmin)));
+            }
+            if r.vmax.is_finite() {
+                s.max = Some(s.max.map_or(r.vmax, |m| m.max(r.vmax)));
+            }
+        }
+        s
+    }
+
+    fn exactly(&self, v: f32) -> bool {
+        self.nan == 0 && self.inf == 0 && self.min == Some(v) && self.max == Some(v)
+    }
+
+    fn range(&self) -> String {
+        let show = |v: Option<f32>| v.map_or("-".to_owned(), |v| format!("{v}"));
+        let mut text = format!(
+            "{}..{} over {} values",
+            show(self.min),
+            show(self.max),
+            self.count
+        );
+        if self.nan + self.inf > 0 {
+            text.push_str(&format!(", {} NaN, {} Inf", self.nan, self.inf));
+        }
+        text
+    }
+}
+
+fn judge(variant: &Variant, ran: &Ran, trace: std::result::Result<&Trace, &String>) -> Judged {
+    let fail = |stage: String| Judged {
+        stage,
+        grade: "n/a",
+        agrees: false,
+        evidence: Vec::new(),
+    };
+    if ran.hang {
+        return fail("no trace: the run hung".to_owned());
+    }
+    if let Some(e) = &ran.error {
+        return fail(format!("no trace: {e}"));
+    }
+    let trace = match trace {
+        Ok(t) => t,
+        Err(e) => return fail(format!("no trace: {e}")),
+    };
+    let Some(rung) = ran.rungs.iter().find(|r| r.input == "ones") else {
+        return fail("no KWB_RESULT line for ones".to_owned());
+    };
+    let of_kind = |kind: Kind| trace.records.iter().filter(move |r| r.kind() == Some(kind));
+    let mut evidence = Vec::new();
+
+    // 1. Operands.
+    let mut operand_bad = None;
+    for (kind, letter) in [(Kind::OperandA, 'A'), (Kind::OperandB, 'B')] {
+        let s = Stats::of(of_kind(kind).filter(|r| r.count > 0));
+        if s.records == 0 {
+            evidence.push(format!("operand {letter}: not probed"));
+            continue;
+        }
+        evidence.push(format!("operand {letter}: {}", s.range()));
+        if !s.exactly(1.0) && operand_bad.is_none() {
+            let zeros_only = s.nan == 0 && s.inf == 0 && s.min == Some(0.0) && s.max == Some(1.0);
+            operand_bad = Some((letter, zeros_only));
+        }
+    }
+
+    // 2. Accumulator: per K tile, then after the mainloop.
+    let k = rung.k as f32;
+    let mut tiles: Vec<(i32, Stats)> = Vec::new();
+    let mut ks: Vec<i32> = of_kind(Kind::Accumulator)
+        .filter(|r| r.k_tile >= 0)
+        .map(|r| r.k_tile)
+        .collect();
+    ks.sort_unstable();
+    ks.dedup();
+    for t in ks {
+        tiles.push((
+            t,
+            Stats::of(of_kind(Kind::Accumulator).filter(|r| r.k_tile == t)),
+        ));
+    }
+    let mut acc_bad: Option<String> = None;
+    if let Some((_, first)) = tiles.first() {
+        let step = first.max.unwrap_or(f32::NAN);
+        for (t, s) in &tiles {
+            let want = step * (*t as f32 + 1.0);
+            if !s.exactly(want) && acc_bad.is_none() {
+                acc_bad = Some(format!(
+                    "after K tile {t}: {} (expected {want} everywhere: tile 0 gave {step})",
+                    s.range()
+                ));
+            }
+        }
+        evidence.push(format!(
+            "accumulator: {} K tiles probed, {} after tile 0, {} after tile {}",
+            tiles.len(),
+            first.range(),
+            tiles.last().map_or(String::new(), |(_, s)| s.range()),
+            tiles.last().map_or(0, |(t, _)| *t)
+        ));
+    }
+    let done = Stats::of(of_kind(Kind::Accumulator).filter(|r| r.k_tile < 0));
+    if done.records > 0 {
+        evidence.push(format!("accumulator after the mainloop: {}", done.range()));
+        if (done.max != Some(k) || done.nan + done.inf > 0) && acc_bad.is_none() {
+            acc_bad = Some(format!(
+                "after the mainloop: {} (expected largest value K = {k})",
+                done.range()
+            ));
+        }
+    } else {
+        evidence.push("accumulator after the mainloop: not recorded".to_owned());
+    }
+
+    // 3. Output.
+    let epilogue = Stats::of(of_kind(Kind::Epilogue).filter(|r| r.count > 0));
+    if epilogue.records > 0 {
+        evidence.push(format!("epilogue values: {}", epilogue.range()));
+    }
+    let output_wrong = rung.mismatches > 0 || rung.nan > 0 || rung.inf > 0;
+    evidence.push(format!(
+        "output (harness): {} mismatches, {} NaN, ratio {}",
+        rung.mismatches, rung.nan, rung.ratio
+    ));
+
+    let manifest = variant.stage.as_str();
+    let (stage, grade, agrees) = if let Some((letter, zeros_only)) = operand_bad {
+        let operand_stage = matches!(manifest, "operand-load" | "descriptor");
+        if zeros_only {
+            (
+                format!(
+                    "operand-load/descriptor (operand {letter} holds zeros among ones: padding rows or out-of-bounds fill would look the same)"
+                ),
+                "DRAFT",
+                operand_stage,
+            )
+        } else {
+            (
+                format!("operand-load/descriptor (operand {letter} is not all ones)"),
+                "VERDICT",
+                operand_stage,
+            )
+        }
+    } else if let Some(why) = acc_bad {
+        (
+            format!("mma (operands all ones; accumulator {why})"),
+            "VERDICT",
+            manifest == "mma",
+        )
+    } else if output_wrong {
+        (
+            "epilogue (operands and accumulator exact; output wrong)".to_owned(),
+            "VERDICT",
+            manifest == "epilogue",
+        )
+    } else {
+        (
+            "nothing on ones (operands, accumulator and output exact)".to_owned(),
+            "n/a",
+            manifest == "none" || variant.expect.ones == crate::suite::Outcome::Pass,
+        )
+    };
+    Judged {
+        stage,
+        grade,
+        agrees,
+        evidence,
+    }
+}
+
+fn markdown(
+    toolchain: &kwb_toolchain::Toolchain,
+    options: &Options,
+    rows: &[(&Variant, Judged)],
+    agree: usize,
+    skipped: &[String],
+) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "# Track A on the kernel suite: stage from the trace\n");
+    let _ = writeln!(
+        out,
+        "- commit: {}",
+        options.commit.as_deref().unwrap_or("(not given)")
+    );
+    let (gpu, nvcc, date) = crate::gpu_suite::machine(toolchain);
+    let _ = writeln!(out, "- date: {date}");
+    let _ = writeln!(out, "- GPU: {gpu}");
+    let _ = writeln!(out, "- nvcc: {nvcc}");
+    let _ = writeln!(
+        out,
+        "- what: each family instrumented by kwb-instrument (all probe kinds, CTA (0,0,0)), every variant built with -DKWB_TRACE for its family's first architecture and run with `--input ones`; the stage is read from the trace by the closed forms of all-ones inputs (see xtask/src/gpu_trace.rs)"
+    );
+    let localized = rows
+        .iter()
+        .filter(|(_, j)| j.agrees && j.grade != "n/a")
+        .count();
+    let _ = writeln!(
+        out,
+        "- result: the trace's reading agrees with kernels/suite.toml for {agree} of {} variants: {localized} localized to their stage, {} correctly found clean on ones (a correct build, or a defect all-ones cannot show)\n",
+        rows.len(),
+        agree - localized
+    );
+    for s in skipped {
+        let _ = writeln!(out, "- not instrumented: {s}");
+    }
+    let _ = writeln!(
+        out,
+        "\n| variant | manifest stage | trace says | grade | agrees |\n|---|---|---|---|---|"
+    );
+    for (v, j) in rows {
+        let _ = writeln!(
+            out,
+            "| {}/{} | {} | {} | {} | {} |",
+            v.family,
+            v.defect,
+            v.stage,
+            j.stage,
+            j.grade,
+            if j.agrees { "yes" } else { "**no**" }
+        );
+    }
+    let _ = writeln!(out, "\n## Evidence per variant\n");
+    for (v, j) in rows {
+        let _ = writeln!(out, "### {}/{}\n", v.family, v.defect);
+        for e in &j.evidence {
+            let _ = writeln!(out, "- {e}");
+        }
+        let _ = writeln!(out);
+    }
+    out
+}
