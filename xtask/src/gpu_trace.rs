@@ -4,18 +4,21 @@
 //! input with `KWB_TRACE_OUT`, and localize the defect from the trace alone by the
 //! closed forms of all-ones inputs:
 //!
-//! 1. every operand value the MMA consumes is exactly 1 — otherwise the stage is
-//!    operand-load (or the TMA descriptor that drives it);
+//! 1. every operand value the MMA consumes is the same (1 for a first layer; the
+//!    uniform output of the layer before for a chained one) — otherwise the stage
+//!    is operand-load (or the TMA descriptor that drives it);
 //! 2. the accumulator after K tile t holds the same value everywhere, (t + 1) times
-//!    its value after tile 0, and K after the mainloop — otherwise the MMA/accumulate
-//!    stage over- or under-counts;
+//!    its value after tile 0, and K·a·b after the mainloop (a, b: the operand
+//!    values) — otherwise the MMA/accumulate stage over- or under-counts;
 //! 3. with both right, an output the harness finds wrong is the epilogue's doing;
 //! 4. with everything right, the defect is invisible on all-ones (a permutation or a
 //!    shifted tile of equal values): the trace refutes nothing and says so.
 //!
-//! Deviations that are only zeros among ones are reported as a DRAFT: zero rows are
-//! what padding (BATCH < MMA_N) and out-of-bounds fill look like. The traces and
-//! the report go to `--out` (a folder); `report.md` there is the evidence.
+//! Deviations that are only zeros among equal values are reported as a DRAFT: zero
+//! rows are what padding (BATCH < MMA_N) and out-of-bounds fill look like. A family
+//! may name the instantiation to trace (`trace_gate`) and the live-row bound
+//! (`trace_rows`) in kernels/suite.toml. The traces and the report go to `--out`
+//! (a folder); `report.md` there is the evidence.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -121,6 +124,8 @@ fn instrument(root: &Path, family: &crate::suite::Family) -> std::result::Result
     let config = kwb_instrument::Config {
         file_name: format!("kernels/{}", family.source),
         cta: Some([0, 0, 0]),
+        gate: family.trace_gate.clone(),
+        rows: family.trace_rows.clone(),
         ..kwb_instrument::Config::default()
     };
     let (traced, plan) = kwb_instrument::instrument(&text, &config).map_err(|e| e.to_string())?;
@@ -178,6 +183,13 @@ impl Stats {
         self.nan == 0 && self.inf == 0 && self.min == Some(v) && self.max == Some(v)
     }
 
+    /// The one value every counted value has, if they all agree.
+    fn uniform(&self) -> Option<f32> {
+        (self.nan == 0 && self.inf == 0 && self.min == self.max)
+            .then_some(self.min)
+            .flatten()
+    }
+
     fn range(&self) -> String {
         let show = |v: Option<f32>| v.map_or("-".to_owned(), |v| format!("{v}"));
         let mut text = format!(
@@ -200,6 +212,14 @@ fn judge(variant: &Variant, ran: &Ran, trace: std::result::Result<&Trace, &Strin
         agrees: false,
         evidence: Vec::new(),
     };
+    if let Some(why) = &variant.trace_skip {
+        return Judged {
+            stage: format!("not judged: {why}"),
+            grade: "n/a",
+            agrees: true,
+            evidence: Vec::new(),
+        };
+    }
     if ran.hang {
         return fail("no trace: the run hung".to_owned());
     }
@@ -216,23 +236,32 @@ fn judge(variant: &Variant, ran: &Ran, trace: std::result::Result<&Trace, &Strin
     let of_kind = |kind: Kind| trace.records.iter().filter(move |r| r.kind() == Some(kind));
     let mut evidence = Vec::new();
 
-    // 1. Operands.
+    // 1. Operands: one value each on a uniform input.
     let mut operand_bad = None;
+    let mut scale = Some(1.0_f32);
     for (kind, letter) in [(Kind::OperandA, 'A'), (Kind::OperandB, 'B')] {
         let s = Stats::of(of_kind(kind).filter(|r| r.count > 0));
         if s.records == 0 {
             evidence.push(format!("operand {letter}: not probed"));
+            scale = None;
             continue;
         }
         evidence.push(format!("operand {letter}: {}", s.range()));
-        if !s.exactly(1.0) && operand_bad.is_none() {
-            let zeros_only = s.nan == 0 && s.inf == 0 && s.min == Some(0.0) && s.max == Some(1.0);
-            operand_bad = Some((letter, zeros_only));
+        match s.uniform() {
+            Some(v) => scale = scale.map(|x| x * v),
+            None => {
+                scale = None;
+                if operand_bad.is_none() {
+                    let zeros_only = s.nan == 0 && s.inf == 0 && s.min == Some(0.0);
+                    operand_bad = Some((letter, zeros_only));
+                }
+            }
         }
     }
 
     // 2. Accumulator: per K tile, then after the mainloop.
-    let k = rung.k as f32;
+    // K times the operand values: what every accumulator value ends at.
+    let full = scale.map(|x| x * rung.k as f32);
     let mut tiles: Vec<(i32, Stats)> = Vec::new();
     let mut ks: Vec<i32> = of_kind(Kind::Accumulator)
         .filter(|r| r.k_tile >= 0)
@@ -269,10 +298,12 @@ fn judge(variant: &Variant, ran: &Ran, trace: std::result::Result<&Trace, &Strin
     let done = Stats::of(of_kind(Kind::Accumulator).filter(|r| r.k_tile < 0));
     if done.records > 0 {
         evidence.push(format!("accumulator after the mainloop: {}", done.range()));
-        if (done.max != Some(k) || done.nan + done.inf > 0) && acc_bad.is_none() {
+        let wrong_end = full.is_some_and(|f| done.max != Some(f));
+        if (wrong_end || done.nan + done.inf > 0) && acc_bad.is_none() {
             acc_bad = Some(format!(
-                "after the mainloop: {} (expected largest value K = {k})",
-                done.range()
+                "after the mainloop: {} (expected largest value K·a·b = {})",
+                done.range(),
+                full.map_or("?".to_owned(), |f| f.to_string())
             ));
         }
     } else {
@@ -296,21 +327,23 @@ fn judge(variant: &Variant, ran: &Ran, trace: std::result::Result<&Trace, &Strin
         if zeros_only {
             (
                 format!(
-                    "operand-load/descriptor (operand {letter} holds zeros among ones: padding rows or out-of-bounds fill would look the same)"
+                    "operand-load/descriptor (operand {letter} holds zeros among equal values: padding rows or out-of-bounds fill would look the same)"
                 ),
                 "DRAFT",
                 operand_stage,
             )
         } else {
             (
-                format!("operand-load/descriptor (operand {letter} is not all ones)"),
+                format!(
+                    "operand-load/descriptor (operand {letter} is not uniform on a uniform input)"
+                ),
                 "VERDICT",
                 operand_stage,
             )
         }
     } else if let Some(why) = acc_bad {
         (
-            format!("mma (operands all ones; accumulator {why})"),
+            format!("mma (operands uniform; accumulator {why})"),
             "VERDICT",
             manifest == "mma",
         )

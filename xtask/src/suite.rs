@@ -32,6 +32,13 @@ pub struct Family {
     /// Extra nvcc arguments.
     #[serde(default)]
     pub flags: Vec<String>,
+    /// `kwb-instrument --gate` for the traced build (`xtask gpu-trace`): the one
+    /// instantiation to trace.
+    #[serde(default)]
+    pub trace_gate: Option<String>,
+    /// `kwb-instrument --rows` for the traced build: the live-row bound.
+    #[serde(default)]
+    pub trace_rows: Option<String>,
 }
 
 /// One (family, defect) build and what it must show.
@@ -47,6 +54,10 @@ pub struct Variant {
     pub dtypes: String,
     pub ones: String,
     pub expect: Expect,
+    /// Why `xtask gpu-trace` cannot judge this variant by closed forms (its
+    /// all-ones rung is not all ones, say); it is listed, not judged.
+    #[serde(default)]
+    pub trace_skip: Option<String>,
 }
 
 /// The outcome each input rung must have.

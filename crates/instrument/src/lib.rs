@@ -14,6 +14,7 @@
 
 mod emit;
 mod error;
+mod fragments;
 pub mod markers;
 mod nodes;
 mod plan;

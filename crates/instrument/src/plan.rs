@@ -79,6 +79,11 @@ pub struct Config {
     pub k_tiles: Option<(u32, u32)>,
     /// Values kept per record (0..=8).
     pub values: Option<u32>,
+    /// A row bound (a C++ expression in the kernel's scope, e.g. `kBatchRows`):
+    /// values on MMA-tile rows at or past it are padding and stay out of the
+    /// statistics. Applies where the fragment layout is known (mma.sync m16n8k16
+    /// A and C/D fragments).
+    pub rows: Option<String>,
 }
 
 impl Config {
@@ -143,7 +148,7 @@ pub fn plan(parsed: &Parsed, map: &KernelMap, config: &Config) -> Result<Plan, I
             check_gate(g, kernel)?;
         }
         let counters = if config.probes.accumulator {
-            probes::accumulator::probe(&mut em, kernel, &gate)
+            probes::accumulator::probe(&mut em, kernel, &gate, config.rows.as_deref())
         } else {
             Vec::new()
         };
@@ -153,6 +158,7 @@ pub fn plan(parsed: &Parsed, map: &KernelMap, config: &Config) -> Result<Plan, I
                 map,
                 kernel,
                 config.gate.as_deref(),
+                config.rows.as_deref(),
                 &counters,
                 &mut helpers_done,
             );

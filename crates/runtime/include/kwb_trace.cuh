@@ -264,6 +264,46 @@ __device__ __forceinline__ int warp_id() {
          32;
 }
 
+// The lane of the calling thread within its warp.
+__device__ __forceinline__ int lane_id() {
+  return static_cast<int>(
+             threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) %
+         32;
+}
+
+// Coordinates of mma.sync .m16n8k16 register fragments, as the PTX ISA lays them out
+// ("Matrix Fragments for mma.m16n8k16"), relative to one MMA tile: m in [0, 16),
+// n in [0, 8), k in [0, 16). groupID = lane / 4, and the fragments of several tiles
+// follow one another in the array.
+// A (16-bit types; 8 values per tile in four 32-bit registers): element e = i % 8 is
+// on row groupID for e in {0, 1, 4, 5} and groupID + 8 for e in {2, 3, 6, 7}, at k =
+// (lane % 4) * 2 + e % 2 + 8 * (e / 4).
+struct MmaM16n8k16A {
+  __device__ Coord operator()(int i) const {
+    const int e = i % 8;
+    const int lane = lane_id();
+    return Coord{lane / 4 + 8 * ((e / 2) % 2), -1, (lane % 4) * 2 + e % 2 + 8 * (e / 4)};
+  }
+};
+// B (16-bit types; 4 values per n8 tile in two 32-bit registers): element e = i % 4 is
+// on column n = groupID, at k = (lane % 4) * 2 + e % 2 + 8 * (e / 2).
+struct MmaM16n8k16B {
+  __device__ Coord operator()(int i) const {
+    const int e = i % 4;
+    const int lane = lane_id();
+    return Coord{-1, lane / 4, (lane % 4) * 2 + e % 2 + 8 * (e / 2)};
+  }
+};
+// C/D (f32; 4 values per tile): element e = i % 4 is on row groupID for e < 2 and
+// groupID + 8 otherwise, at n = (lane % 4) * 2 + e % 2.
+struct MmaM16n8k16C {
+  __device__ Coord operator()(int i) const {
+    const int e = i % 4;
+    const int lane = lane_id();
+    return Coord{lane / 4 + 8 * (e / 2), (lane % 4) * 2 + e % 2, -1};
+  }
+};
+
 #ifdef KWB_TRACE
 
 // The trace buffer (device global memory) and the filter (constant memory).
@@ -592,16 +632,17 @@ __device__ __forceinline__ void probe_tile(uint32_t site, Kind kind, uint32_t ta
 
 // A register array whose bytes hold values of another type (`uint32_t a[4]` packing
 // eight bf16 for mma.sync): read as T. Only in a probe's discarded-or-enabled branch.
-template <class T, class A>
+template <class T, class A, class CoordFn = NoCoord>
 __device__ __forceinline__ void probe_as(uint32_t site, Kind kind, uint32_t tag, int k_tile,
                                          int tile_m, int tile_n, const A& fragment,
-                                         int row_bound = all_rows, Axis row_axis = Axis::M) {
+                                         int row_bound = all_rows, Axis row_axis = Axis::M,
+                                         CoordFn coord = CoordFn{}) {
   static_assert(std::is_array<A>::value, "probe_as takes a C array");
   static_assert(sizeof(A) % sizeof(T) == 0, "the array must hold whole values of T");
   constexpr int n = static_cast<int>(sizeof(A) / sizeof(T));
   const T* flat = reinterpret_cast<const T*>(&fragment);
   probe_fragment<n>(site, kind, tag, k_tile, tile_m, tile_n,
-                    [&](int i) -> const T& { return flat[i]; }, row_bound, row_axis);
+                    [&](int i) -> const T& { return flat[i]; }, row_bound, row_axis, coord);
 }
 
 // Waits for every wgmma of the warpgroup: a wgmma accumulator is complete only then.
@@ -627,20 +668,21 @@ struct has_k_elements<X, std::void_t<decltype(X::kElements)>> : std::true_type {
 // cutlass::Array (X::kElements, read with x[i]), or a CuTe register tensor of static
 // size (size(x) found by argument-dependent lookup, read with x(i)). This is the call
 // kwb-instrument emits, since it sees names, not types.
-template <class X>
+template <class X, class CoordFn = NoCoord>
 __device__ __forceinline__ void probe(uint32_t site, Kind kind, uint32_t tag, int k_tile,
                                       int tile_m, int tile_n, const X& x,
-                                      int row_bound = all_rows, Axis row_axis = Axis::M) {
+                                      int row_bound = all_rows, Axis row_axis = Axis::M,
+                                      CoordFn coord = CoordFn{}) {
   if constexpr (std::is_array<X>::value) {
-    probe_array(site, kind, tag, k_tile, tile_m, tile_n, x, row_bound, row_axis);
+    probe_array(site, kind, tag, k_tile, tile_m, tile_n, x, row_bound, row_axis, coord);
   } else if constexpr (detail::has_k_elements<X>::value) {
     probe_fragment<static_cast<int>(X::kElements)>(
         site, kind, tag, k_tile, tile_m, tile_n, [&](int i) { return x[i]; }, row_bound,
-        row_axis);
+        row_axis, coord);
   } else {
     constexpr int n = static_cast<int>(decltype(size(x))::value);
     probe_fragment<n>(site, kind, tag, k_tile, tile_m, tile_n, [&](int i) { return x(i); },
-                      row_bound, row_axis);
+                      row_bound, row_axis, coord);
   }
 }
 

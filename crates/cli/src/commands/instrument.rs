@@ -40,11 +40,15 @@ pub struct Args {
     /// Probe kinds, comma-separated: operands, accumulator, epilogue (default: all)
     #[arg(long, value_name = "KINDS", value_parser = Probes::parse)]
     probe: Option<Probes>,
+    /// Keep padding rows out of the statistics: '< EXPR' (or EXPR), a row bound in
+    /// the kernel's scope, e.g. '< kBatchRows'; applies to mma.sync m16n8k16 fragments
+    #[arg(long, value_name = "'< EXPR'", value_parser = parse_rows)]
+    rows: Option<String>,
     /// Values kept per record, 0 to 8
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=8))]
     values: Option<u32>,
     /// Remove every kwb insertion instead, restoring the original byte for byte
-    #[arg(long, conflicts_with_all = ["kernel", "gate", "probe", "cta", "k_tiles", "values"])]
+    #[arg(long, conflicts_with_all = ["kernel", "gate", "probe", "cta", "k_tiles", "rows", "values"])]
     strip: bool,
     /// Print the rewrite as a unified diff
     #[arg(long)]
@@ -65,6 +69,20 @@ fn parse_cta(text: &str) -> Result<Cta, String> {
         Ok([x, y, z]) => Ok(Cta(Some([*x, *y, *z]))),
         _ => Err("expected X,Y,Z (three non-negative integers) or `all`".to_owned()),
     }
+}
+
+/// A row bound: `< EXPR` or `EXPR`, one C++ expression.
+fn parse_rows(text: &str) -> Result<String, String> {
+    let expr = text.trim().trim_start_matches('<').trim();
+    if expr.is_empty() {
+        return Err("expected '< EXPR', e.g. '< kBatchRows'".to_owned());
+    }
+    if expr.contains([';', '{', '}']) || expr.contains("/*") || expr.contains("//") {
+        return Err(format!(
+            "`{expr}` is not one expression (no `;`, braces or comments)"
+        ));
+    }
+    Ok(expr.to_owned())
 }
 
 /// A K-tile range `[begin, end)`.
@@ -133,6 +151,7 @@ pub fn run(args: Args) -> i32 {
             cta: args.cta.and_then(|c| c.0),
             k_tiles: args.k_tiles.map(|k| (k.0, k.1)),
             values: args.values,
+            rows: args.rows.clone(),
         };
         kwb_instrument::instrument(&source, &config).map(|(text, plan)| (text, Some(plan)))
     };

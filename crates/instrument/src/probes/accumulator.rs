@@ -9,6 +9,7 @@ use kwb_syntax::Parsed;
 use tree_sitter::Node;
 
 use crate::emit::Emitter;
+use crate::fragments::{self, Role};
 use crate::nodes::{declaration_point, line_of, names};
 use crate::plan::{ProbeInfo, consumer_loop};
 
@@ -17,7 +18,12 @@ pub(crate) type Counter = (Range<usize>, String);
 
 /// Inserts the accumulator probes of `kernel`; returns the K-tile counters it
 /// declared, for operand probes inside the same loops.
-pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str) -> Vec<Counter> {
+pub(crate) fn probe(
+    em: &mut Emitter<'_>,
+    kernel: &Kernel,
+    gate: &str,
+    rows: Option<&str>,
+) -> Vec<Counter> {
     let mut counters = Vec::new();
     let parsed = em.parsed;
     let root = parsed.tree.root_node();
@@ -40,6 +46,14 @@ pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str) -> Vec<Co
     }
     let wait = wait.map_or(String::new(), |(code, _)| code);
     let tag = em.tag;
+    let layout = fragments::layout(&parsed.source);
+    let coords = fragments::probe_args(layout, Role::Accumulator, rows);
+    if rows.is_some() && layout.is_none() {
+        em.note(format!(
+            "{}: the layout of the accumulator `{acc}` is not one kwb knows; --rows does not filter it",
+            kernel.name
+        ));
+    }
     for site in kernel.sites.iter().filter(|s| consumer_loop(s)) {
         let Some(node) = root.descendant_for_byte_range(site.range.start, site.range.end) else {
             continue;
@@ -72,7 +86,7 @@ pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str) -> Vec<Co
         em.insert(
             body.end_byte() - 1,
             &format!(
-                "if constexpr (kwb::enabled && ({gate})) {{ {wait}kwb::probe({id}, kwb::Kind::Accumulator, 0x{tag:08x}u, {k_tile}, -1, -1, {acc});{bump} }} "
+                "if constexpr (kwb::enabled && ({gate})) {{ {wait}kwb::probe({id}, kwb::Kind::Accumulator, 0x{tag:08x}u, {k_tile}, -1, -1, {acc}{coords});{bump} }} "
             ),
         );
         em.record(ProbeInfo {
@@ -87,7 +101,7 @@ pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str) -> Vec<Co
         em.insert(
             after,
             &format!(
-                " if constexpr (kwb::enabled && ({gate})) {{ {wait}kwb::probe({id}, kwb::Kind::Accumulator, 0x{tag:08x}u, -1, -1, -1, {acc}); }}"
+                " if constexpr (kwb::enabled && ({gate})) {{ {wait}kwb::probe({id}, kwb::Kind::Accumulator, 0x{tag:08x}u, -1, -1, -1, {acc}{coords}); }}"
             ),
         );
         em.record(ProbeInfo {

@@ -6,6 +6,7 @@
 use kwb_sites::{Kernel, KernelMap, SiteKind};
 
 use crate::emit::Emitter;
+use crate::fragments::{self, Role};
 use crate::nodes::{block_statement, contains, declaration_point, names};
 use crate::plan::{ProbeInfo, gate_reaches};
 use crate::probes::accumulator::Counter;
@@ -17,10 +18,11 @@ pub(crate) fn probe(
     map: &KernelMap,
     kernel: &Kernel,
     gate: Option<&str>,
+    rows: Option<&str>,
     counters: &[Counter],
     done: &mut Vec<usize>,
 ) {
-    in_function(em, kernel, gate.unwrap_or("true"), counters);
+    in_function(em, kernel, gate.unwrap_or("true"), rows, counters);
     let mut pending: Vec<&Kernel> = helpers(map, kernel);
     while let Some(helper) = pending.pop() {
         if done.contains(&helper.range.start) {
@@ -40,7 +42,7 @@ pub(crate) fn probe(
                 continue;
             }
         };
-        in_function(em, helper, helper_gate, &[]);
+        in_function(em, helper, helper_gate, rows, &[]);
         pending.extend(helpers(map, helper));
     }
 }
@@ -85,10 +87,17 @@ fn has_register_operands(function: &Kernel) -> bool {
 /// Probes each register operand of `function` before the first MMA statement of each
 /// block that consumes it. Packed integer fragments (`uint32_t a[4]` feeding a bf16
 /// `mma.sync`) are read as the MMA's input type.
-fn in_function(em: &mut Emitter<'_>, function: &Kernel, gate: &str, counters: &[Counter]) {
+fn in_function(
+    em: &mut Emitter<'_>,
+    function: &Kernel,
+    gate: &str,
+    rows: Option<&str>,
+    counters: &[Counter],
+) {
     let parsed = em.parsed;
     let root = parsed.tree.root_node();
     let element = mma_input_type(&parsed.source);
+    let layout = fragments::layout(&parsed.source);
     let tag = em.tag;
     for site in function
         .sites
@@ -117,6 +126,12 @@ fn in_function(em: &mut Emitter<'_>, function: &Kernel, gate: &str, counters: &[
             "OperandA"
         } else {
             "OperandB"
+        };
+        // Coordinates only where the values are the MMA's 16-bit inputs, packed.
+        let coords = if packed {
+            fragments::probe_args(layout, if letter == 'A' { Role::A } else { Role::B }, rows)
+        } else {
+            String::new()
         };
         // Before the first MMA statement of each block that names the operand: every
         // path that issues an MMA on it (a defect switch may hold one of them).
@@ -157,7 +172,7 @@ fn in_function(em: &mut Emitter<'_>, function: &Kernel, gate: &str, counters: &[
             let id = em.next_id();
             let call = if packed {
                 format!(
-                    "kwb::probe_as<{element}>({id}, kwb::Kind::{kind}, 0x{tag:08x}u, {k_tile}, -1, -1, {name});"
+                    "kwb::probe_as<{element}>({id}, kwb::Kind::{kind}, 0x{tag:08x}u, {k_tile}, -1, -1, {name}{coords});"
                 )
             } else {
                 format!(
