@@ -1011,12 +1011,21 @@ fn trace_show_reads_real_gpu_traces() {
     );
     assert_eq!(run.code, OK, "{}", run.stderr);
     assert!(
-        run.stdout.contains("128 records (0 dropped"),
+        run.stdout.contains("896 records (0 dropped"),
         "{}",
         run.stdout
     );
     let final_line = run.stdout.lines().find(|l| l.contains("final")).unwrap();
     assert!(final_line.contains(" 1024 "), "{final_line}");
+    // Operands read inside the MMA helper are numbered by call: 2 per K tile of 32.
+    let calls = run
+        .stdout
+        .lines()
+        .filter(|l| l.contains("OperandA"))
+        .count();
+    assert_eq!(calls, 64, "{}", run.stdout);
+    let out = run.stdout.lines().find(|l| l.contains("Epilogue")).unwrap();
+    assert!(out.contains(" out ") && out.contains(" 2048 "), "{out}");
     let run = kwb(
         dir.path(),
         &[
@@ -1029,9 +1038,15 @@ fn trace_show_reads_real_gpu_traces() {
     assert_eq!(run.code, OK, "{}", run.stderr);
     let shown = json(&run);
     let rows = shown["rows"].as_array().unwrap();
-    let last = rows.iter().find(|r| r["k_tile"] == -1).unwrap();
+    let last = rows
+        .iter()
+        .find(|r| r["k_tile"] == -1 && r["kind"] == "Accumulator")
+        .unwrap();
     assert_eq!(last["absmax"], 1056.0);
-    assert_eq!(last["kind"], "Accumulator");
+    assert_eq!(last["min"], 1056.0);
+    // The last K tile twice: the helper's operand probe ran for 33 K tiles, not 32.
+    let a_calls = rows.iter().filter(|r| r["kind"] == "OperandA").count();
+    assert_eq!(a_calls, 66);
     // A file that is not a trace is refused with its own diagnostic.
     write(dir.path(), "not.trace", "{}\n");
     let run = kwb(dir.path(), &["trace", "show", "not.trace"]);
