@@ -199,10 +199,13 @@ inline void report(const char* family, const char* defect, Input input, int M, i
   std::fflush(stdout);
 }
 
-// Parses `--m M --n N --k K --input NAME` (any subset); unknown flags exit 2.
+// Parses `--m M --n N --k K --input NAME --time LAUNCHES` (any subset); unknown flags
+// exit 2. With --time the harness times LAUNCHES launches on the first input and
+// prints one KWB_TIME line instead of checking the output (for benchmarks).
 struct Args {
   int m, n, k;
   std::vector<Input> inputs{Input::ones, Input::small_int, Input::random};
+  int time = 0;
 };
 
 inline Args parse_args(int argc, char** argv, int m, int n, int k) {
@@ -212,6 +215,7 @@ inline Args parse_args(int argc, char** argv, int m, int n, int k) {
     if (flag == "--m") a.m = std::atoi(argv[i + 1]);
     else if (flag == "--n") a.n = std::atoi(argv[i + 1]);
     else if (flag == "--k") a.k = std::atoi(argv[i + 1]);
+    else if (flag == "--time") a.time = std::atoi(argv[i + 1]);
     else if (flag == "--input") {
       Input in;
       if (!parse_input(argv[i + 1], &in)) {
@@ -225,6 +229,32 @@ inline Args parse_args(int argc, char** argv, int m, int n, int k) {
     }
   }
   return a;
+}
+
+// Times `launches` calls of `launch` (after one warm-up) with CUDA events and prints
+// KWB_TIME {"family":…,"defect":…,"m":…,"n":…,"k":…,"launches":…,"ms":…}, the mean
+// milliseconds per launch.
+template <class Launch>
+inline void time_launches(const char* family, const char* defect, int m, int n, int k,
+                          int launches, Launch launch) {
+  KWB_CUDA_CHECK(launch());
+  KWB_CUDA_CHECK(cudaDeviceSynchronize());
+  cudaEvent_t start, stop;
+  KWB_CUDA_CHECK(cudaEventCreate(&start));
+  KWB_CUDA_CHECK(cudaEventCreate(&stop));
+  KWB_CUDA_CHECK(cudaEventRecord(start));
+  for (int i = 0; i < launches; ++i) KWB_CUDA_CHECK(launch());
+  KWB_CUDA_CHECK(cudaEventRecord(stop));
+  KWB_CUDA_CHECK(cudaEventSynchronize(stop));
+  float ms = 0.0f;
+  KWB_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+  std::printf(
+      "KWB_TIME {\"family\":\"%s\",\"defect\":\"%s\",\"m\":%d,\"n\":%d,\"k\":%d,"
+      "\"launches\":%d,\"ms\":%.6f}\n",
+      family, defect, m, n, k, launches, ms / float(launches > 0 ? launches : 1));
+  std::fflush(stdout);
+  KWB_CUDA_CHECK(cudaEventDestroy(start));
+  KWB_CUDA_CHECK(cudaEventDestroy(stop));
 }
 
 }  // namespace kwb_harness

@@ -316,6 +316,12 @@ int main(int argc, char** argv) {
 
     KWB_CUDA_CHECK(launch_gemm_bf16_tn(M, N, K, alpha, dA, dB, beta, dC, dD, nullptr));
     KWB_CUDA_CHECK(cudaDeviceSynchronize());
+    if (args.time > 0) {
+      time_launches("mma_sync", KWB_DEFECT_NAME, M, N, K, args.time, [&] {
+        return launch_gemm_bf16_tn(M, N, K, alpha, dA, dB, beta, dC, dD, nullptr);
+      });
+      break;
+    }
     KWB_CUDA_CHECK(cudaMemcpy(d_bits.data(), dD, d_count * sizeof(uint16_t),
                               cudaMemcpyDeviceToHost));
     for (size_t i = 0; i < d_count; ++i) out[i] = from_bf16_bits(d_bits[i]);

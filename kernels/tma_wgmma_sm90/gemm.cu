@@ -362,6 +362,12 @@ int main(int argc, char** argv) {
 
     KWB_CUDA_CHECK(launch_gemm_wgmma(M, N, K, alpha, dA, lda, dB, ldb, beta, dD, dD, nullptr));
     KWB_CUDA_CHECK(cudaDeviceSynchronize());
+    if (args.time > 0) {
+      time_launches("tma_wgmma_sm90", KWB_DEFECT_NAME, M, N, K, args.time, [&] {
+        return launch_gemm_wgmma(M, N, K, alpha, dA, lda, dB, ldb, beta, dD, dD, nullptr);
+      });
+      break;
+    }
     KWB_CUDA_CHECK(cudaMemcpy(hD.data(), dD, hD.size() * sizeof(__nv_bfloat16),
                               cudaMemcpyDeviceToHost));
     for (size_t i = 0; i < hD.size(); ++i) out[i] = __bfloat162float(hD[i]);

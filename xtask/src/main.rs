@@ -13,6 +13,7 @@
 mod bench;
 mod ci;
 mod demo;
+mod gpu_bench;
 mod gpu_suite;
 mod gpu_trace;
 mod kernels;
@@ -93,6 +94,25 @@ enum Task {
         #[arg(long)]
         commit: Option<String>,
     },
+    /// On a machine with a GPU: time the original, instrumented-disabled, one-CTA,
+    /// all-CTA and memcheck builds; registers and spills of each
+    GpuBench {
+        /// Timed launches per build
+        #[arg(long, default_value_t = 50)]
+        launches: u32,
+        /// Timed launches under compute-sanitizer memcheck
+        #[arg(long, default_value_t = 3)]
+        memcheck_launches: u32,
+        /// M = N = K
+        #[arg(long, default_value_t = 4096)]
+        size: u32,
+        /// Where to write the Markdown table
+        #[arg(long, default_value = "target/gpu-bench.md")]
+        out: PathBuf,
+        /// The commit the report is for (the checkout may have no .git)
+        #[arg(long)]
+        commit: Option<String>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -136,6 +156,22 @@ fn main() -> ExitCode {
             &gpu_trace::Options {
                 jobs,
                 timeout: std::time::Duration::from_secs(timeout),
+                out: project_root().join(out),
+                commit,
+            },
+        ),
+        Task::GpuBench {
+            launches,
+            memcheck_launches,
+            size,
+            out,
+            commit,
+        } => gpu_bench::run(
+            &project_root(),
+            &gpu_bench::Options {
+                launches,
+                memcheck_launches,
+                size,
                 out: project_root().join(out),
                 commit,
             },

@@ -20,7 +20,8 @@ pub use crate::discover::{CutlassDir, CutlassSource, Discovery, Toolchain, cutla
 pub use crate::env::Env;
 pub use crate::error::{Error, Stderr};
 pub use crate::nvcc::{
-    CompileFlags, compile_executable, compile_object, nvcc_version, preprocess, sass,
+    CompileFlags, compile_executable, compile_object, nvcc_version, preprocess, resource_usage,
+    sass,
 };
 
 /// The result type of this crate.

@@ -107,6 +107,15 @@ pub fn sass(toolchain: &Toolchain, object: &Path) -> Result<String> {
     run("cuobjdump", command)
 }
 
+/// The resources of every kernel in `binary` (an object or executable), from
+/// `cuobjdump -res-usage`: per function, registers, stack, shared, local (spill)
+/// and constant memory.
+pub fn resource_usage(toolchain: &Toolchain, binary: &Path) -> Result<String> {
+    let mut command = tool_command(toolchain, &toolchain.cuobjdump);
+    command.arg("-res-usage").arg(binary);
+    run("cuobjdump", command)
+}
+
 /// The nvcc arguments for `flags`, one element per argument.
 fn flag_args(flags: &CompileFlags) -> Vec<OsString> {
     let mut args = vec![

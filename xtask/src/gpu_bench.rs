@@ -1,0 +1,260 @@
+//! `cargo xtask gpu-bench`: what Track A costs, on a machine with a GPU. For the
+//! register-operand (mma_sync) and shared-operand (tma_wgmma_sm90) families at
+//! M = N = K = 4096, one run times, with the harness's `--time` (CUDA events,
+//! mean over launches after a warm-up):
+//!
+//! - `original`: the kernel as written;
+//! - `disabled`: instrumented with every probe kind, built without `KWB_TRACE`;
+//! - `one CTA`: the same, built with `KWB_TRACE`, recording CTA (0, 0, 0);
+//! - `all CTAs`: every CTA recording, statistics only (`KWB_TRACE_VALUES=0`), with a
+//!   buffer that holds every record;
+//! - `memcheck`: the original under `compute-sanitizer --tool memcheck`;
+//!
+//! and reads each build's registers, stack and local (spill) memory with
+//! `cuobjdump -res-usage`. The report is Markdown, for docs/BENCHMARKS.md.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use kwb_toolchain::CompileFlags;
+
+use crate::kernels::tools;
+use crate::suite::{Suite, flags};
+use crate::{Failure, Result};
+
+/// Options of the task.
+pub struct Options {
+    pub launches: u32,
+    pub memcheck_launches: u32,
+    pub size: u32,
+    pub out: PathBuf,
+    pub commit: Option<String>,
+}
+
+/// The families measured: one with register operands, one with shared ones.
+const FAMILIES: [&str; 2] = ["mma_sync", "tma_wgmma_sm90"];
+
+/// One build of the benchmark.
+struct Config {
+    name: &'static str,
+    instrumented: Option<kwb_instrument::Config>,
+    defines: Vec<String>,
+}
+
+fn configs(family_source: &str) -> Vec<Config> {
+    let base = kwb_instrument::Config {
+        file_name: format!("kernels/{family_source}"),
+        ..kwb_instrument::Config::default()
+    };
+    vec![
+        Config {
+            name: "original",
+            instrumented: None,
+            defines: Vec::new(),
+        },
+        Config {
+            name: "disabled",
+            instrumented: Some(base.clone()),
+            defines: Vec::new(),
+        },
+        Config {
+            name: "one CTA",
+            instrumented: Some(kwb_instrument::Config {
+                cta: Some([0, 0, 0]),
+                ..base.clone()
+            }),
+            defines: vec![kwb_runtime::ENABLE_MACRO.to_owned()],
+        },
+        Config {
+            name: "all CTAs",
+            instrumented: Some(kwb_instrument::Config {
+                values: Some(0),
+                ..base
+            }),
+            defines: vec![
+                kwb_runtime::ENABLE_MACRO.to_owned(),
+                "KWB_TRACE_CAPACITY=4194304".to_owned(),
+            ],
+        },
+    ]
+}
+
+pub fn run(root: &Path, options: &Options) -> Result {
+    let suite = Suite::load(root)?;
+    let (toolchain, cutlass) = tools()?;
+    let dir = root.join("target/gpu-bench");
+    std::fs::create_dir_all(&dir).map_err(|e| Failure(format!("{}: {e}", dir.display())))?;
+    let (gpu, nvcc, date) = crate::gpu_suite::machine(&toolchain);
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "- date: {date}\n- commit: {}\n- GPU: {gpu}\n- nvcc: {nvcc}\n- shape: M = N = K = {}, all-ones bf16 inputs; {} launches timed per build ({} under memcheck)\n",
+        options.commit.as_deref().unwrap_or("(not given)"),
+        options.size,
+        options.launches,
+        options.memcheck_launches
+    );
+    let mut failures = Vec::new();
+    for name in FAMILIES {
+        let family = suite
+            .families
+            .get(name)
+            .ok_or_else(|| Failure(format!("kernels/suite.toml has no family {name}")))?;
+        let variant = suite
+            .variant
+            .iter()
+            .find(|v| v.family == name && v.defect == "none")
+            .ok_or_else(|| Failure(format!("{name} has no `none` variant")))?;
+        let arch = &family.arches[0];
+        let source = root.join("kernels").join(&family.source);
+        let text = std::fs::read_to_string(&source)
+            .map_err(|e| Failure(format!("{}: {e}", source.display())))?;
+        let _ = writeln!(
+            out,
+            "### {name}\n\n| build | ms per launch | vs original | registers | stack | local (spill) |\n|---|---|---|---|---|---|"
+        );
+        let mut original_ms = None;
+        let mut original_binary = None;
+        for config in configs(&family.source) {
+            let tag = config.name.replace(' ', "_");
+            let binary = dir.join(format!("{name}.{tag}"));
+            let mut build_flags: CompileFlags =
+                flags(root, family, variant, arch, cutlass.as_ref())?;
+            build_flags.defines.extend(config.defines.iter().cloned());
+            let file = match &config.instrumented {
+                None => source.clone(),
+                Some(c) => {
+                    let (traced, _) = kwb_instrument::instrument(&text, c)
+                        .map_err(|e| Failure(format!("{name}: {e}")))?;
+                    let path = dir.join(format!("{name}.{tag}.cu"));
+                    std::fs::write(&path, traced)
+                        .map_err(|e| Failure(format!("{}: {e}", path.display())))?;
+                    if let Some(parent) = source.parent() {
+                        build_flags.includes.push(parent.to_owned());
+                    }
+                    path
+                }
+            };
+            if let Err(e) =
+                kwb_toolchain::compile_executable(&toolchain, &file, &build_flags, &binary)
+            {
+                failures.push(format!("{name} {}: build failed: {e}", config.name));
+                continue;
+            }
+            let usage = kwb_toolchain::resource_usage(&toolchain, &binary)
+                .map(|u| kernel_usage(&u))
+                .unwrap_or_default();
+            let ms = time(&binary, options.size, options.launches, None);
+            match ms {
+                Ok(ms) => {
+                    if config.name == "original" {
+                        original_ms = Some(ms);
+                        original_binary = Some(binary.clone());
+                    }
+                    let ratio = original_ms.map_or("-".to_owned(), |o| format!("{:.3}×", ms / o));
+                    let _ = writeln!(
+                        out,
+                        "| {} | {ms:.4} | {ratio} | {} | {} | {} |",
+                        config.name, usage.0, usage.1, usage.2
+                    );
+                }
+                Err(e) => failures.push(format!("{name} {}: {e}", config.name)),
+            }
+        }
+        if let (Some(binary), Some(o)) = (original_binary, original_ms) {
+            match time(
+                &binary,
+                options.size,
+                options.memcheck_launches,
+                Some("compute-sanitizer"),
+            ) {
+                Ok(ms) => {
+                    let _ = writeln!(
+                        out,
+                        "| original under memcheck | {ms:.4} | {:.3}× | | | |",
+                        ms / o
+                    );
+                }
+                Err(e) => failures.push(format!("{name} memcheck: {e}")),
+            }
+        }
+        let _ = writeln!(out);
+    }
+    for f in &failures {
+        let _ = writeln!(out, "- failed: {f}");
+    }
+    std::fs::write(&options.out, &out)
+        .map_err(|e| Failure(format!("{}: {e}", options.out.display())))?;
+    print!("{out}");
+    if failures.is_empty() {
+        Ok(())
+    } else {
+        Err(Failure(format!("{} measurements failed", failures.len())))
+    }
+}
+
+/// Runs the harness in timing mode (under `wrapper --tool memcheck` when given) and
+/// reads the milliseconds per launch from its KWB_TIME line.
+fn time(binary: &Path, size: u32, launches: u32, wrapper: Option<&str>) -> Result<f64> {
+    let size = size.to_string();
+    let launches = launches.to_string();
+    let args = [
+        "--m", &size, "--n", &size, "--k", &size, "--input", "ones", "--time", &launches,
+    ];
+    let output = match wrapper {
+        Some(tool) => Command::new(tool)
+            .args(["--tool", "memcheck", "--print-limit", "10"])
+            .arg(binary)
+            .args(args)
+            .output(),
+        None => Command::new(binary).args(args).output(),
+    }
+    .map_err(|e| Failure(format!("{}: {e}", binary.display())))?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let line = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("KWB_TIME "))
+        .ok_or_else(|| {
+            Failure(format!(
+                "no KWB_TIME line ({}): {}",
+                output.status,
+                String::from_utf8_lossy(&output.stderr)
+                    .lines()
+                    .take(3)
+                    .collect::<Vec<_>>()
+                    .join(" / ")
+            ))
+        })?;
+    let value: serde_json::Value =
+        serde_json::from_str(line).map_err(|e| Failure(format!("KWB_TIME: {e}")))?;
+    value["ms"]
+        .as_f64()
+        .ok_or_else(|| Failure("KWB_TIME has no ms".to_owned()))
+}
+
+/// The registers, stack and local bytes of the GEMM kernel (the function with the
+/// most registers) in `cuobjdump -res-usage` output.
+fn kernel_usage(text: &str) -> (String, String, String) {
+    let field = |line: &str, key: &str| {
+        line.split_whitespace()
+            .find_map(|w| w.strip_prefix(key))
+            .map(|v| v.trim_end_matches(',').to_owned())
+    };
+    text.lines()
+        .filter(|l| l.contains("REG:"))
+        .filter_map(|l| {
+            let reg = field(l, "REG:")?;
+            Some((
+                reg.parse::<u32>().unwrap_or(0),
+                (
+                    reg,
+                    field(l, "STACK:").unwrap_or_default(),
+                    field(l, "LOCAL:").unwrap_or_default(),
+                ),
+            ))
+        })
+        .max_by_key(|(regs, _)| *regs)
+        .map(|(_, usage)| usage)
+        .unwrap_or_default()
+}
