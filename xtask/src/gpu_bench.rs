@@ -67,6 +67,51 @@ fn configs(family_source: &str) -> Vec<Config> {
             defines: vec![kwb_runtime::ENABLE_MACRO.to_owned()],
         },
         Config {
+            name: "one CTA, K tiles 0..4",
+            instrumented: Some(kwb_instrument::Config {
+                cta: Some([0, 0, 0]),
+                k_tiles: Some((0, 4)),
+                ..base.clone()
+            }),
+            defines: vec![kwb_runtime::ENABLE_MACRO.to_owned()],
+        },
+        Config {
+            name: "one CTA, accumulator only",
+            instrumented: Some(kwb_instrument::Config {
+                cta: Some([0, 0, 0]),
+                probes: kwb_instrument::Probes {
+                    accumulator: true,
+                    ..kwb_instrument::Probes::NONE
+                },
+                ..base.clone()
+            }),
+            defines: vec![kwb_runtime::ENABLE_MACRO.to_owned()],
+        },
+        Config {
+            name: "one CTA, operands only",
+            instrumented: Some(kwb_instrument::Config {
+                cta: Some([0, 0, 0]),
+                probes: kwb_instrument::Probes {
+                    operands: true,
+                    ..kwb_instrument::Probes::NONE
+                },
+                ..base.clone()
+            }),
+            defines: vec![kwb_runtime::ENABLE_MACRO.to_owned()],
+        },
+        Config {
+            name: "one CTA, epilogue only",
+            instrumented: Some(kwb_instrument::Config {
+                cta: Some([0, 0, 0]),
+                probes: kwb_instrument::Probes {
+                    epilogue: true,
+                    ..kwb_instrument::Probes::NONE
+                },
+                ..base.clone()
+            }),
+            defines: vec![kwb_runtime::ENABLE_MACRO.to_owned()],
+        },
+        Config {
             name: "all CTAs",
             instrumented: Some(kwb_instrument::Config {
                 values: Some(0),
@@ -116,8 +161,11 @@ pub fn run(root: &Path, options: &Options) -> Result {
         );
         let mut original_ms = None;
         let mut original_binary = None;
-        for config in configs(&family.source) {
-            let tag = config.name.replace(' ', "_");
+        // Build every configuration in parallel, then time them one after another.
+        let configs = configs(&family.source);
+        let mut jobs = Vec::new();
+        for config in &configs {
+            let tag = config.name.replace([' ', ',', '.'], "_");
             let binary = dir.join(format!("{name}.{tag}"));
             let mut build_flags: CompileFlags =
                 flags(root, family, variant, arch, cutlass.as_ref())?;
@@ -136,17 +184,36 @@ pub fn run(root: &Path, options: &Options) -> Result {
                     path
                 }
             };
-            if let Err(e) =
-                kwb_toolchain::compile_executable(&toolchain, &file, &build_flags, &binary)
-            {
+            jobs.push((file, build_flags, binary));
+        }
+        let built: Vec<std::result::Result<(), String>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = jobs
+                .iter()
+                .map(|(file, build_flags, binary)| {
+                    let toolchain = &toolchain;
+                    scope.spawn(move || {
+                        kwb_toolchain::compile_executable(toolchain, file, build_flags, binary)
+                            .map_err(|e| e.to_string())
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err("the build panicked".to_owned()))
+                })
+                .collect()
+        });
+        for ((config, (_, _, binary)), result) in configs.iter().zip(&jobs).zip(built) {
+            if let Err(e) = result {
                 failures.push(format!("{name} {}: build failed: {e}", config.name));
                 continue;
             }
-            let usage = kwb_toolchain::resource_usage(&toolchain, &binary)
+            let usage = kwb_toolchain::resource_usage(&toolchain, binary)
                 .map(|u| kernel_usage(&u))
                 .unwrap_or_default();
-            let ms = time(&binary, options.size, options.launches, None);
-            match ms {
+            match time(binary, options.size, options.launches, None) {
                 Ok(ms) => {
                     if config.name == "original" {
                         original_ms = Some(ms);
