@@ -431,36 +431,43 @@ __device__ __forceinline__ bool claim(Slot& slot, int k_tile) {
   return true;
 }
 
-// Looks at one value of this lane. Every active lane calls it the same number of
-// times (`valid` is false where a lane has nothing left), so the ballot is uniform.
-__device__ __forceinline__ void look(Stats& s, const Slot& slot, const Probe& p, bool valid,
-                                     float v, const Coord& c) {
-  const bool pass = valid && row_of(c, p.row_axis) < p.row_bound;
+// Elements per lane that may be sampled into the record's value slots: the sampling
+// (a ballot per element) stops after them, so a fragment of N values costs N cheap
+// tallies and at most this many ballots, and the unrolled code stays small.
+inline constexpr int sample_elements = 8;
+
+// Counts one value of this lane into the statistics.
+__device__ __forceinline__ void tally(Stats& s, bool valid, bool pass, float v) {
   s.seen += valid ? 1u : 0u;
   if (pass) {
     s.counted += 1u;
     const float magnitude = fabsf(v);
-    if (v != v) {
-      s.nans += 1u;
-    } else if (magnitude == __int_as_float(0x7f800000)) {
-      s.infs += 1u;
-    } else {
+    const bool nan = v != v;
+    const bool inf = magnitude == __int_as_float(0x7f800000);
+    s.nans += nan ? 1u : 0u;
+    s.infs += inf ? 1u : 0u;
+    if (!nan && !inf) {
       s.absmax = fmaxf(s.absmax, magnitude);
       s.vmin = fminf(s.vmin, v);
       s.vmax = fmaxf(s.vmax, v);
     }
   }
-  if (s.taken < static_cast<unsigned>(KWB_TRACE_VALUES)) {
-    const unsigned ballot = __ballot_sync(slot.mask, pass);
-    const unsigned pos = s.taken + __popc(ballot & slot.below);
-    if (pass && pos < static_cast<unsigned>(KWB_TRACE_VALUES)) {
-      slot.record->values[pos] = v;
-      slot.record->value_m[pos] = c.m;
-      slot.record->value_n[pos] = c.n;
-      slot.record->value_k[pos] = c.k;
-    }
-    s.taken += __popc(ballot);
+}
+
+// Samples one value of this lane into the record's first free slot. Every active lane
+// calls it the same number of times, so the ballot is uniform.
+__device__ __forceinline__ void sample(Stats& s, const Slot& slot, bool pass, float v,
+                                       const Coord& c) {
+  if (s.taken >= static_cast<unsigned>(KWB_TRACE_VALUES)) return;
+  const unsigned ballot = __ballot_sync(slot.mask, pass);
+  const unsigned pos = s.taken + __popc(ballot & slot.below);
+  if (pass && pos < static_cast<unsigned>(KWB_TRACE_VALUES)) {
+    slot.record->values[pos] = v;
+    slot.record->value_m[pos] = c.m;
+    slot.record->value_n[pos] = c.n;
+    slot.record->value_k[pos] = c.k;
   }
+  s.taken += __popc(ballot);
 }
 
 // Reduces the statistics over the warp; the leader fills in the record.
@@ -518,7 +525,11 @@ __device__ __forceinline__ void fragment(const Probe& p, ValueFn&& value, CoordF
   Stats s{0.0f, __int_as_float(0x7f800000), __int_as_float(0xff800000), 0u, 0u, 0u, 0u, 0u};
 #pragma unroll
   for (int i = 0; i < N; ++i) {
-    look(s, slot, p, true, to_float(value(i)), coord(i));
+    const float v = to_float(value(i));
+    const Coord c = coord(i);
+    const bool pass = row_of(c, p.row_axis) < p.row_bound;
+    tally(s, true, pass, v);
+    if (i < sample_elements) sample(s, slot, pass, v, c);
   }
   finish(slot, s, p);
 }
@@ -532,16 +543,25 @@ __device__ __forceinline__ void strided(const Probe& p, int count, ValueFn&& val
   Stats s{0.0f, __int_as_float(0x7f800000), __int_as_float(0xff800000), 0u, 0u, 0u, 0u, 0u};
   const int stride = __popc(slot.mask);
   const int rank = __popc(slot.mask & slot.below);
-  for (int base = 0; base < count; base += stride) {
+  // The first rounds sample; the rest only tally, unrolled so loads overlap.
+  int base = 0;
+  for (int round = 0; round < sample_elements && base < count; ++round, base += stride) {
     const int i = base + rank;
     const bool valid = i < count;
-    float v = 0.0f;
-    Coord c{-1, -1, -1};
-    if (valid) {
-      v = to_float(value(i));
-      c = coord(i);
+    const float v = valid ? to_float(value(i)) : 0.0f;
+    const Coord c = valid ? coord(i) : Coord{-1, -1, -1};
+    const bool pass = valid && row_of(c, p.row_axis) < p.row_bound;
+    tally(s, valid, pass, v);
+    sample(s, slot, pass, v, c);
+  }
+#pragma unroll 8
+  for (; base < count; base += stride) {
+    const int i = base + rank;
+    if (i < count) {
+      const float v = to_float(value(i));
+      const Coord c = coord(i);
+      tally(s, true, row_of(c, p.row_axis) < p.row_bound, v);
     }
-    look(s, slot, p, valid, v, c);
   }
   finish(slot, s, p);
 }

@@ -7,9 +7,10 @@
 //! stage holds STRIDE elements, and the probe reads from the MMA's pointer to the end
 //! of the current stage (at most STRIDE elements). So it never reads past the stage
 //! the pointer is in, and the records say what the CTA's MMAs read in that K tile:
-//! for a CTA of several consumer warpgroups, the rows of the later ones too. One warp
-//! of each warpgroup (`warp_id() % 4 == 0`) issues the probe. Values are in the
-//! stage's memory order (swizzled for TMA tiles): their coordinates are unknown.
+//! for a CTA of several consumer warpgroups, the rows of the later ones too. The four
+//! warps of the warpgroup (an SS-mode MMA is warpgroup-wide) each read a quarter
+//! and write their own record. Values are in the stage's memory order (swizzled for
+//! TMA tiles): their coordinates are unknown.
 
 use kwb_sites::{Kernel, SiteKind};
 use kwb_syntax::Parsed;
@@ -84,7 +85,7 @@ pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str, counters:
                 stride,
             } = stage;
             let body = format!(
-                "if (kwb::warp_id() % 4 == 0) {{ const long long kwb_n = static_cast<long long>(({array}) + ({index}) * ({stride}) + ({stride}) - ({name})); kwb::probe_tile({id}, kwb::Kind::{kind}, 0x{tag:08x}u, {k_tile}, -1, -1, {name}, static_cast<int>(kwb_n < 0 ? 0 : kwb_n > ({stride}) ? ({stride}) : kwb_n)); }}"
+                "const long long kwb_e = static_cast<long long>(({array}) + ({index}) * ({stride}) + ({stride}) - ({name})); const int kwb_n = static_cast<int>(kwb_e < 0 ? 0 : kwb_e > ({stride}) ? ({stride}) : kwb_e); const int kwb_q = (kwb_n + 3) / 4; const int kwb_b = (kwb::warp_id() % 4) * kwb_q; kwb::probe_tile({id}, kwb::Kind::{kind}, 0x{tag:08x}u, {k_tile}, -1, -1, {name} + kwb_b, kwb_n - kwb_b < kwb_q ? (kwb_n > kwb_b ? kwb_n - kwb_b : 0) : kwb_q);"
             );
             em.probe(
                 declaration_point(parsed, statement),
