@@ -53,7 +53,7 @@ pub fn run(root: &Path) -> Result {
             jobs,
             family: None,
             first_arch_only: false,
-            traced: false,
+            traced: None,
         },
     )?;
     // The README's first quickstart command keeps working.

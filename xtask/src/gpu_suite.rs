@@ -74,7 +74,7 @@ pub fn run(root: &Path, options: &Options) -> Result {
         jobs: options.jobs,
         family: None,
         first_arch_only: true,
-        traced: false,
+        traced: None,
     };
     let built = compile_all(root, &suite, &toolchain, cutlass.as_ref(), &build)?;
     let mut rows = Vec::new();

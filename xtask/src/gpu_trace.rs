@@ -27,7 +27,7 @@ use std::time::Duration;
 use kwb_runtime::{Kind, Trace, TraceRecord};
 
 use crate::gpu_suite::{Ran, run_one};
-use crate::kernels::{Build, compile_all, tools, traced_path};
+use crate::kernels::{Build, compile_all, tools};
 use crate::suite::{Suite, Variant};
 use crate::{Failure, Result};
 
@@ -43,53 +43,36 @@ pub fn run(root: &Path, options: &Options) -> Result {
     let suite = Suite::load(root)?;
     std::fs::create_dir_all(&options.out)
         .map_err(|e| Failure(format!("{}: {e}", options.out.display())))?;
+    let traced = root.join("target/traced");
+    let all_rows = root.join("target/traced-all-rows");
+    let _ = std::fs::remove_dir_all(&all_rows);
     let mut skipped = Vec::new();
     for (name, family) in &suite.families {
-        match instrument(root, family) {
+        match instrument(root, family, &traced, family.trace_rows.clone()) {
             Ok(probes) => println!("instrumented {name}: {probes} probes"),
             Err(why) => {
                 println!("skipped {name}: {why}");
                 skipped.push(format!("{name}: {why}"));
             }
         }
+        // The padding confound, shown: the same trace without the row bound.
+        if family.trace_rows.is_some() {
+            instrument(root, family, &all_rows, None)
+                .map_err(|e| Failure(format!("{name} without --rows: {e}")))?;
+        }
     }
     let (toolchain, cutlass) = tools()?;
-    let build = Build {
+    let build = |dir| Build {
         jobs: options.jobs,
         family: None,
         first_arch_only: true,
-        traced: true,
+        traced: Some(dir),
     };
-    let built = compile_all(root, &suite, &toolchain, cutlass.as_ref(), &build)?;
+    let built = compile_all(root, &suite, &toolchain, cutlass.as_ref(), &build(&traced))?;
     let mut rows = Vec::new();
     let mut agree = 0;
     for b in &built {
-        let trace_path = options.out.join(format!(
-            "{}.{}.ones.trace",
-            b.variant.family, b.variant.defect
-        ));
-        let _ = std::fs::remove_file(&trace_path);
-        let ran = match &b.result {
-            Ok(_) => run_one(
-                &b.binary,
-                &["--input", "ones"],
-                &[(kwb_runtime::OUT_ENV, &trace_path)],
-                options.timeout,
-            ),
-            Err(e) => Ran {
-                rungs: Vec::new(),
-                hang: false,
-                error: Some(format!(
-                    "build failed: {}",
-                    e.lines().next().unwrap_or_default()
-                )),
-                seconds: 0.0,
-            },
-        };
-        let trace = std::fs::read(&trace_path)
-            .map_err(|e| e.to_string())
-            .and_then(|bytes| kwb_runtime::decode(&bytes).map_err(|e| e.to_string()));
-        let judged = judge(b.variant, &ran, trace.as_ref());
+        let judged = trace_and_judge(b, options, "ones");
         if judged.agrees {
             agree += 1;
         }
@@ -106,7 +89,33 @@ pub fn run(root: &Path, options: &Options) -> Result {
         );
         rows.push((b.variant, judged));
     }
-    let report = markdown(&toolchain, options, &rows, agree, &skipped);
+    // Confound variants again, traced over every row of the tile.
+    let mut confounds = Vec::new();
+    let unfiltered = compile_all(
+        root,
+        &suite,
+        &toolchain,
+        cutlass.as_ref(),
+        &build(&all_rows),
+    )?;
+    for b in unfiltered
+        .iter()
+        .filter(|b| b.variant.symptom.starts_with("confound") && b.variant.trace_skip.is_none())
+    {
+        let without = trace_and_judge(b, options, "all-rows.ones");
+        let with = rows
+            .iter()
+            .find(|(v, _)| v.family == b.variant.family && v.defect == b.variant.defect)
+            .map(|(_, j)| j);
+        println!(
+            "confound {}/{}: without --rows: {} [{}]",
+            b.variant.family, b.variant.defect, without.stage, without.grade
+        );
+        if let Some(with) = with {
+            confounds.push((b.variant, without, with));
+        }
+    }
+    let report = markdown(&toolchain, options, &rows, agree, &skipped, &confounds);
     let path = options.out.join("report.md");
     std::fs::write(&path, report).map_err(|e| Failure(format!("{}: {e}", path.display())))?;
     println!(
@@ -117,19 +126,56 @@ pub fn run(root: &Path, options: &Options) -> Result {
     Ok(())
 }
 
-/// Instruments a family's source into `target/traced/`; the number of probes.
-fn instrument(root: &Path, family: &crate::suite::Family) -> std::result::Result<usize, String> {
+/// Runs a traced build on all-ones (the trace goes to `--out` as
+/// `FAMILY.DEFECT.SUFFIX.trace`) and judges it.
+fn trace_and_judge(b: &crate::kernels::Built<'_>, options: &Options, suffix: &str) -> Judged {
+    let trace_path = options.out.join(format!(
+        "{}.{}.{suffix}.trace",
+        b.variant.family, b.variant.defect
+    ));
+    let _ = std::fs::remove_file(&trace_path);
+    let ran = match &b.result {
+        Ok(_) => run_one(
+            &b.binary,
+            &["--input", "ones"],
+            &[(kwb_runtime::OUT_ENV, &trace_path)],
+            options.timeout,
+        ),
+        Err(e) => Ran {
+            rungs: Vec::new(),
+            hang: false,
+            error: Some(format!(
+                "build failed: {}",
+                e.lines().next().unwrap_or_default()
+            )),
+            seconds: 0.0,
+        },
+    };
+    let trace = std::fs::read(&trace_path)
+        .map_err(|e| e.to_string())
+        .and_then(|bytes| kwb_runtime::decode(&bytes).map_err(|e| e.to_string()));
+    judge(b.variant, &ran, trace.as_ref())
+}
+
+/// Instruments a family's source into `dir` (laid out like `kernels/`) with the
+/// family's gate and the row bound `rows`; the number of probes.
+fn instrument(
+    root: &Path,
+    family: &crate::suite::Family,
+    dir: &Path,
+    rows: Option<String>,
+) -> std::result::Result<usize, String> {
     let source = root.join("kernels").join(&family.source);
     let text = std::fs::read_to_string(&source).map_err(|e| e.to_string())?;
     let config = kwb_instrument::Config {
         file_name: format!("kernels/{}", family.source),
         cta: Some([0, 0, 0]),
         gate: family.trace_gate.clone(),
-        rows: family.trace_rows.clone(),
+        rows,
         ..kwb_instrument::Config::default()
     };
     let (traced, plan) = kwb_instrument::instrument(&text, &config).map_err(|e| e.to_string())?;
-    let out = traced_path(root, family);
+    let out = dir.join(&family.source);
     if let Some(dir) = out.parent() {
         std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
     }
@@ -321,10 +367,25 @@ fn judge(variant: &Variant, ran: &Ran, trace: std::result::Result<&Trace, &Strin
         rung.mismatches, rung.nan, rung.ratio
     ));
 
+    // Padding rows exist where the problem does not fill whole MMA tiles (64 covers
+    // every tile edge here); a reading over them is confounded unless row-bounded.
+    let bounded = of_kind(Kind::OperandA)
+        .chain(of_kind(Kind::OperandB))
+        .all(|r| r.row_bound().is_some());
+    let padded = rung.m % 64 != 0 || rung.n % 64 != 0;
     let manifest = variant.stage.as_str();
     let (stage, grade, agrees) = if let Some((letter, zeros_only)) = operand_bad {
         let operand_stage = matches!(manifest, "operand-load" | "descriptor");
-        if zeros_only {
+        if padded && !bounded {
+            (
+                format!(
+                    "operand-load/descriptor? (operand {letter} is not uniform, but M = {} x N = {} leaves padding rows in the MMA tiles and the trace has no row bound: padding could explain it)",
+                    rung.m, rung.n
+                ),
+                "DRAFT",
+                manifest == "none" && variant.symptom.starts_with("confound"),
+            )
+        } else if zeros_only {
             (
                 format!(
                     "operand-load/descriptor (operand {letter} holds zeros among equal values: padding rows or out-of-bounds fill would look the same)"
@@ -374,6 +435,7 @@ fn markdown(
     rows: &[(&Variant, Judged)],
     agree: usize,
     skipped: &[String],
+    confounds: &[(&Variant, Judged, &Judged)],
 ) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "# Track A on the kernel suite: stage from the trace\n");
@@ -418,6 +480,25 @@ fn markdown(
             j.grade,
             if j.agrees { "yes" } else { "**no**" }
         );
+    }
+    if !confounds.is_empty() {
+        let _ = writeln!(
+            out,
+            "\n## The padding confound: the same trace without and with the row bound\n\nEach confound variant's output is correct. Traced over every row of the tile (no `--rows`), its operand statistics include the padding rows; with the family's `trace_rows` bound they count the live rows only.\n\n| variant | without --rows | grade | with --rows | grade |\n|---|---|---|---|---|"
+        );
+        for (v, without, with) in confounds {
+            let _ = writeln!(
+                out,
+                "| {}/{} | {} | {} | {} | {} |",
+                v.family, v.defect, without.stage, without.grade, with.stage, with.grade
+            );
+        }
+        for (v, without, _) in confounds {
+            let _ = writeln!(out, "\n{}/{} without --rows:\n", v.family, v.defect);
+            for e in &without.evidence {
+                let _ = writeln!(out, "- {e}");
+            }
+        }
     }
     let _ = writeln!(out, "\n## Evidence per variant\n");
     for (v, j) in rows {

@@ -17,9 +17,10 @@ pub struct Build<'a> {
     pub family: Option<&'a str>,
     /// Only the first architecture of each family (the one a GPU run uses).
     pub first_arch_only: bool,
-    /// Build the instrumented copies under `target/traced/` with `-DKWB_TRACE`
-    /// instead of the sources (families without a copy are left out).
-    pub traced: bool,
+    /// Build the instrumented copies under this folder (laid out like `kernels/`)
+    /// with `-DKWB_TRACE` instead of the sources; families without a copy are left
+    /// out.
+    pub traced: Option<&'a Path>,
 }
 
 /// One compiled (or failed) build.
@@ -57,11 +58,6 @@ pub fn run(root: &Path, build: &Build<'_>) -> Result<usize> {
     }
 }
 
-/// Where the instrumented copy of a family's source goes.
-pub fn traced_path(root: &Path, family: &crate::suite::Family) -> PathBuf {
-    root.join("target/traced").join(&family.source)
-}
-
 /// The toolchain and CUTLASS headers: found as kwb finds them, else set up.
 pub fn tools() -> Result<(Toolchain, Option<CutlassDir>)> {
     let env = Env::from_process();
@@ -83,19 +79,20 @@ pub fn compile_all<'s>(
     cutlass: Option<&CutlassDir>,
     build: &Build<'_>,
 ) -> Result<Vec<Built<'s>>> {
-    let out_dir = root.join(if build.traced {
-        "target/kernels-traced"
-    } else {
-        "target/kernels"
-    });
+    let out_dir = match build.traced {
+        Some(dir) => root
+            .join("target/kernels-traced")
+            .join(dir.file_name().unwrap_or_default()),
+        None => root.join("target/kernels"),
+    };
     let mut jobs_list = Vec::new();
     for variant in &suite.variant {
         if build.family.is_some_and(|f| f != variant.family) {
             continue;
         }
         let family = &suite.families[&variant.family];
-        let traced_source = traced_path(root, family);
-        if build.traced && !traced_source.is_file() {
+        let traced_source = build.traced.map(|dir| dir.join(&family.source));
+        if traced_source.as_ref().is_some_and(|s| !s.is_file()) {
             continue;
         }
         let arches = if build.first_arch_only {
@@ -106,13 +103,13 @@ pub fn compile_all<'s>(
         for arch in arches {
             let mut flags = flags(root, family, variant, arch, cutlass)?;
             let mut source = root.join("kernels").join(&family.source);
-            if build.traced {
+            if let Some(traced) = &traced_source {
                 // Quoted includes still resolve against the original folder.
                 if let Some(dir) = source.parent() {
                     flags.includes.push(dir.to_owned());
                 }
                 flags.defines.push(kwb_runtime::ENABLE_MACRO.to_owned());
-                source = traced_source.clone();
+                source = traced.clone();
             }
             jobs_list.push((variant, arch.clone(), source, flags));
         }

@@ -128,7 +128,7 @@ fn main() -> ExitCode {
                 jobs,
                 family: family.as_deref(),
                 first_arch_only: false,
-                traced: false,
+                traced: None,
             },
         )
         .map(drop),
