@@ -30,19 +30,31 @@ fn normalized(sass: &str) -> String {
         .join("\n")
 }
 
-fn check(family: &str, dir: &Path) -> Result<(), String> {
+/// The megakernel as Track A traces it: one instantiation, a row bound.
+fn megakernel_gated() -> Config {
+    Config {
+        gate: Some("REDUCTION_SIZE == 6144".to_owned()),
+        rows: Some("kBatchRows".to_owned()),
+        cta: Some([0, 0, 0]),
+        ..Config::default()
+    }
+}
+
+fn check(family: &str, config: Config, dir: &Path) -> Result<(), String> {
     let env = Env::from_process();
     let toolchain = kwb_toolchain::toolchain(&env).map_err(|e| e.to_string())?;
     let cutlass = kwb_toolchain::cutlass(&env).map_err(|e| e.to_string())?;
     let source = repo_root().join("kernels").join(family).join("gemm.cu");
     let text = std::fs::read_to_string(&source).map_err(|e| e.to_string())?;
     let config = Config {
-        kernel: None,
-        gate: None,
         probes: Probes::default(),
         file_name: format!("kernels/{family}/gemm.cu"),
-        ..Config::default()
+        ..config
     };
+    let family = &format!(
+        "{family}{}",
+        if config.gate.is_some() { ".gated" } else { "" }
+    );
     let (instrumented, plan) =
         kwb_instrument::instrument(&text, &config).map_err(|e| e.to_string())?;
     assert!(!plan.probes.is_empty(), "{family}: no probe planned");
@@ -87,10 +99,73 @@ fn instrumented_kernels_compile_to_identical_sass_without_kwb_trace() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
+    let configs = FAMILIES
+        .iter()
+        .map(|family| (*family, Config::default()))
+        .chain([("megakernel", megakernel_gated())]);
     let failures: Vec<String> = std::thread::scope(|scope| {
-        let handles: Vec<_> = FAMILIES
+        let handles: Vec<_> = configs
+            .map(|(family, config)| {
+                let dir = dir.path();
+                scope.spawn(move || check(family, config, dir))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .filter_map(|h| h.join().unwrap().err())
+            .collect()
+    });
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// Every fixture kwb-instrument can instrument compiles with `-DKWB_TRACE`: the probes
+/// it emits for each kind of operand, accumulator and store are valid CUDA.
+#[test]
+fn instrumented_fixtures_compile_traced() {
+    if std::env::var("KWB_RUN_SLOW_TESTS").as_deref() != Ok("1") || cutlass_source().is_none() {
+        return;
+    }
+    let env = Env::from_process();
+    let toolchain = kwb_toolchain::toolchain(&env).unwrap();
+    let cutlass = kwb_toolchain::cutlass(&env).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut fixtures: Vec<_> = std::fs::read_dir(repo_root().join("fixtures/sites"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "cu"))
+        .collect();
+    fixtures.sort();
+    let failures: Vec<String> = std::thread::scope(|scope| {
+        let handles: Vec<_> = fixtures
             .iter()
-            .map(|family| scope.spawn(|| check(family, dir.path())))
+            .map(|path| {
+                let (toolchain, cutlass, dir) = (&toolchain, &cutlass, dir.path());
+                scope.spawn(move || -> Result<(), String> {
+                    let name = path.file_stem().unwrap().to_string_lossy().into_owned();
+                    let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
+                    let Ok((instrumented, _)) =
+                        kwb_instrument::instrument(&text, &Config::default())
+                    else {
+                        return Ok(()); // nothing to probe (a host-only fixture)
+                    };
+                    let traced = dir.join(format!("{name}.cu"));
+                    std::fs::write(&traced, instrumented).map_err(|e| e.to_string())?;
+                    let flags = CompileFlags {
+                        includes: vec![cutlass.include.clone()],
+                        defines: vec!["KWB_TRACE".to_owned()],
+                        extra: vec!["-O3".to_owned(), "--expt-relaxed-constexpr".to_owned()],
+                        ..CompileFlags::default()
+                    };
+                    kwb_toolchain::compile_object(
+                        toolchain,
+                        &traced,
+                        &flags,
+                        &dir.join(format!("{name}.o")),
+                    )
+                    .map_err(|e| format!("{name}: {e}"))
+                })
+            })
             .collect();
         handles
             .into_iter()

@@ -677,6 +677,16 @@ __device__ __forceinline__ void wgmma_wait_all() {
 }
 
 namespace detail {
+// One value, not a fragment: a float, an int, a half or a bfloat16 (the CUDA 16-bit
+// types are known only where their headers are, in traced builds).
+template <class X>
+struct is_scalar_value : std::is_arithmetic<X> {};
+#ifdef KWB_TRACE
+template <>
+struct is_scalar_value<__half> : std::true_type {};
+template <>
+struct is_scalar_value<__nv_bfloat16> : std::true_type {};
+#endif
 template <class X, class = void>
 struct has_k_elements : std::false_type {};
 template <class X>
@@ -684,7 +694,7 @@ struct has_k_elements<X, std::void_t<decltype(X::kElements)>> : std::true_type {
 }  // namespace detail
 
 // Whatever register fragment a kernel keeps its accumulator in, by its type: a C
-// array of any rank (probe_array), a fragment with a static element count such as
+// array of any rank (probe_array), a scalar (`float acc`), a fragment with a static element count such as
 // cutlass::Array (X::kElements, read with x[i]), or a CuTe register tensor of static
 // size (size(x) found by argument-dependent lookup, read with x(i)). This is the call
 // kwb-instrument emits, since it sees names, not types.
@@ -695,6 +705,9 @@ __device__ __forceinline__ void probe(uint32_t site, Kind kind, uint32_t tag, in
                                       CoordFn coord = CoordFn{}) {
   if constexpr (std::is_array<X>::value) {
     probe_array(site, kind, tag, k_tile, tile_m, tile_n, x, row_bound, row_axis, coord);
+  } else if constexpr (detail::is_scalar_value<X>::value) {
+    probe_fragment<1>(site, kind, tag, k_tile, tile_m, tile_n,
+                      [&](int) -> const X& { return x; }, row_bound, row_axis, coord);
   } else if constexpr (detail::has_k_elements<X>::value) {
     probe_fragment<static_cast<int>(X::kElements)>(
         site, kind, tag, k_tile, tile_m, tile_n, [&](int i) { return x[i]; }, row_bound,

@@ -2,7 +2,8 @@
 //! builds its descriptors) reads, probed right before the MMA statement — after the
 //! stage's full barrier wait that precedes it, before the stage is released.
 //!
-//! A raw shared pointer carries no extent. The extent is taken from the pointer's
+//! A shared array (`__shared__ float As[16][16]`) is read whole by warp 0. A raw
+//! shared pointer carries no extent. The extent is taken from the pointer's
 //! last assignment before the MMA, `tile = ARRAY + STAGE * STRIDE + offset`: a
 //! stage holds STRIDE elements, and the probe reads from the MMA's pointer to the end
 //! of the current stage (at most STRIDE elements). So it never reads past the stage
@@ -49,6 +50,10 @@ pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str, counters:
         } else {
             "OperandB"
         };
+        // A shared array (`__shared__ float As[16][16]`) carries its extent.
+        let array = root
+            .descendant_for_byte_range(site.range.start, site.range.end)
+            .is_some_and(|decl| declares_array(parsed, decl, name));
         let mut done: Vec<usize> = Vec::new();
         for mma in kernel
             .sites
@@ -58,6 +63,7 @@ pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str, counters:
             let Some(statement) = root
                 .descendant_for_byte_range(mma.range.start, mma.range.end)
                 .and_then(block_statement)
+                .map(|s| outside_inner_loops(s, kernel))
             else {
                 continue;
             };
@@ -65,6 +71,33 @@ pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str, counters:
                 continue;
             }
             done.push(statement.id());
+            let k_tile = counters
+                .iter()
+                .find(|(range, _)| contains(range, &statement.byte_range()))
+                .map_or("-1".to_owned(), |(_, c)| c.clone());
+            if array {
+                let id = em.next_id();
+                let element = format!("std::remove_all_extents_t<decltype({name})>");
+                let body = format!(
+                    "if (kwb::warp_id() == 0) {{ kwb::probe_tile({id}, kwb::Kind::{kind}, 0x{tag:08x}u, {k_tile}, -1, -1, reinterpret_cast<const {element}*>(&{name}), static_cast<int>(sizeof({name}) / sizeof({element}))); }}"
+                );
+                em.probe(
+                    declaration_point(parsed, statement),
+                    gate,
+                    &body,
+                    ProbeInfo {
+                        id,
+                        kernel: kernel.name.clone(),
+                        what: format!(
+                            "operand {letter}: the shared array `{name}` the MMA at line {} reads (whole array, memory order, warp 0)",
+                            mma.line
+                        ),
+                        line: statement.start_position().row + 1,
+                        text: mma.text.clone(),
+                    },
+                );
+                continue;
+            }
             let Some(stage) = last_assignment(parsed, function, name, statement.start_byte())
                 .and_then(|value| stage_of(parsed, value))
             else {
@@ -74,10 +107,6 @@ pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str, counters:
                 ));
                 continue;
             };
-            let k_tile = counters
-                .iter()
-                .find(|(range, _)| contains(range, &statement.byte_range()))
-                .map_or("-1".to_owned(), |(_, c)| c.clone());
             let id = em.next_id();
             let Stage {
                 array,
@@ -104,6 +133,63 @@ pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str, counters:
             );
         }
     }
+}
+
+/// Whether `decl` declares `name` as an array.
+fn declares_array(parsed: &Parsed, decl: Node<'_>, name: &str) -> bool {
+    let mut stack = vec![decl];
+    while let Some(n) = stack.pop() {
+        if n.kind() == "array_declarator" {
+            let mut inner = n;
+            while let Some(d) = inner.child_by_field_name("declarator") {
+                inner = d;
+            }
+            if parsed.masked[inner.byte_range()] == *name {
+                return true;
+            }
+        }
+        let mut cursor = n.walk();
+        stack.extend(n.named_children(&mut cursor));
+    }
+    false
+}
+
+/// The statement to probe before: `statement`, or the loop around it that steps
+/// through the stage (`for (kk …) wgmma(…)`), climbing out of loops up to the K-tile
+/// mainloop's body or the function's: the whole stage is read once per K tile.
+fn outside_inner_loops<'t>(statement: Node<'t>, kernel: &Kernel) -> Node<'t> {
+    let mainloops: Vec<&std::ops::Range<usize>> = kernel
+        .sites
+        .iter()
+        .filter(|s| s.kind == SiteKind::Mainloop)
+        .map(|s| &s.range)
+        .collect();
+    let mut current = statement;
+    while let Some(block) = current
+        .parent()
+        .filter(|p| p.kind() == "compound_statement")
+    {
+        let Some(owner) = block.parent() else {
+            break;
+        };
+        let is_loop = matches!(
+            owner.kind(),
+            "for_statement" | "while_statement" | "do_statement" | "for_range_loop"
+        );
+        let is_mainloop = mainloops.iter().any(|r| {
+            r.start <= owner.start_byte()
+                && owner.end_byte() <= r.end
+                && r.start == owner.start_byte()
+        });
+        if !is_loop || is_mainloop {
+            break;
+        }
+        match block_statement(owner) {
+            Some(s) => current = s,
+            None => break,
+        }
+    }
+    current
 }
 
 /// `ARRAY + INDEX * STRIDE`: where a stage starts and how many elements it holds.

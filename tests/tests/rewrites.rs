@@ -1,0 +1,69 @@
+//! Snapshot tests of kwb-instrument's rewrites: the unified diff of every suite kernel
+//! and fixture that has a consumer mainloop, against its original, without the
+//! inlined runtime header (kwb-runtime's own text) and with the probe table. Every
+//! snapshot was read by hand: a probe in the wrong place is a defect.
+
+use std::path::Path;
+
+use kwb_instrument::{Config, instrument};
+use kwb_tests::repo_root;
+
+/// The rewrite of `path` with `config`, as a diff, or why there is none.
+fn rewrite(path: &Path, config: &Config) -> String {
+    let source = std::fs::read_to_string(path).expect("readable source");
+    let config = Config {
+        file_name: path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        ..config.clone()
+    };
+    let (out, plan) = match instrument(&source, &config) {
+        Ok(r) => r,
+        Err(e) => return format!("not instrumented: {e}\n"),
+    };
+    // The header ends at the `#line 1` directive that restores the user's numbering.
+    let header_end = out
+        .find("#line 1 \"")
+        .expect("the header ends with #line 1");
+    let shown = format!("<runtime header>\n{}", &out[header_end..]);
+    let diff = similar::TextDiff::from_lines(&source, &shown);
+    let mut text = diff.unified_diff().context_radius(1).to_string();
+    for p in &plan.probes {
+        text.push_str(&format!(
+            "probe {} in {} (line {}): {}\n",
+            p.id, p.kernel, p.line, p.what
+        ));
+    }
+    for note in &plan.notes {
+        text.push_str(&format!("note: {note}\n"));
+    }
+    text
+}
+
+#[test]
+fn suite_kernels() {
+    insta::glob!(repo_root(), "kernels/*/gemm.cu", |path| {
+        insta::assert_snapshot!(rewrite(path, &Config::default()));
+    });
+}
+
+#[test]
+fn fixtures() {
+    insta::glob!(repo_root(), "fixtures/sites/*.cu", |path| {
+        insta::assert_snapshot!(rewrite(path, &Config::default()));
+    });
+}
+
+/// The megakernel as Track A traces it: one instantiation, live rows only.
+#[test]
+fn megakernel_gated_with_a_row_bound() {
+    let path = repo_root().join("kernels/megakernel/gemm.cu");
+    let config = Config {
+        gate: Some("REDUCTION_SIZE == 6144".to_owned()),
+        rows: Some("kBatchRows".to_owned()),
+        cta: Some([0, 0, 0]),
+        ..Config::default()
+    };
+    insta::assert_snapshot!(rewrite(&path, &config));
+}
