@@ -99,7 +99,7 @@ fn counted_step(name: &str, mut command: Command) -> Result<usize> {
     }
 }
 
-fn header(step: &str) {
+pub fn header(step: &str) {
     println!("==> {step}");
 }
 

@@ -1,38 +1,158 @@
 //! `cargo xtask demo`: the README's main job on bundled examples.
 //!
-//! Installs the toolchain cache if needed, then runs `kwb sites` on the bundled
-//! megakernel fixture and on CUTLASS's SM90 TMA warp-specialized GMMA collective.
-//! Without a GPU this is the whole product so far; the GPU tracks (in-kernel trace,
-//! standalone reproducer) come with later stages.
+//! Installs the toolchain cache if needed, then:
+//! 1. `kwb sites` on the bundled megakernel fixture and on CUTLASS's SM90 TMA
+//!    warp-specialized GMMA collective (the kernel map);
+//! 2. `kwb-instrument` on the bundled megakernel kernel with a defect that only looks
+//!    like one (BATCH = 8 < the MMA tile's 16 rows), gated on the down projection's
+//!    instantiation and bounded to the live rows — the Track A setup of the seed's
+//!    worked example;
+//! 3. builds that traced program with nvcc and `-DKWB_TRACE` (it compiles here; it
+//!    runs only on a GPU);
+//! 4. `kwb trace show` on a real trace the bundled mma_sync kernel wrote on an H200,
+//!
+//! and says what the GPU step would add.
 
 use std::path::Path;
 
-use crate::{Result, ci, setup};
+use crate::{Failure, Result, ci, setup};
 
 /// The CUTLASS collective the demo maps, under the CUTLASS include folder.
 const COLLECTIVE: &str = "cutlass/gemm/collective/sm90_mma_tma_gmma_ss_warpspecialized.hpp";
+
+fn kwb(root: &Path, binary: &str, args: &[&str]) -> std::process::Command {
+    let mut all = vec![
+        "run",
+        "--release",
+        "--quiet",
+        "-p",
+        "kwb",
+        "--bin",
+        binary,
+        "--",
+    ];
+    all.extend_from_slice(args);
+    ci::cargo_command(root, &all)
+}
 
 pub fn run(root: &Path) -> Result {
     let installed = setup::run()?;
     let collective = installed.cutlass.include.join(COLLECTIVE);
     let fixture = root.join("fixtures/sites/megakernel_task.cu");
-    let mut command = ci::cargo_command(
-        root,
-        &[
-            "run",
-            "--release",
-            "--quiet",
-            "-p",
-            "kwb",
-            "--bin",
-            "kwb",
-            "--",
-            "sites",
-        ],
-    );
+    let mut command = kwb(root, "kwb", &["sites"]);
     command.arg(fixture).arg(collective);
     ci::run_step(
         "kwb sites (bundled megakernel + CUTLASS SM90 collective)",
         command,
-    )
+    )?;
+
+    let out = root.join("target/demo");
+    std::fs::create_dir_all(&out).map_err(|e| Failure(format!("{}: {e}", out.display())))?;
+    let traced = out.join("megakernel.traced.cu");
+    let mut command = kwb(
+        root,
+        "kwb-instrument",
+        &[
+            "kernels/megakernel/gemm.cu",
+            "--gate",
+            "REDUCTION_SIZE == 6144",
+            "--rows",
+            "< kBatchRows",
+            "--cta",
+            "0,0,0",
+            "-o",
+        ],
+    );
+    command.arg(&traced);
+    ci::run_step(
+        "kwb-instrument (bundled megakernel: the down projection only, live rows only)",
+        command,
+    )?;
+
+    let binary = out.join("megakernel.traced");
+    let flags = kwb_toolchain::CompileFlags {
+        includes: vec![root.join("kernels/common"), root.join("kernels/megakernel")],
+        defines: vec![
+            kwb_runtime::ENABLE_MACRO.to_owned(),
+            "KWB_DEFECT=batch_lt_mma_n".to_owned(),
+        ],
+        extra: vec!["-O3".to_owned()],
+        ..kwb_toolchain::CompileFlags::default()
+    };
+    ci::header("nvcc -DKWB_TRACE (the traced megakernel, BATCH = 8)");
+    kwb_toolchain::compile_executable(&installed.toolchain, &traced, &flags, &binary)?;
+    println!("built {}", binary.display());
+
+    let mut command = kwb(
+        root,
+        "kwb",
+        &[
+            "trace",
+            "show",
+            "fixtures/traces/mma_sync_last_tile_twice_ones.trace",
+        ],
+    );
+    command.arg("--json");
+    let shown = command
+        .output()
+        .map_err(|e| Failure(format!("kwb trace show: {e}")))?;
+    ci::header("kwb trace show (a real H200 trace: mma_sync, last K tile accumulated twice)");
+    summarize(&String::from_utf8_lossy(&shown.stdout))?;
+
+    ci::header("what the GPU step adds");
+    println!(
+        "Run {} on a GPU with KWB_TRACE_OUT=trace.bin, then `kwb trace show trace.bin`:\n\
+         the operands, the accumulator after every K tile and the epilogue's values of\n\
+         the down projection's CTA (0,0,0), live rows only. On an H200 this reading\n\
+         found the megakernel's padding confound clean with the row bound and a DRAFT\n\
+         without it, and named the stage of every other defect of the suite\n\
+         (docs/results/track-a-suite.md; `cargo xtask gpu-trace` reproduces it).",
+        binary.display()
+    );
+    Ok(())
+}
+
+/// The trace's story in a few lines: the accumulator per K tile and at the end, the
+/// operand probe's call count, the epilogue's values.
+fn summarize(json: &str) -> Result {
+    let shown: serde_json::Value =
+        serde_json::from_str(json).map_err(|e| Failure(format!("kwb trace show --json: {e}")))?;
+    let rows = shown["rows"]
+        .as_array()
+        .ok_or_else(|| Failure("kwb trace show --json: no rows".to_owned()))?;
+    let of = |kind: &'static str| rows.iter().filter(move |r| r["kind"] == kind);
+    let acc: Vec<&serde_json::Value> = of("Accumulator").collect();
+    let per_tile: Vec<String> = acc
+        .iter()
+        .filter(|r| r["k_tile"].as_i64().unwrap_or(-1) >= 0)
+        .map(|r| r["max"].to_string())
+        .collect();
+    println!(
+        "{} records; accumulator after each K tile (max): {} … {}",
+        shown["records"],
+        per_tile
+            .iter()
+            .take(3)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(", "),
+        per_tile.last().cloned().unwrap_or_default()
+    );
+    if let Some(end) = acc.iter().find(|r| r["k_tile"] == -1) {
+        println!(
+            "accumulator after the mainloop: {} .. {} (K = 1024: one K tile of 32 too many)",
+            end["min"], end["max"]
+        );
+    }
+    println!(
+        "operand A read inside the MMA helper: {} calls per warp (2 per K tile: 33 K tiles, not 32)",
+        of("OperandA").count()
+    );
+    if let Some(epilogue) = of("Epilogue").next() {
+        println!(
+            "epilogue values: {} .. {} (alpha = 2)",
+            epilogue["min"], epilogue["max"]
+        );
+    }
+    Ok(())
 }
