@@ -74,6 +74,16 @@ pub(crate) fn contains(outer: &std::ops::Range<usize>, inner: &std::ops::Range<u
     outer.start <= inner.start && inner.end <= outer.end
 }
 
+/// The identifier a declarator declares, through pointer, reference, array and
+/// initializer layers (`*tile`, `a[4]`, `x = …`): the innermost `declarator`.
+pub(crate) fn innermost_declarator(declarator: Node<'_>) -> Node<'_> {
+    let mut inner = declarator;
+    while let Some(d) = inner.child_by_field_name("declarator") {
+        inner = d;
+    }
+    inner
+}
+
 /// The names of C arrays declared inside `body` (`float acc[4][8]`, `uint32_t a[4]`):
 /// per-thread registers, not memory a store writes to.
 pub(crate) fn local_arrays(parsed: &Parsed, body: Node<'_>) -> Vec<String> {
@@ -81,10 +91,7 @@ pub(crate) fn local_arrays(parsed: &Parsed, body: Node<'_>) -> Vec<String> {
     let mut stack = vec![body];
     while let Some(n) = stack.pop() {
         if n.kind() == "array_declarator" {
-            let mut inner = n;
-            while let Some(d) = inner.child_by_field_name("declarator") {
-                inner = d;
-            }
+            let inner = innermost_declarator(n);
             if inner.kind() == "identifier" {
                 found.push(parsed.masked[inner.byte_range()].to_owned());
             }

@@ -15,7 +15,9 @@ use kwb_syntax::Parsed;
 use tree_sitter::Node;
 
 use crate::emit::Emitter;
-use crate::nodes::{block_statement, declaration_point, identifiers, local_arrays};
+use crate::nodes::{
+    block_statement, declaration_point, identifiers, innermost_declarator, local_arrays,
+};
 use crate::plan::ProbeInfo;
 use crate::probes::accumulator::declared_name;
 
@@ -238,10 +240,7 @@ fn epilogue_values(parsed: &Parsed, epilogue: &[Node<'_>]) -> Vec<String> {
     for node in epilogue.iter().filter(|n| n.kind() == "declaration") {
         let mut cursor = node.walk();
         for declarator in node.children_by_field_name("declarator", &mut cursor) {
-            let mut inner = declarator;
-            while let Some(d) = inner.child_by_field_name("declarator") {
-                inner = d;
-            }
+            let inner = innermost_declarator(declarator);
             if inner.kind() == "identifier" {
                 names.push(parsed.masked[inner.byte_range()].to_owned());
             }

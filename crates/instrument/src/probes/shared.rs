@@ -18,7 +18,10 @@ use kwb_syntax::Parsed;
 use tree_sitter::Node;
 
 use crate::emit::Emitter;
-use crate::nodes::{block_statement, contains, declaration_point, identifiers, names};
+use crate::nodes::{
+    block_statement, contains, declaration_point, identifiers, innermost_declarator, local_arrays,
+    names,
+};
 use crate::plan::ProbeInfo;
 use crate::probes::accumulator::Counter;
 
@@ -137,21 +140,7 @@ pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str, counters:
 
 /// Whether `decl` declares `name` as an array.
 fn declares_array(parsed: &Parsed, decl: Node<'_>, name: &str) -> bool {
-    let mut stack = vec![decl];
-    while let Some(n) = stack.pop() {
-        if n.kind() == "array_declarator" {
-            let mut inner = n;
-            while let Some(d) = inner.child_by_field_name("declarator") {
-                inner = d;
-            }
-            if parsed.masked[inner.byte_range()] == *name {
-                return true;
-            }
-        }
-        let mut cursor = n.walk();
-        stack.extend(n.named_children(&mut cursor));
-    }
-    false
+    local_arrays(parsed, decl).iter().any(|a| a == name)
 }
 
 /// The statement to probe before: `statement`, or the loop around it that steps
@@ -220,13 +209,7 @@ fn last_assignment<'t>(
                 .and_then(|_| n.child_by_field_name("right")),
             "init_declarator" => n
                 .child_by_field_name("declarator")
-                .filter(|d| {
-                    let mut inner = *d;
-                    while let Some(x) = inner.child_by_field_name("declarator") {
-                        inner = x;
-                    }
-                    &parsed.masked[inner.byte_range()] == name
-                })
+                .filter(|d| &parsed.masked[innermost_declarator(*d).byte_range()] == name)
                 .and_then(|_| n.child_by_field_name("value")),
             _ => None,
         };
