@@ -456,11 +456,15 @@ fn markdown(
         .iter()
         .filter(|(_, j)| j.agrees && j.grade != "n/a")
         .count();
+    let not_judged = rows
+        .iter()
+        .filter(|(_, j)| j.stage.starts_with("not judged"))
+        .count();
     let _ = writeln!(
         out,
-        "- result: the trace's reading agrees with kernels/suite.toml for {agree} of {} variants: {localized} localized to their stage, {} correctly found clean on ones (a correct build, or a defect all-ones cannot show)\n",
+        "- result: the trace's reading agrees with kernels/suite.toml for {agree} of {} variants: {localized} localized to their stage, {} correctly found clean on ones (a correct build, or a defect all-ones cannot show), {not_judged} listed but not judged\n",
         rows.len(),
-        agree - localized
+        agree - localized - not_judged
     );
     for s in skipped {
         let _ = writeln!(out, "- not instrumented: {s}");
