@@ -12,16 +12,18 @@ pub(crate) struct Emitter<'p> {
     pub parsed: &'p Parsed,
     /// The instantiation tag: `kwb_runtime::tag` of the gate text.
     pub tag: u32,
+    id_base: u32,
     builder: TextEditBuilder,
     pub probes: Vec<ProbeInfo>,
     pub notes: Vec<String>,
 }
 
 impl<'p> Emitter<'p> {
-    pub fn new(parsed: &'p Parsed, tag: u32) -> Emitter<'p> {
+    pub fn new(parsed: &'p Parsed, tag: u32, id_base: u32) -> Emitter<'p> {
         Emitter {
             parsed,
             tag,
+            id_base,
             builder: kwb_edit::TextEdit::builder(),
             probes: Vec::new(),
             notes: Vec::new(),
@@ -30,7 +32,7 @@ impl<'p> Emitter<'p> {
 
     /// The id the next probe gets.
     pub fn next_id(&self) -> u32 {
-        self.probes.len() as u32
+        self.id_base + self.probes.len() as u32
     }
 
     /// Inserts `body` gated on `gate` at byte `at` and records the probe.

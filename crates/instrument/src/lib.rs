@@ -15,12 +15,14 @@
 mod emit;
 mod error;
 mod fragments;
+mod includes;
 pub mod markers;
 mod nodes;
 mod plan;
 mod probes;
 
 pub use error::InstrumentError;
+pub use includes::{Include, includes};
 pub use markers::{is_instrumented, strip};
 pub use plan::{Config, Plan, ProbeInfo, Probes, plan};
 

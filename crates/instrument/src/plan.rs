@@ -84,6 +84,16 @@ pub struct Config {
     /// statistics. Applies where the fragment layout is known (mma.sync m16n8k16
     /// A and C/D fragments).
     pub rows: Option<String>,
+    /// The first site id: several files instrumented for one program (a kernel and
+    /// its overlay headers) number their probes apart.
+    pub id_base: u32,
+    /// Skip, with a note, a kernel the gate names no template parameter of, instead of
+    /// failing (for library headers, where only some kernels are the one gated).
+    pub lenient_gate: bool,
+    /// Only kernels whose mainloop waits on a barrier or pipeline stage (a K-tile loop
+    /// streaming tiles through shared memory), not a thread-level MMA's loop over
+    /// elements: what an overlay of library headers instruments.
+    pub staged_only: bool,
 }
 
 impl Config {
@@ -141,11 +151,18 @@ pub fn plan(parsed: &Parsed, map: &KernelMap, config: &Config) -> Result<Plan, I
     let kernels = chosen(map, config)?;
     let gate = config.gate.clone().unwrap_or_else(|| "true".to_owned());
     let tag = kwb_runtime::tag(&gate);
-    let mut em = Emitter::new(parsed, tag);
+    let mut em = Emitter::new(parsed, tag, config.id_base);
     let mut helpers_done = Vec::new();
     for kernel in kernels {
         if let Some(g) = &config.gate {
-            check_gate(g, kernel)?;
+            match check_gate(g, kernel) {
+                Ok(()) => {}
+                Err(e) if config.lenient_gate => {
+                    em.note(format!("{}: not probed: {e}", kernel.name));
+                    continue;
+                }
+                Err(e) => return Err(e),
+            }
         }
         let counters = if config.probes.accumulator {
             probes::accumulator::probe(&mut em, kernel, &gate, config.rows.as_deref())
@@ -181,7 +198,10 @@ pub fn plan(parsed: &Parsed, map: &KernelMap, config: &Config) -> Result<Plan, I
             kwb_runtime::HEADER.trim_end()
         )),
     );
-    builder.insert(parsed.source.len(), wrap(&site_table(&probes, &file, tag)));
+    builder.insert(
+        parsed.source.len(),
+        wrap(&site_table(&probes, &file, tag, config.id_base)),
+    );
     Ok(Plan {
         edit: builder.finish()?,
         probes,
@@ -214,7 +234,17 @@ fn chosen<'m>(map: &'m KernelMap, config: &Config) -> Result<Vec<&'m Kernel>, In
         None => Ok(map
             .kernels
             .iter()
-            .filter(|k| k.sites.iter().any(consumer_loop))
+            .filter(|k| {
+                k.sites.iter().any(|s| {
+                    consumer_loop(s)
+                        && (!config.staged_only
+                            || k.sites.iter().any(|w| {
+                                w.kind == SiteKind::Sync
+                                    && s.range.start <= w.range.start
+                                    && w.range.end <= s.range.end
+                            }))
+                })
+            })
             .collect()),
     }
 }
@@ -258,7 +288,7 @@ fn check_gate(gate: &str, kernel: &Kernel) -> Result<(), InstrumentError> {
 }
 
 /// The host-side table naming each probe, registered for the trace file.
-fn site_table(probes: &[ProbeInfo], file: &str, tag: u32) -> String {
+fn site_table(probes: &[ProbeInfo], file: &str, tag: u32, id_base: u32) -> String {
     let rows: Vec<String> = probes
         .iter()
         .map(|p| {
@@ -270,8 +300,14 @@ fn site_table(probes: &[ProbeInfo], file: &str, tag: u32) -> String {
             )
         })
         .collect();
+    // One table per file: the guard and names carry the first id when it is not 0.
+    let name = if id_base == 0 {
+        format!("{tag:08x}")
+    } else {
+        format!("{tag:08x}_{id_base}")
+    };
     format!(
-        "\n#ifndef KWB_SITES_{tag:08x}\n#define KWB_SITES_{tag:08x}\nstatic const kwb::SiteInfo kwb_sites_{tag:08x}[] = {{\n{}\n}};\n[[maybe_unused]] static const bool kwb_sites_registered_{tag:08x} = kwb::register_sites(kwb_sites_{tag:08x});\n#endif\n",
+        "\n#ifndef KWB_SITES_{name}\n#define KWB_SITES_{name}\nstatic const kwb::SiteInfo kwb_sites_{name}[] = {{\n{}\n}};\n[[maybe_unused]] static const bool kwb_sites_registered_{name} = kwb::register_sites(kwb_sites_{name});\n#endif\n",
         rows.join("\n")
     )
 }

@@ -52,17 +52,16 @@ fn accumulator_probes_are_gated_and_single_line() {
         ..config(Some("REDUCTION_SIZE == 6144"))
     };
     insta::assert_snapshot!(check(KERNEL, &config), @r#"
-    @@ -1,2 +1,4 @@
+    @@ -1,5 +1,7 @@
     -template <int REDUCTION_SIZE>
     +<runtime header>
     +#line 1 "k.cu"
     +/*}:kwb*/template <int REDUCTION_SIZE>
      __global__ void k(const float* A, float* C, int K) {
-    @@ -4,3 +6,3 @@
-       float acc[2][4] = {};
-    -  CUTLASS_PRAGMA_NO_UNROLL
-    +  /*kwb:{*/[[maybe_unused]] int kwb_kt_0 = 0; /*}:kwb*/CUTLASS_PRAGMA_NO_UNROLL
-       for (int kt = 0; kt < REDUCTION_SIZE / 16; ++kt) {
+       __shared__ float As[16][16];
+    -  float acc[2][4] = {};
+    +  float acc[2][4] = {};/*kwb:{*/[[maybe_unused]] int kwb_kt_0 = 0; /*}:kwb*/
+       CUTLASS_PRAGMA_NO_UNROLL
     @@ -10,4 +12,14 @@
          __syncthreads();
     -  }

@@ -21,6 +21,10 @@ pub enum MacroShape {
     /// Like `Call`, together with a `,` just before it (a macro that expands to a
     /// whole template parameter, such as `__CUTE_REQUIRES(…)`).
     TemplateParam,
+    /// The identifier alone, a macro that expands to a `_Pragma` (`CUTLASS_PRAGMA_UNROLL`):
+    /// blanked as a pragma, since like `#pragma` it must start what the compiler sees
+    /// as its own line and stand right before its loop.
+    Pragma,
 }
 
 /// Names to blank, by shape.
@@ -63,9 +67,10 @@ impl MacroTable {
                 "qualifier" => MacroShape::Qualifier,
                 "brace_call" => MacroShape::BraceCall,
                 "template_param" => MacroShape::TemplateParam,
+                "pragma" => MacroShape::Pragma,
                 _ => {
                     return Err(bad(
-                        "shape must be word, call, qualifier, brace_call or template_param",
+                        "shape must be word, call, qualifier, brace_call, template_param or pragma",
                     ));
                 }
             };

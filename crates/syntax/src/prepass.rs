@@ -153,6 +153,10 @@ pub fn mask(source: &str, table: &MacroTable, mode: Conditionals) -> Masked {
                     range: start..i,
                     kind: BlankKind::Macro(name.to_owned()),
                 }),
+                Some(MacroShape::Pragma) => blanks.push(Blank {
+                    range: start..i,
+                    kind: BlankKind::Pragma,
+                }),
                 Some(MacroShape::Qualifier) if qualified_name_follows(bytes, i) => {
                     blanks.push(Blank {
                         range: start..i,

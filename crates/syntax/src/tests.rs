@@ -20,7 +20,7 @@ fn bad_table_lines_are_reported() {
     let err = MacroTable::parse("FOO word\nBAR maybe\n").unwrap_err();
     assert_eq!(
         err.to_string(),
-        "macro table line 2: shape must be word, call, qualifier, brace_call or template_param"
+        "macro table line 2: shape must be word, call, qualifier, brace_call, template_param or pragma"
     );
     assert!(MacroTable::parse("1X word").is_err());
     assert!(MacroTable::parse("X word extra").is_err());

@@ -10,6 +10,7 @@ use kwb_instrument::{Config, Probes};
 use miette::{Diagnostic, Report};
 use thiserror::Error;
 
+use crate::commands::overlay;
 use crate::input::{DEFAULT_MAX_BYTES, read_source};
 use crate::{exit, render};
 
@@ -48,11 +49,24 @@ pub struct Args {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=8))]
     values: Option<u32>,
     /// Remove every kwb insertion instead, restoring the original byte for byte
-    #[arg(long, conflicts_with_all = ["kernel", "gate", "probe", "cta", "k_tiles", "rows", "values"])]
+    #[arg(long, conflicts_with_all = ["kernel", "gate", "probe", "cta", "k_tiles", "rows", "values", "overlay"])]
     strip: bool,
     /// Print the rewrite as a unified diff
     #[arg(long)]
     diff: bool,
+    /// Also write instrumented copies of the included headers that hold a mainloop
+    /// (a CUTLASS collective) under DIR; build with -I DIR first
+    #[arg(long, value_name = "DIR")]
+    overlay: Option<PathBuf>,
+    /// An include root the overlay follows includes through (repeatable), e.g. the
+    /// CUTLASS include folder
+    #[arg(
+        short = 'I',
+        long = "include",
+        value_name = "DIR",
+        requires = "overlay"
+    )]
+    include: Vec<PathBuf>,
 }
 
 /// A CTA filter: one CTA, or `None` for all.
@@ -152,8 +166,17 @@ pub fn run(args: Args) -> i32 {
             k_tiles: args.k_tiles.map(|k| (k.0, k.1)),
             values: args.values,
             rows: args.rows.clone(),
+            // With an overlay the gate targets one of many files' kernels.
+            lenient_gate: args.overlay.is_some(),
+            ..Config::default()
         };
-        kwb_instrument::instrument(&source, &config).map(|(text, plan)| (text, Some(plan)))
+        let result = kwb_instrument::instrument(&source, &config);
+        match (&args.overlay, result) {
+            (Some(dir), result) => {
+                return with_overlay(&args, &source, &config, dir, result);
+            }
+            (None, result) => result.map(|(text, plan)| (text, Some(plan))),
+        }
     };
     let (text, plan) = match result {
         Ok(r) => r,
@@ -210,6 +233,94 @@ pub fn run(args: Args) -> i32 {
             );
         }
     }
+    exit::OK
+}
+
+/// `--overlay DIR`: the input's own probes (or the input unchanged, when only its
+/// headers have something to probe) to OUT, and instrumented copies of the headers
+/// under DIR.
+fn with_overlay(
+    args: &Args,
+    source: &str,
+    config: &Config,
+    dir: &Path,
+    own: Result<(String, kwb_instrument::Plan), kwb_instrument::InstrumentError>,
+) -> i32 {
+    let (text, own_plan) = match own {
+        Ok((text, plan)) => (text, Some(plan)),
+        Err(kwb_instrument::InstrumentError::NothingToProbe) => (source.to_owned(), None),
+        Err(e) => {
+            render::error(Report::new(e));
+            return exit::INPUT;
+        }
+    };
+    let first_id = own_plan.as_ref().map_or(0, |p| p.probes.len() as u32);
+    let copies = overlay::plan(&args.file, source, &args.include, dir, config, first_id);
+    if own_plan.is_none() && copies.is_empty() {
+        render::error(Report::new(kwb_instrument::InstrumentError::NothingToProbe));
+        return exit::NO_KERNEL;
+    }
+    for (written, _) in &copies {
+        if written.source == args.output || same_file(&written.source, &written.copy) {
+            render::error(Report::new(OutputError::SameAsInput(written.copy.clone())));
+            return exit::INPUT;
+        }
+    }
+    if let Err(e) = write_atomically(&args.output, &text) {
+        render::error(Report::new(e));
+        return exit::INPUT;
+    }
+    for (written, text) in &copies {
+        let made = written
+            .copy
+            .parent()
+            .map_or(Ok(()), std::fs::create_dir_all)
+            .map_err(|source| OutputError::Unwritable {
+                path: written.copy.clone(),
+                source,
+            });
+        if let Err(e) = made.and_then(|()| write_atomically(&written.copy, text)) {
+            render::error(Report::new(e));
+            return exit::INPUT;
+        }
+    }
+    let mut stderr = std::io::stderr().lock();
+    let plans = own_plan
+        .iter()
+        .map(|p| (args.output.display().to_string(), p))
+        .chain(
+            copies
+                .iter()
+                .map(|(w, _)| (w.copy.display().to_string(), &w.plan)),
+        );
+    for (path, plan) in plans {
+        for probe in &plan.probes {
+            let _ = writeln!(
+                stderr,
+                "probe {}: {} in `{}` (line {}) [{path}]",
+                probe.id, probe.what, probe.kernel, probe.line
+            );
+        }
+        for note in &plan.notes {
+            let _ = writeln!(stderr, "note: {note}");
+        }
+    }
+    if own_plan.is_none() {
+        let _ = writeln!(
+            stderr,
+            "note: {} itself has nothing to probe; it was copied unchanged to {}",
+            args.file.display(),
+            args.output.display()
+        );
+    }
+    let _ = writeln!(
+        stderr,
+        "wrote {} and {} overlay header(s) under {}: build with -I {} first on the include path and -DKWB_TRACE to record a trace",
+        args.output.display(),
+        copies.len(),
+        dir.display(),
+        dir.display()
+    );
     exit::OK
 }
 

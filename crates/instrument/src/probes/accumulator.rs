@@ -27,13 +27,17 @@ pub(crate) fn probe(
     let mut counters = Vec::new();
     let parsed = em.parsed;
     let root = parsed.tree.root_node();
-    let accumulators: Vec<String> = kernel
+    let accumulators: Vec<(String, Node<'_>)> = kernel
         .sites
         .iter()
         .filter(|s| s.kind == SiteKind::Accumulator)
-        .filter_map(|s| declared_name(root, s, parsed))
+        .filter_map(|s| {
+            let name = declared_name(root, s, parsed)?;
+            let decl = root.descendant_for_byte_range(s.range.start, s.range.end)?;
+            Some((name, decl))
+        })
         .collect();
-    let Some(acc) = accumulators.first() else {
+    let Some((acc, _)) = accumulators.first() else {
         em.note(format!(
             "{}: no accumulator in the kernel map; no accumulator probe",
             kernel.name
@@ -54,8 +58,33 @@ pub(crate) fn probe(
             kernel.name
         ));
     }
-    for site in kernel.sites.iter().filter(|s| consumer_loop(s)) {
-        let Some(node) = root.descendant_for_byte_range(site.range.start, site.range.end) else {
+    // Consecutive consumer mainloops of one block (CUTLASS's prologue-MMA loop, then
+    // its mainloop) are one K sequence: one counter, one final probe after the last.
+    let loops: Vec<(Node<'_>, &Site)> = kernel
+        .sites
+        .iter()
+        .filter(|s| consumer_loop(s))
+        .filter_map(|s| {
+            Some((
+                root.descendant_for_byte_range(s.range.start, s.range.end)?,
+                s,
+            ))
+        })
+        .collect();
+    let mut counter_of_block: Vec<(usize, String)> = Vec::new();
+    for (i, (node, site)) in loops.iter().enumerate() {
+        let node = *node;
+        // The accumulator must be declared where the probes go: a parameter of the
+        // function, or a declaration before the loop in a block around it.
+        let Some(acc) = accumulators
+            .iter()
+            .find(|(_, decl)| in_scope(*decl, node))
+            .map(|(name, _)| name.as_str())
+        else {
+            em.note(format!(
+                "{}: the accumulator `{acc}` is not in scope at the mainloop at line {}; no accumulator probe there",
+                kernel.name, site.line
+            ));
             continue;
         };
         let Some(body) = node
@@ -68,20 +97,34 @@ pub(crate) fn probe(
             ));
             continue;
         };
-        let id = em.next_id();
-        let counter = format!("kwb_kt_{id}");
-        let in_block = node
+        let block = node
             .parent()
-            .is_some_and(|p| p.kind() == "compound_statement");
-        let (k_tile, bump) = if in_block {
-            em.insert(
-                declaration_point(parsed, node),
-                &format!("[[maybe_unused]] int {counter} = 0; "),
-            );
-            counters.push((node.byte_range(), counter.clone()));
-            (counter.clone(), format!(" ++{counter};"))
-        } else {
-            ("-1".to_owned(), String::new())
+            .filter(|p| p.kind() == "compound_statement")
+            .map(|p| p.id());
+        let last_of_block = loops[i + 1..]
+            .iter()
+            .all(|(other, _)| other.parent().map(|p| p.id()) != block || block.is_none());
+        let id = em.next_id();
+        let (k_tile, bump) = match block {
+            Some(b) => {
+                let counter = match counter_of_block.iter().find(|(x, _)| *x == b) {
+                    Some((_, c)) => c.clone(),
+                    None => {
+                        let counter = format!("kwb_kt_{id}");
+                        // An MMA before the first loop (a peeled first K tile) is tile 0.
+                        let first = u32::from(peeled_before(kernel, node));
+                        em.insert(
+                            declaration_point(parsed, node),
+                            &format!("[[maybe_unused]] int {counter} = {first}; "),
+                        );
+                        counter_of_block.push((b, counter.clone()));
+                        counter
+                    }
+                };
+                counters.push((node.byte_range(), counter.clone()));
+                (counter.clone(), format!(" ++{counter};"))
+            }
+            None => ("-1".to_owned(), String::new()),
         };
         em.insert(
             body.end_byte() - 1,
@@ -96,6 +139,9 @@ pub(crate) fn probe(
             line: body.end_position().row + 1,
             text: site.text.clone(),
         });
+        if !last_of_block {
+            continue;
+        }
         let after = final_point(parsed, kernel, node, acc);
         let id = em.next_id();
         em.insert(
@@ -113,6 +159,48 @@ pub(crate) fn probe(
         });
     }
     counters
+}
+
+/// Whether the declaration `decl` is visible at `place` (and after it, in the same
+/// block): a parameter of the function around `place`, or a declaration that ends
+/// before `place` in a block that holds it.
+fn in_scope(decl: Node<'_>, place: Node<'_>) -> bool {
+    let mut ancestor = decl.parent();
+    while let Some(a) = ancestor {
+        match a.kind() {
+            "parameter_list" => {
+                let mut f = a.parent();
+                while let Some(x) = f {
+                    if x.kind() == "function_definition" {
+                        return x.start_byte() <= place.start_byte()
+                            && place.end_byte() <= x.end_byte();
+                    }
+                    f = x.parent();
+                }
+                return false;
+            }
+            "compound_statement" => {
+                return decl.end_byte() <= place.start_byte()
+                    && a.start_byte() <= place.start_byte()
+                    && place.end_byte() <= a.end_byte();
+            }
+            _ => ancestor = a.parent(),
+        }
+    }
+    false
+}
+
+/// Whether an MMA is issued in the mainloop's block before it (a peeled first K
+/// tile), so the loop's first iteration is K tile 1.
+fn peeled_before(kernel: &Kernel, mainloop: Node<'_>) -> bool {
+    let Some(block) = mainloop.parent() else {
+        return false;
+    };
+    kernel.sites.iter().any(|s| {
+        s.kind == SiteKind::Mma
+            && block.start_byte() <= s.range.start
+            && s.range.end <= mainloop.start_byte()
+    })
 }
 
 /// Where the accumulator is complete: the end of the mainloop, or of the last

@@ -1,0 +1,157 @@
+//! `kwb-instrument --overlay DIR`: instrumented copies of the headers the input
+//! includes — transitively, within its folder and the `-I` roots — that hold a kernel
+//! whose consumer mainloop waits on a stage (a CUTLASS collective, a megakernel task
+//! header; not a thread-level MMA's loop over elements). Each copy
+//! goes under DIR at its path relative to its root, so `-I DIR` first on the include
+//! path picks it up; library headers are never edited in place. Site ids continue
+//! from the input's probes, so one trace names every site.
+
+use std::collections::{BTreeSet, VecDeque};
+use std::path::{Path, PathBuf};
+
+use kwb_instrument::{Config, InstrumentError, Plan, includes};
+
+/// At most this many headers are followed (CUTLASS's whole include tree is ~800).
+const MAX_HEADERS: usize = 5000;
+
+/// One instrumented header of the overlay.
+pub struct Written {
+    /// The original header.
+    pub source: PathBuf,
+    /// Its instrumented copy under the overlay folder.
+    pub copy: PathBuf,
+    /// What was inserted.
+    pub plan: Plan,
+}
+
+/// A header found through an include, and the root its relative path is under.
+struct Found {
+    path: PathBuf,
+    relative: PathBuf,
+}
+
+/// Follows the includes of `file` (text `source`) through `roots` and returns the
+/// headers found, in breadth-first order, without `file` itself.
+fn headers(file: &Path, source: &str, roots: &[PathBuf]) -> Vec<Found> {
+    let file_dir = file.parent().unwrap_or(Path::new(".")).to_owned();
+    let mut seen: BTreeSet<PathBuf> = BTreeSet::new();
+    if let Ok(c) = file.canonicalize() {
+        seen.insert(c);
+    }
+    let mut found = Vec::new();
+    let mut queue: VecDeque<(PathBuf, String)> = VecDeque::new();
+    queue.push_back((file_dir.clone(), source.to_owned()));
+    let mut first = true;
+    while let Some((dir, text)) = queue.pop_front() {
+        for include in includes(&text) {
+            // Quoted names are looked up beside the including file first.
+            let beside = include.quoted.then(|| dir.join(&include.name));
+            let candidates = beside.into_iter().chain(
+                roots
+                    .iter()
+                    .chain(first.then_some(&file_dir))
+                    .map(|r| r.join(&include.name)),
+            );
+            let Some(path) = candidates.into_iter().find(|p| p.is_file()) else {
+                continue; // a system or toolkit header: not followed
+            };
+            let Ok(canonical) = path.canonicalize() else {
+                continue;
+            };
+            if !seen.insert(canonical.clone()) || found.len() >= MAX_HEADERS {
+                continue;
+            }
+            let Some(relative) = roots
+                .iter()
+                .chain(std::iter::once(&file_dir))
+                .filter_map(|r| r.canonicalize().ok())
+                .find_map(|r| canonical.strip_prefix(&r).ok().map(Path::to_owned))
+            else {
+                continue; // outside every root: cannot be shadowed by -I DIR
+            };
+            let Ok(text) = std::fs::read_to_string(&canonical) else {
+                continue;
+            };
+            queue.push_back((
+                canonical.parent().unwrap_or(Path::new(".")).to_owned(),
+                text,
+            ));
+            found.push(Found {
+                path: canonical,
+                relative,
+            });
+        }
+        first = false;
+    }
+    found
+}
+
+/// Instruments every header `file` includes that has something to probe, with
+/// `config` (its gate only where it reaches), ids from `first_id` on; returns the
+/// copies to write, in id order.
+pub fn plan(
+    file: &Path,
+    source: &str,
+    roots: &[PathBuf],
+    dir: &Path,
+    config: &Config,
+    first_id: u32,
+) -> Vec<(Written, String)> {
+    let found = headers(file, source, roots);
+    let instrument = |path: &Path, id_base: u32| -> Option<(String, Plan)> {
+        let text = std::fs::read_to_string(path).ok()?;
+        // Cheap filter: a header with a mainloop around an MMA names one of these.
+        if !["mma", "gemm", "fma"].iter().any(|w| text.contains(w)) {
+            return None;
+        }
+        let config = Config {
+            file_name: path.display().to_string(),
+            id_base,
+            lenient_gate: true,
+            staged_only: true,
+            ..config.clone()
+        };
+        match kwb_instrument::instrument(&text, &config) {
+            Ok(r) => Some(r),
+            Err(InstrumentError::NothingToProbe) | Err(_) => None,
+        }
+    };
+    // Which headers have probes: planned in parallel, ids assigned after.
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let chunk = found.len().div_ceil(threads).max(1);
+    let with_probes: Vec<bool> = std::thread::scope(|scope| {
+        let handles: Vec<_> = found
+            .chunks(chunk)
+            .map(|part| {
+                scope.spawn(move || {
+                    part.iter()
+                        .map(|f| instrument(&f.path, 0).is_some())
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_default())
+            .collect()
+    });
+    let mut next = first_id;
+    let mut out = Vec::new();
+    for (f, probed) in found.iter().zip(with_probes) {
+        if !probed {
+            continue;
+        }
+        if let Some((text, plan)) = instrument(&f.path, next) {
+            next += plan.probes.len() as u32;
+            out.push((
+                Written {
+                    source: f.path.clone(),
+                    copy: dir.join(&f.relative),
+                    plan,
+                },
+                text,
+            ));
+        }
+    }
+    out
+}
