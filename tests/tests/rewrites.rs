@@ -67,3 +67,27 @@ fn megakernel_gated_with_a_row_bound() {
     };
     insta::assert_snapshot!(rewrite(&path, &config));
 }
+
+/// CUTLASS collectives as `--overlay` instruments them (staged mainloops only, the
+/// gate only where it reaches), when the CUTLASS headers are set up.
+#[test]
+fn cutlass_collectives_through_the_overlay() {
+    let Some(root) = kwb_tests::cutlass_source() else {
+        return;
+    };
+    for relative in [
+        "include/cutlass/gemm/collective/sm90_mma_tma_gmma_ss_warpspecialized.hpp",
+        "include/cutlass/gemm/collective/sm80_mma_multistage.hpp",
+    ] {
+        let config = Config {
+            staged_only: true,
+            lenient_gate: true,
+            ..Config::default()
+        };
+        let name = relative.rsplit('/').next().unwrap().replace('.', "_");
+        insta::assert_snapshot!(
+            format!("cutlass__{name}"),
+            rewrite(&root.join(relative), &config)
+        );
+    }
+}

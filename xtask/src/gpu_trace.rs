@@ -174,13 +174,54 @@ fn instrument(
         rows,
         ..kwb_instrument::Config::default()
     };
-    let (traced, plan) = kwb_instrument::instrument(&text, &config).map_err(|e| e.to_string())?;
     let out = dir.join(&family.source);
-    if let Some(dir) = out.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+    if let Some(parent) = out.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| e.to_string())?;
     }
-    std::fs::write(&out, traced).map_err(|e| e.to_string())?;
-    Ok(plan.probes.len())
+    if !family.cutlass {
+        let (traced, plan) =
+            kwb_instrument::instrument(&text, &config).map_err(|e| e.to_string())?;
+        std::fs::write(&out, traced).map_err(|e| e.to_string())?;
+        return Ok(plan.probes.len());
+    }
+    // A CUTLASS kernel's mainloop lives in the library's collective: instrument the
+    // headers it includes into an overlay folder beside the copy, which the build puts
+    // first on the include path.
+    let (toolchain_cutlass, common) = (
+        kwb_toolchain::cutlass(&kwb_toolchain::Env::from_process()).map_err(|e| e.to_string())?,
+        root.join("kernels/common"),
+    );
+    let overlay = overlay_dir(dir, family);
+    let _ = std::fs::remove_dir_all(&overlay);
+    let copies = kwb_cli::commands::overlay::plan(
+        &source,
+        &text,
+        &[toolchain_cutlass.include.clone(), common],
+        &overlay,
+        &kwb_instrument::Config {
+            lenient_gate: true,
+            ..config
+        },
+        0,
+    );
+    if copies.is_empty() {
+        return Err("no included header has a staged mainloop to instrument".to_owned());
+    }
+    let mut probes = 0;
+    for (written, traced) in &copies {
+        if let Some(parent) = written.copy.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| e.to_string())?;
+        }
+        std::fs::write(&written.copy, traced).map_err(|e| e.to_string())?;
+        probes += written.plan.probes.len();
+    }
+    std::fs::write(&out, &text).map_err(|e| e.to_string())?;
+    Ok(probes)
+}
+
+/// The overlay folder of a family's instrumented copy (see `kernels.rs`).
+pub fn overlay_dir(dir: &Path, family: &crate::suite::Family) -> PathBuf {
+    dir.join(&family.source).with_extension("overlay")
 }
 
 /// What the trace of one variant says.
@@ -288,8 +329,10 @@ fn judge(variant: &Variant, ran: &Ran, trace: std::result::Result<&Trace, &Strin
     for (kind, letter) in [(Kind::OperandA, 'A'), (Kind::OperandB, 'B')] {
         let s = Stats::of(of_kind(kind).filter(|r| r.count > 0));
         if s.records == 0 {
-            evidence.push(format!("operand {letter}: not probed"));
-            scale = None;
+            // Not probed: the value the all-ones rung gives it.
+            evidence.push(format!(
+                "operand {letter}: not probed (taken as the input's 1)"
+            ));
             continue;
         }
         evidence.push(format!("operand {letter}: {}", s.range()));
@@ -373,6 +416,10 @@ fn judge(variant: &Variant, ran: &Ran, trace: std::result::Result<&Trace, &Strin
         .chain(of_kind(Kind::OperandB))
         .all(|r| r.row_bound().is_some());
     let padded = rung.m % 64 != 0 || rung.n % 64 != 0;
+    let operands_probed = of_kind(Kind::OperandA)
+        .chain(of_kind(Kind::OperandB))
+        .next()
+        .is_some();
     let manifest = variant.stage.as_str();
     let (stage, grade, agrees) = if let Some((letter, zeros_only)) = operand_bad {
         let operand_stage = matches!(manifest, "operand-load" | "descriptor");
@@ -402,6 +449,14 @@ fn judge(variant: &Variant, ran: &Ran, trace: std::result::Result<&Trace, &Strin
                 operand_stage,
             )
         }
+    } else if let Some(why) = acc_bad.as_ref().filter(|_| !operands_probed) {
+        (
+            format!(
+                "mma or operand-load/descriptor (accumulator {why}; the operands were not probed, so the two cannot be told apart)"
+            ),
+            "DRAFT",
+            matches!(manifest, "mma" | "operand-load" | "descriptor"),
+        )
     } else if let Some(why) = acc_bad {
         (
             format!("mma (operands uniform; accumulator {why})"),

@@ -108,6 +108,11 @@ pub fn compile_all<'s>(
                 if let Some(dir) = source.parent() {
                     flags.includes.push(dir.to_owned());
                 }
+                // Instrumented library headers (`--overlay`) come first.
+                let overlay = traced.with_extension("overlay");
+                if overlay.is_dir() {
+                    flags.includes.insert(0, overlay);
+                }
                 flags.defines.push(kwb_runtime::ENABLE_MACRO.to_owned());
                 source = traced.clone();
             }

@@ -192,3 +192,105 @@ fn a_file_without_a_mainloop_has_nothing_to_probe() {
     );
     assert!(!dir.path().join("out.cu").exists());
 }
+
+#[test]
+fn overlay_instruments_included_library_headers_without_touching_them() {
+    let dir = TempDir::new().unwrap();
+    std::fs::create_dir_all(dir.path().join("inc/lib")).unwrap();
+    let header = format!("#pragma once\n{KERNEL}");
+    write(dir.path(), "inc/lib/collective.hpp", &header);
+    // A header with only a thread-level loop (no stage wait) stays out of the overlay.
+    write(
+        dir.path(),
+        "inc/lib/thread.hpp",
+        "#pragma once\n__device__ void fma4(float* d, const float* a, const float* b) {\n  for (int i = 0; i < 4; ++i) d[i] += a[i] * b[i];\n}\n",
+    );
+    let main = "#include <cstdio>\n#include \"lib/collective.hpp\"\n#include \"lib/thread.hpp\"\nint main() { return 0; }\n";
+    write(dir.path(), "main.cu", main);
+    let run = instrument(
+        dir.path(),
+        &[
+            "main.cu",
+            "-o",
+            "traced.cu",
+            "--overlay",
+            "overlay",
+            "-I",
+            "inc",
+            "--gate",
+            "REDUCTION_SIZE == 64",
+        ],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(run.stderr.contains("1 overlay header(s)"), "{}", run.stderr);
+    // The input has no kernel of its own: copied unchanged, and said so.
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("traced.cu")).unwrap(),
+        main
+    );
+    assert!(run.stderr.contains("copied unchanged"), "{}", run.stderr);
+    // The library header is untouched; its instrumented copy sits at the same
+    // relative path under the overlay, gated, and strips back to the original.
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("inc/lib/collective.hpp")).unwrap(),
+        header
+    );
+    let copy = std::fs::read_to_string(dir.path().join("overlay/lib/collective.hpp")).unwrap();
+    assert!(
+        copy.contains("kwb::enabled && (REDUCTION_SIZE == 64)"),
+        "{copy}"
+    );
+    assert_eq!(kwb_instrument::strip(&copy).unwrap(), header);
+    assert!(!dir.path().join("overlay/lib/thread.hpp").exists());
+    // -I belongs to the overlay.
+    let run = instrument(dir.path(), &["main.cu", "-o", "t2.cu", "-I", "inc"]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+}
+
+#[test]
+fn overlay_site_ids_continue_after_the_input_s_own() {
+    let dir = TempDir::new().unwrap();
+    std::fs::create_dir_all(dir.path().join("inc")).unwrap();
+    write(
+        dir.path(),
+        "inc/task.cuh",
+        &format!("#pragma once\n{KERNEL}"),
+    );
+    write(
+        dir.path(),
+        "main.cu",
+        &format!(
+            "#include \"task.cuh\"\n{}",
+            KERNEL.replace("gemm(", "gemm2(")
+        ),
+    );
+    let run = instrument(
+        dir.path(),
+        &["main.cu", "-o", "traced.cu", "--overlay", "ov", "-I", "inc"],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let own = std::fs::read_to_string(dir.path().join("traced.cu")).unwrap();
+    let copy = std::fs::read_to_string(dir.path().join("ov/task.cuh")).unwrap();
+    // Probe calls after the inlined runtime header (whose comments show examples).
+    let ids = |text: &str| -> Vec<u32> {
+        let text = &text[text.find("#line 1 ").unwrap()..];
+        text.match_indices("kwb::probe")
+            .filter_map(|(i, _)| {
+                let rest = &text[i..];
+                let open = rest.find('(')?;
+                rest[open + 1..].split(',').next()?.trim().parse().ok()
+            })
+            .collect()
+    };
+    let (a, b) = (ids(&own), ids(&copy));
+    assert!(!a.is_empty() && !b.is_empty(), "{own}\n{copy}");
+    assert!(
+        a.iter().max() < b.iter().min(),
+        "ids overlap: {a:?} vs {b:?}"
+    );
+    // Two site tables, one per file, under different guards.
+    assert!(
+        copy.contains(&format!("_{}\n", b.iter().min().unwrap())),
+        "{copy}"
+    );
+}
