@@ -178,11 +178,13 @@ fn instrument(
     if let Some(parent) = out.parent() {
         std::fs::create_dir_all(parent).map_err(|e| e.to_string())?;
     }
-    if !family.cutlass {
-        let (traced, plan) =
-            kwb_instrument::instrument(&text, &config).map_err(|e| e.to_string())?;
-        std::fs::write(&out, traced).map_err(|e| e.to_string())?;
-        return Ok(plan.probes.len());
+    match kwb_instrument::instrument(&text, &config) {
+        Ok((traced, plan)) => {
+            std::fs::write(&out, traced).map_err(|e| e.to_string())?;
+            return Ok(plan.probes.len());
+        }
+        Err(kwb_instrument::InstrumentError::NothingToProbe) if family.cutlass => {}
+        Err(e) => return Err(e.to_string()),
     }
     // A CUTLASS kernel's mainloop lives in the library's collective: instrument the
     // headers it includes into an overlay folder beside the copy, which the build puts
@@ -365,19 +367,22 @@ fn judge(variant: &Variant, ran: &Ran, trace: std::result::Result<&Trace, &Strin
         ));
     }
     let mut acc_bad: Option<String> = None;
-    if let Some((_, first)) = tiles.first() {
-        let step = first.max.unwrap_or(f32::NAN);
+    if let Some((t0, first)) = tiles.first() {
+        // The first probed tile may be 1 (a peeled first K tile): one K tile's worth
+        // is its value over t0 + 1.
+        let step = first.max.unwrap_or(f32::NAN) / (*t0 as f32 + 1.0);
         for (t, s) in &tiles {
             let want = step * (*t as f32 + 1.0);
             if !s.exactly(want) && acc_bad.is_none() {
                 acc_bad = Some(format!(
-                    "after K tile {t}: {} (expected {want} everywhere: tile 0 gave {step})",
-                    s.range()
+                    "after K tile {t}: {} (expected {want} everywhere: K tile {t0} gave {} per tile)",
+                    s.range(),
+                    step
                 ));
             }
         }
         evidence.push(format!(
-            "accumulator: {} K tiles probed, {} after tile 0, {} after tile {}",
+            "accumulator: {} K tiles probed, {} after tile {t0}, {} after tile {}",
             tiles.len(),
             first.range(),
             tiles.last().map_or(String::new(), |(_, s)| s.range()),
