@@ -17,8 +17,13 @@
 //
 // Configuration macros (define before including, or with -D):
 //   KWB_TRACE           turn tracing on.
-//   KWB_TRACE_CAPACITY  records the buffer holds (default 65536, 224 bytes each);
+//   KWB_TRACE_CAPACITY  records the buffer holds (default 262144 = 56 MiB, 224 bytes each);
 //                       records past it are not written, only counted as dropped.
+//   KWB_TRACE_SHARDS    the buffer's shards (default 64, or the capacity if smaller). A
+//                       warp always appends to shard (linear CTA * warps per CTA +
+//                       warp) % shards, each with its own cursor, so all-CTA tracing
+//                       does not serialize on one atomic; a shard holds capacity /
+//                       shards records (rounded down).
 //   KWB_TRACE_VALUES    values kept per record, 0..8 (default 8); the record always
 //                       has 8 slots, the rest hold value 0 and coordinates -1.
 //   KWB_TRACE_CTA_X/Y/Z the CTA the probes record at start-up (default -1: any).
@@ -49,7 +54,10 @@
 #include <type_traits>
 
 #ifndef KWB_TRACE_CAPACITY
-#define KWB_TRACE_CAPACITY 65536
+#define KWB_TRACE_CAPACITY 262144
+#endif
+#ifndef KWB_TRACE_SHARDS
+#define KWB_TRACE_SHARDS (KWB_TRACE_CAPACITY < 64 ? KWB_TRACE_CAPACITY : 64)
 #endif
 #ifndef KWB_TRACE_VALUES
 #define KWB_TRACE_VALUES 8
@@ -105,6 +113,8 @@ inline constexpr int any = -1;
 static_assert(KWB_TRACE_VALUES >= 0 && KWB_TRACE_VALUES <= 8,
               "KWB_TRACE_VALUES must be between 0 and 8 (the record has 8 slots)");
 static_assert(KWB_TRACE_CAPACITY > 0, "KWB_TRACE_CAPACITY must be positive");
+static_assert(KWB_TRACE_SHARDS > 0 && KWB_TRACE_SHARDS <= KWB_TRACE_CAPACITY,
+              "KWB_TRACE_SHARDS must be between 1 and KWB_TRACE_CAPACITY");
 
 // What a probe reads. The numbers are stored in Record::kind.
 enum class Kind : uint32_t {
@@ -309,12 +319,12 @@ struct MmaM16n8k16C {
 // The trace buffer (device global memory) and the filter (constant memory).
 #ifdef KWB_TRACE_EXTERN
 extern __device__ Record trace_records[KWB_TRACE_CAPACITY];
-extern __device__ unsigned long long trace_cursor;
+extern __device__ unsigned long long trace_cursor[KWB_TRACE_SHARDS];
 extern __device__ unsigned long long trace_dropped;
 extern __constant__ Filter trace_filter;
 #else
 __device__ Record trace_records[KWB_TRACE_CAPACITY];
-__device__ unsigned long long trace_cursor;   // next free slot; may pass the capacity
+__device__ unsigned long long trace_cursor[KWB_TRACE_SHARDS];  // per shard: next free slot
 __device__ unsigned long long trace_dropped;  // records not written: buffer full
 __constant__ Filter trace_filter = {KWB_TRACE_CTA_X,   KWB_TRACE_CTA_Y, KWB_TRACE_CTA_Z,
                                     KWB_TRACE_K_BEGIN, KWB_TRACE_K_END, 1u};
@@ -421,13 +431,19 @@ __device__ __forceinline__ bool claim(Slot& slot, int k_tile) {
   slot.below = (1u << slot.lane) - 1u;
   slot.leader = __ffs(slot.mask) - 1;
   unsigned long long index = 0;
-  if (slot.lane == slot.leader) index = atomicAdd(&trace_cursor, 1ull);
+  // This warp's shard: spreads the claims of concurrent warps over many cursors.
+  const unsigned cta = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+  const unsigned warps = (blockDim.x * blockDim.y * blockDim.z + 31u) / 32u;
+  const unsigned shard =
+      (cta * warps + static_cast<unsigned>(warp_id())) % static_cast<unsigned>(KWB_TRACE_SHARDS);
+  constexpr unsigned long long per_shard = KWB_TRACE_CAPACITY / KWB_TRACE_SHARDS;
+  if (slot.lane == slot.leader) index = atomicAdd(&trace_cursor[shard], 1ull);
   index = __shfl_sync(slot.mask, index, slot.leader);
-  if (index >= static_cast<unsigned long long>(KWB_TRACE_CAPACITY)) {
+  if (index >= per_shard) {
     if (slot.lane == slot.leader) atomicAdd(&trace_dropped, 1ull);
     return false;
   }
-  slot.record = &trace_records[index];
+  slot.record = &trace_records[shard * per_shard + index];
   return true;
 }
 
@@ -802,8 +818,9 @@ inline bool register_sites(const SiteInfo (&sites)[N]) {
 // to trace.
 inline cudaError_t trace_reset() {
   detail::arm_exit_flush_late();
+  const unsigned long long zeros[KWB_TRACE_SHARDS] = {};
   const unsigned long long zero = 0;
-  cudaError_t err = cudaMemcpyToSymbol(trace_cursor, &zero, sizeof zero);
+  cudaError_t err = cudaMemcpyToSymbol(trace_cursor, zeros, sizeof zeros);
   if (err == cudaSuccess) err = cudaMemcpyToSymbol(trace_dropped, &zero, sizeof zero);
   return err;
 }
@@ -825,17 +842,24 @@ inline cudaError_t set_filter(int cta_x, int cta_y, int cta_z, int k_begin = 0,
 // Returns false, with a one-line reason on stderr, when it cannot.
 inline bool trace_flush(const char* path) {
   if (path == nullptr || *path == '\0') return detail::fail("trace flush", "no path");
-  unsigned long long cursor = 0;
+  unsigned long long cursors[KWB_TRACE_SHARDS] = {};
   unsigned long long dropped = 0;
   cudaError_t err = cudaDeviceSynchronize();
-  if (err == cudaSuccess) err = cudaMemcpyFromSymbol(&cursor, trace_cursor, sizeof cursor);
+  if (err == cudaSuccess) err = cudaMemcpyFromSymbol(cursors, trace_cursor, sizeof cursors);
   if (err == cudaSuccess) err = cudaMemcpyFromSymbol(&dropped, trace_dropped, sizeof dropped);
-  const unsigned long long capacity = KWB_TRACE_CAPACITY;
-  const size_t count = static_cast<size_t>(cursor < capacity ? cursor : capacity);
-  std::vector<Record> records(count);
-  if (err == cudaSuccess && count != 0) {
-    err = cudaMemcpyFromSymbol(records.data(), trace_records, count * sizeof(Record));
+  // The shards' filled prefixes, one after another (each warp's records stay in the
+  // order it appended them).
+  constexpr unsigned long long per_shard = KWB_TRACE_CAPACITY / KWB_TRACE_SHARDS;
+  std::vector<Record> records;
+  for (int s = 0; s < KWB_TRACE_SHARDS && err == cudaSuccess; ++s) {
+    const size_t n = static_cast<size_t>(cursors[s] < per_shard ? cursors[s] : per_shard);
+    if (n == 0) continue;
+    const size_t at = records.size();
+    records.resize(at + n);
+    err = cudaMemcpyFromSymbol(records.data() + at, trace_records, n * sizeof(Record),
+                               static_cast<size_t>(s) * per_shard * sizeof(Record));
   }
+  const size_t count = records.size();
   if (err != cudaSuccess) {
     return detail::fail("cannot read the trace buffer", cudaGetErrorString(err));
   }
@@ -865,7 +889,7 @@ inline bool trace_flush(const char* path) {
   header.record_size = sizeof(Record);
   header.record_count = count;
   header.dropped = dropped;
-  header.capacity = capacity;
+  header.capacity = KWB_TRACE_CAPACITY;
   header.site_count = static_cast<uint32_t>(sites.size());
   header.site_table_bytes = static_cast<uint32_t>(table.size());
 

@@ -43,7 +43,7 @@ pub const VERSION: u32 = 2;
 
 /// The trace buffer's capacity in records when the build does not set
 /// `KWB_TRACE_CAPACITY`.
-pub const DEFAULT_CAPACITY: u64 = 65536;
+pub const DEFAULT_CAPACITY: u64 = 262_144;
 
 /// The macro that turns tracing on (`-DKWB_TRACE`).
 pub const ENABLE_MACRO: &str = "KWB_TRACE";
@@ -58,7 +58,8 @@ pub const OUT_ENV: &str = "KWB_TRACE_OUT";
 pub mod symbols {
     /// `kwb::trace_records`: `Record[capacity]`.
     pub const RECORDS: &str = "_ZN3kwb13trace_recordsE";
-    /// `kwb::trace_cursor`: `u64`, the next free slot; it may pass the capacity.
+    /// `kwb::trace_cursor`: `u64[KWB_TRACE_SHARDS]`, each shard's next free slot; it
+    /// may pass the shard's capacity (capacity / shards records from shard × that).
     pub const CURSOR: &str = "_ZN3kwb12trace_cursorE";
     /// `kwb::trace_dropped`: `u64`, the records not written because the buffer was
     /// full.

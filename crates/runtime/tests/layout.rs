@@ -247,7 +247,7 @@ fn symbols_name_the_headers_variables() {
         ),
         (
             kwb_runtime::symbols::CURSOR,
-            "__device__ unsigned long long trace_cursor;",
+            "__device__ unsigned long long trace_cursor[KWB_TRACE_SHARDS];",
         ),
         (
             kwb_runtime::symbols::DROPPED,
