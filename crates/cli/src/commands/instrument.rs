@@ -209,16 +209,7 @@ pub fn run(args: Args) -> i32 {
     let mut stderr = std::io::stderr().lock();
     match plan {
         Some(plan) => {
-            for probe in &plan.probes {
-                let _ = writeln!(
-                    stderr,
-                    "probe {}: {} in `{}` (line {})",
-                    probe.id, probe.what, probe.kernel, probe.line
-                );
-            }
-            for note in &plan.notes {
-                let _ = writeln!(stderr, "note: {note}");
-            }
+            list(&mut stderr, &plan, None);
             let _ = writeln!(
                 stderr,
                 "wrote {}: build with -DKWB_TRACE to record a trace (KWB_TRACE_OUT=trace.bin writes it at exit); without it the probes compile to nothing",
@@ -294,16 +285,7 @@ fn with_overlay(
                 .map(|(w, _)| (w.copy.display().to_string(), &w.plan)),
         );
     for (path, plan) in plans {
-        for probe in &plan.probes {
-            let _ = writeln!(
-                stderr,
-                "probe {}: {} in `{}` (line {}) [{path}]",
-                probe.id, probe.what, probe.kernel, probe.line
-            );
-        }
-        for note in &plan.notes {
-            let _ = writeln!(stderr, "note: {note}");
-        }
+        list(&mut stderr, plan, Some(&path));
     }
     if own_plan.is_none() {
         let _ = writeln!(
@@ -322,6 +304,22 @@ fn with_overlay(
         dir.display()
     );
     exit::OK
+}
+
+/// One line per probe of `plan` (naming the file it went into, when given), then its
+/// notes.
+fn list(out: &mut impl Write, plan: &kwb_instrument::Plan, file: Option<&str>) {
+    let place = file.map_or(String::new(), |f| format!(" [{f}]"));
+    for probe in &plan.probes {
+        let _ = writeln!(
+            out,
+            "probe {}: {} in `{}` (line {}){place}",
+            probe.id, probe.what, probe.kernel, probe.line
+        );
+    }
+    for note in &plan.notes {
+        let _ = writeln!(out, "note: {note}");
+    }
 }
 
 /// Whether two paths name the same file (by canonical path when the output exists).

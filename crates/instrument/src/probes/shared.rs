@@ -78,47 +78,42 @@ pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str, counters:
                 .iter()
                 .find(|(range, _)| contains(range, &statement.byte_range()))
                 .map_or("-1".to_owned(), |(_, c)| c.clone());
-            if array {
-                let id = em.next_id();
-                let element = format!("std::remove_all_extents_t<decltype({name})>");
-                let body = format!(
-                    "if (kwb::warp_id() == 0) {{ kwb::probe_tile({id}, kwb::Kind::{kind}, 0x{tag:08x}u, {k_tile}, -1, -1, reinterpret_cast<const {element}*>(&{name}), static_cast<int>(sizeof({name}) / sizeof({element}))); }}"
-                );
-                em.probe(
-                    declaration_point(parsed, statement),
-                    gate,
-                    &body,
-                    ProbeInfo {
-                        id,
-                        kernel: kernel.name.clone(),
-                        what: format!(
-                            "operand {letter}: the shared array `{name}` the MMA at line {} reads (whole array, memory order, warp 0)",
-                            mma.line
-                        ),
-                        line: statement.start_position().row + 1,
-                        text: mma.text.clone(),
-                    },
-                );
-                continue;
-            }
-            let Some(stage) = last_assignment(parsed, function, name, statement.start_byte())
-                .and_then(|value| stage_of(parsed, value))
-            else {
-                em.note(format!(
-                    "{}: operand {letter} `{name}` is a shared pointer whose stage extent the code does not show (`{name} = ARRAY + STAGE * STRIDE`); not probed before line {}",
-                    kernel.name, mma.line
-                ));
-                continue;
-            };
             let id = em.next_id();
-            let Stage {
-                array,
-                index,
-                stride,
-            } = stage;
-            let body = format!(
-                "const long long kwb_e = static_cast<long long>(({array}) + ({index}) * ({stride}) + ({stride}) - ({name})); const int kwb_n = static_cast<int>(kwb_e < 0 ? 0 : kwb_e > ({stride}) ? ({stride}) : kwb_e); const int kwb_q = (kwb_n + 3) / 4; const int kwb_b = (kwb::warp_id() % 4) * kwb_q; kwb::probe_tile({id}, kwb::Kind::{kind}, 0x{tag:08x}u, {k_tile}, -1, -1, {name} + kwb_b, kwb_n - kwb_b < kwb_q ? (kwb_n > kwb_b ? kwb_n - kwb_b : 0) : kwb_q);"
-            );
+            let (body, what) = if array {
+                let element = format!("std::remove_all_extents_t<decltype({name})>");
+                (
+                    format!(
+                        "if (kwb::warp_id() == 0) {{ kwb::probe_tile({id}, kwb::Kind::{kind}, 0x{tag:08x}u, {k_tile}, -1, -1, reinterpret_cast<const {element}*>(&{name}), static_cast<int>(sizeof({name}) / sizeof({element}))); }}"
+                    ),
+                    format!(
+                        "operand {letter}: the shared array `{name}` the MMA at line {} reads (whole array, memory order, warp 0)",
+                        mma.line
+                    ),
+                )
+            } else {
+                let Some(Stage {
+                    array,
+                    index,
+                    stride,
+                }) = last_assignment(parsed, function, name, statement.start_byte())
+                    .and_then(|value| stage_of(parsed, value))
+                else {
+                    em.note(format!(
+                        "{}: operand {letter} `{name}` is a shared pointer whose stage extent the code does not show (`{name} = ARRAY + STAGE * STRIDE`); not probed before line {}",
+                        kernel.name, mma.line
+                    ));
+                    continue;
+                };
+                (
+                    format!(
+                        "const long long kwb_e = static_cast<long long>(({array}) + ({index}) * ({stride}) + ({stride}) - ({name})); const int kwb_n = static_cast<int>(kwb_e < 0 ? 0 : kwb_e > ({stride}) ? ({stride}) : kwb_e); const int kwb_q = (kwb_n + 3) / 4; const int kwb_b = (kwb::warp_id() % 4) * kwb_q; kwb::probe_tile({id}, kwb::Kind::{kind}, 0x{tag:08x}u, {k_tile}, -1, -1, {name} + kwb_b, kwb_n - kwb_b < kwb_q ? (kwb_n > kwb_b ? kwb_n - kwb_b : 0) : kwb_q);"
+                    ),
+                    format!(
+                        "operand {letter}: the shared tile `{name}` the MMA at line {} reads (stage of {stride} elements, memory order)",
+                        mma.line
+                    ),
+                )
+            };
             em.probe(
                 declaration_point(parsed, statement),
                 gate,
@@ -126,10 +121,7 @@ pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str, counters:
                 ProbeInfo {
                     id,
                     kernel: kernel.name.clone(),
-                    what: format!(
-                        "operand {letter}: the shared tile `{name}` the MMA at line {} reads (stage of {stride} elements, memory order)",
-                        mma.line
-                    ),
+                    what,
                     line: statement.start_position().row + 1,
                     text: mma.text.clone(),
                 },
