@@ -40,6 +40,20 @@ fn megakernel_gated() -> Config {
     }
 }
 
+/// Runs every job on its own thread; the errors of those that failed.
+fn in_parallel<F>(jobs: Vec<F>) -> Vec<String>
+where
+    F: FnOnce() -> Result<(), String> + Send,
+{
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = jobs.into_iter().map(|job| scope.spawn(job)).collect();
+        handles
+            .into_iter()
+            .filter_map(|h| h.join().unwrap().err())
+            .collect()
+    })
+}
+
 fn check(family: &str, config: Config, dir: &Path) -> Result<(), String> {
     let env = Env::from_process();
     let toolchain = kwb_toolchain::toolchain(&env).map_err(|e| e.to_string())?;
@@ -103,18 +117,14 @@ fn instrumented_kernels_compile_to_identical_sass_without_kwb_trace() {
         .iter()
         .map(|family| (*family, Config::default()))
         .chain([("megakernel", megakernel_gated())]);
-    let failures: Vec<String> = std::thread::scope(|scope| {
-        let handles: Vec<_> = configs
+    let failures = in_parallel(
+        configs
             .map(|(family, config)| {
                 let dir = dir.path();
-                scope.spawn(move || check(family, config, dir))
+                move || check(family, config, dir)
             })
-            .collect();
-        handles
-            .into_iter()
-            .filter_map(|h| h.join().unwrap().err())
-            .collect()
-    });
+            .collect(),
+    );
     assert!(failures.is_empty(), "{failures:#?}");
 }
 
@@ -136,12 +146,12 @@ fn instrumented_fixtures_compile_traced() {
         .filter(|p| p.extension().is_some_and(|x| x == "cu"))
         .collect();
     fixtures.sort();
-    let failures: Vec<String> = std::thread::scope(|scope| {
-        let handles: Vec<_> = fixtures
+    let failures = in_parallel(
+        fixtures
             .iter()
             .map(|path| {
                 let (toolchain, cutlass, dir) = (&toolchain, &cutlass, dir.path());
-                scope.spawn(move || -> Result<(), String> {
+                move || -> Result<(), String> {
                     let name = path.file_stem().unwrap().to_string_lossy().into_owned();
                     let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
                     let Ok((instrumented, _)) =
@@ -164,13 +174,9 @@ fn instrumented_fixtures_compile_traced() {
                         &dir.join(format!("{name}.o")),
                     )
                     .map_err(|e| format!("{name}: {e}"))
-                })
+                }
             })
-            .collect();
-        handles
-            .into_iter()
-            .filter_map(|h| h.join().unwrap().err())
-            .collect()
-    });
+            .collect(),
+    );
     assert!(failures.is_empty(), "{failures:#?}");
 }

@@ -173,6 +173,25 @@ fn outside_inner_loops<'t>(statement: Node<'t>, kernel: &Kernel) -> Node<'t> {
     current
 }
 
+/// The operands of a chain of one binary operator (`a + b * c + d` over `+`: `a`,
+/// `b * c`, `d`), left to right; `node` alone when it is not such a chain.
+fn operands_of<'t>(node: Node<'t>, operator: &str) -> Option<Vec<Node<'t>>> {
+    let mut out = Vec::new();
+    let mut stack = vec![node];
+    while let Some(n) = stack.pop() {
+        let chained = n.kind() == "binary_expression"
+            && n.child_by_field_name("operator")
+                .is_some_and(|o| o.kind() == operator);
+        if chained {
+            stack.push(n.child_by_field_name("right")?);
+            stack.push(n.child_by_field_name("left")?);
+        } else {
+            out.push(n);
+        }
+    }
+    Some(out)
+}
+
 /// `ARRAY + INDEX * STRIDE`: where a stage starts and how many elements it holds.
 struct Stage {
     array: String,
@@ -220,35 +239,14 @@ fn last_assignment<'t>(
 /// Reads `ARRAY + INDEX * STRIDE (+ …)`, INDEX a stage-like name (`stage`, `pipe`,
 /// `slot`, `read_stage`, …).
 fn stage_of(parsed: &Parsed, value: Node<'_>) -> Option<Stage> {
-    let mut terms = Vec::new();
-    let mut stack = vec![value];
-    while let Some(n) = stack.pop() {
-        let is_sum = n.kind() == "binary_expression"
-            && n.child_by_field_name("operator")
-                .is_some_and(|o| o.kind() == "+");
-        if is_sum {
-            stack.push(n.child_by_field_name("right")?);
-            stack.push(n.child_by_field_name("left")?);
-        } else {
-            terms.push(n);
-        }
-    }
+    let terms = operands_of(value, "+")?;
     let array = terms.first().filter(|t| t.kind() == "identifier")?;
     for term in &terms[1..] {
         let text = &parsed.masked[term.byte_range()];
-        let mut factors = Vec::new();
-        let mut stack = vec![*term];
-        while let Some(n) = stack.pop() {
-            let is_product = n.kind() == "binary_expression"
-                && n.child_by_field_name("operator")
-                    .is_some_and(|o| o.kind() == "*");
-            if is_product {
-                stack.push(n.child_by_field_name("right")?);
-                stack.push(n.child_by_field_name("left")?);
-            } else {
-                factors.push(parsed.masked[n.byte_range()].trim().to_owned());
-            }
-        }
+        let mut factors: Vec<String> = operands_of(*term, "*")?
+            .iter()
+            .map(|n| parsed.masked[n.byte_range()].trim().to_owned())
+            .collect();
         let index = factors.iter().position(|f| {
             identifiers(f).count() == 1
                 && ["stage", "pipe", "slot"]
