@@ -111,18 +111,45 @@ fn configs(family_source: &str) -> Vec<Config> {
             }),
             defines: vec![kwb_runtime::ENABLE_MACRO.to_owned()],
         },
-        Config {
-            name: "all CTAs",
-            instrumented: Some(kwb_instrument::Config {
-                values: Some(0),
-                ..base
-            }),
-            defines: vec![
-                kwb_runtime::ENABLE_MACRO.to_owned(),
-                "KWB_TRACE_CAPACITY=4194304".to_owned(),
-            ],
-        },
+        all_ctas("all CTAs", kwb_instrument::Probes::default(), &base),
+        all_ctas(
+            "all CTAs, accumulator and epilogue",
+            kwb_instrument::Probes {
+                accumulator: true,
+                epilogue: true,
+                ..kwb_instrument::Probes::NONE
+            },
+            &base,
+        ),
+        all_ctas(
+            "all CTAs, operands only",
+            kwb_instrument::Probes {
+                operands: true,
+                ..kwb_instrument::Probes::NONE
+            },
+            &base,
+        ),
     ]
+}
+
+/// Every CTA recording `probes`, statistics only, into a buffer that holds every record.
+fn all_ctas(
+    name: &'static str,
+    probes: kwb_instrument::Probes,
+    base: &kwb_instrument::Config,
+) -> Config {
+    Config {
+        name,
+        instrumented: Some(kwb_instrument::Config {
+            values: Some(0),
+            probes,
+            ..base.clone()
+        }),
+        defines: vec![
+            kwb_runtime::ENABLE_MACRO.to_owned(),
+            "KWB_TRACE_CAPACITY=4194304".to_owned(),
+        ],
+    }
 }
 
 pub fn run(root: &Path, options: &Options) -> Result {

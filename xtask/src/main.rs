@@ -14,6 +14,7 @@ mod bench;
 mod ci;
 mod demo;
 mod gpu_bench;
+mod gpu_runtime;
 mod gpu_suite;
 mod gpu_trace;
 mod kernels;
@@ -94,6 +95,13 @@ enum Task {
         #[arg(long)]
         commit: Option<String>,
     },
+    /// On a machine with a GPU: check the trace runtime's records against statistics
+    /// known by hand (tests/gpu/runtime_check.cu)
+    GpuRuntime {
+        /// Where to write the report
+        #[arg(long, default_value = "target/gpu-runtime.txt")]
+        out: PathBuf,
+    },
     /// On a machine with a GPU: time the original, instrumented-disabled, one-CTA,
     /// all-CTA and memcheck builds; registers and spills of each
     GpuBench {
@@ -160,6 +168,7 @@ fn main() -> ExitCode {
                 commit,
             },
         ),
+        Task::GpuRuntime { out } => gpu_runtime::run(&project_root(), &project_root().join(out)),
         Task::GpuBench {
             launches,
             memcheck_launches,

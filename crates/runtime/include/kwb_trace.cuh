@@ -318,12 +318,13 @@ struct MmaM16n8k16C {
 
 // The trace buffer (device global memory) and the filter (constant memory).
 #ifdef KWB_TRACE_EXTERN
-extern __device__ Record trace_records[KWB_TRACE_CAPACITY];
+extern __device__ __align__(16) Record trace_records[KWB_TRACE_CAPACITY];
 extern __device__ unsigned long long trace_cursor[KWB_TRACE_SHARDS];
 extern __device__ unsigned long long trace_dropped;
 extern __constant__ Filter trace_filter;
 #else
-__device__ Record trace_records[KWB_TRACE_CAPACITY];
+// 16-byte aligned: records (224 bytes) are then written in 16-byte stores.
+__device__ __align__(16) Record trace_records[KWB_TRACE_CAPACITY];
 __device__ unsigned long long trace_cursor[KWB_TRACE_SHARDS];  // per shard: next free slot
 __device__ unsigned long long trace_dropped;  // records not written: buffer full
 __constant__ Filter trace_filter = {KWB_TRACE_CTA_X,   KWB_TRACE_CTA_Y, KWB_TRACE_CTA_Z,
@@ -384,8 +385,17 @@ __device__ __forceinline__ unsigned order_key(float v) {
   const unsigned bits = __float_as_uint(v);
   return (bits & 0x80000000u) != 0u ? ~bits : bits | 0x80000000u;
 }
-__device__ __forceinline__ float from_order_key(unsigned key) {
-  return __uint_as_float((key & 0x80000000u) != 0u ? key & 0x7fffffffu : ~key);
+__device__ __forceinline__ unsigned from_order_key_bits(unsigned key) {
+  return (key & 0x80000000u) != 0u ? key & 0x7fffffffu : ~key;
+}
+
+// The 16-bit value whose bits are `bits` (a bf16 or half out of a packed word).
+template <class T>
+__device__ __forceinline__ T bits_as(unsigned short bits) {
+  static_assert(sizeof(T) == sizeof(bits), "bits_as reads 16-bit types");
+  T value;
+  __builtin_memcpy(&value, &bits, sizeof bits);
+  return value;
 }
 
 // Warp sums and maxima over any set of active lanes.
@@ -452,7 +462,16 @@ __device__ __forceinline__ bool claim(Slot& slot, int k_tile) {
 // tallies and at most this many ballots, and the unrolled code stays small.
 inline constexpr int sample_elements = 8;
 
-// Counts one value of this lane into the statistics.
+// The largest finite float: |v| <= it is false exactly for NaN and +-Inf.
+inline constexpr float finite_max = 3.402823466e38f;
+
+// Fresh statistics: nothing seen, minimum +Inf, maximum -Inf.
+__device__ __forceinline__ Stats fresh_stats() {
+  return Stats{0.0f, __int_as_float(0x7f800000), __int_as_float(0xff800000), 0u, 0u, 0u, 0u, 0u};
+}
+
+// Counts one value of this lane into the statistics: the full tally, with the row
+// filter and the NaN and Inf counts.
 __device__ __forceinline__ void tally(Stats& s, bool valid, bool pass, float v) {
   s.seen += valid ? 1u : 0u;
   if (pass) {
@@ -468,6 +487,37 @@ __device__ __forceinline__ void tally(Stats& s, bool valid, bool pass, float v) 
       s.vmax = fmaxf(s.vmax, v);
     }
   }
+}
+
+// The quick tally, for values that all count (no row filter): a running minimum and
+// maximum and one flag, three instructions a value. It is exact only while every value
+// is finite; when `bad` is set anywhere in the warp the probe reads its values again
+// through the full tally.
+struct Quick {
+  float vmin;
+  float vmax;
+  bool bad;  // some value was NaN or +-Inf
+};
+
+__device__ __forceinline__ Quick fresh_quick() {
+  return Quick{__int_as_float(0x7f800000), __int_as_float(0xff800000), false};
+}
+
+__device__ __forceinline__ void quick(Quick& q, float v) {
+  q.vmin = fminf(q.vmin, v);
+  q.vmax = fmaxf(q.vmax, v);
+  q.bad |= !(fabsf(v) <= finite_max);
+}
+
+// The statistics of `n` finite values that all counted, from their quick tally.
+__device__ __forceinline__ void settle(Stats& s, const Quick& q, unsigned n) {
+  s.seen = n;
+  s.counted = n;
+  s.nans = 0u;
+  s.infs = 0u;
+  s.vmin = q.vmin;
+  s.vmax = q.vmax;
+  s.absmax = n != 0u ? fmaxf(fabsf(q.vmin), fabsf(q.vmax)) : 0.0f;
 }
 
 // Samples one value of this lane into the record's first free slot. Every active lane
@@ -486,7 +536,28 @@ __device__ __forceinline__ void sample(Stats& s, const Slot& slot, bool pass, fl
   s.taken += __popc(ballot);
 }
 
-// Reduces the statistics over the warp; the leader fills in the record.
+// Four 32-bit words as one 16-byte store.
+__device__ __forceinline__ void store4(void* at, unsigned a, unsigned b, unsigned c,
+                                       unsigned d) {
+  *static_cast<uint4*>(at) = make_uint4(a, b, c, d);
+}
+
+// Marks the value slots [filled, 8) of one 8-slot array empty (`empty` in each).
+__device__ __forceinline__ void clear_slots(void* slots, unsigned filled, unsigned empty) {
+  unsigned* words = static_cast<unsigned*>(slots);
+#pragma unroll
+  for (unsigned half = 0; half < 2u; ++half) {
+    if (filled <= 4u * half) {
+      store4(words + 4u * half, empty, empty, empty, empty);
+    } else {
+      for (unsigned i = filled; i < 4u * half + 4u; ++i) words[i] = empty;
+    }
+  }
+}
+
+// Reduces the statistics over the warp; the leader writes the record's fields in
+// 16-byte stores (records are 16-byte aligned: 224 bytes each in a 16-byte aligned
+// buffer), the header's first four words last.
 __device__ __forceinline__ void finish(const Slot& slot, const Stats& s, const Probe& p) {
   const unsigned absmax = warp_max(slot.mask, __float_as_uint(s.absmax));
   const unsigned vmin = ~warp_max(slot.mask, ~order_key(s.vmin));
@@ -500,75 +571,77 @@ __device__ __forceinline__ void finish(const Slot& slot, const Stats& s, const P
   Record* r = slot.record;
   const unsigned filled =
       s.taken < static_cast<unsigned>(KWB_TRACE_VALUES) ? s.taken : KWB_TRACE_VALUES;
-  for (int i = static_cast<int>(filled); i < record_values; ++i) {
-    r->values[i] = 0.0f;
-    r->value_m[i] = -1;
-    r->value_n[i] = -1;
-    r->value_k[i] = -1;
+  if (filled < static_cast<unsigned>(record_values)) {
+    clear_slots(r->values, filled, 0u);
+    clear_slots(r->value_m, filled, 0xffffffffu);
+    clear_slots(r->value_n, filled, 0xffffffffu);
+    clear_slots(r->value_k, filled, 0xffffffffu);
   }
-  r->site = p.site;
-  r->kind = static_cast<uint32_t>(p.kind);
-  r->tag = p.tag;
-  r->cta_x = blockIdx.x;
-  r->cta_y = blockIdx.y;
-  r->cta_z = blockIdx.z;
-  r->warp = static_cast<uint32_t>(warp_id());
-  r->lane = static_cast<uint32_t>(slot.lane);
-  r->active_mask = slot.mask;
-  r->k_tile = p.k_tile;
-  r->tile_m = p.tile_m;
-  r->tile_n = p.tile_n;
-  r->row_bound = p.row_bound;
-  r->row_axis = static_cast<uint32_t>(p.row_axis);
-  r->count = counted;
-  r->absmax = __uint_as_float(absmax);
-  r->vmin = from_order_key(vmin);
-  r->vmax = from_order_key(vmax);
-  r->nan_count = nans;
-  r->inf_count = infs;
-  r->seen = seen;
-  r->nvalues = filled;
-  r->version = version;
-  r->magic = record_magic;
+  store4(&r->tag, p.tag, blockIdx.x, blockIdx.y, blockIdx.z);
+  store4(&r->warp, static_cast<unsigned>(warp_id()), static_cast<unsigned>(slot.lane),
+         slot.mask, static_cast<unsigned>(p.k_tile));
+  store4(&r->tile_m, static_cast<unsigned>(p.tile_m), static_cast<unsigned>(p.tile_n),
+         static_cast<unsigned>(p.row_bound), static_cast<unsigned>(p.row_axis));
+  store4(&r->count, counted, absmax, from_order_key_bits(vmin), from_order_key_bits(vmax));
+  store4(&r->nan_count, nans, infs, seen, filled);
+  store4(&r->magic, record_magic, version, p.site, static_cast<unsigned>(p.kind));
 }
 
 // Values held per lane: each lane looks at value(i) for i in [0, N). N is a constant
-// and the loop is unrolled, so register fragments stay in registers.
+// and the loops are unrolled, so register fragments stay in registers. Without a row
+// filter the values go through the quick tally, and through the full one only when
+// the warp saw a NaN or an Inf.
 template <int N, class ValueFn, class CoordFn>
 __device__ __forceinline__ void fragment(const Probe& p, ValueFn&& value, CoordFn&& coord) {
   Slot slot;
   if (!claim(slot, p.k_tile)) return;
-  Stats s{0.0f, __int_as_float(0x7f800000), __int_as_float(0xff800000), 0u, 0u, 0u, 0u, 0u};
+  Stats s = fresh_stats();
+  const bool every_row = p.row_bound == all_rows;
+  if (every_row) {
+    Quick q = fresh_quick();
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      const float v = to_float(value(i));
+      quick(q, v);
+      if (i < sample_elements) sample(s, slot, true, v, coord(i));
+    }
+    if (!__any_sync(slot.mask, q.bad)) {
+      settle(s, q, static_cast<unsigned>(N));
+      finish(slot, s, p);
+      return;
+    }
+  }
 #pragma unroll
   for (int i = 0; i < N; ++i) {
     const float v = to_float(value(i));
     const Coord c = coord(i);
     const bool pass = row_of(c, p.row_axis) < p.row_bound;
     tally(s, true, pass, v);
-    if (i < sample_elements) sample(s, slot, pass, v, c);
+    // Without a row filter the first pass took the samples already.
+    if (!every_row && i < sample_elements) sample(s, slot, pass, v, c);
   }
   finish(slot, s, p);
 }
 
-// Values shared by the warp: active lanes stride over value(i), i in [0, count).
+// The full tally of values shared by the warp: active lanes stride over value(i),
+// i in [0, count); the first rounds also sample when `sampling`.
 template <class ValueFn, class CoordFn>
-__device__ __forceinline__ void strided(const Probe& p, int count, ValueFn&& value,
-                                        CoordFn&& coord) {
-  Slot slot;
-  if (!claim(slot, p.k_tile)) return;
-  Stats s{0.0f, __int_as_float(0x7f800000), __int_as_float(0xff800000), 0u, 0u, 0u, 0u, 0u};
+__device__ __forceinline__ void strided_full(Stats& s, const Slot& slot, const Probe& p,
+                                             int count, bool sampling, ValueFn&& value,
+                                             CoordFn&& coord) {
   const int stride = __popc(slot.mask);
   const int rank = __popc(slot.mask & slot.below);
-  // The first rounds sample; the rest only tally, unrolled so loads overlap.
   int base = 0;
-  for (int round = 0; round < sample_elements && base < count; ++round, base += stride) {
-    const int i = base + rank;
-    const bool valid = i < count;
-    const float v = valid ? to_float(value(i)) : 0.0f;
-    const Coord c = valid ? coord(i) : Coord{-1, -1, -1};
-    const bool pass = valid && row_of(c, p.row_axis) < p.row_bound;
-    tally(s, valid, pass, v);
-    sample(s, slot, pass, v, c);
+  if (sampling) {
+    for (int round = 0; round < sample_elements && base < count; ++round, base += stride) {
+      const int i = base + rank;
+      const bool valid = i < count;
+      const float v = valid ? to_float(value(i)) : 0.0f;
+      const Coord c = valid ? coord(i) : Coord{-1, -1, -1};
+      const bool pass = valid && row_of(c, p.row_axis) < p.row_bound;
+      tally(s, valid, pass, v);
+      sample(s, slot, pass, v, c);
+    }
   }
 #pragma unroll 8
   for (; base < count; base += stride) {
@@ -579,7 +652,95 @@ __device__ __forceinline__ void strided(const Probe& p, int count, ValueFn&& val
       tally(s, true, row_of(c, p.row_axis) < p.row_bound, v);
     }
   }
+}
+
+// Samples the first values of a shared tile whose values all count: active lane r
+// takes value r. Returns how many the warp took.
+template <class ValueFn, class CoordFn>
+__device__ __forceinline__ unsigned sample_first(const Slot& slot, int count, ValueFn&& value,
+                                                 CoordFn&& coord) {
+  const int stride = __popc(slot.mask);
+  const int rank = __popc(slot.mask & slot.below);
+  if (rank < KWB_TRACE_VALUES && rank < count) {
+    const Coord c = coord(rank);
+    slot.record->values[rank] = to_float(value(rank));
+    slot.record->value_m[rank] = c.m;
+    slot.record->value_n[rank] = c.n;
+    slot.record->value_k[rank] = c.k;
+  }
+  return static_cast<unsigned>(stride < count ? stride : count);
+}
+
+// Values shared by the warp: active lanes stride over value(i), i in [0, count).
+template <class ValueFn, class CoordFn>
+__device__ __forceinline__ void strided(const Probe& p, int count, ValueFn&& value,
+                                        CoordFn&& coord) {
+  Slot slot;
+  if (!claim(slot, p.k_tile)) return;
+  Stats s = fresh_stats();
+  if (p.row_bound == all_rows) {
+    const int stride = __popc(slot.mask);
+    const int rank = __popc(slot.mask & slot.below);
+    s.taken = sample_first(slot, count, value, coord);
+    Quick q = fresh_quick();
+    unsigned mine = 0;
+#pragma unroll 8
+    for (int i = rank; i < count; i += stride, ++mine) quick(q, to_float(value(i)));
+    if (!__any_sync(slot.mask, q.bad)) {
+      settle(s, q, mine);
+      finish(slot, s, p);
+      return;
+    }
+    strided_full(s, slot, p, count, false, value, coord);
+  } else {
+    strided_full(s, slot, p, count, true, value, coord);
+  }
   finish(slot, s, p);
+}
+
+// A tile of 16-bit values (bf16, half) at a 16-byte aligned address, `count` a multiple
+// of 8, all counting: lanes read 16-byte chunks (lane r chunks r, r + stride, ...) and
+// tally eight values each, an eighth of the loads of the element-wise scan.
+template <class T, class CoordFn>
+__device__ __forceinline__ void packed_tile(const Probe& p, const T* tile, int count,
+                                            CoordFn&& coord) {
+  static_assert(sizeof(T) == 2, "packed tiles hold 16-bit values");
+  Slot slot;
+  if (!claim(slot, p.k_tile)) return;
+  Stats s = fresh_stats();
+  const auto value = [&](int i) -> const T& { return tile[i]; };
+  s.taken = sample_first(slot, count, value, coord);
+  const int stride = __popc(slot.mask);
+  const int rank = __popc(slot.mask & slot.below);
+  const uint4* chunks = reinterpret_cast<const uint4*>(tile);
+  const int n = count / 8;
+  Quick q = fresh_quick();
+  unsigned mine = 0;
+#pragma unroll 4
+  for (int c = rank; c < n; c += stride, mine += 8u) {
+    const uint4 w = chunks[c];
+    const unsigned words[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const unsigned short lo = static_cast<unsigned short>(words[j] & 0xffffu);
+      const unsigned short hi = static_cast<unsigned short>(words[j] >> 16);
+      quick(q, to_float(bits_as<T>(lo)));
+      quick(q, to_float(bits_as<T>(hi)));
+    }
+  }
+  if (!__any_sync(slot.mask, q.bad)) {
+    settle(s, q, mine);
+  } else {
+    strided_full(s, slot, p, count, false, value, coord);
+  }
+  finish(slot, s, p);
+}
+
+// Whether probe_tile may read `tile` as packed 16-byte chunks.
+template <class T>
+__device__ __forceinline__ bool packs(const T* tile, int count, int row_bound) {
+  return sizeof(T) == 2 && (reinterpret_cast<uintptr_t>(tile) % 16u) == 0u && count % 8 == 0 &&
+         row_bound == all_rows;
 }
 
 }  // namespace detail
@@ -658,8 +819,14 @@ __device__ __forceinline__ void probe_tile(uint32_t site, Kind kind, uint32_t ta
                                            int row_bound = all_rows, Axis row_axis = Axis::M,
                                            CoordFn coord = CoordFn{}) {
 #ifdef KWB_TRACE
-  detail::strided(detail::Probe{site, kind, tag, k_tile, tile_m, tile_n, row_bound, row_axis},
-                  count, [&](int i) -> const T& { return tile[i]; }, coord);
+  const detail::Probe p{site, kind, tag, k_tile, tile_m, tile_n, row_bound, row_axis};
+  if constexpr (sizeof(T) == 2) {
+    if (detail::packs(tile, count, row_bound)) {
+      detail::packed_tile(p, tile, count, coord);
+      return;
+    }
+  }
+  detail::strided(p, count, [&](int i) -> const T& { return tile[i]; }, coord);
 #else
   (void)site, (void)kind, (void)tag, (void)k_tile, (void)tile_m, (void)tile_n;
   (void)tile, (void)count, (void)row_bound, (void)row_axis, (void)coord;

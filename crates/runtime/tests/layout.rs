@@ -243,7 +243,7 @@ fn symbols_name_the_headers_variables() {
     for (symbol, declaration) in [
         (
             kwb_runtime::symbols::RECORDS,
-            "__device__ Record trace_records[",
+            "__device__ __align__(16) Record trace_records[",
         ),
         (
             kwb_runtime::symbols::CURSOR,

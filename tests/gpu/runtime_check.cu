@@ -1,0 +1,119 @@
+// The trace runtime checked on the GPU: probes over inputs whose statistics are known,
+// one site per case. `cargo xtask gpu-runtime` builds this with -DKWB_TRACE, runs it
+// with KWB_TRACE_OUT, and compares every record with the expectations written in
+// xtask/src/gpu_runtime.rs (computed there by hand from the formulas below, not by
+// this file). Cases: the quick tally of a register fragment (sites 0, 9), NaN and Inf
+// that send it to the full tally (1), the row filter (2), a packed bf16 shared tile
+// (3) with NaN and -Inf (4), an unaligned tile read element-wise (5), a partial warp
+// (6), a packed half tile (7), a tile with a row filter (8).
+#include <cstdio>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "kwb_trace.cuh"
+
+static const kwb::SiteInfo kwb_sites[] = {
+    {0, "runtime_check.cu", 1, "finite fragment"},
+    {1, "runtime_check.cu", 2, "fragment with NaN and Inf"},
+    {2, "runtime_check.cu", 3, "fragment with a row filter"},
+    {3, "runtime_check.cu", 4, "packed bf16 tile"},
+    {4, "runtime_check.cu", 5, "packed bf16 tile with NaN and -Inf"},
+    {5, "runtime_check.cu", 6, "unaligned bf16 tile"},
+    {6, "runtime_check.cu", 7, "partial warp"},
+    {7, "runtime_check.cu", 8, "packed half tile"},
+    {8, "runtime_check.cu", 9, "tile with a row filter"},
+    {9, "runtime_check.cu", 10, "finite fragment, all negative"},
+};
+[[maybe_unused]] static const bool kwb_sites_registered = kwb::register_sites(kwb_sites);
+
+constexpr uint32_t kTag = kwb::tag_of("runtime_check");
+
+// Coordinates (lane, -1, i) of element i of this lane's fragment.
+struct LaneRow {
+  __device__ kwb::Coord operator()(int i) const { return kwb::Coord{kwb::lane_id(), -1, i}; }
+};
+
+__global__ void check() {
+  __shared__ __align__(16) __nv_bfloat16 tile[1040];
+  __shared__ __align__(16) __half halves[256];
+  const int lane = kwb::lane_id();
+  const int warp = kwb::warp_id();
+
+  // Site 0 (both warps): v = (lane * 16 + i) * 0.5 - 100.
+  float f[16];
+#pragma unroll
+  for (int i = 0; i < 16; ++i) f[i] = (lane * 16 + i) * 0.5f - 100.0f;
+  kwb::probe_array(0, kwb::Kind::Accumulator, kTag, warp, 0, 0, f);
+
+  // Site 9: v = -(lane * 16 + i) - 1.
+  float neg[16];
+#pragma unroll
+  for (int i = 0; i < 16; ++i) neg[i] = -static_cast<float>(lane * 16 + i) - 1.0f;
+  if (warp == 0) kwb::probe_array(9, kwb::Kind::Accumulator, kTag, -1, 0, 0, neg);
+
+  // Site 1: site 0's values with +Inf at (0, 0), -Inf at (0, 1), NaN at (31, 15).
+  float g[16];
+#pragma unroll
+  for (int i = 0; i < 16; ++i) g[i] = f[i];
+  if (lane == 0) {
+    g[0] = __int_as_float(0x7f800000);
+    g[1] = __int_as_float(0xff800000);
+  }
+  if (lane == 31) g[15] = __int_as_float(0x7fc00000);
+  if (warp == 0) kwb::probe_array(1, kwb::Kind::OperandA, kTag, 0, 0, 0, g);
+
+  // Site 2: 1.0 on lanes < 20, 1000 on the padding lanes; rows are lanes, bound 20.
+  float h[16];
+#pragma unroll
+  for (int i = 0; i < 16; ++i) h[i] = lane < 20 ? 1.0f : 1000.0f;
+  if (warp == 0) kwb::probe_array(2, kwb::Kind::OperandB, kTag, 1, 0, 0, h, 20, kwb::Axis::M, LaneRow{});
+
+  // The shared tiles: tile[i] = (i % 64) - 32 (exact in bf16), halves[i] = i * 0.5.
+  for (int i = threadIdx.x; i < 1040; i += blockDim.x) {
+    tile[i] = __float2bfloat16(static_cast<float>(i % 64 - 32));
+  }
+  for (int i = threadIdx.x; i < 256; i += blockDim.x) halves[i] = __float2half(i * 0.5f);
+  __syncthreads();
+  if (warp == 0) {
+    // Site 3: 1024 elements, packed.
+    kwb::probe_tile(3, kwb::Kind::OperandA, kTag, 3, 0, 0, tile, 1024);
+    // Site 5: 1001 elements from tile + 1 (not 16-byte aligned): element-wise.
+    kwb::probe_tile(5, kwb::Kind::OperandA, kTag, 5, 0, 0, tile + 1, 1001);
+    // Site 7: 256 halves, packed.
+    kwb::probe_tile(7, kwb::Kind::OperandB, kTag, 7, 0, 0, halves, 256);
+    // Site 8: the tile as 32 rows of 32 columns (m, k); rows < 5 count.
+    kwb::probe_tile(8, kwb::Kind::OperandA, kTag, 8, 0, 0, tile, 1024, 5, kwb::Axis::M,
+                    kwb::RowMajor{kwb::Axis::M, kwb::Axis::K, 32, 0, 0});
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    tile[777] = __float2bfloat16(__int_as_float(0x7fc00000));
+    tile[100] = __float2bfloat16(__int_as_float(0xff800000));
+  }
+  __syncthreads();
+  // Site 4: site 3's tile with NaN at 777 and -Inf at 100.
+  if (warp == 0) kwb::probe_tile(4, kwb::Kind::OperandA, kTag, 4, 0, 0, tile, 1024);
+
+  // Site 6: only lanes < 20 of warp 0: v = lane + i * 0.25.
+  if (warp == 0 && lane < 20) {
+    float p[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) p[i] = lane + i * 0.25f;
+    kwb::probe_array(6, kwb::Kind::Epilogue, kTag, -1, 0, 0, p);
+  }
+}
+
+int main() {
+  if (kwb_trace_reset() != cudaSuccess) {
+    std::fprintf(stderr, "runtime_check: no CUDA device\n");
+    return 2;
+  }
+  check<<<1, 64>>>();
+  const cudaError_t err = cudaDeviceSynchronize();
+  if (err != cudaSuccess) {
+    std::fprintf(stderr, "runtime_check: %s\n", cudaGetErrorString(err));
+    return 1;
+  }
+  std::printf("runtime_check: ran\n");
+  return 0;
+}

@@ -1,0 +1,380 @@
+//! `cargo xtask gpu-runtime`: the trace runtime checked on a GPU. Builds
+//! tests/gpu/runtime_check.cu with `-DKWB_TRACE` (once with the default buffer, once
+//! with a buffer of 4 records in one shard), runs it with `KWB_TRACE_OUT`, decodes
+//! the trace and compares every record with the statistics below, worked out by
+//! hand from the formulas in that file: counts before and after the row filter,
+//! minimum, maximum, absmax, NaN and Inf counts, and the sampled values with their
+//! coordinates. It covers the quick tally and its fall-back to the full one, packed
+//! and element-wise tile reads, the row filter, a partial warp and buffer overflow.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use kwb_runtime::{Kind, Trace, TraceRecord};
+use kwb_toolchain::CompileFlags;
+
+use crate::kernels::tools;
+use crate::{Failure, Result};
+
+/// What one site's record must hold.
+struct Expect {
+    site: u32,
+    kind: Kind,
+    records: usize,
+    k_tile: Option<i32>,
+    count: u32,
+    seen: u32,
+    vmin: f32,
+    vmax: f32,
+    absmax: f32,
+    nans: u32,
+    infs: u32,
+    mask: u32,
+    /// (value, m, n, k) of each sampled slot.
+    samples: Vec<(f32, i32, i32, i32)>,
+}
+
+const FULL: u32 = u32::MAX;
+
+/// Slots sampled with unknown coordinates.
+fn plain(values: impl IntoIterator<Item = f32>) -> Vec<(f32, i32, i32, i32)> {
+    values.into_iter().map(|v| (v, -1, -1, -1)).collect()
+}
+
+fn expectations() -> Vec<Expect> {
+    let lanes = 0..8u8;
+    vec![
+        // v = (lane * 16 + i) * 0.5 - 100 over 32 lanes x 16: -100 ..= 155.5; the
+        // samples are element 0 of lanes 0..8. Once per warp; k_tile = warp.
+        Expect {
+            site: 0,
+            kind: Kind::Accumulator,
+            records: 2,
+            k_tile: None,
+            count: 512,
+            seen: 512,
+            vmin: -100.0,
+            vmax: 155.5,
+            absmax: 155.5,
+            nans: 0,
+            infs: 0,
+            mask: FULL,
+            samples: plain(lanes.clone().map(|l| f32::from(l) * 8.0 - 100.0)),
+        },
+        // Site 0's values with +Inf at index 0, -Inf at 1, NaN at 511: finite range
+        // -99 ..= 155; every value counts.
+        Expect {
+            site: 1,
+            kind: Kind::OperandA,
+            records: 1,
+            k_tile: Some(0),
+            count: 512,
+            seen: 512,
+            vmin: -99.0,
+            vmax: 155.0,
+            absmax: 155.0,
+            nans: 1,
+            infs: 2,
+            mask: FULL,
+            samples: plain(
+                std::iter::once(f32::INFINITY).chain((1..8u8).map(|l| f32::from(l) * 8.0 - 100.0)),
+            ),
+        },
+        // 1.0 on lanes < 20 (the rows that count), 1000 on the rest.
+        Expect {
+            site: 2,
+            kind: Kind::OperandB,
+            records: 1,
+            k_tile: Some(1),
+            count: 320,
+            seen: 512,
+            vmin: 1.0,
+            vmax: 1.0,
+            absmax: 1.0,
+            nans: 0,
+            infs: 0,
+            mask: FULL,
+            samples: lanes.clone().map(|l| (1.0, i32::from(l), -1, 0)).collect(),
+        },
+        // tile[i] = i % 64 - 32, 1024 values, packed reads.
+        Expect {
+            site: 3,
+            kind: Kind::OperandA,
+            records: 1,
+            k_tile: Some(3),
+            count: 1024,
+            seen: 1024,
+            vmin: -32.0,
+            vmax: 31.0,
+            absmax: 32.0,
+            nans: 0,
+            infs: 0,
+            mask: FULL,
+            samples: plain((0..8u8).map(|i| f32::from(i) - 32.0)),
+        },
+        // The same tile with NaN at 777 and -Inf at 100.
+        Expect {
+            site: 4,
+            kind: Kind::OperandA,
+            records: 1,
+            k_tile: Some(4),
+            count: 1024,
+            seen: 1024,
+            vmin: -32.0,
+            vmax: 31.0,
+            absmax: 32.0,
+            nans: 1,
+            infs: 1,
+            mask: FULL,
+            samples: plain((0..8u8).map(|i| f32::from(i) - 32.0)),
+        },
+        // tile[1..1002], element-wise: the range is whole, samples start at -31.
+        Expect {
+            site: 5,
+            kind: Kind::OperandA,
+            records: 1,
+            k_tile: Some(5),
+            count: 1001,
+            seen: 1001,
+            vmin: -32.0,
+            vmax: 31.0,
+            absmax: 32.0,
+            nans: 0,
+            infs: 0,
+            mask: FULL,
+            samples: plain((1..9u8).map(|i| f32::from(i) - 32.0)),
+        },
+        // Lanes 0..20 only, v = lane + i * 0.25 for i < 4.
+        Expect {
+            site: 6,
+            kind: Kind::Epilogue,
+            records: 1,
+            k_tile: None,
+            count: 80,
+            seen: 80,
+            vmin: 0.0,
+            vmax: 19.75,
+            absmax: 19.75,
+            nans: 0,
+            infs: 0,
+            mask: 0x000f_ffff,
+            samples: plain(lanes.clone().map(f32::from)),
+        },
+        // halves[i] = i * 0.5, 256 values, packed.
+        Expect {
+            site: 7,
+            kind: Kind::OperandB,
+            records: 1,
+            k_tile: Some(7),
+            count: 256,
+            seen: 256,
+            vmin: 0.0,
+            vmax: 127.5,
+            absmax: 127.5,
+            nans: 0,
+            infs: 0,
+            mask: FULL,
+            samples: plain((0..8u8).map(|i| f32::from(i) * 0.5)),
+        },
+        // The tile as 32 x 32 (m, k), rows < 5 counting: 160 values spanning the range.
+        Expect {
+            site: 8,
+            kind: Kind::OperandA,
+            records: 1,
+            k_tile: Some(8),
+            count: 160,
+            seen: 1024,
+            vmin: -32.0,
+            vmax: 31.0,
+            absmax: 32.0,
+            nans: 0,
+            infs: 0,
+            mask: FULL,
+            samples: (0..8u8)
+                .map(|i| (f32::from(i) - 32.0, 0, -1, i32::from(i)))
+                .collect(),
+        },
+        // v = -(lane * 16 + i) - 1: all negative, absmax from the minimum.
+        Expect {
+            site: 9,
+            kind: Kind::Accumulator,
+            records: 1,
+            k_tile: None,
+            count: 512,
+            seen: 512,
+            vmin: -512.0,
+            vmax: -1.0,
+            absmax: 512.0,
+            nans: 0,
+            infs: 0,
+            mask: FULL,
+            samples: plain(lanes.map(|l| -f32::from(l) * 16.0 - 1.0)),
+        },
+    ]
+}
+
+/// Differences between one record and its expectation, as text.
+fn check_record(r: &TraceRecord, e: &Expect) -> Vec<String> {
+    let mut bad = Vec::new();
+    let mut field = |name: &str, got: String, want: String| {
+        if got != want {
+            bad.push(format!("site {} {name}: got {got}, want {want}", e.site));
+        }
+    };
+    field(
+        "kind",
+        format!("{:?}", r.kind()),
+        format!("{:?}", Some(e.kind)),
+    );
+    field(
+        "tag",
+        r.tag.to_string(),
+        kwb_runtime::tag("runtime_check").to_string(),
+    );
+    if let Some(k) = e.k_tile {
+        field("k_tile", r.k_tile.to_string(), k.to_string());
+    } else if e.site == 0 {
+        field("k_tile", r.k_tile.to_string(), r.warp.to_string());
+    } else {
+        field("k_tile", r.k_tile.to_string(), "-1".to_owned());
+    }
+    field("count", r.count.to_string(), e.count.to_string());
+    field("seen", r.seen.to_string(), e.seen.to_string());
+    field("vmin", r.vmin.to_string(), e.vmin.to_string());
+    field("vmax", r.vmax.to_string(), e.vmax.to_string());
+    field("absmax", r.absmax.to_string(), e.absmax.to_string());
+    field("nan_count", r.nan_count.to_string(), e.nans.to_string());
+    field("inf_count", r.inf_count.to_string(), e.infs.to_string());
+    field(
+        "active_mask",
+        format!("{:#x}", r.active_mask),
+        format!("{:#x}", e.mask),
+    );
+    field(
+        "nvalues",
+        r.nvalues.to_string(),
+        e.samples.len().to_string(),
+    );
+    let got: Vec<_> = (0..r.nvalues as usize)
+        .map(|i| (r.values[i], r.value_m[i], r.value_n[i], r.value_k[i]))
+        .collect();
+    field("samples", format!("{got:?}"), format!("{:?}", e.samples));
+    for i in r.nvalues as usize..kwb_runtime::RECORD_VALUES {
+        if (r.values[i], r.value_m[i], r.value_n[i], r.value_k[i]) != (0.0, -1, -1, -1) {
+            bad.push(format!("site {}: empty slot {i} is not cleared", e.site));
+        }
+    }
+    bad
+}
+
+/// One build of the check and what its trace must show.
+struct Build {
+    name: &'static str,
+    defines: &'static [&'static str],
+    /// Records kept and dropped (None: every expected record, none dropped).
+    overflow: Option<(usize, u64)>,
+}
+
+const BUILDS: [Build; 2] = [
+    Build {
+        name: "default buffer",
+        defines: &[],
+        overflow: None,
+    },
+    Build {
+        name: "4-record buffer",
+        defines: &["KWB_TRACE_CAPACITY=4", "KWB_TRACE_SHARDS=1"],
+        overflow: Some((4, 7)),
+    },
+];
+
+pub fn run(root: &Path, out: &Path) -> Result {
+    let (toolchain, _) = tools()?;
+    let dir = root.join("target/gpu-runtime");
+    std::fs::create_dir_all(&dir).map_err(|e| Failure(format!("{}: {e}", dir.display())))?;
+    let header = dir.join(kwb_runtime::HEADER_NAME);
+    std::fs::write(&header, kwb_runtime::HEADER)
+        .map_err(|e| Failure(format!("{}: {e}", header.display())))?;
+    let source = root.join("tests/gpu/runtime_check.cu");
+    let expect = expectations();
+    let mut report = String::new();
+    let mut failures = 0;
+    for (index, build) in BUILDS.iter().enumerate() {
+        let binary = dir.join(format!("runtime_check.{index}"));
+        let flags = CompileFlags {
+            includes: vec![dir.clone()],
+            defines: std::iter::once(kwb_runtime::ENABLE_MACRO)
+                .chain(build.defines.iter().copied())
+                .map(str::to_owned)
+                .collect(),
+            ..CompileFlags::default()
+        };
+        kwb_toolchain::compile_executable(&toolchain, &source, &flags, &binary)?;
+        let trace = run_check(&binary, &dir.join(format!("runtime_check.{index}.trace")))?;
+        let problems = judge(&trace, &expect, build.overflow);
+        report.push_str(&format!(
+            "{}: {} records, {} dropped: {}\n",
+            build.name,
+            trace.records.len(),
+            trace.dropped,
+            if problems.is_empty() { "ok" } else { "FAILED" }
+        ));
+        for p in &problems {
+            report.push_str(&format!("  {p}\n"));
+        }
+        failures += problems.len();
+    }
+    print!("{report}");
+    std::fs::write(out, &report).map_err(|e| Failure(format!("{}: {e}", out.display())))?;
+    if failures == 0 {
+        Ok(())
+    } else {
+        Err(Failure(format!("{failures} runtime checks failed")))
+    }
+}
+
+fn run_check(binary: &Path, trace: &PathBuf) -> Result<Trace> {
+    let _ = std::fs::remove_file(trace);
+    let output = Command::new(binary)
+        .env(kwb_runtime::OUT_ENV, trace)
+        .output()
+        .map_err(|e| Failure(format!("{}: {e}", binary.display())))?;
+    if !output.status.success() {
+        return Err(Failure(format!(
+            "{} failed: {}",
+            binary.display(),
+            String::from_utf8_lossy(&output.stderr).trim()
+        )));
+    }
+    let bytes = std::fs::read(trace).map_err(|e| Failure(format!("{}: {e}", trace.display())))?;
+    kwb_runtime::decode(&bytes).map_err(|e| Failure(format!("{}: {e}", trace.display())))
+}
+
+/// Every problem of a trace against the expectations.
+fn judge(trace: &Trace, expect: &[Expect], overflow: Option<(usize, u64)>) -> Vec<String> {
+    let mut problems = Vec::new();
+    let total: usize = expect.iter().map(|e| e.records).sum();
+    let (kept, dropped) = overflow.unwrap_or((total, 0));
+    if trace.records.len() != kept || trace.dropped != dropped {
+        problems.push(format!(
+            "{} records and {} dropped, want {kept} and {dropped}",
+            trace.records.len(),
+            trace.dropped
+        ));
+    }
+    for e in expect {
+        let records: Vec<_> = trace.records.iter().filter(|r| r.site == e.site).collect();
+        if overflow.is_none() && records.len() != e.records {
+            problems.push(format!(
+                "site {}: {} records, want {}",
+                e.site,
+                records.len(),
+                e.records
+            ));
+        }
+        for r in records {
+            problems.extend(check_record(r, e));
+        }
+    }
+    problems
+}
