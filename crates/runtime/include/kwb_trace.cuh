@@ -347,7 +347,9 @@ struct Probe {
 
 // The claimed record and the warp's shape at the probe.
 struct Slot {
-  Record* record;
+  Record* record;  // set by land()
+  unsigned long long index;  // the leader's claimed index in its shard
+  unsigned shard;  // the warp's shard
   unsigned mask;   // active lanes
   unsigned below;  // lanes below this one
   int lane;
@@ -424,9 +426,10 @@ __device__ __forceinline__ unsigned warp_max(unsigned mask, unsigned v) {
 #endif
 }
 
-// Checks the filter, then claims a record slot for the warp. False when the probe is
-// filtered out or the buffer is full (then the drop is counted).
-__device__ __forceinline__ bool claim(Slot& slot, int k_tile) {
+// Checks the filter and asks for a record slot: the leader's atomicAdd on the warp's
+// shard cursor is issued here and its result is read only by land(), so the round
+// trip overlaps the probe's statistics. False when the probe is filtered out.
+__device__ __forceinline__ bool begin(Slot& slot, int k_tile) {
   const Filter& f = trace_filter;
   if (f.on == 0u) return false;
   if (f.cta_x >= 0 && blockIdx.x != static_cast<unsigned>(f.cta_x)) return false;
@@ -440,20 +443,27 @@ __device__ __forceinline__ bool claim(Slot& slot, int k_tile) {
   slot.lane = static_cast<int>(linear % 32u);
   slot.below = (1u << slot.lane) - 1u;
   slot.leader = __ffs(slot.mask) - 1;
-  unsigned long long index = 0;
   // This warp's shard: spreads the claims of concurrent warps over many cursors.
   const unsigned cta = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
   const unsigned warps = (blockDim.x * blockDim.y * blockDim.z + 31u) / 32u;
-  const unsigned shard =
+  slot.shard =
       (cta * warps + static_cast<unsigned>(warp_id())) % static_cast<unsigned>(KWB_TRACE_SHARDS);
+  slot.index = 0;
+  if (slot.lane == slot.leader) slot.index = atomicAdd(&trace_cursor[slot.shard], 1ull);
+  slot.record = nullptr;
+  return true;
+}
+
+// Waits for the slot begin() asked for. False when the buffer is full (the drop is
+// counted).
+__device__ __forceinline__ bool land(Slot& slot) {
   constexpr unsigned long long per_shard = KWB_TRACE_CAPACITY / KWB_TRACE_SHARDS;
-  if (slot.lane == slot.leader) index = atomicAdd(&trace_cursor[shard], 1ull);
-  index = __shfl_sync(slot.mask, index, slot.leader);
+  const unsigned long long index = __shfl_sync(slot.mask, slot.index, slot.leader);
   if (index >= per_shard) {
     if (slot.lane == slot.leader) atomicAdd(&trace_dropped, 1ull);
     return false;
   }
-  slot.record = &trace_records[shard * per_shard + index];
+  slot.record = &trace_records[slot.shard * per_shard + index];
   return true;
 }
 
@@ -462,8 +472,9 @@ __device__ __forceinline__ bool claim(Slot& slot, int k_tile) {
 // tallies and at most this many ballots, and the unrolled code stays small.
 inline constexpr int sample_elements = 8;
 
-// The largest finite float: |v| <= it is false exactly for NaN and +-Inf.
-inline constexpr float finite_max = 3.402823466e38f;
+// Independent running statistics per lane in the quick tally: dependency chains a
+// quarter as long, so a probe is bound by issue, not by latency.
+inline constexpr int quick_ways = 4;
 
 // Fresh statistics: nothing seen, minimum +Inf, maximum -Inf.
 __device__ __forceinline__ Stats fresh_stats() {
@@ -490,24 +501,40 @@ __device__ __forceinline__ void tally(Stats& s, bool valid, bool pass, float v) 
 }
 
 // The quick tally, for values that all count (no row filter): a running minimum and
-// maximum and one flag, three instructions a value. It is exact only while every value
-// is finite; when `bad` is set anywhere in the warp the probe reads its values again
-// through the full tally.
+// maximum and a poison sum, three instructions a value. `poison` accumulates v * 0,
+// which stays 0 while every value is finite and becomes NaN at the first NaN or Inf;
+// then the probe reads its values again through the full tally.
 struct Quick {
   float vmin;
   float vmax;
-  bool bad;  // some value was NaN or +-Inf
+  float poison;
 };
 
 __device__ __forceinline__ Quick fresh_quick() {
-  return Quick{__int_as_float(0x7f800000), __int_as_float(0xff800000), false};
+  return Quick{__int_as_float(0x7f800000), __int_as_float(0xff800000), 0.0f};
 }
 
 __device__ __forceinline__ void quick(Quick& q, float v) {
   q.vmin = fminf(q.vmin, v);
   q.vmax = fmaxf(q.vmax, v);
-  q.bad |= !(fabsf(v) <= finite_max);
+  q.poison = __fmaf_rn(v, 0.0f, q.poison);
 }
+
+// The ways of a quick tally combined.
+template <int W>
+__device__ __forceinline__ Quick merged(const Quick (&q)[W]) {
+  Quick all = q[0];
+#pragma unroll
+  for (int w = 1; w < W; ++w) {
+    all.vmin = fminf(all.vmin, q[w].vmin);
+    all.vmax = fmaxf(all.vmax, q[w].vmax);
+    all.poison = __fadd_rn(all.poison, q[w].poison);
+  }
+  return all;
+}
+
+// Whether a quick tally saw a NaN or an Inf.
+__device__ __forceinline__ bool poisoned(const Quick& q) { return !(q.poison == 0.0f); }
 
 // The statistics of `n` finite values that all counted, from their quick tally.
 __device__ __forceinline__ void settle(Stats& s, const Quick& q, unsigned n) {
@@ -524,10 +551,10 @@ __device__ __forceinline__ void settle(Stats& s, const Quick& q, unsigned n) {
 // calls it the same number of times, so the ballot is uniform.
 __device__ __forceinline__ void sample(Stats& s, const Slot& slot, bool pass, float v,
                                        const Coord& c) {
-  if (s.taken >= static_cast<unsigned>(KWB_TRACE_VALUES)) return;
+  if (static_cast<int>(s.taken) >= KWB_TRACE_VALUES) return;
   const unsigned ballot = __ballot_sync(slot.mask, pass);
   const unsigned pos = s.taken + __popc(ballot & slot.below);
-  if (pass && pos < static_cast<unsigned>(KWB_TRACE_VALUES)) {
+  if (pass && static_cast<int>(pos) < KWB_TRACE_VALUES) {
     slot.record->values[pos] = v;
     slot.record->value_m[pos] = c.m;
     slot.record->value_n[pos] = c.n;
@@ -569,8 +596,8 @@ __device__ __forceinline__ void finish(const Slot& slot, const Stats& s, const P
   if (slot.lane != slot.leader) return;
 
   Record* r = slot.record;
-  const unsigned filled =
-      s.taken < static_cast<unsigned>(KWB_TRACE_VALUES) ? s.taken : KWB_TRACE_VALUES;
+  const unsigned taken = s.taken;
+  const unsigned filled = static_cast<int>(taken) < KWB_TRACE_VALUES ? taken : KWB_TRACE_VALUES;
   if (filled < static_cast<unsigned>(record_values)) {
     clear_slots(r->values, filled, 0u);
     clear_slots(r->value_m, filled, 0xffffffffu);
@@ -590,85 +617,78 @@ __device__ __forceinline__ void finish(const Slot& slot, const Stats& s, const P
 // Values held per lane: each lane looks at value(i) for i in [0, N). N is a constant
 // and the loops are unrolled, so register fragments stay in registers. Without a row
 // filter the values go through the quick tally, and through the full one only when
-// the warp saw a NaN or an Inf.
+// the warp saw a NaN or an Inf. The first elements are sampled last, once the slot
+// has landed.
 template <int N, class ValueFn, class CoordFn>
 __device__ __forceinline__ void fragment(const Probe& p, ValueFn&& value, CoordFn&& coord) {
   Slot slot;
-  if (!claim(slot, p.k_tile)) return;
+  if (!begin(slot, p.k_tile)) return;
   Stats s = fresh_stats();
-  const bool every_row = p.row_bound == all_rows;
-  if (every_row) {
-    Quick q = fresh_quick();
+  bool done = false;
+  if (p.row_bound == all_rows) {
+    constexpr int ways = N < quick_ways ? N : quick_ways;
+    Quick q[ways];
+#pragma unroll
+    for (int w = 0; w < ways; ++w) q[w] = fresh_quick();
+#pragma unroll
+    for (int i = 0; i < N; ++i) quick(q[i % ways], to_float(value(i)));
+    const Quick all = merged(q);
+    if (!__any_sync(slot.mask, poisoned(all))) {
+      settle(s, all, static_cast<unsigned>(N));
+      done = true;
+    }
+  }
+  if (!done) {
 #pragma unroll
     for (int i = 0; i < N; ++i) {
       const float v = to_float(value(i));
-      quick(q, v);
-      if (i < sample_elements) sample(s, slot, true, v, coord(i));
-    }
-    if (!__any_sync(slot.mask, q.bad)) {
-      settle(s, q, static_cast<unsigned>(N));
-      finish(slot, s, p);
-      return;
+      tally(s, true, row_of(coord(i), p.row_axis) < p.row_bound, v);
     }
   }
+  if (!land(slot)) return;
+  if constexpr (KWB_TRACE_VALUES > 0) {
 #pragma unroll
-  for (int i = 0; i < N; ++i) {
-    const float v = to_float(value(i));
-    const Coord c = coord(i);
-    const bool pass = row_of(c, p.row_axis) < p.row_bound;
-    tally(s, true, pass, v);
-    // Without a row filter the first pass took the samples already.
-    if (!every_row && i < sample_elements) sample(s, slot, pass, v, c);
+    for (int i = 0; i < (N < sample_elements ? N : sample_elements); ++i) {
+      const float v = to_float(value(i));
+      const Coord c = coord(i);
+      sample(s, slot, row_of(c, p.row_axis) < p.row_bound, v, c);
+    }
   }
   finish(slot, s, p);
 }
 
 // The full tally of values shared by the warp: active lanes stride over value(i),
-// i in [0, count); the first rounds also sample when `sampling`.
+// i in [0, count).
 template <class ValueFn, class CoordFn>
 __device__ __forceinline__ void strided_full(Stats& s, const Slot& slot, const Probe& p,
-                                             int count, bool sampling, ValueFn&& value,
-                                             CoordFn&& coord) {
+                                             int count, ValueFn&& value, CoordFn&& coord) {
   const int stride = __popc(slot.mask);
   const int rank = __popc(slot.mask & slot.below);
-  int base = 0;
-  if (sampling) {
+#pragma unroll 8
+  for (int i = rank; i < count; i += stride) {
+    const float v = to_float(value(i));
+    tally(s, true, row_of(coord(i), p.row_axis) < p.row_bound, v);
+  }
+}
+
+// Samples the first values of a shared tile that pass the row filter, in index
+// order: rounds of one value per active lane, a ballot each, until the slots are full
+// or `sample_elements` rounds have gone by.
+template <class ValueFn, class CoordFn>
+__device__ __forceinline__ void sample_tile(Stats& s, const Slot& slot, const Probe& p,
+                                            int count, ValueFn&& value, CoordFn&& coord) {
+  if constexpr (KWB_TRACE_VALUES > 0) {
+    const int stride = __popc(slot.mask);
+    const int rank = __popc(slot.mask & slot.below);
+    int base = 0;
     for (int round = 0; round < sample_elements && base < count; ++round, base += stride) {
       const int i = base + rank;
       const bool valid = i < count;
       const float v = valid ? to_float(value(i)) : 0.0f;
       const Coord c = valid ? coord(i) : Coord{-1, -1, -1};
-      const bool pass = valid && row_of(c, p.row_axis) < p.row_bound;
-      tally(s, valid, pass, v);
-      sample(s, slot, pass, v, c);
+      sample(s, slot, valid && row_of(c, p.row_axis) < p.row_bound, v, c);
     }
   }
-#pragma unroll 8
-  for (; base < count; base += stride) {
-    const int i = base + rank;
-    if (i < count) {
-      const float v = to_float(value(i));
-      const Coord c = coord(i);
-      tally(s, true, row_of(c, p.row_axis) < p.row_bound, v);
-    }
-  }
-}
-
-// Samples the first values of a shared tile whose values all count: active lane r
-// takes value r. Returns how many the warp took.
-template <class ValueFn, class CoordFn>
-__device__ __forceinline__ unsigned sample_first(const Slot& slot, int count, ValueFn&& value,
-                                                 CoordFn&& coord) {
-  const int stride = __popc(slot.mask);
-  const int rank = __popc(slot.mask & slot.below);
-  if (rank < KWB_TRACE_VALUES && rank < count) {
-    const Coord c = coord(rank);
-    slot.record->values[rank] = to_float(value(rank));
-    slot.record->value_m[rank] = c.m;
-    slot.record->value_n[rank] = c.n;
-    slot.record->value_k[rank] = c.k;
-  }
-  return static_cast<unsigned>(stride < count ? stride : count);
 }
 
 // Values shared by the warp: active lanes stride over value(i), i in [0, count).
@@ -676,25 +696,35 @@ template <class ValueFn, class CoordFn>
 __device__ __forceinline__ void strided(const Probe& p, int count, ValueFn&& value,
                                         CoordFn&& coord) {
   Slot slot;
-  if (!claim(slot, p.k_tile)) return;
+  if (!begin(slot, p.k_tile)) return;
   Stats s = fresh_stats();
+  bool done = false;
   if (p.row_bound == all_rows) {
     const int stride = __popc(slot.mask);
     const int rank = __popc(slot.mask & slot.below);
-    s.taken = sample_first(slot, count, value, coord);
-    Quick q = fresh_quick();
+    Quick q[quick_ways];
+#pragma unroll
+    for (int w = 0; w < quick_ways; ++w) q[w] = fresh_quick();
     unsigned mine = 0;
-#pragma unroll 8
-    for (int i = rank; i < count; i += stride, ++mine) quick(q, to_float(value(i)));
-    if (!__any_sync(slot.mask, q.bad)) {
-      settle(s, q, mine);
-      finish(slot, s, p);
-      return;
+    for (int i = rank; i < count; i += quick_ways * stride) {
+#pragma unroll
+      for (int w = 0; w < quick_ways; ++w) {
+        const int at = i + w * stride;
+        if (at < count) {
+          quick(q[w], to_float(value(at)));
+          ++mine;
+        }
+      }
     }
-    strided_full(s, slot, p, count, false, value, coord);
-  } else {
-    strided_full(s, slot, p, count, true, value, coord);
+    const Quick all = merged(q);
+    if (!__any_sync(slot.mask, poisoned(all))) {
+      settle(s, all, mine);
+      done = true;
+    }
   }
+  if (!done) strided_full(s, slot, p, count, value, coord);
+  if (!land(slot)) return;
+  sample_tile(s, slot, p, count, value, coord);
   finish(slot, s, p);
 }
 
@@ -706,33 +736,37 @@ __device__ __forceinline__ void packed_tile(const Probe& p, const T* tile, int c
                                             CoordFn&& coord) {
   static_assert(sizeof(T) == 2, "packed tiles hold 16-bit values");
   Slot slot;
-  if (!claim(slot, p.k_tile)) return;
+  if (!begin(slot, p.k_tile)) return;
   Stats s = fresh_stats();
   const auto value = [&](int i) -> const T& { return tile[i]; };
-  s.taken = sample_first(slot, count, value, coord);
   const int stride = __popc(slot.mask);
   const int rank = __popc(slot.mask & slot.below);
   const uint4* chunks = reinterpret_cast<const uint4*>(tile);
   const int n = count / 8;
-  Quick q = fresh_quick();
+  Quick q[quick_ways];
+#pragma unroll
+  for (int w = 0; w < quick_ways; ++w) q[w] = fresh_quick();
   unsigned mine = 0;
 #pragma unroll 4
   for (int c = rank; c < n; c += stride, mine += 8u) {
-    const uint4 w = chunks[c];
-    const unsigned words[4] = {w.x, w.y, w.z, w.w};
+    const uint4 chunk = chunks[c];
+    const unsigned words[4] = {chunk.x, chunk.y, chunk.z, chunk.w};
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const unsigned short lo = static_cast<unsigned short>(words[j] & 0xffffu);
       const unsigned short hi = static_cast<unsigned short>(words[j] >> 16);
-      quick(q, to_float(bits_as<T>(lo)));
-      quick(q, to_float(bits_as<T>(hi)));
+      quick(q[j], to_float(bits_as<T>(lo)));
+      quick(q[j], to_float(bits_as<T>(hi)));
     }
   }
-  if (!__any_sync(slot.mask, q.bad)) {
-    settle(s, q, mine);
+  const Quick all = merged(q);
+  if (!__any_sync(slot.mask, poisoned(all))) {
+    settle(s, all, mine);
   } else {
-    strided_full(s, slot, p, count, false, value, coord);
+    strided_full(s, slot, p, count, value, coord);
   }
+  if (!land(slot)) return;
+  sample_tile(s, slot, p, count, value, coord);
   finish(slot, s, p);
 }
 
