@@ -6,8 +6,10 @@
 //! - `original`: the kernel as written;
 //! - `disabled`: instrumented with every probe kind, built without `KWB_TRACE`;
 //! - `one CTA`: the same, built with `KWB_TRACE`, recording CTA (0, 0, 0);
-//! - `all CTAs`: every CTA recording, statistics only (`KWB_TRACE_VALUES=0`), with a
-//!   buffer that holds every record;
+//! - `all CTAs: …`: every CTA recording absmax and NaN/Inf counts only (no values,
+//!   `--absmax-only`) into a buffer of 4 Mi records: the final accumulator and the
+//!   epilogue (the screen for the CTA that goes wrong), then per-K-tile accumulators,
+//!   operands, and every kind;
 //! - `memcheck`: the original under `compute-sanitizer --tool memcheck`;
 //!
 //! and reads each build's registers, stack and local (spill) memory with
@@ -81,6 +83,7 @@ fn configs(family_source: &str) -> Vec<Config> {
                 cta: Some([0, 0, 0]),
                 probes: kwb_instrument::Probes {
                     accumulator: true,
+                    final_accumulator: true,
                     ..kwb_instrument::Probes::NONE
                 },
                 ..base.clone()
@@ -111,28 +114,43 @@ fn configs(family_source: &str) -> Vec<Config> {
             }),
             defines: vec![kwb_runtime::ENABLE_MACRO.to_owned()],
         },
-        all_ctas("all CTAs", kwb_instrument::Probes::default(), &base),
         all_ctas(
-            "all CTAs, accumulator and epilogue",
+            "all CTAs: final accumulator and epilogue",
             kwb_instrument::Probes {
-                accumulator: true,
+                final_accumulator: true,
                 epilogue: true,
                 ..kwb_instrument::Probes::NONE
             },
             &base,
         ),
         all_ctas(
-            "all CTAs, operands only",
+            "all CTAs: accumulator per K tile and epilogue",
+            kwb_instrument::Probes {
+                accumulator: true,
+                final_accumulator: true,
+                epilogue: true,
+                ..kwb_instrument::Probes::NONE
+            },
+            &base,
+        ),
+        all_ctas(
+            "all CTAs: operands",
             kwb_instrument::Probes {
                 operands: true,
                 ..kwb_instrument::Probes::NONE
             },
             &base,
         ),
+        all_ctas(
+            "all CTAs: every kind",
+            kwb_instrument::Probes::default(),
+            &base,
+        ),
     ]
 }
 
-/// Every CTA recording `probes`, statistics only, into a buffer that holds every record.
+/// Every CTA recording `probes`, absmax and NaN/Inf counts only (no values, no min and
+/// max), into a buffer of 4 Mi records.
 fn all_ctas(
     name: &'static str,
     probes: kwb_instrument::Probes,
@@ -142,6 +160,7 @@ fn all_ctas(
         name,
         instrumented: Some(kwb_instrument::Config {
             values: Some(0),
+            absmax_only: true,
             probes,
             ..base.clone()
         }),

@@ -13,8 +13,13 @@ use crate::probes;
 /// Which probe kinds to insert.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Probes {
-    /// The accumulator after each K tile and after the mainloop.
+    /// The accumulator after each K tile (`accumulator`).
     pub accumulator: bool,
+    /// The accumulator where it is complete: after the mainloop, a peeled last K
+    /// tile or a fold (`accumulator` and `final`). Without per-K-tile probes and on
+    /// every CTA, this and the epilogue are the cheap screen for the CTA that goes
+    /// wrong.
+    pub final_accumulator: bool,
     /// Register operand fragments right before the MMA that reads them.
     pub operands: bool,
     /// The values the epilogue's global stores write.
@@ -25,6 +30,7 @@ impl Default for Probes {
     fn default() -> Self {
         Probes {
             accumulator: true,
+            final_accumulator: true,
             operands: true,
             epilogue: true,
         }
@@ -35,27 +41,36 @@ impl Probes {
     /// No probe kind: the start of a `--probe` list.
     pub const NONE: Probes = Probes {
         accumulator: false,
+        final_accumulator: false,
         operands: false,
         epilogue: false,
     };
 
-    /// Parses `operands,accumulator,epilogue` (any subset, any order).
+    /// Parses `operands,accumulator,final,epilogue` (any subset, any order):
+    /// `accumulator` is the accumulator after each K tile and where complete, `final`
+    /// only where complete.
     pub fn parse(list: &str) -> Result<Probes, String> {
         let mut probes = Probes::NONE;
         for word in list.split(',').map(str::trim).filter(|w| !w.is_empty()) {
             match word {
                 "operands" => probes.operands = true,
-                "accumulator" => probes.accumulator = true,
+                "accumulator" => {
+                    probes.accumulator = true;
+                    probes.final_accumulator = true;
+                }
+                "final" => probes.final_accumulator = true,
                 "epilogue" => probes.epilogue = true,
                 other => {
                     return Err(format!(
-                        "`{other}` is not a probe kind; choose from operands, accumulator, epilogue"
+                        "`{other}` is not a probe kind; choose from operands, accumulator, final, epilogue"
                     ));
                 }
             }
         }
         if probes == Probes::NONE {
-            return Err("name at least one probe kind: operands, accumulator, epilogue".to_owned());
+            return Err(
+                "name at least one probe kind: operands, accumulator, final, epilogue".to_owned(),
+            );
         }
         Ok(probes)
     }
@@ -79,6 +94,10 @@ pub struct Config {
     pub k_tiles: Option<(u32, u32)>,
     /// Values kept per record (0..=8).
     pub values: Option<u32>,
+    /// Records of values that all count and are all finite carry absmax (and the
+    /// NaN/Inf counts) only, not min and max: a third of the per-value work, for
+    /// screening every CTA.
+    pub absmax_only: bool,
     /// A row bound (a C++ expression in the kernel's scope, e.g. `kBatchRows`):
     /// values on MMA-tile rows at or past it are padding and stay out of the
     /// statistics. Applies where the fragment layout is known (mma.sync m16n8k16
@@ -112,6 +131,9 @@ impl Config {
         }
         if let Some(values) = self.values {
             pairs.push(("KWB_TRACE_VALUES", values.min(8).to_string()));
+        }
+        if self.absmax_only {
+            pairs.push(("KWB_TRACE_MINMAX", "0".to_owned()));
         }
         pairs
             .iter()
@@ -164,8 +186,13 @@ pub fn plan(parsed: &Parsed, map: &KernelMap, config: &Config) -> Result<Plan, I
                 Err(e) => return Err(e),
             }
         }
-        let counters = if config.probes.accumulator {
-            probes::accumulator::probe(&mut em, kernel, &gate, config.rows.as_deref())
+        let want = probes::accumulator::Want {
+            per_k_tile: config.probes.accumulator,
+            complete: config.probes.final_accumulator,
+            counter: config.probes.operands,
+        };
+        let counters = if want.per_k_tile || want.complete || want.counter {
+            probes::accumulator::probe(&mut em, kernel, &gate, config.rows.as_deref(), want)
         } else {
             Vec::new()
         };

@@ -47,6 +47,7 @@ fn accumulator_probes_are_gated_and_single_line() {
     let config = Config {
         probes: Probes {
             accumulator: true,
+            final_accumulator: true,
             ..Probes::NONE
         },
         ..config(Some("REDUCTION_SIZE == 6144"))
@@ -256,8 +257,16 @@ fn probe_kinds_parse_from_a_list() {
         Probes::parse("epilogue, accumulator").unwrap(),
         Probes {
             accumulator: true,
+            final_accumulator: true,
             operands: false,
             epilogue: true
+        }
+    );
+    assert_eq!(
+        Probes::parse("final").unwrap(),
+        Probes {
+            final_accumulator: true,
+            ..Probes::NONE
         }
     );
     assert!(
@@ -266,4 +275,83 @@ fn probe_kinds_parse_from_a_list() {
             .contains("not a probe kind")
     );
     assert!(Probes::parse("").is_err());
+}
+
+#[test]
+fn final_accumulator_alone_has_no_per_k_tile_probe_or_counter() {
+    let config = Config {
+        probes: Probes {
+            final_accumulator: true,
+            ..Probes::NONE
+        },
+        ..config(None)
+    };
+    insta::assert_snapshot!(check(KERNEL, &config), @r#"
+    @@ -1,2 +1,4 @@
+    -template <int REDUCTION_SIZE>
+    +<runtime header>
+    +#line 1 "k.cu"
+    +/*}:kwb*/template <int REDUCTION_SIZE>
+     __global__ void k(const float* A, float* C, int K) {
+    @@ -10,4 +12,13 @@
+         __syncthreads();
+    -  }
+    +  }/*kwb:{*/ if constexpr (kwb::enabled && (true)) { kwb::probe(0, kwb::Kind::Accumulator, 0x4db211e5u, -1, -1, -1, acc); }/*}:kwb*/
+       C[threadIdx.x] = acc[0][0];
+     }
+    +/*kwb:{*/
+    +#ifndef KWB_SITES_4db211e5
+    +#define KWB_SITES_4db211e5
+    +static const kwb::SiteInfo kwb_sites_4db211e5[] = {
+    +  {0, "k.cu", 11, "for (int kt = 0; kt < REDUCTION_SIZE / 16; ++kt) {"},
+    +};
+    +[[maybe_unused]] static const bool kwb_sites_registered_4db211e5 = kwb::register_sites(kwb_sites_4db211e5);
+    +#endif
+    +/*}:kwb*/
+    \ No newline at end of file
+    probe 0 k: accumulator `acc` after the mainloop (line 11)
+    "#);
+}
+
+#[test]
+fn operands_alone_still_count_k_tiles() {
+    let config = Config {
+        probes: Probes {
+            operands: true,
+            ..Probes::NONE
+        },
+        ..config(None)
+    };
+    insta::assert_snapshot!(check(KERNEL, &config), @r#"
+    @@ -1,5 +1,7 @@
+    -template <int REDUCTION_SIZE>
+    +<runtime header>
+    +#line 1 "k.cu"
+    +/*}:kwb*/template <int REDUCTION_SIZE>
+     __global__ void k(const float* A, float* C, int K) {
+       __shared__ float As[16][16];
+    -  float acc[2][4] = {};
+    +  float acc[2][4] = {};/*kwb:{*/[[maybe_unused]] int kwb_kt_0 = 0; /*}:kwb*/
+       CUTLASS_PRAGMA_NO_UNROLL
+    @@ -8,6 +10,15 @@
+         __syncthreads();
+    -    for (int k = 0; k < 16; ++k) acc[0][0] += As[threadIdx.y][k] * As[k][threadIdx.x];
+    +    /*kwb:{*/if constexpr (kwb::enabled && (true)) { if (kwb::warp_id() == 0) { kwb::probe_tile(0, kwb::Kind::OperandA, 0x4db211e5u, kwb_kt_0, -1, -1, reinterpret_cast<const std::remove_all_extents_t<decltype(As)>*>(&As), static_cast<int>(sizeof(As) / sizeof(std::remove_all_extents_t<decltype(As)>))); } } /*}:kwb*/for (int k = 0; k < 16; ++k) acc[0][0] += As[threadIdx.y][k] * As[k][threadIdx.x];
+         __syncthreads();
+    -  }
+    +  /*kwb:{*/if constexpr (kwb::enabled && (true)) { ++kwb_kt_0; } /*}:kwb*/}
+       C[threadIdx.x] = acc[0][0];
+     }
+    +/*kwb:{*/
+    +#ifndef KWB_SITES_4db211e5
+    +#define KWB_SITES_4db211e5
+    +static const kwb::SiteInfo kwb_sites_4db211e5[] = {
+    +  {0, "k.cu", 9, "for (int k = 0; k < 16; ++k) acc[0][0] += As[threadIdx.y][k] * As[k][threadIdx.x];"},
+    +};
+    +[[maybe_unused]] static const bool kwb_sites_registered_4db211e5 = kwb::register_sites(kwb_sites_4db211e5);
+    +#endif
+    +/*}:kwb*/
+    \ No newline at end of file
+    probe 0 k: operand A: the shared array `As` the MMA at line 9 reads (whole array, memory order, warp 0) (line 9)
+    "#);
 }

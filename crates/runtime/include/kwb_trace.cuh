@@ -26,6 +26,10 @@
 //                       shards records (rounded down).
 //   KWB_TRACE_VALUES    values kept per record, 0..8 (default 8); the record always
 //                       has 8 slots, the rest hold value 0 and coordinates -1.
+//   KWB_TRACE_MINMAX    0: records of values that all count and are all finite
+//                       carry absmax only (vmin and vmax NaN), one instruction a
+//                       value instead of three; for cheap all-CTA screening
+//                       (default 1).
 //   KWB_TRACE_CTA_X/Y/Z the CTA the probes record at start-up (default -1: any).
 //   KWB_TRACE_K_BEGIN/END  the K tiles they record at start-up, [begin, end)
 //                       (default 0 and INT_MAX: all).
@@ -61,6 +65,9 @@
 #endif
 #ifndef KWB_TRACE_VALUES
 #define KWB_TRACE_VALUES 8
+#endif
+#ifndef KWB_TRACE_MINMAX
+#define KWB_TRACE_MINMAX 1
 #endif
 #ifndef KWB_TRACE_CTA_X
 #define KWB_TRACE_CTA_X -1
@@ -196,8 +203,10 @@ struct alignas(8) Record {
   uint32_t row_axis;     // the kwb::Axis that is the row of the row filter
   uint32_t count;        // values that passed the row filter, summed over lanes
   float absmax;          // max |v| over finite counted values (0 when none)
-  float vmin;            // smallest finite counted value (+Inf when none)
-  float vmax;            // largest finite counted value (-Inf when none)
+  float vmin;            // smallest finite counted value (+Inf when none; NaN: not
+                         // recorded, a KWB_TRACE_MINMAX=0 build)
+  float vmax;            // largest finite counted value (-Inf when none; NaN: not
+                         // recorded)
   uint32_t nan_count;    // counted values that are NaN
   uint32_t inf_count;    // counted values that are +-Inf
   uint32_t seen;         // values looked at before the row filter
@@ -348,7 +357,7 @@ struct Probe {
 // The claimed record and the warp's shape at the probe.
 struct Slot {
   Record* record;  // set by land()
-  unsigned long long index;  // the leader's claimed index in its shard
+  unsigned index;  // the leader's claimed index in its shard (~0u: past its end)
   unsigned shard;  // the warp's shard
   unsigned mask;   // active lanes
   unsigned below;  // lanes below this one
@@ -448,22 +457,30 @@ __device__ __forceinline__ bool begin(Slot& slot, int k_tile) {
   const unsigned warps = (blockDim.x * blockDim.y * blockDim.z + 31u) / 32u;
   slot.shard =
       (cta * warps + static_cast<unsigned>(warp_id())) % static_cast<unsigned>(KWB_TRACE_SHARDS);
-  slot.index = 0;
-  if (slot.lane == slot.leader) slot.index = atomicAdd(&trace_cursor[slot.shard], 1ull);
+  constexpr unsigned long long per_shard = KWB_TRACE_CAPACITY / KWB_TRACE_SHARDS;
+  slot.index = 0u;
+  if (slot.lane == slot.leader) {
+    const unsigned long long claimed = atomicAdd(&trace_cursor[slot.shard], 1ull);
+    slot.index = claimed < per_shard ? static_cast<unsigned>(claimed) : ~0u;
+  }
   slot.record = nullptr;
   return true;
 }
+
+__device__ __forceinline__ void clear_slots(const Slot& slot);
 
 // Waits for the slot begin() asked for. False when the buffer is full (the drop is
 // counted).
 __device__ __forceinline__ bool land(Slot& slot) {
   constexpr unsigned long long per_shard = KWB_TRACE_CAPACITY / KWB_TRACE_SHARDS;
-  const unsigned long long index = __shfl_sync(slot.mask, slot.index, slot.leader);
-  if (index >= per_shard) {
+  static_assert(per_shard < 0xffffffffull, "a shard holds fewer than 2^32 - 1 records");
+  const unsigned index = __shfl_sync(slot.mask, slot.index, slot.leader);
+  if (index == ~0u) {
     if (slot.lane == slot.leader) atomicAdd(&trace_dropped, 1ull);
     return false;
   }
   slot.record = &trace_records[slot.shard * per_shard + index];
+  clear_slots(slot);
   return true;
 }
 
@@ -475,6 +492,12 @@ inline constexpr int sample_elements = 8;
 // Independent running statistics per lane in the quick tally: dependency chains a
 // quarter as long, so a probe is bound by issue, not by latency.
 inline constexpr int quick_ways = 4;
+// The same for tiles, where loads dominate and registers are scarcer (a probe in a
+// mainloop must not cost the kernel its occupancy).
+inline constexpr int tile_ways = 2;
+
+// The largest finite float: |v| <= it is false exactly for NaN and +-Inf.
+inline constexpr float finite_max = 3.402823466e38f;
 
 // Fresh statistics: nothing seen, minimum +Inf, maximum -Inf.
 __device__ __forceinline__ Stats fresh_stats() {
@@ -500,24 +523,38 @@ __device__ __forceinline__ void tally(Stats& s, bool valid, bool pass, float v) 
   }
 }
 
-// The quick tally, for values that all count (no row filter): a running minimum and
-// maximum and a poison sum, three instructions a value. `poison` accumulates v * 0,
-// which stays 0 while every value is finite and becomes NaN at the first NaN or Inf;
+// The quick tally, for values that all count (no row filter): per value, the
+// running maximum of |v| that propagates NaN (PTX max.NaN, one instruction with the
+// |v| folded in), plus a running minimum and maximum unless KWB_TRACE_MINMAX is 0. It
+// is exact only while every value is finite: a NaN or an Inf shows in `amax`, and
 // then the probe reads its values again through the full tally.
 struct Quick {
+  float amax;
   float vmin;
   float vmax;
-  float poison;
 };
 
 __device__ __forceinline__ Quick fresh_quick() {
-  return Quick{__int_as_float(0x7f800000), __int_as_float(0xff800000), 0.0f};
+  return Quick{0.0f, __int_as_float(0x7f800000), __int_as_float(0xff800000)};
+}
+
+// max(a, |v|), NaN when either is NaN.
+__device__ __forceinline__ float max_abs_nan(float a, float v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  float out;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(out) : "f"(a), "f"(fabsf(v)));
+  return out;
+#else
+  return (a != a || v != v) ? __int_as_float(0x7fffffff) : fmaxf(a, fabsf(v));
+#endif
 }
 
 __device__ __forceinline__ void quick(Quick& q, float v) {
-  q.vmin = fminf(q.vmin, v);
-  q.vmax = fmaxf(q.vmax, v);
-  q.poison = __fmaf_rn(v, 0.0f, q.poison);
+  q.amax = max_abs_nan(q.amax, v);
+  if constexpr (KWB_TRACE_MINMAX != 0) {
+    q.vmin = fminf(q.vmin, v);
+    q.vmax = fmaxf(q.vmax, v);
+  }
 }
 
 // The ways of a quick tally combined.
@@ -526,25 +563,31 @@ __device__ __forceinline__ Quick merged(const Quick (&q)[W]) {
   Quick all = q[0];
 #pragma unroll
   for (int w = 1; w < W; ++w) {
+    all.amax = max_abs_nan(all.amax, q[w].amax);
     all.vmin = fminf(all.vmin, q[w].vmin);
     all.vmax = fmaxf(all.vmax, q[w].vmax);
-    all.poison = __fadd_rn(all.poison, q[w].poison);
   }
   return all;
 }
 
 // Whether a quick tally saw a NaN or an Inf.
-__device__ __forceinline__ bool poisoned(const Quick& q) { return !(q.poison == 0.0f); }
+__device__ __forceinline__ bool poisoned(const Quick& q) { return !(q.amax <= finite_max); }
 
-// The statistics of `n` finite values that all counted, from their quick tally.
+// The statistics of `n` finite values that all counted, from their quick tally;
+// minimum and maximum are NaN (not recorded) when KWB_TRACE_MINMAX is 0.
 __device__ __forceinline__ void settle(Stats& s, const Quick& q, unsigned n) {
   s.seen = n;
   s.counted = n;
   s.nans = 0u;
   s.infs = 0u;
-  s.vmin = q.vmin;
-  s.vmax = q.vmax;
-  s.absmax = n != 0u ? fmaxf(fabsf(q.vmin), fabsf(q.vmax)) : 0.0f;
+  if constexpr (KWB_TRACE_MINMAX != 0) {
+    s.vmin = q.vmin;
+    s.vmax = q.vmax;
+  } else {
+    s.vmin = __int_as_float(0x7fffffff);
+    s.vmax = __int_as_float(0x7fffffff);
+  }
+  s.absmax = q.amax;
 }
 
 // Samples one value of this lane into the record's first free slot. Every active lane
@@ -569,17 +612,18 @@ __device__ __forceinline__ void store4(void* at, unsigned a, unsigned b, unsigne
   *static_cast<uint4*>(at) = make_uint4(a, b, c, d);
 }
 
-// Marks the value slots [filled, 8) of one 8-slot array empty (`empty` in each).
-__device__ __forceinline__ void clear_slots(void* slots, unsigned filled, unsigned empty) {
-  unsigned* words = static_cast<unsigned*>(slots);
+// Marks every value slot of the landed record empty (value 0, coordinates -1): the
+// leader's 16-byte stores, ordered before the lanes' samples by __syncwarp.
+__device__ __forceinline__ void clear_slots(const Slot& slot) {
+  if (slot.lane == slot.leader) {
+    unsigned* words = reinterpret_cast<unsigned*>(slot.record->values);
 #pragma unroll
-  for (unsigned half = 0; half < 2u; ++half) {
-    if (filled <= 4u * half) {
-      store4(words + 4u * half, empty, empty, empty, empty);
-    } else {
-      for (unsigned i = filled; i < 4u * half + 4u; ++i) words[i] = empty;
+    for (int i = 0; i < 4 * record_values; i += 4) {
+      const unsigned empty = i < record_values ? 0u : 0xffffffffu;
+      store4(words + i, empty, empty, empty, empty);
     }
   }
+  __syncwarp(slot.mask);
 }
 
 // Reduces the statistics over the warp; the leader writes the record's fields in
@@ -598,12 +642,6 @@ __device__ __forceinline__ void finish(const Slot& slot, const Stats& s, const P
   Record* r = slot.record;
   const unsigned taken = s.taken;
   const unsigned filled = static_cast<int>(taken) < KWB_TRACE_VALUES ? taken : KWB_TRACE_VALUES;
-  if (filled < static_cast<unsigned>(record_values)) {
-    clear_slots(r->values, filled, 0u);
-    clear_slots(r->value_m, filled, 0xffffffffu);
-    clear_slots(r->value_n, filled, 0xffffffffu);
-    clear_slots(r->value_k, filled, 0xffffffffu);
-  }
   store4(&r->tag, p.tag, blockIdx.x, blockIdx.y, blockIdx.z);
   store4(&r->warp, static_cast<unsigned>(warp_id()), static_cast<unsigned>(slot.lane),
          slot.mask, static_cast<unsigned>(p.k_tile));
@@ -680,6 +718,18 @@ __device__ __forceinline__ void sample_tile(Stats& s, const Slot& slot, const Pr
   if constexpr (KWB_TRACE_VALUES > 0) {
     const int stride = __popc(slot.mask);
     const int rank = __popc(slot.mask & slot.below);
+    if (p.row_bound == all_rows) {
+      // Every value counts: active lane r takes value r, no ballot.
+      if (rank < KWB_TRACE_VALUES && rank < count) {
+        const Coord c = coord(rank);
+        slot.record->values[rank] = to_float(value(rank));
+        slot.record->value_m[rank] = c.m;
+        slot.record->value_n[rank] = c.n;
+        slot.record->value_k[rank] = c.k;
+      }
+      s.taken = static_cast<unsigned>(stride < count ? stride : count);
+      return;
+    }
     int base = 0;
     for (int round = 0; round < sample_elements && base < count; ++round, base += stride) {
       const int i = base + rank;
@@ -697,18 +747,22 @@ __device__ __forceinline__ void strided(const Probe& p, int count, ValueFn&& val
                                         CoordFn&& coord) {
   Slot slot;
   if (!begin(slot, p.k_tile)) return;
+  // A tile's samples are taken first: fewer registers live across the scan.
+  if (!land(slot)) return;
   Stats s = fresh_stats();
+  sample_tile(s, slot, p, count, value, coord);
   bool done = false;
   if (p.row_bound == all_rows) {
     const int stride = __popc(slot.mask);
     const int rank = __popc(slot.mask & slot.below);
-    Quick q[quick_ways];
+    Quick q[tile_ways];
 #pragma unroll
-    for (int w = 0; w < quick_ways; ++w) q[w] = fresh_quick();
+    for (int w = 0; w < tile_ways; ++w) q[w] = fresh_quick();
     unsigned mine = 0;
-    for (int i = rank; i < count; i += quick_ways * stride) {
+#pragma unroll 1
+    for (int i = rank; i < count; i += tile_ways * stride) {
 #pragma unroll
-      for (int w = 0; w < quick_ways; ++w) {
+      for (int w = 0; w < tile_ways; ++w) {
         const int at = i + w * stride;
         if (at < count) {
           quick(q[w], to_float(value(at)));
@@ -723,8 +777,6 @@ __device__ __forceinline__ void strided(const Probe& p, int count, ValueFn&& val
     }
   }
   if (!done) strided_full(s, slot, p, count, value, coord);
-  if (!land(slot)) return;
-  sample_tile(s, slot, p, count, value, coord);
   finish(slot, s, p);
 }
 
@@ -737,26 +789,41 @@ __device__ __forceinline__ void packed_tile(const Probe& p, const T* tile, int c
   static_assert(sizeof(T) == 2, "packed tiles hold 16-bit values");
   Slot slot;
   if (!begin(slot, p.k_tile)) return;
+  if (!land(slot)) return;
   Stats s = fresh_stats();
   const auto value = [&](int i) -> const T& { return tile[i]; };
+  sample_tile(s, slot, p, count, value, coord);
   const int stride = __popc(slot.mask);
   const int rank = __popc(slot.mask & slot.below);
-  const uint4* chunks = reinterpret_cast<const uint4*>(tile);
   const int n = count / 8;
-  Quick q[quick_ways];
-#pragma unroll
-  for (int w = 0; w < quick_ways; ++w) q[w] = fresh_quick();
-  unsigned mine = 0;
-#pragma unroll 4
-  for (int c = rank; c < n; c += stride, mine += 8u) {
-    const uint4 chunk = chunks[c];
-    const unsigned words[4] = {chunk.x, chunk.y, chunk.z, chunk.w};
+  // Chunks this lane reads: rank, rank + stride, ... below n.
+  const unsigned mine = rank < n ? 8u * static_cast<unsigned>((n - 1 - rank) / stride + 1) : 0u;
+  Quick q[1] = {fresh_quick()};
+  const auto tally8 = [&](unsigned x, unsigned y, unsigned z, unsigned w) {
+    const unsigned words[4] = {x, y, z, w};
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-      const unsigned short lo = static_cast<unsigned short>(words[j] & 0xffffu);
-      const unsigned short hi = static_cast<unsigned short>(words[j] >> 16);
-      quick(q[j], to_float(bits_as<T>(lo)));
-      quick(q[j], to_float(bits_as<T>(hi)));
+      quick(q[0], to_float(bits_as<T>(static_cast<unsigned short>(words[j] & 0xffffu))));
+      quick(q[0], to_float(bits_as<T>(static_cast<unsigned short>(words[j] >> 16))));
+    }
+  };
+  if (__isShared(tile)) {
+    // A shared tile (the usual case): 32-bit shared addresses, ld.shared.v4.
+    const unsigned base = static_cast<unsigned>(__cvta_generic_to_shared(tile));
+#pragma unroll 1
+    for (unsigned at = base + 16u * rank, end = base + 16u * n; at < end; at += 16u * stride) {
+      unsigned x, y, z, w;
+      asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+                   : "=r"(x), "=r"(y), "=r"(z), "=r"(w)
+                   : "r"(at));
+      tally8(x, y, z, w);
+    }
+  } else {
+    const uint4* chunks = reinterpret_cast<const uint4*>(tile);
+#pragma unroll 1
+    for (int c = rank; c < n; c += stride) {
+      const uint4 chunk = chunks[c];
+      tally8(chunk.x, chunk.y, chunk.z, chunk.w);
     }
   }
   const Quick all = merged(q);
@@ -765,8 +832,6 @@ __device__ __forceinline__ void packed_tile(const Probe& p, const T* tile, int c
   } else {
     strided_full(s, slot, p, count, value, coord);
   }
-  if (!land(slot)) return;
-  sample_tile(s, slot, p, count, value, coord);
   finish(slot, s, p);
 }
 

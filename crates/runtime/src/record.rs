@@ -58,9 +58,10 @@ mirror! {
         pub count: u32,
         /// The largest magnitude of the finite counted values (0 when none).
         pub absmax: f32,
-        /// The smallest finite counted value (`+inf` when none).
+        /// The smallest finite counted value (`+inf` when none; NaN when the build
+        /// recorded absmax only, `KWB_TRACE_MINMAX=0`).
         pub vmin: f32,
-        /// The largest finite counted value (`-inf` when none).
+        /// The largest finite counted value (`-inf` when none; NaN when not recorded).
         pub vmax: f32,
         /// Counted values that are NaN.
         pub nan_count: u32,

@@ -38,7 +38,8 @@ pub struct Args {
     /// Record only K tiles A..B (B excluded)
     #[arg(long, value_name = "A..B", value_parser = parse_k_tiles)]
     k_tiles: Option<KTiles>,
-    /// Probe kinds, comma-separated: operands, accumulator, epilogue (default: all)
+    /// Probe kinds, comma-separated: operands, accumulator (after each K tile and where
+    /// complete), final (only where complete), epilogue (default: all)
     #[arg(long, value_name = "KINDS", value_parser = Probes::parse)]
     probe: Option<Probes>,
     /// Keep padding rows out of the statistics: '< EXPR' (or EXPR), a row bound in
@@ -48,8 +49,12 @@ pub struct Args {
     /// Values kept per record, 0 to 8
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=8))]
     values: Option<u32>,
+    /// Record absmax, NaN and Inf counts but not min and max (a third of the work per
+    /// value): the cheap screen of every CTA
+    #[arg(long)]
+    absmax_only: bool,
     /// Remove every kwb insertion instead, restoring the original byte for byte
-    #[arg(long, conflicts_with_all = ["kernel", "gate", "probe", "cta", "k_tiles", "rows", "values", "overlay"])]
+    #[arg(long, conflicts_with_all = ["kernel", "gate", "probe", "cta", "k_tiles", "rows", "values", "absmax_only", "overlay"])]
     strip: bool,
     /// Print the rewrite as a unified diff
     #[arg(long)]
@@ -165,6 +170,7 @@ pub fn run(args: Args) -> i32 {
             cta: args.cta.and_then(|c| c.0),
             k_tiles: args.k_tiles.map(|k| (k.0, k.1)),
             values: args.values,
+            absmax_only: args.absmax_only,
             rows: args.rows.clone(),
             // With an overlay the gate targets one of many files' kernels.
             lenient_gate: args.overlay.is_some(),

@@ -1,6 +1,7 @@
 //! Accumulator probes: after each K tile of a consumer mainloop (with a counter
 //! declared before the loop) and once where the accumulator is complete — after the
-//! loop, a peeled last K tile, or a fold of partial accumulator sets.
+//! loop, a peeled last K tile, or a fold of partial accumulator sets. Either kind may
+//! be left out; the K-tile counter is kept whenever operand probes need it.
 
 use std::ops::Range;
 
@@ -16,6 +17,18 @@ use crate::plan::{ProbeInfo, consumer_loop};
 /// A K-tile counter: the mainloop's bytes and the counter's name.
 pub(crate) type Counter = (Range<usize>, String);
 
+/// What to insert at each consumer mainloop.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Want {
+    /// The accumulator after each K tile.
+    pub per_k_tile: bool,
+    /// The accumulator where it is complete.
+    pub complete: bool,
+    /// The K-tile counter, for operand probes in the loop, even without a per-K-tile
+    /// probe.
+    pub counter: bool,
+}
+
 /// Inserts the accumulator probes of `kernel`; returns the K-tile counters it
 /// declared, for operand probes inside the same loops.
 pub(crate) fn probe(
@@ -23,6 +36,7 @@ pub(crate) fn probe(
     kernel: &Kernel,
     gate: &str,
     rows: Option<&str>,
+    want: Want,
 ) -> Vec<Counter> {
     let mut counters = Vec::new();
     let parsed = em.parsed;
@@ -37,22 +51,25 @@ pub(crate) fn probe(
             Some((name, decl))
         })
         .collect();
+    let probing = want.per_k_tile || want.complete;
     let Some((acc, _)) = accumulators.first() else {
-        em.note(format!(
-            "{}: no accumulator in the kernel map; no accumulator probe",
-            kernel.name
-        ));
+        if probing {
+            em.note(format!(
+                "{}: no accumulator in the kernel map; no accumulator probe",
+                kernel.name
+            ));
+        }
         return counters;
     };
     let wait = completion_wait(parsed, kernel);
-    if let Some((_, why)) = &wait {
+    if let Some((_, why)) = wait.as_ref().filter(|_| probing) {
         em.note(format!("{}: {why}", kernel.name));
     }
     let wait = wait.map_or(String::new(), |(code, _)| code);
     let tag = em.tag;
     let layout = fragments::layout(&parsed.source);
     let coords = fragments::probe_args(layout, Role::Accumulator, rows);
-    if rows.is_some() && layout.is_none() {
+    if probing && rows.is_some() && layout.is_none() {
         em.note(format!(
             "{}: the layout of the accumulator `{acc}` is not one kwb knows; --rows does not filter it",
             kernel.name
@@ -105,7 +122,7 @@ pub(crate) fn probe(
             .iter()
             .all(|(other, _)| other.parent().map(|p| p.id()) != block || block.is_none());
         let id = em.next_id();
-        let (k_tile, bump) = match block {
+        let (k_tile, bump) = match block.filter(|_| want.per_k_tile || want.counter) {
             Some(b) => {
                 let counter = match counter_of_block.iter().find(|(x, _)| *x == b) {
                     Some((_, c)) => c.clone(),
@@ -126,20 +143,28 @@ pub(crate) fn probe(
             }
             None => ("-1".to_owned(), String::new()),
         };
-        em.insert(
-            body.end_byte() - 1,
-            &format!(
-                "if constexpr (kwb::enabled && ({gate})) {{ {wait}kwb::probe({id}, kwb::Kind::Accumulator, 0x{tag:08x}u, {k_tile}, -1, -1, {acc}{coords});{bump} }} "
-            ),
-        );
-        em.record(ProbeInfo {
-            id,
-            kernel: kernel.name.clone(),
-            what: format!("accumulator `{acc}` after each K tile"),
-            line: body.end_position().row + 1,
-            text: site.text.clone(),
-        });
-        if !last_of_block {
+        if want.per_k_tile {
+            let id = em.next_id();
+            em.insert(
+                body.end_byte() - 1,
+                &format!(
+                    "if constexpr (kwb::enabled && ({gate})) {{ {wait}kwb::probe({id}, kwb::Kind::Accumulator, 0x{tag:08x}u, {k_tile}, -1, -1, {acc}{coords});{bump} }} "
+                ),
+            );
+            em.record(ProbeInfo {
+                id,
+                kernel: kernel.name.clone(),
+                what: format!("accumulator `{acc}` after each K tile"),
+                line: body.end_position().row + 1,
+                text: site.text.clone(),
+            });
+        } else if want.counter && !bump.is_empty() {
+            em.insert(
+                body.end_byte() - 1,
+                &format!("if constexpr (kwb::enabled && ({gate})) {{{bump} }} "),
+            );
+        }
+        if !last_of_block || !want.complete {
             continue;
         }
         let after = final_point(parsed, kernel, node, acc);
