@@ -467,8 +467,6 @@ __device__ __forceinline__ bool begin(Slot& slot, int k_tile) {
   return true;
 }
 
-__device__ __forceinline__ void clear_slots(const Slot& slot);
-
 // Waits for the slot begin() asked for. False when the buffer is full (the drop is
 // counted).
 __device__ __forceinline__ bool land(Slot& slot) {
@@ -480,7 +478,6 @@ __device__ __forceinline__ bool land(Slot& slot) {
     return false;
   }
   slot.record = &trace_records[slot.shard * per_shard + index];
-  clear_slots(slot);
   return true;
 }
 
@@ -626,6 +623,28 @@ __device__ __forceinline__ void clear_slots(const Slot& slot) {
   __syncwarp(slot.mask);
 }
 
+// Samples when every value counts, without a ballot: active lane r (r below the
+// slots and `count`) writes value(r) into slot r. Clears the slots first only when
+// some stay empty (a partial warp, a short tile, fewer value slots).
+template <class ValueFn, class CoordFn>
+__device__ __forceinline__ void sample_each(Stats& s, const Slot& slot, int count,
+                                            ValueFn&& value, CoordFn&& coord) {
+  const int stride = __popc(slot.mask);
+  const int rank = __popc(slot.mask & slot.below);
+  const int taken = stride < count ? stride : count;
+  if (taken < KWB_TRACE_VALUES || KWB_TRACE_VALUES < record_values) clear_slots(slot);
+  if constexpr (KWB_TRACE_VALUES > 0) {
+    if (rank < KWB_TRACE_VALUES && rank < count) {
+      const Coord c = coord(rank);
+      slot.record->values[rank] = value(rank);
+      slot.record->value_m[rank] = c.m;
+      slot.record->value_n[rank] = c.n;
+      slot.record->value_k[rank] = c.k;
+    }
+  }
+  s.taken = static_cast<unsigned>(taken);
+}
+
 // Reduces the statistics over the warp; the leader writes the record's fields in
 // 16-byte stores (records are 16-byte aligned: 224 bytes each in a 16-byte aligned
 // buffer), the header's first four words last.
@@ -684,12 +703,19 @@ __device__ __forceinline__ void fragment(const Probe& p, ValueFn&& value, CoordF
     }
   }
   if (!land(slot)) return;
-  if constexpr (KWB_TRACE_VALUES > 0) {
+  if (p.row_bound == all_rows) {
+    // Every value counts: the slots take element 0 of the first active lanes.
+    sample_each(s, slot, INT_MAX, [&](int) { return to_float(value(0)); },
+                [&](int) { return coord(0); });
+  } else {
+    clear_slots(slot);
+    if constexpr (KWB_TRACE_VALUES > 0) {
 #pragma unroll
-    for (int i = 0; i < (N < sample_elements ? N : sample_elements); ++i) {
-      const float v = to_float(value(i));
-      const Coord c = coord(i);
-      sample(s, slot, row_of(c, p.row_axis) < p.row_bound, v, c);
+      for (int i = 0; i < (N < sample_elements ? N : sample_elements); ++i) {
+        const float v = to_float(value(i));
+        const Coord c = coord(i);
+        sample(s, slot, row_of(c, p.row_axis) < p.row_bound, v, c);
+      }
     }
   }
   finish(slot, s, p);
@@ -715,21 +741,17 @@ __device__ __forceinline__ void strided_full(Stats& s, const Slot& slot, const P
 template <class ValueFn, class CoordFn>
 __device__ __forceinline__ void sample_tile(Stats& s, const Slot& slot, const Probe& p,
                                             int count, ValueFn&& value, CoordFn&& coord) {
-  if constexpr (KWB_TRACE_VALUES > 0) {
+  if constexpr (KWB_TRACE_VALUES == 0) {
+    clear_slots(slot);
+  } else {
     const int stride = __popc(slot.mask);
     const int rank = __popc(slot.mask & slot.below);
     if (p.row_bound == all_rows) {
-      // Every value counts: active lane r takes value r, no ballot.
-      if (rank < KWB_TRACE_VALUES && rank < count) {
-        const Coord c = coord(rank);
-        slot.record->values[rank] = to_float(value(rank));
-        slot.record->value_m[rank] = c.m;
-        slot.record->value_n[rank] = c.n;
-        slot.record->value_k[rank] = c.k;
-      }
-      s.taken = static_cast<unsigned>(stride < count ? stride : count);
+      // Every value counts: active lane r takes value r.
+      sample_each(s, slot, count, [&](int i) { return to_float(value(i)); }, coord);
       return;
     }
+    clear_slots(slot);
     int base = 0;
     for (int round = 0; round < sample_elements && base < count; ++round, base += stride) {
       const int i = base + rank;
