@@ -5,7 +5,8 @@
 //! hand from the formulas in that file: counts before and after the row filter,
 //! minimum, maximum, absmax, NaN and Inf counts, and the sampled values with their
 //! coordinates. It covers the quick tally and its fall-back to the full one, packed
-//! and element-wise tile reads, the row filter, a partial warp and buffer overflow.
+//! and element-wise tile reads, the row filter, a partial warp, buffer overflow, and
+//! every value of every probe in the full-tile build.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -294,28 +295,113 @@ struct Build {
     overflow: Option<(usize, u64)>,
     /// Records carry minimum and maximum (not a `KWB_TRACE_MINMAX=0` build).
     minmax: bool,
+    /// Every value is kept too (`KWB_TRACE_FULL`): the tile section is checked.
+    full: bool,
 }
 
-const BUILDS: [Build; 3] = [
+const BUILDS: [Build; 4] = [
     Build {
         name: "default buffer",
         defines: &[],
         overflow: None,
         minmax: true,
+        full: false,
     },
     Build {
         name: "4-record buffer",
         defines: &["KWB_TRACE_CAPACITY=4", "KWB_TRACE_SHARDS=1"],
         overflow: Some((4, 7)),
         minmax: true,
+        full: false,
     },
     Build {
         name: "absmax only",
         defines: &["KWB_TRACE_MINMAX=0"],
         overflow: None,
         minmax: false,
+        full: false,
+    },
+    Build {
+        name: "full tiles",
+        defines: &["KWB_TRACE_FULL"],
+        overflow: None,
+        minmax: true,
+        full: true,
     },
 ];
+
+/// Element `e` of a site's full tile as tests/gpu/runtime_check.cu made it: its value
+/// and (m, n, k).
+fn tile_value(site: u32, e: u32) -> (f32, [i32; 3]) {
+    let none = [-1, -1, -1];
+    let ef = e as f32;
+    let tile = |i: u32| (i % 64) as f32 - 32.0;
+    match site {
+        0 => (ef * 0.5 - 100.0, none),
+        1 => match e {
+            0 => (f32::INFINITY, none),
+            1 => (f32::NEG_INFINITY, none),
+            511 => (f32::NAN, none),
+            _ => (ef * 0.5 - 100.0, none),
+        },
+        2 => {
+            let (lane, i) = ((e / 16) as i32, (e % 16) as i32);
+            (if lane < 20 { 1.0 } else { 1000.0 }, [lane, -1, i])
+        }
+        3 => (tile(e), none),
+        4 => match e {
+            777 => (f32::NAN, none),
+            100 => (f32::NEG_INFINITY, none),
+            _ => (tile(e), none),
+        },
+        5 => (tile(e + 1), none),
+        6 => ((e / 4) as f32 + (e % 4) as f32 * 0.25, none),
+        7 => (ef * 0.5, none),
+        8 => (tile(e), [(e / 32) as i32, -1, (e % 32) as i32]),
+        9 => (-ef - 1.0, none),
+        _ => (f32::NAN, none),
+    }
+}
+
+/// Every problem of the tile section: each record holds exactly its `seen` values,
+/// elements 0.., each the value and coordinates its site made.
+fn judge_tiles(trace: &Trace) -> Vec<String> {
+    let mut problems = Vec::new();
+    let mut by_record = vec![Vec::new(); trace.records.len()];
+    for v in &trace.tiles {
+        by_record[v.record as usize].push(v);
+    }
+    for (r, values) in trace.records.iter().zip(&mut by_record) {
+        values.sort_by_key(|v| v.element);
+        let elements: Vec<u32> = values.iter().map(|v| v.element).collect();
+        if elements != (0..r.seen).collect::<Vec<_>>() {
+            problems.push(format!(
+                "site {}: tile elements are not 0..{} ({} values)",
+                r.site,
+                r.seen,
+                values.len()
+            ));
+            continue;
+        }
+        for v in values.iter() {
+            let (want, coords) = tile_value(r.site, v.element);
+            if v.value.to_string() != want.to_string() || [v.m, v.n, v.k] != coords {
+                problems.push(format!(
+                    "site {} element {}: got {} at {:?}, want {want} at {coords:?}",
+                    r.site,
+                    v.element,
+                    v.value,
+                    [v.m, v.n, v.k]
+                ));
+                break;
+            }
+        }
+    }
+    if trace.tile_dropped != 0 {
+        problems.push(format!("{} tile values dropped", trace.tile_dropped));
+    }
+    problems
+}
 
 pub fn run(root: &Path, out: &Path) -> Result {
     let (toolchain, _) = tools()?;
@@ -340,12 +426,21 @@ pub fn run(root: &Path, out: &Path) -> Result {
         };
         kwb_toolchain::compile_executable(&toolchain, &source, &flags, &binary)?;
         let trace = run_check(&binary, &dir.join(format!("runtime_check.{index}.trace")))?;
-        let problems = judge(&trace, &expect, build);
+        let mut problems = judge(&trace, &expect, build);
+        if build.full {
+            problems.extend(judge_tiles(&trace));
+        } else if !trace.tiles.is_empty() {
+            problems.push(format!(
+                "{} tile values in a build without them",
+                trace.tiles.len()
+            ));
+        }
         report.push_str(&format!(
-            "{}: {} records, {} dropped: {}\n",
+            "{}: {} records, {} dropped, {} tile values: {}\n",
             build.name,
             trace.records.len(),
             trace.dropped,
+            trace.tiles.len(),
             if problems.is_empty() { "ok" } else { "FAILED" }
         ));
         for p in &problems {

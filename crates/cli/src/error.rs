@@ -14,6 +14,23 @@ pub enum CliError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("cannot write into {path}: {source}")]
+    #[diagnostic(
+        code(kwb::cli::unwritable),
+        help("check that the folder can be created and written")
+    )]
+    Unwritable {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path} holds no full tiles")]
+    #[diagnostic(
+        code(kwb::cli::no_tiles),
+        help(
+            "instrument with `kwb-instrument --full-tile --cta X,Y,Z`, rebuild with -DKWB_TRACE and run again"
+        )
+    )]
+    NoTiles { path: PathBuf },
     #[error("{path} is a directory")]
     #[diagnostic(
         code(kwb::cli::is_directory),

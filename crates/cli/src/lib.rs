@@ -10,4 +10,5 @@ pub mod commands;
 pub mod error;
 pub mod exit;
 pub mod input;
+pub mod npy;
 pub mod render;

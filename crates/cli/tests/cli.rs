@@ -1057,3 +1057,101 @@ fn trace_show_reads_real_gpu_traces() {
         run.stderr
     );
 }
+
+#[test]
+fn trace_show_writes_full_tiles_as_npy() {
+    let dir = TempDir::new().unwrap();
+    let fixture = std::path::Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../fixtures/traces/mma_sync_none_ones.trace"
+    ));
+    // A trace without full tiles has nothing to write: a clear error, no folder.
+    let run = kwb(
+        dir.path(),
+        &[
+            OsStr::new("trace"),
+            OsStr::new("show"),
+            OsStr::new("--npy"),
+            OsStr::new("tiles"),
+            fixture.as_os_str(),
+        ],
+    );
+    assert_eq!(run.code, INPUT, "{}", run.stdout);
+    assert!(run.stderr.contains("holds no full tiles"), "{}", run.stderr);
+    assert!(!dir.path().join("tiles").exists());
+
+    // The fixture's records with a 2 x 2 accumulator tile on record 0 (as a
+    // --full-tile build writes it) and a tile without coordinates on record 1.
+    let mut trace = kwb_runtime::decode(&std::fs::read(fixture).unwrap()).unwrap();
+    trace.records.truncate(2);
+    for r in &mut trace.records {
+        r.version = kwb_runtime::VERSION;
+    }
+    trace.records[0].kind = kwb_runtime::Kind::Accumulator as u32;
+    trace.records[0].k_tile = 3;
+    trace.records[1].kind = kwb_runtime::Kind::OperandA as u32;
+    trace.records[1].k_tile = 3;
+    let tile = |record, element, value, m, n| kwb_runtime::TileValue {
+        record,
+        element,
+        value,
+        m,
+        n,
+        k: -1,
+    };
+    trace.tiles = vec![
+        tile(0, 1, 2.0, 8, 1),
+        tile(0, 0, 1.0, 8, 0),
+        tile(0, 2, 3.0, 9, 0),
+        tile(1, 0, 5.0, -1, -1),
+    ];
+    trace.tile_capacity = 64;
+    std::fs::write(dir.path().join("full.trace"), kwb_runtime::encode(&trace)).unwrap();
+    let run = kwb(
+        dir.path(),
+        &["trace", "show", "--npy", "tiles", "full.trace"],
+    );
+    assert_eq!(run.code, OK, "{}", run.stderr);
+    assert!(
+        run.stdout
+            .contains("full tiles: 4 values (0 dropped), 6 files written"),
+        "{}",
+        run.stdout
+    );
+    let index: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("tiles/index.json")).unwrap())
+            .unwrap();
+    let first = &index[0];
+    assert_eq!(first["kind"], "accumulator");
+    assert_eq!(first["grid_axes"], serde_json::json!(["m", "n"]));
+    assert_eq!(first["grid_origin"], serde_json::json!([8, 0]));
+    let grid = std::fs::read(
+        dir.path()
+            .join("tiles")
+            .join(first["grid_file"].as_str().unwrap()),
+    )
+    .unwrap();
+    let header_len = usize::from(u16::from_le_bytes([grid[8], grid[9]]));
+    let data: Vec<f32> = grid[10 + header_len..]
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+        .collect();
+    // Rows m = 8, 9; columns n = 0, 1; (9, 1) got no value.
+    assert_eq!(&data[..3], &[1.0, 2.0, 3.0]);
+    assert!(data[3].is_nan());
+    // Values come in element order.
+    let values = std::fs::read(
+        dir.path()
+            .join("tiles")
+            .join(first["values_file"].as_str().unwrap()),
+    )
+    .unwrap();
+    let header_len = usize::from(u16::from_le_bytes([values[8], values[9]]));
+    assert_eq!(
+        &values[10 + header_len..10 + header_len + 4],
+        &1.0_f32.to_le_bytes()
+    );
+    // No coordinates, no grid.
+    assert!(index[1]["grid_file"].is_null());
+    assert_eq!(index[1]["values"], 1);
+}

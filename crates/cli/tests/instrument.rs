@@ -122,6 +122,33 @@ fn the_output_may_not_be_the_input() {
 }
 
 #[test]
+fn full_tile_needs_one_cta_and_defines_the_macro() {
+    let dir = TempDir::new().unwrap();
+    write(dir.path(), "gemm.cu", KERNEL);
+    let run = instrument(dir.path(), &["gemm.cu", "-o", "out.cu", "--full-tile"]);
+    assert_eq!(run.code, 2);
+    assert!(run.stderr.contains("needs one CTA"), "{}", run.stderr);
+    assert!(!dir.path().join("out.cu").exists());
+    let run = instrument(
+        dir.path(),
+        &[
+            "gemm.cu",
+            "-o",
+            "out.cu",
+            "--full-tile",
+            "--cta",
+            "1,0,0",
+            "--absmax-only",
+        ],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let out = std::fs::read_to_string(dir.path().join("out.cu")).unwrap();
+    assert!(out.contains("#define KWB_TRACE_FULL 1"));
+    assert!(out.contains("#define KWB_TRACE_MINMAX 0"));
+    assert!(out.contains("#define KWB_TRACE_CTA_X 1"));
+}
+
+#[test]
 fn unknown_kernel_and_out_of_scope_gate_write_nothing() {
     let dir = TempDir::new().unwrap();
     write(dir.path(), "gemm.cu", KERNEL);

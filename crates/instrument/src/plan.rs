@@ -98,6 +98,9 @@ pub struct Config {
     /// NaN/Inf counts) only, not min and max: a third of the per-value work, for
     /// screening every CTA.
     pub absmax_only: bool,
+    /// Also keep every value each probe looks at, with its coordinates (the whole
+    /// tile; meant for one CTA): `kwb trace show --npy` writes them out.
+    pub full_tile: bool,
     /// A row bound (a C++ expression in the kernel's scope, e.g. `kBatchRows`):
     /// values on MMA-tile rows at or past it are padding and stay out of the
     /// statistics. Applies where the fragment layout is known (mma.sync m16n8k16
@@ -134,6 +137,9 @@ impl Config {
         }
         if self.absmax_only {
             pairs.push(("KWB_TRACE_MINMAX", "0".to_owned()));
+        }
+        if self.full_tile {
+            pairs.push(("KWB_TRACE_FULL", "1".to_owned()));
         }
         pairs
             .iter()

@@ -30,6 +30,11 @@
 //                       carry absmax only (vmin and vmax NaN), one instruction a
 //                       value instead of three; for cheap all-CTA screening
 //                       (default 1).
+//   KWB_TRACE_FULL      also keep every value a probe looks at, with its coordinates,
+//                       in a second buffer (kwb::TileValue, 24 bytes each); what
+//                       `kwb-instrument --full-tile` asks for, with one CTA.
+//   KWB_TRACE_TILE_CAPACITY  values that buffer holds (default 4194304 = 96 MiB);
+//                       values past it are counted as dropped.
 //   KWB_TRACE_CTA_X/Y/Z the CTA the probes record at start-up (default -1: any).
 //   KWB_TRACE_K_BEGIN/END  the K tiles they record at start-up, [begin, end)
 //                       (default 0 and INT_MAX: all).
@@ -69,6 +74,9 @@
 #ifndef KWB_TRACE_MINMAX
 #define KWB_TRACE_MINMAX 1
 #endif
+#ifndef KWB_TRACE_TILE_CAPACITY
+#define KWB_TRACE_TILE_CAPACITY 4194304
+#endif
 #ifndef KWB_TRACE_CTA_X
 #define KWB_TRACE_CTA_X -1
 #endif
@@ -107,7 +115,8 @@ inline constexpr bool enabled = false;
 #endif
 
 // The version of the record layout and of the trace file; both change together.
-inline constexpr uint32_t version = 2;
+// Version 3 added the tile section (--full-tile); readers also take version 2 files.
+inline constexpr uint32_t version = 3;
 // "KWBR" read as a little-endian u32: the first field of every written record.
 inline constexpr uint32_t record_magic = 0x5242574Bu;
 // The value slots of a record (fixed); KWB_TRACE_VALUES of them are filled.
@@ -237,7 +246,8 @@ static_assert(sizeof(Filter) == 24, "the Rust mirror expects a 24-byte filter");
 
 // The trace file: a FileHeader, then site_count site entries (a SiteEntry, the file
 // name bytes, the source text bytes, zero padding to a multiple of 8; the entries
-// take site_table_bytes in all), then record_count Records. Little-endian.
+// take site_table_bytes in all), then record_count Records, then (version 3) the tile
+// section: a TileHeader and its TileValues. Little-endian.
 // kwb:layout FileHeader begin
 struct FileHeader {
   char magic[8];              // "KWBTRACE", no terminating zero
@@ -261,6 +271,33 @@ struct SiteEntry {
 };
 // kwb:layout end
 static_assert(sizeof(SiteEntry) == 16, "the Rust mirror expects 16-byte site entries");
+
+// The tile section, after the records (version 3): a TileHeader, then `count`
+// TileValues. Its count is 0 unless the build defines KWB_TRACE_FULL.
+// kwb:layout TileHeader begin
+struct TileHeader {
+  char magic[8];        // "KWBTILES", no terminating zero
+  uint64_t count;       // values in the section
+  uint64_t dropped;     // values lost because the tile buffer was full
+  uint64_t capacity;    // KWB_TRACE_TILE_CAPACITY of the build (0: not a full-tile build)
+  uint32_t value_size;  // sizeof(TileValue)
+  uint32_t reserved;    // 0
+};
+// kwb:layout end
+static_assert(sizeof(TileHeader) == 40, "the Rust mirror expects a 40-byte tile header");
+
+// One value of a full tile.
+// kwb:layout TileValue begin
+struct TileValue {
+  uint32_t record;   // the record it belongs to: its index among the file's records
+  uint32_t element;  // its index in the probe: lane rank * N + i (a fragment), i (a tile)
+  float value;       // the value, as float
+  int32_t m;         // its logical m; -1 when unknown
+  int32_t n;         // its logical n; -1 when unknown
+  int32_t k;         // its logical k; -1 when unknown
+};
+// kwb:layout end
+static_assert(sizeof(TileValue) == 24, "the Rust mirror expects 24-byte tile values");
 
 // One probe site as the instrumenter describes it. It emits a table and registers it:
 //
@@ -331,11 +368,21 @@ extern __device__ __align__(16) Record trace_records[KWB_TRACE_CAPACITY];
 extern __device__ unsigned long long trace_cursor[KWB_TRACE_SHARDS];
 extern __device__ unsigned long long trace_dropped;
 extern __constant__ Filter trace_filter;
+#ifdef KWB_TRACE_FULL
+extern __device__ TileValue trace_tile_values[KWB_TRACE_TILE_CAPACITY];
+extern __device__ unsigned long long trace_tile_cursor;
+extern __device__ unsigned long long trace_tile_dropped;
+#endif
 #else
 // 16-byte aligned: records (224 bytes) are then written in 16-byte stores.
 __device__ __align__(16) Record trace_records[KWB_TRACE_CAPACITY];
 __device__ unsigned long long trace_cursor[KWB_TRACE_SHARDS];  // per shard: next free slot
 __device__ unsigned long long trace_dropped;  // records not written: buffer full
+#ifdef KWB_TRACE_FULL
+__device__ TileValue trace_tile_values[KWB_TRACE_TILE_CAPACITY];
+__device__ unsigned long long trace_tile_cursor;   // next free value
+__device__ unsigned long long trace_tile_dropped;  // values not written: buffer full
+#endif
 __constant__ Filter trace_filter = {KWB_TRACE_CTA_X,   KWB_TRACE_CTA_Y, KWB_TRACE_CTA_Z,
                                     KWB_TRACE_K_BEGIN, KWB_TRACE_K_END, 1u};
 #endif
@@ -645,6 +692,49 @@ __device__ __forceinline__ void sample_each(Stats& s, const Slot& slot, int coun
   s.taken = static_cast<unsigned>(taken);
 }
 
+// Full tiles (KWB_TRACE_FULL): every value a probe looks at, with its coordinates.
+// The leader reserves the warp's values in one atomicAdd; when they do not fit, they
+// are counted as dropped and the reserved places below the capacity are marked
+// unused (record ~0u), so the host never reads a value that was not written.
+template <class ValueFn, class CoordFn>
+__device__ __forceinline__ void keep_values(const Slot& slot, unsigned total, int per_lane,
+                                            bool lane_major, ValueFn&& value,
+                                            CoordFn&& coord) {
+#ifdef KWB_TRACE_FULL
+  unsigned long long base = 0;
+  if (slot.lane == slot.leader) {
+    base = atomicAdd(&trace_tile_cursor, static_cast<unsigned long long>(total));
+    if (base + total > static_cast<unsigned long long>(KWB_TRACE_TILE_CAPACITY)) {
+      atomicAdd(&trace_tile_dropped, static_cast<unsigned long long>(total));
+    }
+  }
+  base = __shfl_sync(slot.mask, base, slot.leader);
+  const bool fits = base + total <= static_cast<unsigned long long>(KWB_TRACE_TILE_CAPACITY);
+  const unsigned record = static_cast<unsigned>(slot.record - trace_records);
+  const int stride = __popc(slot.mask);
+  const int rank = __popc(slot.mask & slot.below);
+  // Fragments: lane rank holds elements rank * per_lane + i. Tiles: lanes stride over
+  // the `total` elements.
+  const int count = lane_major ? per_lane : static_cast<int>((total + stride - 1 - rank) / stride);
+  for (int j = 0; j < count; ++j) {
+    const unsigned element =
+        lane_major ? static_cast<unsigned>(rank * per_lane + j) : static_cast<unsigned>(rank + j * stride);
+    if (!lane_major && element >= total) break;
+    const unsigned long long at = base + element;
+    if (at >= static_cast<unsigned long long>(KWB_TRACE_TILE_CAPACITY)) break;
+    const int i = lane_major ? j : static_cast<int>(element);
+    if (fits) {
+      const Coord c = coord(i);
+      trace_tile_values[at] = TileValue{record, element, to_float(value(i)), c.m, c.n, c.k};
+    } else {
+      trace_tile_values[at] = TileValue{~0u, element, 0.0f, -1, -1, -1};
+    }
+  }
+#else
+  (void)slot, (void)total, (void)per_lane, (void)lane_major, (void)value, (void)coord;
+#endif
+}
+
 // Reduces the statistics over the warp; the leader writes the record's fields in
 // 16-byte stores (records are 16-byte aligned: 224 bytes each in a 16-byte aligned
 // buffer), the header's first four words last.
@@ -718,6 +808,9 @@ __device__ __forceinline__ void fragment(const Probe& p, ValueFn&& value, CoordF
       }
     }
   }
+#ifdef KWB_TRACE_FULL
+  keep_values(slot, static_cast<unsigned>(N) * __popc(slot.mask), N, true, value, coord);
+#endif
   finish(slot, s, p);
 }
 
@@ -773,6 +866,9 @@ __device__ __forceinline__ void strided(const Probe& p, int count, ValueFn&& val
   if (!land(slot)) return;
   Stats s = fresh_stats();
   sample_tile(s, slot, p, count, value, coord);
+#ifdef KWB_TRACE_FULL
+  keep_values(slot, static_cast<unsigned>(count), 0, false, value, coord);
+#endif
   bool done = false;
   if (p.row_bound == all_rows) {
     const int stride = __popc(slot.mask);
@@ -815,6 +911,9 @@ __device__ __forceinline__ void packed_tile(const Probe& p, const T* tile, int c
   Stats s = fresh_stats();
   const auto value = [&](int i) -> const T& { return tile[i]; };
   sample_tile(s, slot, p, count, value, coord);
+#ifdef KWB_TRACE_FULL
+  keep_values(slot, static_cast<unsigned>(count), 0, false, value, coord);
+#endif
   const int stride = __popc(slot.mask);
   const int rank = __popc(slot.mask & slot.below);
   const int n = count / 8;
@@ -1110,6 +1209,10 @@ inline cudaError_t trace_reset() {
   const unsigned long long zero = 0;
   cudaError_t err = cudaMemcpyToSymbol(trace_cursor, zeros, sizeof zeros);
   if (err == cudaSuccess) err = cudaMemcpyToSymbol(trace_dropped, &zero, sizeof zero);
+#ifdef KWB_TRACE_FULL
+  if (err == cudaSuccess) err = cudaMemcpyToSymbol(trace_tile_cursor, &zero, sizeof zero);
+  if (err == cudaSuccess) err = cudaMemcpyToSymbol(trace_tile_dropped, &zero, sizeof zero);
+#endif
   return err;
 }
 
@@ -1139,8 +1242,10 @@ inline bool trace_flush(const char* path) {
   // order it appended them).
   constexpr unsigned long long per_shard = KWB_TRACE_CAPACITY / KWB_TRACE_SHARDS;
   std::vector<Record> records;
+  std::vector<size_t> first(KWB_TRACE_SHARDS, 0);  // each shard's first file index
   for (int s = 0; s < KWB_TRACE_SHARDS && err == cudaSuccess; ++s) {
     const size_t n = static_cast<size_t>(cursors[s] < per_shard ? cursors[s] : per_shard);
+    first[static_cast<size_t>(s)] = records.size();
     if (n == 0) continue;
     const size_t at = records.size();
     records.resize(at + n);
@@ -1148,6 +1253,39 @@ inline bool trace_flush(const char* path) {
                                static_cast<size_t>(s) * per_shard * sizeof(Record));
   }
   const size_t count = records.size();
+  // The full-tile values, their records renumbered from buffer slots to file order.
+  TileHeader tiles{};
+  std::memcpy(tiles.magic, "KWBTILES", 8);
+  tiles.value_size = sizeof(TileValue);
+  std::vector<TileValue> values;
+#ifdef KWB_TRACE_FULL
+  unsigned long long tile_cursor = 0;
+  if (err == cudaSuccess) err = cudaMemcpyFromSymbol(&tile_cursor, trace_tile_cursor, sizeof tile_cursor);
+  if (err == cudaSuccess) {
+    err = cudaMemcpyFromSymbol(&tiles.dropped, trace_tile_dropped, sizeof tiles.dropped);
+  }
+  tiles.capacity = KWB_TRACE_TILE_CAPACITY;
+  const size_t kept = static_cast<size_t>(
+      tile_cursor < KWB_TRACE_TILE_CAPACITY ? tile_cursor : KWB_TRACE_TILE_CAPACITY);
+  if (err == cudaSuccess && kept != 0) {
+    values.resize(kept);
+    err = cudaMemcpyFromSymbol(values.data(), trace_tile_values, kept * sizeof(TileValue));
+  }
+  size_t written = 0;
+  for (const TileValue& v : values) {
+    if (v.record == ~0u) continue;  // reserved, not written: counted as dropped
+    const size_t shard = v.record / per_shard;
+    const size_t index = v.record % per_shard;
+    if (shard >= static_cast<size_t>(KWB_TRACE_SHARDS)) continue;
+    const size_t filled = static_cast<size_t>(cursors[shard] < per_shard ? cursors[shard] : per_shard);
+    if (index >= filled) continue;
+    TileValue kept_value = v;
+    kept_value.record = static_cast<uint32_t>(first[shard] + index);
+    values[written++] = kept_value;
+  }
+  values.resize(written);
+#endif
+  tiles.count = values.size();
   if (err != cudaSuccess) {
     return detail::fail("cannot read the trace buffer", cudaGetErrorString(err));
   }
@@ -1186,6 +1324,9 @@ inline bool trace_flush(const char* path) {
   bool ok = std::fwrite(&header, sizeof header, 1, out) == 1;
   ok = ok && (table.empty() || std::fwrite(table.data(), table.size(), 1, out) == 1);
   ok = ok && (count == 0 || std::fwrite(records.data(), sizeof(Record), count, out) == count);
+  ok = ok && std::fwrite(&tiles, sizeof tiles, 1, out) == 1;
+  ok = ok && (values.empty() ||
+              std::fwrite(values.data(), sizeof(TileValue), values.size(), out) == values.size());
   ok = (std::fclose(out) == 0) && ok;
   if (!ok) return detail::fail("cannot write the trace file", path);
   return true;

@@ -33,7 +33,7 @@ pub enum TraceError {
         found: String,
     },
 
-    #[error("trace file version {found}, this kwb reads version {expected}")]
+    #[error("trace file version {found}, this kwb reads versions 2 to {expected}")]
     #[diagnostic(
         code(kwb::runtime::version),
         help(
@@ -91,6 +91,16 @@ pub enum TraceError {
         version: u32,
         /// The version this crate reads.
         expected: u32,
+    },
+
+    #[error("tile section is corrupt: {reason}")]
+    #[diagnostic(
+        code(kwb::runtime::bad_tile_section),
+        help("the file was damaged after kwb_trace_flush wrote it; trace again")
+    )]
+    BadTiles {
+        /// What does not add up.
+        reason: String,
     },
 
     #[error("{extra} bytes after the last record")]

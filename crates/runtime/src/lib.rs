@@ -30,7 +30,7 @@ pub use crate::record::{
     Axis, Kind, RECORD_MAGIC, RECORD_SIZE, RECORD_VALUES, Sample, TraceRecord,
 };
 pub use crate::tag::tag;
-pub use crate::trace_file::{FILE_MAGIC, SiteInfo, Trace, decode, encode};
+pub use crate::trace_file::{FILE_MAGIC, SiteInfo, TILE_MAGIC, TileValue, Trace, decode, encode};
 
 /// The text of `kwb_trace.cuh`, for the instrumenter to emit inline or write out.
 pub const HEADER: &str = include_str!("../include/kwb_trace.cuh");
@@ -38,8 +38,12 @@ pub const HEADER: &str = include_str!("../include/kwb_trace.cuh");
 /// The header's file name, for an `#include` of a written-out copy.
 pub const HEADER_NAME: &str = "kwb_trace.cuh";
 
-/// The version of the record layout and of the trace file (`kwb::version`).
-pub const VERSION: u32 = 2;
+/// The version of the record layout and of the trace file (`kwb::version`); version 3
+/// added the tile section of `--full-tile` builds.
+pub const VERSION: u32 = 3;
+
+/// The oldest trace file version [`decode`] reads (version 2: no tile section).
+pub const OLDEST_VERSION: u32 = 2;
 
 /// The trace buffer's capacity in records when the build does not set
 /// `KWB_TRACE_CAPACITY`.
@@ -66,4 +70,10 @@ pub mod symbols {
     pub const DROPPED: &str = "_ZN3kwb13trace_droppedE";
     /// `kwb::trace_filter`: a [`Filter`](crate::Filter) in `__constant__` memory.
     pub const FILTER: &str = "_ZN3kwb12trace_filterE";
+    /// `kwb::trace_tile_values`: `TileValue[KWB_TRACE_TILE_CAPACITY]` (full-tile builds).
+    pub const TILE_VALUES: &str = "_ZN3kwb17trace_tile_valuesE";
+    /// `kwb::trace_tile_cursor`: `u64`, the next free tile value.
+    pub const TILE_CURSOR: &str = "_ZN3kwb17trace_tile_cursorE";
+    /// `kwb::trace_tile_dropped`: `u64`, the tile values not written.
+    pub const TILE_DROPPED: &str = "_ZN3kwb18trace_tile_droppedE";
 }

@@ -6,17 +6,22 @@
 //!    count, dropped count, capacity, site count and site table size;
 //! 2. the site table: per site a [`SiteEntry`] (16 bytes), the file name bytes, the
 //!    source text bytes, zero padding to a multiple of 8;
-//! 3. the records, [`RECORD_SIZE`] bytes each, as the device wrote them.
+//! 3. the records, [`RECORD_SIZE`] bytes each, as the device wrote them;
+//! 4. from version 3, the tile section: a [`TileHeader`] (40 bytes: magic
+//!    `KWBTILES`, count, dropped, capacity, value size) and `count` [`TileValue`]s
+//!    (24 bytes each), empty unless the build kept full tiles (`KWB_TRACE_FULL`).
+//!
+//! Version 2 files (no tile section) are read too.
 //!
 //! [`decode`] checks the magic and the version before anything else, so a file of
 //! another version is reported as such even when its header has another shape.
 
 use serde::Serialize;
 
-use crate::VERSION;
 use crate::error::TraceError;
 use crate::layout::{Le, mirror};
 use crate::record::{RECORD_MAGIC, RECORD_SIZE, TraceRecord};
+use crate::{OLDEST_VERSION, VERSION};
 
 /// The first eight bytes of every trace file.
 pub const FILE_MAGIC: [u8; 8] = *b"KWBTRACE";
@@ -24,6 +29,12 @@ pub const FILE_MAGIC: [u8; 8] = *b"KWBTRACE";
 pub const FILE_HEADER_SIZE: usize = 48;
 /// The size of a site entry's fixed part in bytes.
 pub const SITE_ENTRY_SIZE: usize = 16;
+/// The first eight bytes of the tile section.
+pub const TILE_MAGIC: [u8; 8] = *b"KWBTILES";
+/// The size of the tile section's header in bytes.
+pub const TILE_HEADER_SIZE: usize = 40;
+/// The size of one tile value in bytes.
+pub const TILE_VALUE_SIZE: usize = 24;
 
 mirror! {
     /// The trace file's header, `kwb::FileHeader`.
@@ -65,7 +76,51 @@ mirror! {
     }
 }
 
+mirror! {
+    /// The tile section's header, `kwb::TileHeader`.
+    #[repr(C)]
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct TileHeader {
+        /// [`TILE_MAGIC`].
+        pub magic: [u8; 8],
+        /// The values in the section.
+        pub count: u64,
+        /// The values lost because the tile buffer was full.
+        pub dropped: u64,
+        /// The tile buffer's capacity (`KWB_TRACE_TILE_CAPACITY`; 0: not a full-tile
+        /// build).
+        pub capacity: u64,
+        /// [`TILE_VALUE_SIZE`].
+        pub value_size: u32,
+        /// 0.
+        pub reserved: u32,
+    }
+}
+
+mirror! {
+    /// One value of a full tile, `kwb::TileValue`.
+    #[repr(C)]
+    #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+    pub struct TileValue {
+        /// The record it belongs to: an index into [`Trace::records`].
+        pub record: u32,
+        /// Its index in the probe: lane rank × values per lane + i for a register
+        /// fragment, the element index for a tile.
+        pub element: u32,
+        /// The value, as float.
+        pub value: f32,
+        /// Its logical m (-1: unknown).
+        pub m: i32,
+        /// Its logical n (-1: unknown).
+        pub n: i32,
+        /// Its logical k (-1: unknown).
+        pub k: i32,
+    }
+}
+
 const _: () = assert!(std::mem::size_of::<FileHeader>() == FILE_HEADER_SIZE);
+const _: () = assert!(std::mem::size_of::<TileHeader>() == TILE_HEADER_SIZE);
+const _: () = assert!(std::mem::size_of::<TileValue>() == TILE_VALUE_SIZE);
 const _: () = assert!(std::mem::size_of::<SiteEntry>() == SITE_ENTRY_SIZE);
 
 /// One probe site: where the instrumenter put it and what it reads.
@@ -92,6 +147,12 @@ pub struct Trace {
     pub dropped: u64,
     /// The buffer's capacity in records.
     pub capacity: u64,
+    /// Full-tile values (`--full-tile` builds), in the order the warps wrote them.
+    pub tiles: Vec<TileValue>,
+    /// Tile values lost because the tile buffer was full.
+    pub tile_dropped: u64,
+    /// The tile buffer's capacity (0: not a full-tile build, or a version 2 file).
+    pub tile_capacity: u64,
 }
 
 impl Trace {
@@ -142,7 +203,7 @@ pub fn decode(bytes: &[u8]) -> Result<Trace, TraceError> {
     let mut le = Le::new(need("file header", 0, 12)?);
     let _magic: [u8; 8] = le.array();
     let version = le.u32();
-    if version != VERSION {
+    if !(OLDEST_VERSION..=VERSION).contains(&version) {
         return Err(TraceError::Version {
             found: version,
             expected: VERSION,
@@ -171,7 +232,15 @@ pub fn decode(bytes: &[u8]) -> Result<Trace, TraceError> {
         .and_then(|count| count.checked_mul(RECORD_SIZE))
         .unwrap_or(usize::MAX);
     let record_bytes = need("records", records_at, records_len)?;
-    let extra = len - records_at - records_len;
+    let mut at = records_at + records_len;
+    let (tiles, tile_dropped, tile_capacity) = if version >= 3 {
+        let section = tile_section(bytes, at, header.record_count)?;
+        at = section.3;
+        (section.0, section.1, section.2)
+    } else {
+        (Vec::new(), 0, 0)
+    };
+    let extra = len - at;
     if extra != 0 {
         return Err(TraceError::TrailingBytes { extra });
     }
@@ -182,12 +251,12 @@ pub fn decode(bytes: &[u8]) -> Result<Trace, TraceError> {
             let mut bytes = [0; RECORD_SIZE];
             bytes.copy_from_slice(chunk);
             let record = TraceRecord::from_le_bytes(&bytes);
-            if record.magic != RECORD_MAGIC || record.version != VERSION {
+            if record.magic != RECORD_MAGIC || record.version != version {
                 return Err(TraceError::BadRecord {
                     index,
                     magic: record.magic,
                     version: record.version,
-                    expected: VERSION,
+                    expected: version,
                 });
             }
             Ok(record)
@@ -199,7 +268,87 @@ pub fn decode(bytes: &[u8]) -> Result<Trace, TraceError> {
         records,
         dropped: header.dropped,
         capacity: header.capacity,
+        tiles,
+        tile_dropped,
+        tile_capacity,
     })
+}
+
+/// The tile section at `at`: its values (each checked to name a record), dropped
+/// count, capacity, and the offset past it.
+fn tile_section(
+    bytes: &[u8],
+    at: usize,
+    records: u64,
+) -> Result<(Vec<TileValue>, u64, u64, usize), TraceError> {
+    let len = bytes.len();
+    let corrupt = |reason: String| TraceError::BadTiles { reason };
+    let head = bytes
+        .get(at..at + TILE_HEADER_SIZE)
+        .ok_or(TraceError::Truncated {
+            what: "tile section",
+            offset: at,
+            needed: TILE_HEADER_SIZE,
+            len,
+        })?;
+    let mut le = Le::new(head);
+    let header = TileHeader {
+        magic: le.array(),
+        count: le.u64(),
+        dropped: le.u64(),
+        capacity: le.u64(),
+        value_size: le.u32(),
+        reserved: le.u32(),
+    };
+    if header.magic != TILE_MAGIC {
+        return Err(corrupt(format!(
+            "magic {:?}, expected KWBTILES",
+            header.magic.escape_ascii().to_string()
+        )));
+    }
+    if header.value_size as usize != TILE_VALUE_SIZE {
+        return Err(corrupt(format!(
+            "{}-byte values, expected {TILE_VALUE_SIZE}",
+            header.value_size
+        )));
+    }
+    let values_at = at + TILE_HEADER_SIZE;
+    let values_len = usize::try_from(header.count)
+        .ok()
+        .and_then(|count| count.checked_mul(TILE_VALUE_SIZE))
+        .unwrap_or(usize::MAX);
+    let end = values_at
+        .checked_add(values_len)
+        .filter(|end| *end <= len)
+        .ok_or(TraceError::Truncated {
+            what: "tile values",
+            offset: values_at,
+            needed: values_len,
+            len,
+        })?;
+    let mut values = Vec::new();
+    for (index, chunk) in bytes[values_at..end]
+        .chunks_exact(TILE_VALUE_SIZE)
+        .enumerate()
+    {
+        let mut le = Le::new(chunk);
+        let value = TileValue {
+            record: le.u32(),
+            element: le.u32(),
+            value: le.f32(),
+            m: le.i32(),
+            n: le.i32(),
+            k: le.i32(),
+        };
+        if u64::from(value.record) >= records {
+            return Err(corrupt(format!(
+                "value {index} belongs to record {}, the file has {records}",
+                value.record
+            )));
+        }
+        values.push(value);
+    }
+    Ok((values, header.dropped, header.capacity, end))
 }
 
 /// Encodes a trace as `kwb_trace_flush` writes it; [`decode`] reads it back.
@@ -232,6 +381,20 @@ pub fn encode(trace: &Trace) -> Vec<u8> {
     out.extend_from_slice(&table);
     for record in &trace.records {
         out.extend_from_slice(&record.to_le_bytes());
+    }
+    out.extend_from_slice(&TILE_MAGIC);
+    out.extend_from_slice(&(trace.tiles.len() as u64).to_le_bytes());
+    out.extend_from_slice(&trace.tile_dropped.to_le_bytes());
+    out.extend_from_slice(&trace.tile_capacity.to_le_bytes());
+    out.extend_from_slice(&len_u32(TILE_VALUE_SIZE).to_le_bytes());
+    out.extend_from_slice(&0_u32.to_le_bytes());
+    for v in &trace.tiles {
+        out.extend_from_slice(&v.record.to_le_bytes());
+        out.extend_from_slice(&v.element.to_le_bytes());
+        out.extend_from_slice(&v.value.to_le_bytes());
+        for c in [v.m, v.n, v.k] {
+            out.extend_from_slice(&c.to_le_bytes());
+        }
     }
     out
 }

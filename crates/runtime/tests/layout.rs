@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 
 use kwb_runtime::filter::Filter;
-use kwb_runtime::trace_file::{FileHeader, SiteEntry};
+use kwb_runtime::trace_file::{FileHeader, SiteEntry, TileHeader};
 use kwb_runtime::{Axis, Field, HEADER, Kind, TraceRecord};
 
 /// One struct as the header declares it.
@@ -157,12 +157,24 @@ fn filter_layout_agrees() {
 fn file_layout_agrees() {
     check::<FileHeader>("FileHeader", FileHeader::FIELDS);
     check::<SiteEntry>("SiteEntry", SiteEntry::FIELDS);
+    check::<TileHeader>("TileHeader", TileHeader::FIELDS);
+    check::<kwb_runtime::TileValue>("TileValue", kwb_runtime::TileValue::FIELDS);
 }
 
 #[test]
 fn every_layout_block_is_checked() {
     let names: Vec<String> = declared_structs(HEADER).into_keys().collect();
-    assert_eq!(names, ["FileHeader", "Filter", "Record", "SiteEntry"]);
+    assert_eq!(
+        names,
+        [
+            "FileHeader",
+            "Filter",
+            "Record",
+            "SiteEntry",
+            "TileHeader",
+            "TileValue"
+        ]
+    );
 }
 
 /// The `Name = value` pairs of `enum class NAME : uint32_t { ... };`.
@@ -256,6 +268,18 @@ fn symbols_name_the_headers_variables() {
         (
             kwb_runtime::symbols::FILTER,
             "__constant__ Filter trace_filter =",
+        ),
+        (
+            kwb_runtime::symbols::TILE_VALUES,
+            "__device__ TileValue trace_tile_values[",
+        ),
+        (
+            kwb_runtime::symbols::TILE_CURSOR,
+            "__device__ unsigned long long trace_tile_cursor;",
+        ),
+        (
+            kwb_runtime::symbols::TILE_DROPPED,
+            "__device__ unsigned long long trace_tile_dropped;",
         ),
     ] {
         assert!(

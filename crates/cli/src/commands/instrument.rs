@@ -53,8 +53,12 @@ pub struct Args {
     /// value): the cheap screen of every CTA
     #[arg(long)]
     absmax_only: bool,
+    /// Also keep every value each probe looks at, with its coordinates (needs --cta X,Y,Z:
+    /// one CTA's tiles); `kwb trace show --npy DIR` writes them as .npy files
+    #[arg(long)]
+    full_tile: bool,
     /// Remove every kwb insertion instead, restoring the original byte for byte
-    #[arg(long, conflicts_with_all = ["kernel", "gate", "probe", "cta", "k_tiles", "rows", "values", "absmax_only", "overlay"])]
+    #[arg(long, conflicts_with_all = ["kernel", "gate", "probe", "cta", "k_tiles", "rows", "values", "absmax_only", "full_tile", "overlay"])]
     strip: bool,
     /// Print the rewrite as a unified diff
     #[arg(long)]
@@ -136,6 +140,14 @@ enum OutputError {
         )
     )]
     SameAsInput(PathBuf),
+    #[error("--full-tile keeps every value of every probe: it needs one CTA")]
+    #[diagnostic(
+        code(kwb::instrument::full_tile_needs_cta),
+        help(
+            "add --cta X,Y,Z (find the CTA first: --probe final,epilogue --values 0 --absmax-only on every CTA)"
+        )
+    )]
+    FullTileNeedsCta,
     #[error("cannot write {path}: {source}")]
     #[diagnostic(
         code(kwb::instrument::unwritable),
@@ -148,6 +160,10 @@ enum OutputError {
 }
 
 pub fn run(args: Args) -> i32 {
+    if args.full_tile && args.cta.as_ref().and_then(|c| c.0).is_none() {
+        render::error(Report::new(OutputError::FullTileNeedsCta));
+        return exit::INPUT;
+    }
     if same_file(&args.file, &args.output) {
         render::error(Report::new(OutputError::SameAsInput(args.output.clone())));
         return exit::INPUT;
@@ -171,6 +187,7 @@ pub fn run(args: Args) -> i32 {
             k_tiles: args.k_tiles.map(|k| (k.0, k.1)),
             values: args.values,
             absmax_only: args.absmax_only,
+            full_tile: args.full_tile,
             rows: args.rows.clone(),
             // With an overlay the gate targets one of many files' kernels.
             lenient_gate: args.overlay.is_some(),

@@ -5,4 +5,5 @@ pub mod instrument;
 pub mod overlay;
 pub mod parse_stats;
 pub mod sites;
+pub mod tiles;
 pub mod trace;

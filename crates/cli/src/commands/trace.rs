@@ -16,6 +16,10 @@ pub struct ShowArgs {
     /// Print JSON
     #[arg(long)]
     json: bool,
+    /// Write the full tiles of a --full-tile trace as .npy files (and index.json) into
+    /// this folder
+    #[arg(long, value_name = "DIR")]
+    npy: Option<PathBuf>,
 }
 
 /// The records of one site at one point of the K loop, merged over CTAs and warps:
@@ -59,6 +63,11 @@ struct Shown {
     records: usize,
     dropped: u64,
     capacity: u64,
+    /// Full-tile values in the trace (0 unless it was built with --full-tile).
+    tile_values: usize,
+    tile_dropped: u64,
+    /// Files written by --npy.
+    npy_files: Option<usize>,
     rows: Vec<Row>,
 }
 
@@ -118,11 +127,43 @@ pub fn show(args: ShowArgs) -> i32 {
         row.nan += u64::from(record.nan_count);
         row.inf += u64::from(record.inf_count);
     }
+    let npy_files = match &args.npy {
+        None => None,
+        Some(dir) => {
+            if trace.tiles.is_empty() {
+                render::error(Report::new(crate::error::CliError::NoTiles {
+                    path: args.file.clone(),
+                }));
+                return exit::INPUT;
+            }
+            let numbered =
+                |r: &kwb_runtime::TraceRecord| r.k_tile < 0 && numbered_by_call(r.kind());
+            match super::tiles::export(&trace, dir, numbered) {
+                Ok(entries) => Some(
+                    entries
+                        .iter()
+                        .map(|e| 2 + usize::from(e.grid_file.is_some()))
+                        .sum::<usize>()
+                        + 1,
+                ),
+                Err(source) => {
+                    render::error(Report::new(crate::error::CliError::Unwritable {
+                        path: dir.clone(),
+                        source,
+                    }));
+                    return exit::INPUT;
+                }
+            }
+        }
+    };
     let shown = Shown {
         file: args.file.display().to_string(),
         records: trace.records.len(),
         dropped: trace.dropped,
         capacity: trace.capacity,
+        tile_values: trace.tiles.len(),
+        tile_dropped: trace.tile_dropped,
+        npy_files,
         rows: rows.into_values().collect(),
     };
     let mut out = std::io::stdout().lock();
@@ -146,6 +187,17 @@ fn human(out: &mut impl Write, shown: &Shown) -> std::io::Result<()> {
         "{}: {} records ({} dropped, capacity {})",
         shown.file, shown.records, shown.dropped, shown.capacity
     )?;
+    if shown.tile_values > 0 || shown.tile_dropped > 0 {
+        writeln!(
+            out,
+            "full tiles: {} values ({} dropped){}",
+            shown.tile_values,
+            shown.tile_dropped,
+            shown
+                .npy_files
+                .map_or(String::new(), |n| format!(", {n} files written"))
+        )?;
+    }
     writeln!(
         out,
         "{:>4} {:>6} {:>12} {:>7} {:>10} {:>12} {:>12} {:>12} {:>5} {:>5}  first values",

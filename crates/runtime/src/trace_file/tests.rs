@@ -35,7 +35,114 @@ fn file(
     for record in records {
         out.extend_from_slice(&record.to_le_bytes());
     }
+    if version >= 3 {
+        out.extend_from_slice(&tile_section(&[], 0));
+    }
     out
+}
+
+/// A tile section as the header writes it: magic, count, dropped, capacity, value
+/// size, reserved, then (record, element, value, m, n, k) per value.
+fn tile_section(values: &[(u32, u32, f32, i32, i32, i32)], dropped: u64) -> Vec<u8> {
+    let mut out = b"KWBTILES".to_vec();
+    out.extend_from_slice(&(values.len() as u64).to_le_bytes());
+    out.extend_from_slice(&dropped.to_le_bytes());
+    out.extend_from_slice(&4096_u64.to_le_bytes());
+    out.extend_from_slice(&24_u32.to_le_bytes());
+    out.extend_from_slice(&0_u32.to_le_bytes());
+    assert_eq!(out.len(), TILE_HEADER_SIZE);
+    for (record, element, value, m, n, k) in values {
+        out.extend_from_slice(&record.to_le_bytes());
+        out.extend_from_slice(&element.to_le_bytes());
+        out.extend_from_slice(&value.to_le_bytes());
+        for c in [m, n, k] {
+            out.extend_from_slice(&c.to_le_bytes());
+        }
+    }
+    out
+}
+
+/// `good()` with its tile section replaced.
+fn with_tiles(values: &[(u32, u32, f32, i32, i32, i32)], dropped: u64) -> Vec<u8> {
+    let mut bytes = good();
+    bytes.truncate(bytes.len() - TILE_HEADER_SIZE);
+    bytes.extend_from_slice(&tile_section(values, dropped));
+    bytes
+}
+
+#[test]
+fn decodes_tile_values() {
+    let trace = decode(&with_tiles(
+        &[(1, 0, 2.5, 3, -1, 7), (0, 5, -1.0, -1, -1, -1)],
+        9,
+    ))
+    .unwrap();
+    assert_eq!(trace.tile_dropped, 9);
+    assert_eq!(trace.tile_capacity, 4096);
+    assert_eq!(
+        trace.tiles,
+        vec![
+            TileValue {
+                record: 1,
+                element: 0,
+                value: 2.5,
+                m: 3,
+                n: -1,
+                k: 7
+            },
+            TileValue {
+                record: 0,
+                element: 5,
+                value: -1.0,
+                m: -1,
+                n: -1,
+                k: -1
+            },
+        ]
+    );
+    assert_eq!(decode(&encode(&trace)).unwrap(), trace);
+}
+
+#[test]
+fn a_tile_value_of_a_record_not_in_the_file_is_an_error() {
+    let err = decode(&with_tiles(&[(2, 0, 1.0, 0, 0, 0)], 0)).unwrap_err();
+    assert!(
+        err.to_string().contains("record 2, the file has 2"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_truncated_tile_section_is_an_error() {
+    let mut bytes = with_tiles(&[(0, 0, 1.0, 0, 0, 0)], 0);
+    bytes.truncate(bytes.len() - 4);
+    assert!(matches!(
+        decode(&bytes),
+        Err(TraceError::Truncated {
+            what: "tile values",
+            ..
+        })
+    ));
+    let mut bytes = good();
+    bytes.truncate(bytes.len() - 1);
+    assert!(matches!(
+        decode(&bytes),
+        Err(TraceError::Truncated {
+            what: "tile section",
+            ..
+        })
+    ));
+}
+
+#[test]
+fn version_2_files_have_no_tile_section() {
+    let mut first = distinct();
+    first.version = 2;
+    let trace = decode(&file(2, RECORD_SIZE as u32, SITES, &[first])).unwrap();
+    assert!(trace.tiles.is_empty());
+    assert_eq!(trace.tile_capacity, 0);
+    // A version 3 record in a version 2 file is not one.
+    assert!(decode(&file(2, RECORD_SIZE as u32, SITES, &[distinct()])).is_err());
 }
 
 const SITES: &[(u32, &str, u32, &str)] = &[
@@ -107,13 +214,14 @@ fn every_cut_is_truncated() {
 #[test]
 fn truncation_names_the_part() {
     let bytes = good();
-    let err = decode(&bytes[..bytes.len() - 1]).unwrap_err();
+    let records_end = bytes.len() - TILE_HEADER_SIZE;
+    let err = decode(&bytes[..records_end - 1]).unwrap_err();
     assert_eq!(
         err.to_string(),
         format!(
             "trace file is truncated: records needs 448 bytes at offset {}, the file has {}",
-            bytes.len() - 448,
-            bytes.len() - 1
+            records_end - 448,
+            records_end - 1
         )
     );
     let err = decode(&bytes[..20]).unwrap_err();
@@ -148,7 +256,7 @@ fn another_version() {
         err,
         TraceError::Version {
             found: 1,
-            expected: 2
+            expected: 3
         }
     ));
     // The version is checked before the rest of the header is needed.
@@ -166,7 +274,7 @@ fn another_record_size() {
         TraceError::RecordSize {
             found: 208,
             expected: 224,
-            version: 2
+            version: 3
         }
     ));
 }
