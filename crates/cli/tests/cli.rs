@@ -1047,6 +1047,63 @@ fn trace_show_reads_real_gpu_traces() {
     // The last K tile twice: the helper's operand probe ran for 33 K tiles, not 32.
     let a_calls = rows.iter().filter(|r| r["kind"] == "OperandA").count();
     assert_eq!(a_calls, 66);
+    // A version 2 file of the same run reads the same.
+    let run = kwb(
+        dir.path(),
+        &[
+            OsStr::new("trace"),
+            OsStr::new("show"),
+            trace("mma_sync_none_ones.v2.trace").as_os_str(),
+        ],
+    );
+    assert_eq!(run.code, OK, "{}", run.stderr);
+    assert!(
+        run.stdout.contains("896 records (0 dropped"),
+        "{}",
+        run.stdout
+    );
+    // A real full-tile trace: every value of every probe, written out as .npy.
+    let run = kwb(
+        dir.path(),
+        &[
+            OsStr::new("trace"),
+            OsStr::new("show"),
+            OsStr::new("--npy"),
+            OsStr::new("full"),
+            trace("mma_sync_none_full_tile.trace").as_os_str(),
+        ],
+    );
+    assert_eq!(run.code, OK, "{}", run.stderr);
+    assert!(
+        run.stdout
+            .contains("full tiles: 81920 values (0 dropped), 593 files written"),
+        "{}",
+        run.stdout
+    );
+    let index: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("full/index.json")).unwrap())
+            .unwrap();
+    let finals: Vec<_> = index
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "accumulator" && e["k_tile"] == -1)
+        .collect();
+    assert_eq!(finals.len(), 4, "one per warp");
+    let values = std::fs::read(
+        dir.path()
+            .join("full")
+            .join(finals[0]["values_file"].as_str().unwrap()),
+    )
+    .unwrap();
+    let header_len = usize::from(u16::from_le_bytes([values[8], values[9]]));
+    let data: Vec<f32> = values[10 + header_len..]
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+        .collect();
+    // 32 lanes x a 64 x 64 warp tile of 4 x 8 MMA tiles: 128 values a lane, all K = 64.
+    assert_eq!(data.len(), 4096);
+    assert!(data.iter().all(|v| *v == 64.0));
     // A file that is not a trace is refused with its own diagnostic.
     write(dir.path(), "not.trace", "{}\n");
     let run = kwb(dir.path(), &["trace", "show", "not.trace"]);
