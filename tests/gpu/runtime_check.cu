@@ -5,7 +5,8 @@
 // this file). Cases: the quick tally of a register fragment (sites 0, 9), NaN and Inf
 // that send it to the full tally (1), the row filter (2), a packed bf16 shared tile
 // (3) with NaN and -Inf (4), an unaligned tile read element-wise (5), a partial warp
-// (6), a packed half tile (7), a tile with a row filter (8).
+// (6), a packed half tile (7), a tile with a row filter (8), and the coordinates of an
+// mma.sync accumulator of several MMA tiles with a row bound (10).
 #include <cstdio>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -23,6 +24,7 @@ static const kwb::SiteInfo kwb_sites[] = {
     {7, "runtime_check.cu", 8, "packed half tile"},
     {8, "runtime_check.cu", 9, "tile with a row filter"},
     {9, "runtime_check.cu", 10, "finite fragment, all negative"},
+    {10, "runtime_check.cu", 11, "m16n8k16 accumulator of 2 x 3 tiles, rows < 20"},
 };
 [[maybe_unused]] static const bool kwb_sites_registered = kwb::register_sites(kwb_sites);
 
@@ -93,6 +95,24 @@ __global__ void check() {
   __syncthreads();
   // Site 4: site 3's tile with NaN at 777 and -Inf at 100.
   if (warp == 0) kwb::probe_tile(4, kwb::Kind::OperandA, kTag, 4, 0, 0, tile, 1024);
+
+  // Site 10: float acc[2][3][4] in the m16n8k16 C layout, dimension 0 the m tile and 1
+  // the n tile; each value is m * 100 + n of its own coordinates; rows < 20 count.
+  float t10[2][3][4];
+#pragma unroll
+  for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+    for (int nj = 0; nj < 3; ++nj)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int m = 16 * mi + lane / 4 + 8 * (e / 2);
+        const int n = 8 * nj + (lane % 4) * 2 + e % 2;
+        t10[mi][nj][e] = static_cast<float>(m * 100 + n);
+      }
+  if (warp == 0) {
+    kwb::probe(10, kwb::Kind::Accumulator, kTag, 10, 0, 0, t10, 20, kwb::Axis::M,
+               kwb::MmaM16n8k16C{0, 1});
+  }
 
   // Site 6: only lanes < 20 of warp 0: v = lane + i * 0.25.
   if (warp == 0 && lane < 20) {

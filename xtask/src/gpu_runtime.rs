@@ -207,6 +207,30 @@ fn expectations() -> Vec<Expect> {
                 .map(|i| (f32::from(i) - 32.0, 0, -1, i32::from(i)))
                 .collect(),
         },
+        // acc[2][3][4] in the m16n8k16 C layout, v = m * 100 + n, rows < 20 counting:
+        // every row of m tile 0 (384 values), rows 16..20 of tile 1 (lanes 0..16,
+        // e < 2: 96 values); samples element 0 of lanes 0..8 at (lane / 4, lane % 4 * 2).
+        Expect {
+            site: 10,
+            kind: Kind::Accumulator,
+            records: 1,
+            k_tile: Some(10),
+            count: 480,
+            seen: 768,
+            vmin: 0.0,
+            vmax: 1923.0,
+            absmax: 1923.0,
+            nans: 0,
+            infs: 0,
+            mask: FULL,
+            quick: false,
+            samples: (0..8_i32)
+                .map(|l| {
+                    let (m, n) = (l / 4, (l % 4) * 2);
+                    ((m * 100 + n) as f32, m, n, -1)
+                })
+                .collect(),
+        },
         // v = -(lane * 16 + i) - 1: all negative, absmax from the minimum.
         Expect {
             site: 9,
@@ -310,7 +334,7 @@ const BUILDS: [Build; 4] = [
     Build {
         name: "4-record buffer",
         defines: &["KWB_TRACE_CAPACITY=4", "KWB_TRACE_SHARDS=1"],
-        overflow: Some((4, 7)),
+        overflow: Some((4, 8)),
         minmax: true,
         full: false,
     },
@@ -359,6 +383,13 @@ fn tile_value(site: u32, e: u32) -> (f32, [i32; 3]) {
         7 => (ef * 0.5, none),
         8 => (tile(e), [(e / 32) as i32, -1, (e % 32) as i32]),
         9 => (-ef - 1.0, none),
+        10 => {
+            let (lane, i) = ((e / 24) as i32, (e % 24) as i32);
+            let (t, el) = (i / 4, i % 4);
+            let m = 16 * (t / 3) + lane / 4 + 8 * (el / 2);
+            let n = 8 * (t % 3) + (lane % 4) * 2 + el % 2;
+            ((m * 100 + n) as f32, [m, n, -1])
+        }
         _ => (f32::NAN, none),
     }
 }

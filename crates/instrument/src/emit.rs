@@ -16,6 +16,8 @@ pub(crate) struct Emitter<'p> {
     builder: TextEditBuilder,
     pub probes: Vec<ProbeInfo>,
     pub notes: Vec<String>,
+    /// Which array index of each fragment picks its MMA tile.
+    pub tile_dims: crate::fragments::TileDims,
 }
 
 impl<'p> Emitter<'p> {
@@ -27,6 +29,7 @@ impl<'p> Emitter<'p> {
             builder: kwb_edit::TextEdit::builder(),
             probes: Vec::new(),
             notes: Vec::new(),
+            tile_dims: crate::fragments::TileDims::default(),
         }
     }
 

@@ -1,5 +1,15 @@
 //! Register fragment layouts kwb knows the coordinates of, and the probe arguments
 //! that give each value its logical (m, n, k) and keep padding rows out.
+//!
+//! Within one MMA tile the layout gives the coordinates. Across the tiles a lane holds
+//! (`float acc[MMA_M][MMA_N][4]`), the MMA calls say which array index picks the tile:
+//! in `mma(acc[i][j], a[i], b[j][0], b[j][1])` the index `i` of `acc` is also `a`'s,
+//! so it walks m tiles; `j` is also `b`'s, so it walks n tiles. An index shared with
+//! neither operand (a split-K accumulator set) or a literal adds no offset.
+
+use std::collections::BTreeMap;
+
+use kwb_sites::{KernelMap, SiteKind};
 
 /// A fragment layout with known coordinates.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -23,18 +33,269 @@ pub(crate) fn layout(source: &str) -> Option<Layout> {
         .then_some(Layout::MmaSyncM16n8k16)
 }
 
+/// The array dimensions of a fragment that pick its MMA tile along m and n.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Dims {
+    pub m: Option<usize>,
+    pub n: Option<usize>,
+}
+
+/// Per fragment name, its tile dimensions, from every MMA call of the file; a name
+/// the calls disagree about has none.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct TileDims {
+    by_name: BTreeMap<String, Option<Dims>>,
+}
+
+impl TileDims {
+    /// Reads the MMA call sites of `map` (text from `source`).
+    pub fn from_map(map: &KernelMap, source: &str) -> TileDims {
+        let mut dims = TileDims::default();
+        for kernel in &map.kernels {
+            for site in kernel.sites.iter().filter(|s| s.kind == SiteKind::Mma) {
+                let Some(text) = source.get(site.range.clone()) else {
+                    continue;
+                };
+                if let Some(found) = from_call(text) {
+                    for (name, d) in found {
+                        dims.add(name, d);
+                    }
+                }
+            }
+        }
+        dims
+    }
+
+    fn add(&mut self, name: String, dims: Dims) {
+        self.by_name
+            .entry(name)
+            .and_modify(|have| {
+                if *have != Some(dims) {
+                    *have = None;
+                }
+            })
+            .or_insert(Some(dims));
+    }
+
+    /// The tile dimensions of `name`, when every MMA call agrees on them.
+    pub fn of(&self, name: &str) -> Dims {
+        self.by_name
+            .get(name)
+            .copied()
+            .flatten()
+            .unwrap_or_default()
+    }
+}
+
+/// `name[i0][i1]…` as the name and its index texts; `None` for anything else.
+fn subscripts(arg: &str) -> Option<(String, Vec<String>)> {
+    let arg = arg.trim();
+    let open = arg.find('[').unwrap_or(arg.len());
+    let name = arg[..open].trim();
+    if name.is_empty() || !name.chars().all(|c| c.is_alphanumeric() || c == '_') {
+        return None;
+    }
+    let mut indices = Vec::new();
+    let mut rest = &arg[open..];
+    while let Some(body) = rest.strip_prefix('[') {
+        let mut depth = 1;
+        let close = body.char_indices().find_map(|(i, c)| {
+            match c {
+                '[' => depth += 1,
+                ']' => depth -= 1,
+                _ => {}
+            }
+            (depth == 0).then_some(i)
+        })?;
+        indices.push(body[..close].trim().to_owned());
+        rest = body[close + 1..].trim_start();
+    }
+    rest.is_empty().then(|| (name.to_owned(), indices))
+}
+
+/// The top-level arguments of the first call in `text`.
+fn call_arguments(text: &str) -> Option<Vec<&str>> {
+    let open = text.find('(')?;
+    let callee = text[..open].trim();
+    if callee.is_empty() || callee.starts_with("asm") {
+        return None;
+    }
+    let mut depth = 0;
+    let mut args = Vec::new();
+    let mut start = open + 1;
+    for (i, c) in text.char_indices().skip(open) {
+        match c {
+            '(' | '[' | '{' => depth += 1,
+            ')' | ']' | '}' => {
+                depth -= 1;
+                if depth == 0 {
+                    args.push(&text[start..i]);
+                    return Some(args);
+                }
+            }
+            ',' if depth == 1 => {
+                args.push(&text[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// The tile dimensions an MMA call `f(C, A, B…)` shows for C, A and the Bs.
+fn from_call(text: &str) -> Option<Vec<(String, Dims)>> {
+    let args = call_arguments(text)?;
+    let [c, a, bs @ ..] = args.as_slice() else {
+        return None;
+    };
+    let (c_name, c_idx) = subscripts(c)?;
+    // A call that passes the whole array on (a helper's) says nothing about tiles.
+    if c_idx.is_empty() {
+        return None;
+    }
+    let a = subscripts(a);
+    let bs: Vec<_> = bs.iter().filter_map(|b| subscripts(b)).collect();
+    let is_name = |t: &str| {
+        t.chars()
+            .next()
+            .is_some_and(|c| c.is_alphabetic() || c == '_')
+            && t.chars().all(|c| c.is_alphanumeric() || c == '_')
+    };
+    let mut out = Vec::new();
+    let mut c_dims = Dims::default();
+    let mut a_dims = Dims::default();
+    let mut b_dims = Dims::default();
+    for (d, t) in c_idx.iter().enumerate().filter(|(_, t)| is_name(t)) {
+        if let Some(p) = a
+            .as_ref()
+            .and_then(|(_, idx)| idx.iter().position(|x| x == t))
+        {
+            c_dims.m = Some(d);
+            a_dims.m = Some(p);
+        }
+        if let Some(p) = bs
+            .first()
+            .and_then(|(_, idx)| idx.iter().position(|x| x == t))
+        {
+            c_dims.n = Some(d);
+            b_dims.n = Some(p);
+        }
+    }
+    out.push((c_name, c_dims));
+    if let Some((name, _)) = a {
+        out.push((name, a_dims));
+    }
+    let mut b_names: Vec<&String> = bs.iter().map(|(name, _)| name).collect();
+    b_names.dedup();
+    if let [name] = b_names.as_slice() {
+        out.push(((*name).clone(), b_dims));
+    }
+    Some(out)
+}
+
 /// The trailing arguments of a probe of a `role` fragment: the row bound (the
-/// `--rows` expression, or all rows), the row axis and the coordinate function.
-/// Empty when the layout is unknown: the probe then records raw order.
-pub(crate) fn probe_args(layout: Option<Layout>, role: Role, rows: Option<&str>) -> String {
+/// `--rows` expression, or all rows), the row axis and the coordinate function with
+/// the fragment's tile dimensions. Empty when the layout is unknown: the probe then
+/// records raw order.
+pub(crate) fn probe_args(
+    layout: Option<Layout>,
+    role: Role,
+    rows: Option<&str>,
+    dims: Dims,
+) -> String {
     let Some(Layout::MmaSyncM16n8k16) = layout else {
         return String::new();
     };
-    let coord = match role {
-        Role::A => "kwb::MmaM16n8k16A{}",
-        Role::B => "kwb::MmaM16n8k16B{}",
-        Role::Accumulator => "kwb::MmaM16n8k16C{}",
+    let dim = |d: Option<usize>| d.map_or("-1".to_owned(), |d| d.to_string());
+    let coord = match (role, dims) {
+        (Role::A, Dims { m: Some(m), .. }) => format!("kwb::MmaM16n8k16A{{{m}}}"),
+        (Role::A, _) => "kwb::MmaM16n8k16A{}".to_owned(),
+        (Role::B, Dims { n: Some(n), .. }) => format!("kwb::MmaM16n8k16B{{{n}}}"),
+        (Role::B, _) => "kwb::MmaM16n8k16B{}".to_owned(),
+        (Role::Accumulator, Dims { m: None, n: None }) => "kwb::MmaM16n8k16C{}".to_owned(),
+        (Role::Accumulator, Dims { m, n }) => {
+            format!("kwb::MmaM16n8k16C{{{}, {}}}", dim(m), dim(n))
+        }
     };
     let bound = rows.map_or("kwb::all_rows".to_owned(), |r| format!("({r})"));
     format!(", {bound}, kwb::Axis::M, {coord}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dims(text: &str) -> Vec<(String, Dims)> {
+        from_call(text).unwrap()
+    }
+
+    #[test]
+    fn indices_shared_with_an_operand_pick_the_tile() {
+        let got = dims("mma_16816(acc[i][j], a_frag[i], b_frag[j][0], b_frag[j][1]);");
+        assert_eq!(
+            got,
+            vec![
+                (
+                    "acc".to_owned(),
+                    Dims {
+                        m: Some(0),
+                        n: Some(1)
+                    }
+                ),
+                (
+                    "a_frag".to_owned(),
+                    Dims {
+                        m: Some(0),
+                        n: None
+                    }
+                ),
+                (
+                    "b_frag".to_owned(),
+                    Dims {
+                        m: None,
+                        n: Some(0)
+                    }
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_split_k_set_and_literal_tiles_add_nothing() {
+        // The megakernel: `s` picks a partial accumulator set, the n tile is a literal.
+        let got = dims("mma_bf16_16816(acc[s][0], a, b[0], b[1]);");
+        assert_eq!(got[0], ("acc".to_owned(), Dims::default()));
+    }
+
+    #[test]
+    fn not_a_call_of_subscripted_fragments() {
+        assert!(from_call("asm volatile(\"mma.sync...\" : \"+f\"(d[0]));").is_none());
+        assert!(
+            from_call("gemm(tiled_mma, accum, tCrA(_, _, k), tCrB(_, _, k), accum);").is_none()
+        );
+        assert_eq!(subscripts("acc[i][j + 1]").unwrap().1, ["i", "j + 1"]);
+        assert!(subscripts("acc[i] + 1").is_none());
+    }
+
+    #[test]
+    fn names_the_calls_disagree_about_have_no_dims() {
+        let mut t = TileDims::default();
+        t.add(
+            "acc".to_owned(),
+            Dims {
+                m: Some(0),
+                n: Some(1),
+            },
+        );
+        t.add(
+            "acc".to_owned(),
+            Dims {
+                m: Some(1),
+                n: Some(0),
+            },
+        );
+        assert_eq!(t.of("acc"), Dims::default());
+        assert_eq!(t.of("other"), Dims::default());
+    }
 }

@@ -180,6 +180,7 @@ pub fn plan(parsed: &Parsed, map: &KernelMap, config: &Config) -> Result<Plan, I
     let gate = config.gate.clone().unwrap_or_else(|| "true".to_owned());
     let tag = kwb_runtime::tag(&gate);
     let mut em = Emitter::new(parsed, tag, config.id_base);
+    em.tile_dims = crate::fragments::TileDims::from_map(map, &parsed.source);
     let mut helpers_done = Vec::new();
     for kernel in kernels {
         if let Some(g) = &config.gate {

@@ -327,38 +327,135 @@ __device__ __forceinline__ int lane_id() {
          32;
 }
 
+// Which index of a fragment array picks the MMA tile along m or n, and how far apart
+// consecutive values of that index are. The instrumenter names the dimension (from
+// the MMA call, e.g. `mma(acc[i][j], a[i], b[j][0], b[j][1])`: acc's dimension 0 is
+// the m tile, 1 the n tile); the probe fills in the spacing from the array's type
+// (fit), so that a value's coordinates are within the lane's whole fragment array,
+// not one MMA tile. A dimension of -1 (the default) adds no offset.
+struct TileIndex {
+  int dim = -1;     // the array dimension, -1: none
+  int stride = 0;   // values (of the probed type) per step of that index
+  int extent = 1;   // the dimension's extent
+
+  __host__ __device__ constexpr int at(int i) const {
+    return stride > 0 ? (i / stride) % extent : 0;
+  }
+};
+
+namespace detail {
+// Size in bytes of A's element at depth D (D = 0: A itself).
+template <class A, int D>
+struct sub_size {
+  static constexpr size_t value = sub_size<std::remove_extent_t<A>, D - 1>::value;
+};
+template <class A>
+struct sub_size<A, 0> {
+  static constexpr size_t value = sizeof(A);
+};
+
+// The spacing of dimension `dim` of array type A, read as values of T.
+template <class A, class T>
+__host__ __device__ constexpr TileIndex fit_index(int dim) {
+  TileIndex t{dim, 0, 1};
+  constexpr int rank = static_cast<int>(std::rank<A>::value);
+  if (dim < 0 || dim >= rank) return TileIndex{};
+  // Dimension d steps over sub_size<A, d + 1> bytes and has extent<A, d> values.
+  size_t step = 0;
+  size_t extent = 1;
+  if (dim == 0) {
+    step = sub_size<A, (rank > 0 ? 1 : 0)>::value;
+    extent = std::extent<A, 0>::value;
+  } else if (dim == 1) {
+    step = sub_size<A, (rank > 1 ? 2 : 0)>::value;
+    extent = std::extent<A, 1>::value;
+  } else if (dim == 2) {
+    step = sub_size<A, (rank > 2 ? 3 : 0)>::value;
+    extent = std::extent<A, 2>::value;
+  } else {
+    return TileIndex{};
+  }
+  t.stride = static_cast<int>(step / sizeof(T));
+  t.extent = static_cast<int>(extent);
+  return t;
+}
+}  // namespace detail
+
 // Coordinates of mma.sync .m16n8k16 register fragments, as the PTX ISA lays them out
-// ("Matrix Fragments for mma.m16n8k16"), relative to one MMA tile: m in [0, 16),
-// n in [0, 8), k in [0, 16). groupID = lane / 4, and the fragments of several tiles
-// follow one another in the array.
+// ("Matrix Fragments for mma.m16n8k16"): within one MMA tile m in [0, 16), n in [0,
+// 8), k in [0, 16), groupID = lane / 4; plus 16 (m) or 8 (n) per step of the array
+// index that picks the tile (TileIndex), when the instrumenter knows it.
 // A (16-bit types; 8 values per tile in four 32-bit registers): element e = i % 8 is
 // on row groupID for e in {0, 1, 4, 5} and groupID + 8 for e in {2, 3, 6, 7}, at k =
 // (lane % 4) * 2 + e % 2 + 8 * (e / 4).
 struct MmaM16n8k16A {
+  int m_dim = -1;  // the array dimension that picks the m tile
+  TileIndex m{};
+
+  template <class A, class T>
+  __host__ __device__ constexpr MmaM16n8k16A fit() const {
+    return MmaM16n8k16A{m_dim, detail::fit_index<A, T>(m_dim)};
+  }
   __device__ Coord operator()(int i) const {
     const int e = i % 8;
     const int lane = lane_id();
-    return Coord{lane / 4 + 8 * ((e / 2) % 2), -1, (lane % 4) * 2 + e % 2 + 8 * (e / 4)};
+    return Coord{16 * m.at(i) + lane / 4 + 8 * ((e / 2) % 2), -1,
+                 (lane % 4) * 2 + e % 2 + 8 * (e / 4)};
   }
 };
 // B (16-bit types; 4 values per n8 tile in two 32-bit registers): element e = i % 4 is
 // on column n = groupID, at k = (lane % 4) * 2 + e % 2 + 8 * (e / 2).
 struct MmaM16n8k16B {
+  int n_dim = -1;  // the array dimension that picks the n tile
+  TileIndex n{};
+
+  template <class A, class T>
+  __host__ __device__ constexpr MmaM16n8k16B fit() const {
+    return MmaM16n8k16B{n_dim, detail::fit_index<A, T>(n_dim)};
+  }
   __device__ Coord operator()(int i) const {
     const int e = i % 4;
     const int lane = lane_id();
-    return Coord{-1, lane / 4, (lane % 4) * 2 + e % 2 + 8 * (e / 2)};
+    return Coord{-1, 8 * n.at(i) + lane / 4, (lane % 4) * 2 + e % 2 + 8 * (e / 2)};
   }
 };
 // C/D (f32; 4 values per tile): element e = i % 4 is on row groupID for e < 2 and
 // groupID + 8 otherwise, at n = (lane % 4) * 2 + e % 2.
 struct MmaM16n8k16C {
+  int m_dim = -1;  // the array dimensions that pick the m and the n tile
+  int n_dim = -1;
+  TileIndex m{};
+  TileIndex n{};
+
+  template <class A, class T>
+  __host__ __device__ constexpr MmaM16n8k16C fit() const {
+    return MmaM16n8k16C{m_dim, n_dim, detail::fit_index<A, T>(m_dim),
+                        detail::fit_index<A, T>(n_dim)};
+  }
   __device__ Coord operator()(int i) const {
     const int e = i % 4;
     const int lane = lane_id();
-    return Coord{lane / 4 + 8 * (e / 2), (lane % 4) * 2 + e % 2, -1};
+    return Coord{16 * m.at(i) + lane / 4 + 8 * (e / 2), 8 * n.at(i) + (lane % 4) * 2 + e % 2,
+                 -1};
   }
 };
+
+namespace detail {
+// A coordinate function fitted to the array type A read as T, when it has fit().
+template <class C, class A, class T, class = void>
+struct has_fit : std::false_type {};
+template <class C, class A, class T>
+struct has_fit<C, A, T, std::void_t<decltype(std::declval<C>().template fit<A, T>())>>
+    : std::true_type {};
+template <class A, class T, class C>
+__host__ __device__ constexpr auto fitted(const C& coord) {
+  if constexpr (has_fit<C, A, T>::value) {
+    return coord.template fit<A, T>();
+  } else {
+    return coord;
+  }
+}
+}  // namespace detail
 
 #ifdef KWB_TRACE
 
@@ -990,7 +1087,7 @@ __device__ __forceinline__ void probe_array(uint32_t site, Kind kind, uint32_t t
   const Element* flat = reinterpret_cast<const Element*>(&fragment);
   detail::fragment<n>(
       detail::Probe{site, kind, tag, k_tile, tile_m, tile_n, row_bound, row_axis},
-      [&](int i) -> const Element& { return flat[i]; }, coord);
+      [&](int i) -> const Element& { return flat[i]; }, detail::fitted<A, Element>(coord));
 #else
   (void)site, (void)kind, (void)tag, (void)k_tile, (void)tile_m, (void)tile_n;
   (void)fragment, (void)row_bound, (void)row_axis, (void)coord;
@@ -1065,7 +1162,8 @@ __device__ __forceinline__ void probe_as(uint32_t site, Kind kind, uint32_t tag,
   constexpr int n = static_cast<int>(sizeof(A) / sizeof(T));
   const T* flat = reinterpret_cast<const T*>(&fragment);
   probe_fragment<n>(site, kind, tag, k_tile, tile_m, tile_n,
-                    [&](int i) -> const T& { return flat[i]; }, row_bound, row_axis, coord);
+                    [&](int i) -> const T& { return flat[i]; }, row_bound, row_axis,
+                    detail::fitted<A, T>(coord));
 }
 
 // Waits for every wgmma of the warpgroup: a wgmma accumulator is complete only then.

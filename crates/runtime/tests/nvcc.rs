@@ -331,3 +331,43 @@ fn values_macro_and_capacity_macro_compile() {
     );
     assert!(traced[GATED].contains("ATOMG"), "{}", traced[GATED]);
 }
+
+/// The tile spacing a probe derives from a fragment array's type, checked by the
+/// compiler itself (static_assert), in a plain and a traced build.
+#[test]
+fn tile_indices_fit_the_array_type() {
+    let Some((bin, temp)) = setup() else {
+        return;
+    };
+    let dir = temp.path();
+    std::fs::write(
+        dir.join("fit.cu"),
+        r#"#include <cuda_bf16.h>
+#include "kwb_trace.cuh"
+using kwb::detail::fit_index;
+// float acc[4][8][4]: dimension 0 (m tiles) steps 32 floats, dimension 1 (n tiles) 4.
+static_assert(fit_index<float[4][8][4], float>(0).stride == 32, "");
+static_assert(fit_index<float[4][8][4], float>(0).extent == 4, "");
+static_assert(fit_index<float[4][8][4], float>(1).stride == 4, "");
+static_assert(fit_index<float[4][8][4], float>(1).extent == 8, "");
+static_assert(fit_index<float[4][8][4], float>(-1).stride == 0, "");
+// uint32_t a_frag[4][4] and b_frag[8][2] read as bf16: 8 and 4 values per tile.
+static_assert(fit_index<unsigned[4][4], __nv_bfloat16>(0).stride == 8, "");
+static_assert(fit_index<unsigned[8][2], __nv_bfloat16>(0).stride == 4, "");
+// Value 100 of acc[4][8][4] is acc[3][1][0]: m tile 3, n tile 1.
+static_assert(kwb::MmaM16n8k16C{0, 1}.fit<float[4][8][4], float>().m.at(100) == 3, "");
+static_assert(kwb::MmaM16n8k16C{0, 1}.fit<float[4][8][4], float>().n.at(100) == 1, "");
+// Without a dimension, coordinates stay within one MMA tile.
+static_assert(kwb::MmaM16n8k16C{}.fit<float[4][8][4], float>().m.at(100) == 0, "");
+__global__ void k(float* out) {
+  float acc[4][8][4] = {};
+  kwb::probe(0, kwb::Kind::Accumulator, 0u, 0, 0, 0, acc, 8, kwb::Axis::M,
+             kwb::MmaM16n8k16C{0, 1});
+  out[0] = acc[0][0][0];
+}
+"#,
+    )
+    .unwrap();
+    compile(&bin, dir, "fit.cu", "sm_90a", &[]);
+    compile(&bin, dir, "fit.cu", "sm_90a", &["-DKWB_TRACE"]);
+}

@@ -68,7 +68,7 @@ pub(crate) fn probe(
     let wait = wait.map_or(String::new(), |(code, _)| code);
     let tag = em.tag;
     let layout = fragments::layout(&parsed.source);
-    let coords = fragments::probe_args(layout, Role::Accumulator, rows);
+    let coords = fragments::probe_args(layout, Role::Accumulator, rows, em.tile_dims.of(acc));
     if probing && rows.is_some() && layout.is_none() {
         em.note(format!(
             "{}: the layout of the accumulator `{acc}` is not one kwb knows; --rows does not filter it",

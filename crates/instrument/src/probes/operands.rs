@@ -129,7 +129,12 @@ fn in_function(
         };
         // Coordinates only where the values are the MMA's 16-bit inputs, packed.
         let coords = if packed {
-            fragments::probe_args(layout, if letter == 'A' { Role::A } else { Role::B }, rows)
+            fragments::probe_args(
+                layout,
+                if letter == 'A' { Role::A } else { Role::B },
+                rows,
+                em.tile_dims.of(&name),
+            )
         } else {
             String::new()
         };
