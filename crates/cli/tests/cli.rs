@@ -1076,7 +1076,7 @@ fn trace_show_reads_real_gpu_traces() {
     assert_eq!(run.code, OK, "{}", run.stderr);
     assert!(
         run.stdout
-            .contains("full tiles: 81920 values (0 dropped), 593 files written"),
+            .contains("full tiles: 81920 values (0 dropped), 633 files written"),
         "{}",
         run.stdout
     );
@@ -1090,6 +1090,17 @@ fn trace_show_reads_real_gpu_traces() {
         .filter(|e| e["kind"] == "accumulator" && e["k_tile"] == -1)
         .collect();
     assert_eq!(finals.len(), 4, "one per warp");
+    // The tile dimensions of `acc[i][j]` place every value of a warp's 64 x 64 tile.
+    assert_eq!(finals[0]["grid_axes"], serde_json::json!(["m", "n"]));
+    let grid = std::fs::read(
+        dir.path()
+            .join("full")
+            .join(finals[0]["grid_file"].as_str().unwrap()),
+    )
+    .unwrap();
+    let header_len = usize::from(u16::from_le_bytes([grid[8], grid[9]]));
+    let header = std::str::from_utf8(&grid[10..10 + header_len]).unwrap();
+    assert!(header.contains("'shape': (64, 64)"), "{header}");
     let values = std::fs::read(
         dir.path()
             .join("full")
