@@ -55,6 +55,15 @@ fn fixtures() {
     });
 }
 
+/// Instrumenter fixtures outside the kernel map's set: the UMMA kernel whose
+/// accumulator is in tensor memory (sm_100a).
+#[test]
+fn instrument_fixtures() {
+    insta::glob!(repo_root(), "fixtures/instrument/*.cu", |path| {
+        insta::assert_snapshot!(rewrite(path, &Config::default()));
+    });
+}
+
 /// The megakernel as Track A traces it: one instantiation, live rows only.
 #[test]
 fn megakernel_gated_with_a_row_bound() {

@@ -180,3 +180,43 @@ fn instrumented_fixtures_compile_traced() {
     );
     assert!(failures.is_empty(), "{failures:#?}");
 }
+
+/// The UMMA fixture (sm_100a): its TMEM accumulator probe costs nothing when disabled
+/// (identical SASS) and, traced, loads the accumulator's columns from tensor memory
+/// (one more `LDTM` path) and appends records. Compile-checked only: no sm_100 GPU.
+#[test]
+fn umma_tmem_probe_is_free_when_disabled_and_loads_tmem_when_traced() {
+    if std::env::var("KWB_RUN_SLOW_TESTS").as_deref() != Ok("1") {
+        return;
+    }
+    let env = Env::from_process();
+    let toolchain = kwb_toolchain::toolchain(&env).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let source = repo_root().join("fixtures/instrument/umma_tmem_sm100a.cu");
+    let text = std::fs::read_to_string(&source).unwrap();
+    let (instrumented, plan) = kwb_instrument::instrument(&text, &Config::default()).unwrap();
+    assert!(
+        plan.probes.iter().any(|p| p.what.contains("tensor memory")),
+        "{:?}",
+        plan.probes
+    );
+    let traced = dir.path().join("umma.cu");
+    std::fs::write(&traced, instrumented).unwrap();
+    let mut flags = CompileFlags {
+        arch: "sm_100a".to_owned(),
+        extra: vec!["-O3".to_owned()],
+        ..CompileFlags::default()
+    };
+    let object = |name: &str| dir.path().join(format!("umma.{name}.o"));
+    let sass = |name: &str| normalized(&kwb_toolchain::sass(&toolchain, &object(name)).unwrap());
+    kwb_toolchain::compile_object(&toolchain, &source, &flags, &object("orig")).unwrap();
+    kwb_toolchain::compile_object(&toolchain, &traced, &flags, &object("off")).unwrap();
+    let (orig, off) = (sass("orig"), sass("off"));
+    assert!(orig.contains("UTCHMMA") && orig.contains("LDTM"), "{orig}");
+    assert_eq!(orig, off, "SASS differs without KWB_TRACE");
+    flags.defines.push("KWB_TRACE".to_owned());
+    kwb_toolchain::compile_object(&toolchain, &traced, &flags, &object("on")).unwrap();
+    let on = sass("on");
+    assert!(on.contains("ATOMG"), "the traced build appends no record");
+    assert!(on.lines().count() > orig.lines().count());
+}

@@ -16,13 +16,23 @@ pub(crate) fn identifiers(text: &str) -> impl Iterator<Item = &str> {
 }
 
 /// The statement holding `node` that sits directly in a block, so a statement
-/// inserted before it stays out of unbraced loop bodies. `None` when `node` is not
-/// inside a function body.
+/// inserted before it stays out of unbraced loop bodies. A branch of a preprocessor
+/// conditional inside a function (`#ifdef SM100 … #endif`) counts as a block: code
+/// inserted there stays in the branch, and never lands in front of a directive
+/// (which must start its line). `None` when `node` is not inside a function body.
 pub(crate) fn block_statement(node: Node<'_>) -> Option<Node<'_>> {
     let mut current = node;
     loop {
         let parent = current.parent()?;
-        if parent.kind() == "compound_statement" {
+        if matches!(
+            parent.kind(),
+            "compound_statement"
+                | "preproc_if"
+                | "preproc_ifdef"
+                | "preproc_else"
+                | "preproc_elif"
+                | "preproc_elifdef"
+        ) {
             return Some(current);
         }
         if parent.kind() == "function_definition" {

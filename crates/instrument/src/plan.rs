@@ -182,7 +182,7 @@ pub fn plan(parsed: &Parsed, map: &KernelMap, config: &Config) -> Result<Plan, I
     let mut em = Emitter::new(parsed, tag, config.id_base);
     em.tile_dims = crate::fragments::TileDims::from_map(map, &parsed.source);
     let mut helpers_done = Vec::new();
-    for kernel in kernels {
+    for kernel in kernels.iter().copied() {
         if let Some(g) = &config.gate {
             match check_gate(g, kernel) {
                 Ok(()) => {}
@@ -218,6 +218,11 @@ pub fn plan(parsed: &Parsed, map: &KernelMap, config: &Config) -> Result<Plan, I
         if config.probes.epilogue {
             probes::epilogue::probe(&mut em, kernel, &gate);
         }
+    }
+    // UMMA accumulators in tensor memory: before the epilogue's TMEM loads, wherever
+    // they are (the kernel or a helper it calls).
+    if config.probes.final_accumulator && !kernels.is_empty() {
+        probes::tmem::probe(&mut em, map, config.gate.as_deref());
     }
     let (mut builder, probes, notes) = em.finish();
     if probes.is_empty() {

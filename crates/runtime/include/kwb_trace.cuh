@@ -1237,6 +1237,65 @@ __device__ __forceinline__ void probe_tile_fn(uint32_t site, Kind kind, uint32_t
 #endif
 }
 
+// Coordinates of a tcgen05.ld 32x32b load: each thread reads one TMEM lane (the row,
+// m = the address's lane field + the thread's lane) and `N` consecutive columns (n =
+// the address's column field + i: the accumulator's n when it starts at column 0).
+struct Tmem32x32b {
+  uint32_t taddr;
+  __device__ Coord operator()(int i) const {
+    return Coord{static_cast<int>(taddr >> 16) + lane_id(),
+                 static_cast<int>(taddr & 0xffffu) + i, -1};
+  }
+};
+
+#if defined(KWB_TRACE) &&                                                               \
+    (defined(__CUDA_ARCH_FEAT_SM100_ALL) || defined(__CUDA_ARCH_FEAT_SM101_ALL) ||      \
+     defined(__CUDA_ARCH_FEAT_SM103_ALL) || defined(__CUDA_ARCH_FEAT_SM110_ALL))
+#define KWB_TMEM 1
+#endif
+
+namespace detail {
+#ifdef KWB_TMEM
+// Eight TMEM columns of this warp's 32 lanes, one lane per thread (not yet waited for).
+__device__ __forceinline__ void tmem_ld8(uint32_t taddr, uint32_t* r) {
+  asm volatile("tcgen05.ld.sync.aligned.32x32b.x8.b32 {%0, %1, %2, %3, %4, %5, %6, %7}, [%8];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]), "=r"(r[4]), "=r"(r[5]),
+                 "=r"(r[6]), "=r"(r[7])
+               : "r"(taddr));
+}
+__device__ __forceinline__ void tmem_ld1(uint32_t taddr, uint32_t* r) {
+  asm volatile("tcgen05.ld.sync.aligned.32x32b.x1.b32 {%0}, [%1];\n" : "=r"(r[0]) : "r"(taddr));
+}
+#endif
+}  // namespace detail
+
+// An f32 accumulator in tensor memory (UMMA, sm_100a): the N columns at `taddr` of the
+// calling warp's 32 TMEM lanes, loaded with tcgen05.ld 32x32b and waited for
+// (tcgen05.wait::ld) — the read the kernel's own epilogue does. Call it where the
+// kernel's epilogue loads the accumulator (after the MMA's completion is waited for),
+// with every thread of the warp, as that load needs. A no-op where the target has no
+// tensor memory (sm_90a and older) or without KWB_TRACE.
+template <int N>
+__device__ __forceinline__ void probe_tmem(uint32_t site, Kind kind, uint32_t tag, int k_tile,
+                                           int tile_m, int tile_n, uint32_t taddr,
+                                           int row_bound = all_rows, Axis row_axis = Axis::M) {
+  static_assert(N >= 1 && N <= 128, "a tcgen05.ld 32x32b load reads 1 to 128 columns");
+#ifdef KWB_TMEM
+  uint32_t r[N];
+#pragma unroll
+  for (int c = 0; c + 8 <= N; c += 8) detail::tmem_ld8(taddr + c, r + c);
+#pragma unroll
+  for (int c = N - N % 8; c < N; ++c) detail::tmem_ld1(taddr + c, r + c);
+  asm volatile("tcgen05.wait::ld.sync.aligned;\n" ::: "memory");
+  detail::fragment<N>(
+      detail::Probe{site, kind, tag, k_tile, tile_m, tile_n, row_bound, row_axis},
+      [&](int i) { return __uint_as_float(r[i]); }, Tmem32x32b{taddr});
+#else
+  (void)site, (void)kind, (void)tag, (void)k_tile, (void)tile_m, (void)tile_n, (void)taddr;
+  (void)row_bound, (void)row_axis;
+#endif
+}
+
 // ---------------------------------------------------------------------------------
 // Host side. NVRTC (__CUDACC_RTC__) compiles device code only and gets none of it;
 // a runner reads the buffer through the module globals instead.

@@ -53,7 +53,12 @@ pub(crate) fn probe(
         .collect();
     let probing = want.per_k_tile || want.complete;
     let Some((acc, _)) = accumulators.first() else {
-        if probing {
+        if probing && parsed.source.contains("tcgen05.mma") {
+            em.note(format!(
+                "{}: the accumulator is in tensor memory (UMMA): probed where the epilogue loads it (tcgen05.ld), not per K tile",
+                kernel.name
+            ));
+        } else if probing {
             em.note(format!(
                 "{}: no accumulator in the kernel map; no accumulator probe",
                 kernel.name

@@ -5,3 +5,4 @@ pub(crate) mod accumulator;
 pub(crate) mod epilogue;
 pub(crate) mod operands;
 pub(crate) mod shared;
+pub(crate) mod tmem;
