@@ -12,6 +12,7 @@
 //! - a probe runs only when `kwb::enabled` (the `KWB_TRACE` macro) and the gate hold at
 //!   compile time, so a build without `KWB_TRACE` carries no probe code.
 
+mod cute;
 mod emit;
 mod error;
 mod fragments;

@@ -74,6 +74,18 @@ pub(crate) fn declaration_point(parsed: &Parsed, node: Node<'_>) -> usize {
     previous.map_or(start, |p| p.end_byte())
 }
 
+/// The innermost function definition around `node`.
+pub(crate) fn enclosing_function(node: Node<'_>) -> Option<Node<'_>> {
+    let mut at = node.parent();
+    while let Some(n) = at {
+        if n.kind() == "function_definition" {
+            return Some(n);
+        }
+        at = n.parent();
+    }
+    None
+}
+
 /// The 1-based line of byte `offset`.
 pub(crate) fn line_of(parsed: &Parsed, offset: usize) -> usize {
     parsed.source[..offset].matches('\n').count() + 1

@@ -61,6 +61,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
+#include <utility>
 
 #ifndef KWB_TRACE_CAPACITY
 #define KWB_TRACE_CAPACITY 262144
@@ -1235,6 +1236,32 @@ __device__ __forceinline__ void probe_tile_fn(uint32_t site, Kind kind, uint32_t
   (void)site, (void)kind, (void)tag, (void)k_tile, (void)tile_m, (void)tile_n;
   (void)count, (void)value, (void)row_bound, (void)row_axis, (void)coord;
 #endif
+}
+
+// Coordinates from a CuTe tensor of coordinates with the probed fragment's layout, e.g.
+// the identity-tensor partition `thr_mma.partition_C(make_identity_tensor(shape(gC)))`
+// for an accumulator `thr_mma.make_fragment_C(thr_mma.partition_C(gC))`: value i of
+// the fragment is at `coords(i)`, a tuple whose elements 0 and 1 are on axes R and C
+// (accumulator and epilogue: m, n; operand A: m, k; operand B: n, k). Written without
+// naming CuTe, so this header needs none of it.
+template <class Coords, Axis R, Axis C>
+struct TensorCoords {
+  Coords coords;
+  __device__ Coord operator()(int i) const {
+    using std::get;
+    const auto c = coords(i);
+    Coord out{-1, -1, -1};
+    (R == Axis::M ? out.m : R == Axis::N ? out.n : out.k) = static_cast<int>(get<0>(c));
+    (C == Axis::M ? out.m : C == Axis::N ? out.n : out.k) = static_cast<int>(get<1>(c));
+    return out;
+  }
+};
+
+// TensorCoords with the axes deduced from the tensor: tensor_coords<Axis::M,
+// Axis::N>(thr_mma.partition_C(make_identity_tensor(shape(gC)))).
+template <Axis R, Axis C, class Coords>
+__device__ __forceinline__ TensorCoords<Coords, R, C> tensor_coords(const Coords& coords) {
+  return TensorCoords<Coords, R, C>{coords};
 }
 
 // Coordinates of a tcgen05.ld 32x32b load: each thread reads one TMEM lane (the row,

@@ -9,9 +9,10 @@ use kwb_sites::{Kernel, Site, SiteKind};
 use kwb_syntax::Parsed;
 use tree_sitter::Node;
 
+use crate::cute;
 use crate::emit::Emitter;
 use crate::fragments::{self, Role};
-use crate::nodes::{declaration_point, line_of, names};
+use crate::nodes::{declaration_point, enclosing_function, line_of, names};
 use crate::plan::{ProbeInfo, consumer_loop};
 
 /// A K-tile counter: the mainloop's bytes and the counter's name.
@@ -73,7 +74,8 @@ pub(crate) fn probe(
     let wait = wait.map_or(String::new(), |(code, _)| code);
     let tag = em.tag;
     let layout = fragments::layout(&parsed.source);
-    let coords = fragments::probe_args(layout, Role::Accumulator, rows, em.tile_dims.of(acc));
+    let layout_coords =
+        fragments::probe_args(layout, Role::Accumulator, rows, em.tile_dims.of(acc));
     if probing && rows.is_some() && layout.is_none() {
         em.note(format!(
             "{}: the layout of the accumulator `{acc}` is not one kwb knows; --rows does not filter it",
@@ -118,6 +120,18 @@ pub(crate) fn probe(
                 kernel.name, site.line
             ));
             continue;
+        };
+        // Without a fragment layout kwb knows, a CuTe accumulator's coordinates come
+        // from the partition that made it.
+        let coords = if layout_coords.is_empty() {
+            enclosing_function(node)
+                .and_then(|f| cute::coords(parsed, f, acc, node.start_byte()))
+                .map_or(String::new(), |c| {
+                    let bound = rows.map_or("kwb::all_rows".to_owned(), |r| format!("({r})"));
+                    format!(", {bound}, kwb::Axis::M, {c}")
+                })
+        } else {
+            layout_coords.clone()
         };
         let block = node
             .parent()

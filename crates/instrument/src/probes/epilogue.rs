@@ -14,9 +14,11 @@ use kwb_sites::{Kernel, SiteKind};
 use kwb_syntax::Parsed;
 use tree_sitter::Node;
 
+use crate::cute;
 use crate::emit::Emitter;
 use crate::nodes::{
-    block_statement, declaration_point, identifiers, innermost_declarator, local_arrays,
+    block_statement, declaration_point, enclosing_function, identifiers, innermost_declarator,
+    local_arrays,
 };
 use crate::plan::ProbeInfo;
 use crate::probes::accumulator::declared_name;
@@ -120,10 +122,16 @@ pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str) {
                 });
             }
             Store::Call { destination } => {
+                // A CuTe output partition: its coordinates from the partition itself.
+                let coords = enclosing_function(statement)
+                    .and_then(|f| cute::coords(parsed, f, &destination, statement.start_byte()))
+                    .map_or(String::new(), |c| {
+                        format!(", kwb::all_rows, kwb::Axis::M, {c}")
+                    });
                 em.insert(
                     statement.end_byte(),
                     &format!(
-                        " if constexpr (kwb::enabled && ({gate})) {{ kwb::probe({id}, kwb::Kind::Epilogue, 0x{tag:08x}u, -1, -1, -1, {destination}); }}"
+                        " if constexpr (kwb::enabled && ({gate})) {{ kwb::probe({id}, kwb::Kind::Epilogue, 0x{tag:08x}u, -1, -1, -1, {destination}{coords}); }}"
                     ),
                 );
                 em.record(ProbeInfo {

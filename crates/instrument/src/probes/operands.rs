@@ -5,9 +5,10 @@
 
 use kwb_sites::{Kernel, KernelMap, SiteKind};
 
+use crate::cute;
 use crate::emit::Emitter;
 use crate::fragments::{self, Role};
-use crate::nodes::{block_statement, contains, declaration_point, names};
+use crate::nodes::{block_statement, contains, declaration_point, enclosing_function, names};
 use crate::plan::{ProbeInfo, gate_reaches};
 use crate::probes::accumulator::Counter;
 
@@ -180,8 +181,15 @@ fn in_function(
                     "kwb::probe_as<{element}>({id}, kwb::Kind::{kind}, 0x{tag:08x}u, {k_tile}, -1, -1, {name}{coords});"
                 )
             } else {
+                // A CuTe fragment: its coordinates from the partition that made it.
+                let cute = enclosing_function(statement)
+                    .and_then(|f| cute::coords(parsed, f, &name, statement.start_byte()))
+                    .map_or(String::new(), |c| {
+                        let bound = rows.map_or("kwb::all_rows".to_owned(), |r| format!("({r})"));
+                        format!(", {bound}, kwb::Axis::M, {c}")
+                    });
                 format!(
-                    "kwb::probe({id}, kwb::Kind::{kind}, 0x{tag:08x}u, {k_tile}, -1, -1, {name});"
+                    "kwb::probe({id}, kwb::Kind::{kind}, 0x{tag:08x}u, {k_tile}, -1, -1, {name}{cute});"
                 )
             };
             let order = if k_tile == "-1" {

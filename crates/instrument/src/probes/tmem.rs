@@ -11,7 +11,7 @@ use kwb_sites::KernelMap;
 use tree_sitter::Node;
 
 use crate::emit::Emitter;
-use crate::nodes::{block_statement, declaration_point};
+use crate::nodes::{block_statement, declaration_point, enclosing_function};
 use crate::plan::{ProbeInfo, gate_reaches};
 
 /// One `tcgen05.ld` 32x32b load: its statement, column count and address operand.
@@ -89,18 +89,6 @@ pub(crate) fn probe(em: &mut Emitter<'_>, map: &KernelMap, gate: Option<&str>) {
             },
         );
     }
-}
-
-/// The innermost function definition around `node`.
-fn enclosing_function(node: Node<'_>) -> Option<Node<'_>> {
-    let mut at = node.parent();
-    while let Some(n) = at {
-        if n.kind() == "function_definition" {
-            return Some(n);
-        }
-        at = n.parent();
-    }
-    None
 }
 
 /// Every 32x32b `tcgen05.ld` asm under `node`.

@@ -1,0 +1,212 @@
+//! Logical coordinates of CuTe fragments, from the partition calls that made them.
+//!
+//! CuTe code partitions a tile among threads (`thr_mma.partition_C(gC)`) and makes
+//! register fragments of the same shape (`thr_mma.make_fragment_C(tCgC)`,
+//! `thr_mma.partition_fragment_A(sA(_, _, 0))`). Partitioning an identity tensor of the
+//! same tile the same way gives each value's coordinates: the CuTe idiom for
+//! predication. For a fragment kwb probes, this module follows its declaration back to
+//! the partitioned tile and writes that expression for the probe:
+//!
+//! - `make_fragment_C(T)` with `T = thr.partition_C(G)`, `partition_fragment_C(G)`
+//!   and `partition_C(G)` itself → `thr.partition_C(ID(G))`, axes (m, n);
+//! - the same for A → axes (m, k), and B → (n, k);
+//! - `ID(G)`: when `G = local_tile(MX, args…)`, the same `local_tile` of an identity
+//!   tensor of MX's shape (global coordinates); otherwise an identity tensor of G's
+//!   shape (coordinates within the tile). Shapes are flattened to their first two
+//!   modes, so coordinates are plain integers.
+//!
+//! Only declarations of the probed function before the probe are followed; anything
+//! else (a fragment passed in as a parameter, an unknown initializer) gives none, and
+//! the probe records raw order.
+
+use kwb_syntax::Parsed;
+use tree_sitter::Node;
+
+use crate::nodes::innermost_declarator;
+
+/// The coordinate argument for a probe of `name` at byte `at` of `function`, and the
+/// fragment's role letter (`C`, `A` or `B`).
+pub(crate) fn coords(parsed: &Parsed, function: Node<'_>, name: &str, at: usize) -> Option<String> {
+    let decls = declarations(parsed, function, at);
+    let (role, partition) = partitioned(&decls, name, 0)?;
+    let (thr, tile) = partition;
+    let axes = match role {
+        'C' => "kwb::Axis::M, kwb::Axis::N",
+        'A' => "kwb::Axis::M, kwb::Axis::K",
+        _ => "kwb::Axis::N, kwb::Axis::K",
+    };
+    Some(format!(
+        "kwb::tensor_coords<{axes}>({thr}.partition_{role}({}))",
+        identity(&decls, &tile)
+    ))
+}
+
+/// `name = initializer` pairs declared in `function` before `at`, last first.
+fn declarations(parsed: &Parsed, function: Node<'_>, at: usize) -> Vec<(String, String)> {
+    let mut found = Vec::new();
+    let mut stack = vec![function];
+    while let Some(n) = stack.pop() {
+        if n.kind() == "init_declarator" && n.end_byte() <= at {
+            let name = innermost_declarator(n);
+            if let Some(value) = n.child_by_field_name("value")
+                && name.kind() == "identifier"
+            {
+                found.push((
+                    parsed.source[name.byte_range()].to_owned(),
+                    parsed.source[value.byte_range()].to_owned(),
+                ));
+            }
+        }
+        let mut cursor = n.walk();
+        stack.extend(n.named_children(&mut cursor));
+    }
+    found
+}
+
+fn initializer<'d>(decls: &'d [(String, String)], name: &str) -> Option<&'d str> {
+    let mut matching = decls.iter().filter(|(n, _)| n == name);
+    let (_, value) = matching.next()?;
+    // A name declared twice (shadowed in another block) is ambiguous.
+    matching.next().is_none().then_some(value.as_str())
+}
+
+/// `thr.method(arg)` → (thr, method, arg), for a single-argument member call.
+fn member_call(text: &str) -> Option<(&str, &str, &str)> {
+    let text = text.trim();
+    let open = text.find('(')?;
+    let inner = text.strip_suffix(')')?.get(open + 1..)?;
+    let callee = text[..open].trim();
+    let (thr, method) = callee.rsplit_once('.')?;
+    let thr = thr.trim();
+    if thr.is_empty() || !thr.chars().all(|c| c.is_alphanumeric() || c == '_') {
+        return None;
+    }
+    // One argument: no top-level comma.
+    let mut depth = 0;
+    for c in inner.chars() {
+        match c {
+            '(' | '[' | '{' | '<' => depth += 1,
+            ')' | ']' | '}' | '>' => depth -= 1,
+            ',' if depth == 0 => return None,
+            _ => {}
+        }
+    }
+    Some((thr, method.trim(), inner.trim()))
+}
+
+/// The role and (thread slice, partitioned tile) behind fragment `name`.
+fn partitioned(
+    decls: &[(String, String)],
+    name: &str,
+    depth: usize,
+) -> Option<(char, (String, String))> {
+    if depth > 4 {
+        return None;
+    }
+    let (thr, method, arg) = member_call(initializer(decls, name)?)?;
+    for role in ['C', 'A', 'B'] {
+        if method == format!("partition_{role}") || method == format!("partition_fragment_{role}") {
+            return Some((role, (thr.to_owned(), arg.to_owned())));
+        }
+        if method == format!("make_fragment_{role}") {
+            let (inner_role, inner) = partitioned(decls, arg, depth + 1)?;
+            return (inner_role == role).then_some((role, inner));
+        }
+    }
+    None
+}
+
+/// The identity tensor laid out like tile `tile`: global coordinates through the
+/// `local_tile` that made it, when it is one.
+fn identity(decls: &[(String, String)], tile: &str) -> String {
+    let is_name = tile.chars().all(|c| c.is_alphanumeric() || c == '_');
+    if is_name
+        && let Some(value) = initializer(decls, tile)
+        && let Some(args) = local_tile_args(value)
+        && let Some((first, rest)) = args.split_once(',')
+    {
+        return format!("cute::local_tile({},{rest})", flat_identity(first.trim()));
+    }
+    flat_identity(tile)
+}
+
+/// An identity tensor of `tensor`'s first two modes, flattened: coordinates are plain
+/// (row, column) integers even where the tile's shape is hierarchical (a swizzled
+/// shared-memory layout), as CuTe's predication idiom builds it.
+fn flat_identity(tensor: &str) -> String {
+    format!(
+        "cute::make_identity_tensor(cute::make_shape(cute::size<0>({tensor}), cute::size<1>({tensor})))"
+    )
+}
+
+/// The argument text of `local_tile(…)` / `cute::local_tile(…)`.
+fn local_tile_args(value: &str) -> Option<&str> {
+    let value = value.trim();
+    let rest = value
+        .strip_prefix("cute::local_tile(")
+        .or_else(|| value.strip_prefix("local_tile("))?;
+    rest.strip_suffix(')')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decls(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn an_accumulator_traces_back_to_the_global_tile() {
+        let d = decls(&[
+            (
+                "gC",
+                "local_tile(mC, cta_tiler, cta_coord, Step<_1, _1, X>{})",
+            ),
+            ("tCgC", "thr_mma.partition_C(gC)"),
+            ("accum", "thr_mma.make_fragment_C(tCgC)"),
+        ]);
+        let (role, (thr, tile)) = partitioned(&d, "accum", 0).unwrap();
+        assert_eq!((role, thr.as_str(), tile.as_str()), ('C', "thr_mma", "gC"));
+        assert_eq!(
+            identity(&d, &tile),
+            "cute::local_tile(cute::make_identity_tensor(cute::make_shape(cute::size<0>(mC), cute::size<1>(mC))), cta_tiler, cta_coord, Step<_1, _1, X>{})"
+        );
+        // The epilogue's destination is the same partition.
+        assert_eq!(
+            partitioned(&d, "tCgC", 0).unwrap().1,
+            ("thr_mma".to_owned(), "gC".to_owned())
+        );
+    }
+
+    #[test]
+    fn an_operand_fragment_of_a_shared_tile_is_within_the_tile() {
+        let d = decls(&[("tCrA", "thr_mma.partition_fragment_A(sA(_, _, 0))")]);
+        let (role, (thr, tile)) = partitioned(&d, "tCrA", 0).unwrap();
+        assert_eq!((role, thr.as_str()), ('A', "thr_mma"));
+        assert_eq!(
+            identity(&d, &tile),
+            "cute::make_identity_tensor(cute::make_shape(cute::size<0>(sA(_, _, 0)), cute::size<1>(sA(_, _, 0))))"
+        );
+    }
+
+    #[test]
+    fn unknown_or_mismatched_initializers_give_nothing() {
+        let d = decls(&[
+            ("x", "make_tensor(ptr, layout)"),
+            ("tCsA", "thr.partition_A(sA)"),
+            ("frag", "thr.make_fragment_B(tCsA)"),
+            ("two", "thr.partition_C(a, b)"),
+        ]);
+        assert!(partitioned(&d, "x", 0).is_none());
+        assert!(
+            partitioned(&d, "frag", 0).is_none(),
+            "a B fragment of an A partition"
+        );
+        assert!(partitioned(&d, "two", 0).is_none());
+        assert!(partitioned(&d, "missing", 0).is_none());
+    }
+}
