@@ -1115,6 +1115,26 @@ fn trace_show_reads_real_gpu_traces() {
     // 32 lanes x a 64 x 64 warp tile of 4 x 8 MMA tiles: 128 values a lane, all K = 64.
     assert_eq!(data.len(), 4096);
     assert!(data.iter().all(|v| *v == 64.0));
+    // CuTe coordinates on the GPU: CTA (1, 1, 0)'s accumulator covers exactly its
+    // 128 x 128 tile of C, rows and columns 128..256, each cell once.
+    let cute =
+        kwb_runtime::decode(&std::fs::read(trace("cute_sm80_cta110_full_tile.trace")).unwrap())
+            .unwrap();
+    let finals: std::collections::BTreeSet<(i32, i32)> = cute
+        .tiles
+        .iter()
+        .filter(|v| {
+            let r = &cute.records[v.record as usize];
+            r.kind() == Some(kwb_runtime::Kind::Accumulator) && r.k_tile == -1
+        })
+        .map(|v| (v.m, v.n))
+        .collect();
+    assert_eq!(finals.len(), 128 * 128);
+    assert!(
+        finals
+            .iter()
+            .all(|&(m, n)| (128..256).contains(&m) && (128..256).contains(&n))
+    );
     // A file that is not a trace is refused with its own diagnostic.
     write(dir.path(), "not.trace", "{}\n");
     let run = kwb(dir.path(), &["trace", "show", "not.trace"]);
