@@ -64,6 +64,22 @@ fn instrument_fixtures() {
     });
 }
 
+/// `--probe loads` on the mma.sync kernel: the registers each ldmatrix filled.
+#[test]
+fn mma_sync_loads() {
+    let config = Config {
+        probes: kwb_instrument::Probes {
+            loads: true,
+            ..kwb_instrument::Probes::NONE
+        },
+        ..Config::default()
+    };
+    insta::assert_snapshot!(rewrite(
+        &repo_root().join("kernels/mma_sync/gemm.cu"),
+        &config
+    ));
+}
+
 /// The megakernel as Track A traces it: one instantiation, live rows only.
 #[test]
 fn megakernel_gated_with_a_row_bound() {

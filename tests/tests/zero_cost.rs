@@ -55,19 +55,25 @@ where
 }
 
 fn check(family: &str, config: Config, dir: &Path) -> Result<(), String> {
+    check_with(family, config, Probes::default(), dir)
+}
+
+fn check_with(family: &str, config: Config, probes: Probes, dir: &Path) -> Result<(), String> {
     let env = Env::from_process();
     let toolchain = kwb_toolchain::toolchain(&env).map_err(|e| e.to_string())?;
     let cutlass = kwb_toolchain::cutlass(&env).map_err(|e| e.to_string())?;
     let source = repo_root().join("kernels").join(family).join("gemm.cu");
     let text = std::fs::read_to_string(&source).map_err(|e| e.to_string())?;
+    let loads = probes.loads;
     let config = Config {
-        probes: Probes::default(),
+        probes,
         file_name: format!("kernels/{family}/gemm.cu"),
         ..config
     };
     let family = &format!(
-        "{family}{}",
-        if config.gate.is_some() { ".gated" } else { "" }
+        "{family}{}{}",
+        if config.gate.is_some() { ".gated" } else { "" },
+        if loads { ".loads" } else { "" }
     );
     let (instrumented, plan) =
         kwb_instrument::instrument(&text, &config).map_err(|e| e.to_string())?;
@@ -113,15 +119,23 @@ fn instrumented_kernels_compile_to_identical_sass_without_kwb_trace() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
+    let loads = Probes {
+        loads: true,
+        ..Probes::NONE
+    };
     let configs = FAMILIES
         .iter()
-        .map(|family| (*family, Config::default()))
-        .chain([("megakernel", megakernel_gated())]);
+        .map(|family| (*family, Config::default(), Probes::default()))
+        .chain([
+            ("megakernel", megakernel_gated(), Probes::default()),
+            // `--probe loads`: the ldmatrix registers of the mma.sync kernel.
+            ("mma_sync", Config::default(), loads),
+        ]);
     let failures = in_parallel(
         configs
-            .map(|(family, config)| {
+            .map(|(family, config, probes)| {
                 let dir = dir.path();
-                move || check(family, config, dir)
+                move || check_with(family, config, probes, dir)
             })
             .collect(),
     );

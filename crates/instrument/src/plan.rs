@@ -24,6 +24,9 @@ pub struct Probes {
     pub operands: bool,
     /// The values the epilogue's global stores write.
     pub epilogue: bool,
+    /// The registers a shared-memory load (`ldmatrix`) filled (`loads`; not in the
+    /// default set).
+    pub loads: bool,
 }
 
 impl Default for Probes {
@@ -33,6 +36,7 @@ impl Default for Probes {
             final_accumulator: true,
             operands: true,
             epilogue: true,
+            loads: false,
         }
     }
 }
@@ -44,9 +48,10 @@ impl Probes {
         final_accumulator: false,
         operands: false,
         epilogue: false,
+        loads: false,
     };
 
-    /// Parses `operands,accumulator,final,epilogue` (any subset, any order):
+    /// Parses `operands,accumulator,final,epilogue,loads` (any subset, any order):
     /// `accumulator` is the accumulator after each K tile and where complete, `final`
     /// only where complete.
     pub fn parse(list: &str) -> Result<Probes, String> {
@@ -59,17 +64,19 @@ impl Probes {
                     probes.final_accumulator = true;
                 }
                 "final" => probes.final_accumulator = true,
+                "loads" => probes.loads = true,
                 "epilogue" => probes.epilogue = true,
                 other => {
                     return Err(format!(
-                        "`{other}` is not a probe kind; choose from operands, accumulator, final, epilogue"
+                        "`{other}` is not a probe kind; choose from operands, accumulator, final, epilogue, loads"
                     ));
                 }
             }
         }
         if probes == Probes::NONE {
             return Err(
-                "name at least one probe kind: operands, accumulator, final, epilogue".to_owned(),
+                "name at least one probe kind: operands, accumulator, final, epilogue, loads"
+                    .to_owned(),
             );
         }
         Ok(probes)
@@ -223,6 +230,10 @@ pub fn plan(parsed: &Parsed, map: &KernelMap, config: &Config) -> Result<Plan, I
     // they are (the kernel or a helper it calls).
     if config.probes.final_accumulator && !kernels.is_empty() {
         probes::tmem::probe(&mut em, map, config.gate.as_deref());
+    }
+    if config.probes.loads && !kernels.is_empty() {
+        let element = probes::operands::mma_input_type(&parsed.source);
+        probes::loads::probe(&mut em, map, config.gate.as_deref(), element);
     }
     let (mut builder, probes, notes) = em.finish();
     if probes.is_empty() {

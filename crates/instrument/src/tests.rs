@@ -259,7 +259,8 @@ fn probe_kinds_parse_from_a_list() {
             accumulator: true,
             final_accumulator: true,
             operands: false,
-            epilogue: true
+            epilogue: true,
+            loads: false
         }
     );
     assert_eq!(
@@ -269,8 +270,15 @@ fn probe_kinds_parse_from_a_list() {
             ..Probes::NONE
         }
     );
+    assert_eq!(
+        Probes::parse("loads").unwrap(),
+        Probes {
+            loads: true,
+            ..Probes::NONE
+        }
+    );
     assert!(
-        Probes::parse("loads")
+        Probes::parse("stores")
             .unwrap_err()
             .contains("not a probe kind")
     );

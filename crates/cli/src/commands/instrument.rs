@@ -39,7 +39,8 @@ pub struct Args {
     #[arg(long, value_name = "A..B", value_parser = parse_k_tiles)]
     k_tiles: Option<KTiles>,
     /// Probe kinds, comma-separated: operands, accumulator (after each K tile and where
-    /// complete), final (only where complete), epilogue (default: all)
+    /// complete), final (only where complete), epilogue, loads (the registers an
+    /// ldmatrix filled) (default: operands, accumulator, epilogue)
     #[arg(long, value_name = "KINDS", value_parser = Probes::parse)]
     probe: Option<Probes>,
     /// Keep padding rows out of the statistics: '< EXPR' (or EXPR), a row bound in

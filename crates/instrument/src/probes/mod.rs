@@ -3,6 +3,7 @@
 
 pub(crate) mod accumulator;
 pub(crate) mod epilogue;
+pub(crate) mod loads;
 pub(crate) mod operands;
 pub(crate) mod shared;
 pub(crate) mod tmem;

@@ -232,7 +232,7 @@ fn parse_operand_note(note: &str) -> Option<(char, usize, String)> {
 }
 
 /// The element type of the MMA inputs, from the PTX in the file.
-fn mma_input_type(source: &str) -> &'static str {
+pub(crate) fn mma_input_type(source: &str) -> &'static str {
     let ptx = source
         .match_indices("mma.sync")
         .chain(source.match_indices("wgmma.mma_async"))
