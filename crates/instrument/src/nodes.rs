@@ -74,6 +74,52 @@ pub(crate) fn declaration_point(parsed: &Parsed, node: Node<'_>) -> usize {
     previous.map_or(start, |p| p.end_byte())
 }
 
+/// Whether the declaration at `decl` (a declaration, parameter or field) declares a
+/// plain integer or bool scalar (`int block_idx`, `uint32_t k`): an index or a count,
+/// never the data an MMA consumes or accumulates. (Packed MMA fragments are arrays,
+/// `uint32_t a[4]`; scalar accumulators are floating point.)
+pub(crate) fn is_integer_scalar(parsed: &Parsed, decl: Node<'_>) -> bool {
+    let mut node = Some(decl);
+    while let Some(n) = node {
+        if matches!(
+            n.kind(),
+            "declaration" | "parameter_declaration" | "field_declaration"
+        ) {
+            break;
+        }
+        node = n.parent();
+    }
+    let Some(n) = node else {
+        return false;
+    };
+    let Some(ty) = n.child_by_field_name("type") else {
+        return false;
+    };
+    let integer = parsed.masked[ty.byte_range()].split_whitespace().all(|w| {
+        matches!(
+            w,
+            "int"
+                | "unsigned"
+                | "signed"
+                | "long"
+                | "short"
+                | "bool"
+                | "size_t"
+                | "uint32_t"
+                | "int32_t"
+                | "uint64_t"
+                | "int64_t"
+                | "const"
+                | "auto"
+        )
+    }) && !parsed.masked[ty.byte_range()].contains("auto");
+    let mut cursor = n.walk();
+    let array = n
+        .children_by_field_name("declarator", &mut cursor)
+        .any(|d| parsed.masked[d.byte_range()].contains('['));
+    integer && !array
+}
+
 /// The innermost function definition around `node`.
 pub(crate) fn enclosing_function(node: Node<'_>) -> Option<Node<'_>> {
     let mut at = node.parent();

@@ -363,3 +363,34 @@ fn operands_alone_still_count_k_tiles() {
     probe 0 k: operand A: the shared array `As` the MMA at line 9 reads (whole array, memory order, warp 0) (line 9)
     "#);
 }
+
+#[test]
+fn integer_scalars_are_not_mma_data() {
+    let parsed = kwb_syntax::parse(
+        "__device__ void f(int block_idx, uint32_t (&a)[4], float acc, const unsigned k) {\n  int i = 0; uint32_t frag[2]; TileWork w;\n}\n",
+    );
+    let root = parsed.tree.root_node();
+    // The identifier `name` where `context` (which starts with it) first occurs.
+    let at = |context: &str, name: &str| {
+        let offset = parsed.source.find(context).unwrap();
+        root.descendant_for_byte_range(offset, offset + name.len())
+            .unwrap()
+    };
+    for (context, name) in [("block_idx", "block_idx"), ("k)", "k"), ("i = 0", "i")] {
+        assert!(
+            crate::nodes::is_integer_scalar(&parsed, at(context, name)),
+            "{name}"
+        );
+    }
+    for (context, name) in [
+        ("a)[4]", "a"),
+        ("acc", "acc"),
+        ("frag", "frag"),
+        ("w;", "w"),
+    ] {
+        assert!(
+            !crate::nodes::is_integer_scalar(&parsed, at(context, name)),
+            "{name}"
+        );
+    }
+}

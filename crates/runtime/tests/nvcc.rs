@@ -371,3 +371,29 @@ __global__ void k(float* out) {
     compile(&bin, dir, "fit.cu", "sm_90a", &[]);
     compile(&bin, dir, "fit.cu", "sm_90a", &["-DKWB_TRACE"]);
 }
+
+/// A probe of a value kwb cannot read (a struct the kernel map took for a fragment)
+/// compiles, plain and traced, and records nothing: the build never breaks on it.
+#[test]
+fn a_probe_of_an_unreadable_type_still_compiles() {
+    let Some((bin, temp)) = setup() else {
+        return;
+    };
+    let dir = temp.path();
+    std::fs::write(
+        dir.join("odd.cu"),
+        r#"#include "kwb_trace.cuh"
+struct TileWork { int k_iters; int tile_idx; };
+__global__ void k(float* out) {
+  TileWork w{3, 4};
+  float acc[4] = {1, 2, 3, 4};
+  kwb::probe(0, kwb::Kind::Accumulator, 0u, 0, 0, 0, w);
+  kwb::probe(1, kwb::Kind::Accumulator, 0u, 0, 0, 0, acc);
+  out[0] = acc[0] + w.k_iters;
+}
+"#,
+    )
+    .unwrap();
+    compile(&bin, dir, "odd.cu", "sm_90a", &[]);
+    compile(&bin, dir, "odd.cu", "sm_90a", &["-DKWB_TRACE"]);
+}

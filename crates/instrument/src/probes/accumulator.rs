@@ -12,7 +12,7 @@ use tree_sitter::Node;
 use crate::cute;
 use crate::emit::Emitter;
 use crate::fragments::{self, Role};
-use crate::nodes::{declaration_point, enclosing_function, line_of, names};
+use crate::nodes::{declaration_point, enclosing_function, is_integer_scalar, line_of, names};
 use crate::plan::{ProbeInfo, consumer_loop};
 
 /// A K-tile counter: the mainloop's bytes and the counter's name.
@@ -53,6 +53,16 @@ pub(crate) fn probe(
         })
         .collect();
     let probing = want.per_k_tile || want.complete;
+    // An integer scalar is an index the map took for the accumulator, not one.
+    let (accumulators, indices): (Vec<_>, Vec<_>) = accumulators
+        .into_iter()
+        .partition(|(_, decl)| !is_integer_scalar(parsed, *decl));
+    for (name, _) in indices.iter().filter(|_| probing) {
+        em.note(format!(
+            "{}: `{name}` is an integer scalar, not an accumulator; not probed",
+            kernel.name
+        ));
+    }
     let Some((acc, _)) = accumulators.first() else {
         if probing && parsed.source.contains("tcgen05.mma") {
             em.note(format!(

@@ -8,7 +8,9 @@ use kwb_sites::{Kernel, KernelMap, SiteKind};
 use crate::cute;
 use crate::emit::Emitter;
 use crate::fragments::{self, Role};
-use crate::nodes::{block_statement, contains, declaration_point, enclosing_function, names};
+use crate::nodes::{
+    block_statement, contains, declaration_point, enclosing_function, is_integer_scalar, names,
+};
 use crate::plan::{ProbeInfo, gate_reaches};
 use crate::probes::accumulator::Counter;
 
@@ -117,6 +119,13 @@ fn in_function(
         let Some(decl) = root.descendant_for_byte_range(site.range.start, site.range.end) else {
             continue;
         };
+        if is_integer_scalar(parsed, decl) {
+            em.note(format!(
+                "{}: `{name}` is an integer scalar, not an MMA operand; not probed",
+                function.name
+            ));
+            continue;
+        }
         let packed = decl.child_by_field_name("type").is_some_and(|t| {
             let ty = &parsed.masked[t.byte_range()];
             ["uint32_t", "unsigned", "uint", "int"]
