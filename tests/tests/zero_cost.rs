@@ -54,10 +54,6 @@ where
     })
 }
 
-fn check(family: &str, config: Config, dir: &Path) -> Result<(), String> {
-    check_with(family, config, Probes::default(), dir)
-}
-
 fn check_with(family: &str, config: Config, probes: Probes, dir: &Path) -> Result<(), String> {
     let env = Env::from_process();
     let toolchain = kwb_toolchain::toolchain(&env).map_err(|e| e.to_string())?;
