@@ -321,3 +321,93 @@ fn overlay_site_ids_continue_after_the_input_s_own() {
         "{copy}"
     );
 }
+
+/// The suite's CUTLASS 3.x GEMM (`kernels/cutlass3x_sm90`), whose mainloop lives in a
+/// CUTLASS collective: instrumented through `--overlay` and compiled with the overlay
+/// first on the include path, it gives the original's SASS without `KWB_TRACE`, and
+/// carries probes with it. Needs nvcc and the CUTLASS headers: runs when
+/// `KWB_RUN_SLOW_TESTS=1` (as `cargo xtask test` sets it).
+#[test]
+fn the_cutlass_family_through_the_overlay_costs_nothing_disabled() {
+    if std::env::var("KWB_RUN_SLOW_TESTS").as_deref() != Ok("1") {
+        return;
+    }
+    let env = kwb_toolchain::Env::from_process();
+    let toolchain = kwb_toolchain::toolchain(&env).expect("the CUDA toolchain");
+    let cutlass = kwb_toolchain::cutlass(&env).expect("the CUTLASS headers");
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let source = repo.join("kernels/cutlass3x_sm90/gemm.cu");
+    let dir = TempDir::new().unwrap();
+    let out = dir.path().join("gemm.cu");
+    let overlay = dir.path().join("overlay");
+    let run = instrument(
+        dir.path(),
+        &[
+            source.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+            "--overlay",
+            overlay.to_str().unwrap(),
+            "-I",
+            cutlass.include.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let flags = |first: Option<&Path>, defines: &[&str]| {
+        let mut includes: Vec<PathBuf> = first.into_iter().map(Path::to_owned).collect();
+        includes.push(repo.join("kernels/common"));
+        includes.push(cutlass.include.clone());
+        includes.extend(cutlass.util_include.clone());
+        kwb_toolchain::CompileFlags {
+            includes,
+            defines: defines.iter().map(|d| (*d).to_owned()).collect(),
+            extra: vec!["-O3".to_owned(), "--expt-relaxed-constexpr".to_owned()],
+            ..kwb_toolchain::CompileFlags::default()
+        }
+    };
+    let builds = [
+        ("orig", source.clone(), flags(None, &["KWB_DEFECT=none"])),
+        (
+            "off",
+            out.clone(),
+            flags(Some(&overlay), &["KWB_DEFECT=none"]),
+        ),
+        (
+            "on",
+            out.clone(),
+            flags(Some(&overlay), &["KWB_DEFECT=none", "KWB_TRACE"]),
+        ),
+    ];
+    let sass: Vec<String> = std::thread::scope(|scope| {
+        let handles: Vec<_> = builds
+            .iter()
+            .map(|(name, file, flags)| {
+                let (toolchain, dir) = (&toolchain, dir.path());
+                scope.spawn(move || {
+                    let object = dir.join(format!("{name}.o"));
+                    kwb_toolchain::compile_object(toolchain, file, flags, &object)
+                        .unwrap_or_else(|e| panic!("{name}: {e:?}"));
+                    let text = kwb_toolchain::sass(toolchain, &object).unwrap();
+                    // Instructions without addresses and encodings.
+                    text.lines()
+                        .filter_map(|l| {
+                            let (address, rest) = l.trim().strip_prefix("/*")?.split_once("*/")?;
+                            address
+                                .chars()
+                                .all(|c| c.is_ascii_hexdigit())
+                                .then(|| rest.split_whitespace().collect::<Vec<_>>().join(" "))
+                        })
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert!(sass[0].lines().count() > 100, "no kernel SASS");
+    assert!(sass[0] == sass[1], "SASS differs without KWB_TRACE");
+    assert!(
+        sass[2].lines().count() > sass[0].lines().count(),
+        "the traced build carries no probe"
+    );
+}
