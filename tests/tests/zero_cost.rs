@@ -16,18 +16,7 @@ const FAMILIES: &[&str] = &["mma_sync", "tma_wgmma_sm90", "megakernel", "cute_sm
 
 /// SASS without addresses and encodings, one instruction per line.
 fn normalized(sass: &str) -> String {
-    sass.lines()
-        .filter_map(|line| {
-            let line = line.trim();
-            let rest = line.strip_prefix("/*")?;
-            let (address, instruction) = rest.split_once("*/")?;
-            address
-                .chars()
-                .all(|c| c.is_ascii_hexdigit())
-                .then(|| instruction.split_whitespace().collect::<Vec<_>>().join(" "))
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
+    kwb_toolchain::sass_instructions(sass)
 }
 
 /// The megakernel as Track A traces it: one instantiation, a row bound.

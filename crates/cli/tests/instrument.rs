@@ -387,18 +387,9 @@ fn the_cutlass_family_through_the_overlay_costs_nothing_disabled() {
                     let object = dir.join(format!("{name}.o"));
                     kwb_toolchain::compile_object(toolchain, file, flags, &object)
                         .unwrap_or_else(|e| panic!("{name}: {e:?}"));
-                    let text = kwb_toolchain::sass(toolchain, &object).unwrap();
-                    // Instructions without addresses and encodings.
-                    text.lines()
-                        .filter_map(|l| {
-                            let (address, rest) = l.trim().strip_prefix("/*")?.split_once("*/")?;
-                            address
-                                .chars()
-                                .all(|c| c.is_ascii_hexdigit())
-                                .then(|| rest.split_whitespace().collect::<Vec<_>>().join(" "))
-                        })
-                        .collect::<Vec<_>>()
-                        .join("\n")
+                    kwb_toolchain::sass_instructions(
+                        &kwb_toolchain::sass(toolchain, &object).unwrap(),
+                    )
                 })
             })
             .collect();

@@ -309,6 +309,40 @@ pub(crate) fn consumer_loop(site: &Site) -> bool {
 
 /// Whether `gate` names a template parameter of `function` (or is `true`): only then
 /// can it be evaluated at compile time inside it.
+/// The gate a probe inside `function` (any function of the file, found by its
+/// definition node) can use: `true` without a gate; the gate where `function` is a
+/// kernel of the map whose template parameters it names; otherwise `Err` with the
+/// function's name, for a note that the probe was left out.
+pub(crate) fn gate_in_function(
+    parsed: &kwb_syntax::Parsed,
+    map: &KernelMap,
+    gate: Option<&str>,
+    function: Option<tree_sitter::Node<'_>>,
+) -> Result<String, String> {
+    let Some(g) = gate else {
+        return Ok("true".to_owned());
+    };
+    let reaches = map.kernels.iter().any(|k| {
+        function.is_some_and(|f| f.byte_range().contains(&k.range.start)) && gate_reaches(g, k)
+    });
+    if reaches {
+        Ok(g.to_owned())
+    } else {
+        Err(function_name(parsed, function))
+    }
+}
+
+/// The name of the function defined at `function`, for the probe table.
+pub(crate) fn function_name(
+    parsed: &kwb_syntax::Parsed,
+    function: Option<tree_sitter::Node<'_>>,
+) -> String {
+    function
+        .and_then(|f| f.child_by_field_name("declarator"))
+        .and_then(|d| d.child_by_field_name("declarator"))
+        .map_or("?".to_owned(), |n| parsed.source[n.byte_range()].to_owned())
+}
+
 pub(crate) fn gate_reaches(gate: &str, function: &Kernel) -> bool {
     gate.trim() == "true"
         || identifiers(gate).any(|ident| function.template_params.iter().any(|p| p.name == ident))

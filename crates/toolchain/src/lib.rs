@@ -21,7 +21,7 @@ pub use crate::env::Env;
 pub use crate::error::{Error, Stderr};
 pub use crate::nvcc::{
     CompileFlags, compile_executable, compile_object, nvcc_version, preprocess, resource_usage,
-    sass,
+    sass, sass_instructions,
 };
 
 /// The result type of this crate.

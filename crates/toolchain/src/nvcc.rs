@@ -107,6 +107,24 @@ pub fn sass(toolchain: &Toolchain, object: &Path) -> Result<String> {
     run("cuobjdump", command)
 }
 
+/// The instructions of `cuobjdump -sass` output, one per line, without their addresses
+/// and encodings: what two builds are compared by, since nvcc objects are not
+/// bit-reproducible but their SASS is.
+pub fn sass_instructions(sass: &str) -> String {
+    sass.lines()
+        .filter_map(|line| {
+            let (address, rest) = line.trim().strip_prefix("/*")?.split_once("*/")?;
+            // The trailing `/* 0x… */` is the instruction's encoding.
+            let instruction = rest.rsplit_once("/*").map_or(rest, |(text, _)| text);
+            address
+                .chars()
+                .all(|c| c.is_ascii_hexdigit())
+                .then(|| instruction.split_whitespace().collect::<Vec<_>>().join(" "))
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// The resources of every kernel in `binary` (an object or executable), from
 /// `cuobjdump -res-usage`: per function, registers, stack, shared, local (spill)
 /// and constant memory.
@@ -178,6 +196,12 @@ fn parse_version(text: &str) -> Option<&str> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn sass_instructions_drop_addresses_and_encodings() {
+        let dump = "\t\tFunction : k\n        /*0000*/                   LDC R1, c[0x0][0x28] ;          /* 0x00000a00ff017b82 */\n                                                                     /* 0x000fe40000000800 */\n        /*0010*/                   EXIT ;                          /* 0x000000000000794d */\n";
+        assert_eq!(sass_instructions(dump), "LDC R1, c[0x0][0x28] ;\nEXIT ;");
+    }
     use super::*;
 
     #[test]

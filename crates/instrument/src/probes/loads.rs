@@ -9,7 +9,7 @@ use tree_sitter::Node;
 
 use crate::emit::Emitter;
 use crate::nodes::{block_statement, enclosing_function};
-use crate::plan::{ProbeInfo, gate_reaches};
+use crate::plan::{ProbeInfo, function_name, gate_in_function};
 
 /// Probes every `ldmatrix` of the file (once per plan); `element` is the type its b16
 /// values are read as.
@@ -29,24 +29,14 @@ pub(crate) fn probe(em: &mut Emitter<'_>, map: &KernelMap, gate: Option<&str>, e
         };
         let line = statement.start_position().row + 1;
         let function = enclosing_function(asm);
-        let function_name = function
-            .and_then(|f| f.child_by_field_name("declarator"))
-            .and_then(|d| d.child_by_field_name("declarator"))
-            .map_or("?".to_owned(), |n| parsed.source[n.byte_range()].to_owned());
-        let gate_text = match gate {
-            None => "true".to_owned(),
-            Some(g) => {
-                let reaches = map.kernels.iter().any(|k| {
-                    function.is_some_and(|f| f.byte_range().contains(&k.range.start))
-                        && gate_reaches(g, k)
-                });
-                if !reaches {
-                    em.note(format!(
-                        "{function_name}: the ldmatrix at line {line} is outside the gated template (the gate `{g}` names none of its parameters); not probed"
-                    ));
-                    continue;
-                }
-                g.to_owned()
+        let function_name = function_name(parsed, function);
+        let gate_text = match gate_in_function(parsed, map, gate, function) {
+            Ok(g) => g,
+            Err(name) => {
+                em.note(format!(
+                    "{name}: the ldmatrix at line {line} is outside the gated template (the gate names none of its parameters); not probed"
+                ));
+                continue;
             }
         };
         let id = em.next_id();

@@ -12,7 +12,7 @@ use tree_sitter::Node;
 
 use crate::emit::Emitter;
 use crate::nodes::{block_statement, declaration_point, enclosing_function};
-use crate::plan::{ProbeInfo, gate_reaches};
+use crate::plan::{ProbeInfo, function_name, gate_in_function};
 
 /// One `tcgen05.ld` 32x32b load: its statement, column count and address operand.
 struct Load<'t> {
@@ -37,29 +37,15 @@ pub(crate) fn probe(em: &mut Emitter<'_>, map: &KernelMap, gate: Option<&str>) {
     );
     let tag = em.tag;
     for load in loads {
-        let function_name = load
-            .function
-            .and_then(|f| f.child_by_field_name("declarator"))
-            .and_then(|d| d.child_by_field_name("declarator"))
-            .map_or("?".to_owned(), |n| parsed.source[n.byte_range()].to_owned());
-        let gate_text = match gate {
-            None => "true".to_owned(),
-            Some(g) => {
-                // A gate names template parameters: only a function of the map that has
-                // them can evaluate it.
-                let reaches = map.kernels.iter().any(|k| {
-                    load.function.is_some_and(|f| {
-                        f.byte_range() == k.range || f.byte_range().contains(&k.range.start)
-                    }) && gate_reaches(g, k)
-                });
-                if !reaches {
-                    em.note(format!(
-                        "{function_name}: the TMEM load at line {} is outside the gated template (the gate `{g}` names none of its parameters); not probed",
-                        load.statement.start_position().row + 1
-                    ));
-                    continue;
-                }
-                g.to_owned()
+        let function_name = function_name(parsed, load.function);
+        let gate_text = match gate_in_function(parsed, map, gate, load.function) {
+            Ok(g) => g,
+            Err(name) => {
+                em.note(format!(
+                    "{name}: the TMEM load at line {} is outside the gated template (the gate names none of its parameters); not probed",
+                    load.statement.start_position().row + 1
+                ));
+                continue;
             }
         };
         let id = em.next_id();
