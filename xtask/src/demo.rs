@@ -10,6 +10,7 @@
 //! 3. builds that traced program with nvcc and `-DKWB_TRACE` (it compiles here; it
 //!    runs only on a GPU);
 //! 4. `kwb trace show` on a real trace the bundled mma_sync kernel wrote on an H200,
+//!    and `kwb trace show --npy` on a real full-tile trace of the CuTe kernel,
 //!
 //! and says what the GPU step would add.
 
@@ -99,11 +100,31 @@ pub fn run(root: &Path) -> Result {
     ci::header("kwb trace show (a real H200 trace: mma_sync, last K tile accumulated twice)");
     summarize(&String::from_utf8_lossy(&shown.stdout))?;
 
+    let tiles = out.join("tiles");
+    let mut command = kwb(root, "kwb", &["trace", "show", "--npy"]);
+    command
+        .arg(&tiles)
+        .arg("fixtures/traces/cute_sm80_cta110_full_tile.trace");
+    let shown = command
+        .output()
+        .map_err(|e| Failure(format!("kwb trace show --npy: {e}")))?;
+    ci::header("kwb trace show --npy (a real H200 full tile: CuTe GEMM, CTA (1,1,0))");
+    if !shown.status.success() {
+        return Err(Failure(format!(
+            "kwb trace show --npy failed: {}",
+            String::from_utf8_lossy(&shown.stderr)
+        )));
+    }
+    for line in String::from_utf8_lossy(&shown.stdout).lines().take(2) {
+        println!("{line}");
+    }
+    println!("{}", accumulator_extent(&tiles)?);
     ci::header("what the GPU step adds");
     println!(
         "Run {} on a GPU with KWB_TRACE_OUT=trace.bin, then `kwb trace show trace.bin`:\n\
          the operands, the accumulator after every K tile and the epilogue's values of\n\
-         the down projection's CTA (0,0,0), live rows only. On an H200 this reading\n\
+         the down projection's CTA (0,0,0), live rows only (to find the CTA first:\n\
+         --probe final,epilogue --values 0 --absmax-only on every CTA). On an H200 this reading\n\
          found the megakernel's padding confound clean with the row bound and a DRAFT\n\
          without it, and named the stage of every other defect of the suite\n\
          (docs/results/track-a-suite.md; `cargo xtask gpu-trace` reproduces it).",
@@ -155,4 +176,45 @@ fn summarize(json: &str) -> Result {
         );
     }
     Ok(())
+}
+
+/// Where the accumulator's grids of a `--npy` folder lie: the rows and columns of C
+/// they cover, read from its index.json.
+fn accumulator_extent(tiles: &Path) -> Result<String> {
+    let index = tiles.join("index.json");
+    let text = std::fs::read_to_string(&index)
+        .map_err(|e| Failure(format!("{}: {e}", index.display())))?;
+    let entries: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| Failure(format!("{}: {e}", index.display())))?;
+    let mut rows = (i64::MAX, i64::MIN);
+    let mut cols = (i64::MAX, i64::MIN);
+    let mut grids = 0;
+    for e in entries.as_array().into_iter().flatten() {
+        if e["kind"] != "accumulator" || e["grid_axes"] != serde_json::json!(["m", "n"]) {
+            continue;
+        }
+        let at = |v: &serde_json::Value, i: usize| v[i].as_i64().unwrap_or(0);
+        let (origin, shape) = (&e["grid_origin"], &e["grid_shape"]);
+        rows = (
+            rows.0.min(at(origin, 0)),
+            rows.1.max(at(origin, 0) + at(shape, 0)),
+        );
+        cols = (
+            cols.0.min(at(origin, 1)),
+            cols.1.max(at(origin, 1) + at(shape, 1)),
+        );
+        grids += 1;
+    }
+    if grids == 0 {
+        return Err(Failure(format!("{}: no accumulator grid", index.display())));
+    }
+    Ok(format!(
+        "{grids} accumulator grids (m, n) in {}: rows {}..{} and columns {}..{} of C,\n\
+         global coordinates from CuTe identity-tensor partitions",
+        tiles.display(),
+        rows.0,
+        rows.1,
+        cols.0,
+        cols.1
+    ))
 }

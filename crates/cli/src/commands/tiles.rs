@@ -28,6 +28,8 @@ pub struct Entry {
     pub grid_axes: Option<[&'static str; 2]>,
     /// The logical coordinates of the grid's [0, 0].
     pub grid_origin: Option<[i32; 2]>,
+    /// The grid's (rows, columns).
+    pub grid_shape: Option<[usize; 2]>,
     pub site: u32,
     pub kind: String,
     pub k_tile: i32,
@@ -168,6 +170,7 @@ pub fn export(
                 .and(axes)
                 .map(|[r, c]| [AXIS_NAMES[r], AXIS_NAMES[c]]),
             grid_origin: dense.as_ref().map(|(_, origin, _)| *origin),
+            grid_shape: dense.as_ref().map(|(shape, _, _)| *shape),
             grid_file,
             site: record.site,
             kind: record
