@@ -1,0 +1,115 @@
+//! The GEMM a rung runs: `D (M x N) = alpha * A (M x K) · B (K x N) + beta * C`, the
+//! element types, and the host reference in f64.
+
+use serde::Serialize;
+
+use crate::dtype::Dtype;
+use crate::error::LadderError;
+
+/// How an operand is laid out in memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Layout {
+    /// Rows contiguous: A as M x K (K-major), B as K x N (N-major), C/D as M x N.
+    RowMajor,
+    /// Columns contiguous: A (M-major), B (K-major, what a "TN" GEMM reads), C/D.
+    ColMajor,
+}
+
+/// One GEMM problem.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Problem {
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    pub alpha: f32,
+    pub beta: f32,
+    /// The type A and B hold.
+    pub input: Dtype,
+    /// The type D is stored in.
+    pub output: Dtype,
+}
+
+impl Problem {
+    /// A problem of this shape with alpha 1, beta 0; errors when a dimension is 0.
+    pub fn new(
+        m: usize,
+        n: usize,
+        k: usize,
+        input: Dtype,
+        output: Dtype,
+    ) -> Result<Problem, LadderError> {
+        if m == 0 || n == 0 || k == 0 {
+            return Err(LadderError::Empty { m, n, k });
+        }
+        Ok(Problem {
+            m,
+            n,
+            k,
+            alpha: 1.0,
+            beta: 0.0,
+            input,
+            output,
+        })
+    }
+
+    /// `D = alpha * A·B + beta * C` in f64, from the logical (row-major) operands as
+    /// the kernel sees them (already rounded to the input type).
+    pub fn reference(&self, a: &[f32], b: &[f32], c: &[f32]) -> Vec<f64> {
+        let (m, n, k) = (self.m, self.n, self.k);
+        let mut d = vec![0.0; m * n];
+        for i in 0..m {
+            for j in 0..n {
+                let mut acc = 0.0f64;
+                for p in 0..k {
+                    acc += f64::from(a[i * k + p]) * f64::from(b[p * n + j]);
+                }
+                let c_term = c.get(i * n + j).map_or(0.0, |v| f64::from(*v));
+                d[i * n + j] = f64::from(self.alpha) * acc + f64::from(self.beta) * c_term;
+            }
+        }
+        d
+    }
+}
+
+/// `logical` (row-major rows x cols) laid out as `layout`.
+pub fn lay_out(logical: &[f32], rows: usize, cols: usize, layout: Layout) -> Vec<f32> {
+    match layout {
+        Layout::RowMajor => logical.to_vec(),
+        Layout::ColMajor => {
+            let mut out = vec![0.0; rows * cols];
+            for r in 0..rows {
+                for c in 0..cols {
+                    out[c * rows + r] = logical[r * cols + c];
+                }
+            }
+            out
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reference_is_alpha_ab_plus_beta_c() {
+        let mut p = Problem::new(2, 2, 3, Dtype::F32, Dtype::F32).unwrap();
+        p.alpha = 2.0;
+        p.beta = 0.5;
+        let a = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0];
+        let b = [1.0, 0.0, 0.0, 1.0, 1.0, 1.0];
+        let c = [2.0, 2.0, 2.0, 2.0];
+        // A·B = [[4, 5], [10, 11]].
+        assert_eq!(p.reference(&a, &b, &c), vec![9.0, 11.0, 21.0, 23.0]);
+        assert!(Problem::new(0, 1, 1, Dtype::F32, Dtype::F32).is_err());
+    }
+
+    #[test]
+    fn column_major_transposes_storage() {
+        assert_eq!(
+            lay_out(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], 2, 3, Layout::ColMajor),
+            vec![1.0, 4.0, 2.0, 5.0, 3.0, 6.0]
+        );
+    }
+}

@@ -1,0 +1,244 @@
+//! The rungs: the inputs each one feeds the kernel, rounded to the input type.
+
+use serde::Serialize;
+
+use crate::error::LadderError;
+use crate::problem::Problem;
+
+/// One rung of the ladder.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case", tag = "rung")]
+pub enum Rung {
+    /// A = B = 0: D = beta * C (here 0).
+    Zeros,
+    /// A = B = 1: every output is alpha * K.
+    Ones,
+    /// A(m, k) = a sequence of small integers, B = the identity (K x N, ones where
+    /// k == n): D(m, n) = alpha * A(m, n) for n < K, else 0. A wrong, shifted or
+    /// transposed tile shows where it lands.
+    SeqIdentity,
+    /// A(m, k) = 1 where k == K0, else 0; B(k, n) small integers: D(m, n) = alpha *
+    /// B(K0, n). A dropped or repeated K slice (or pipeline stage) holding K0 shows.
+    OnehotK { k0: usize },
+    /// Integers in [-2, 2] from a seeded generator: fp32 sums are exact for K up to
+    /// 2^21.
+    SmallInt { seed: u64 },
+    /// Uniform in [-1, 1) from a seeded generator: compared with a tolerance.
+    Random { seed: u64 },
+}
+
+/// The logical operands of a rung, row-major (A: M x K, B: K x N, C: M x N), each
+/// value already rounded to the problem's input type.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Operands {
+    pub a: Vec<f32>,
+    pub b: Vec<f32>,
+    pub c: Vec<f32>,
+}
+
+/// A small deterministic generator (SplitMix64): the same seed, the same inputs, on
+/// every machine.
+struct SplitMix(u64);
+
+impl SplitMix {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    /// An integer in [-r, r].
+    fn integer(&mut self, r: i64) -> f32 {
+        (self.next() % (2 * r as u64 + 1)) as f32 - r as f32
+    }
+    /// A float in [-1, 1).
+    fn uniform(&mut self) -> f32 {
+        ((self.next() >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+    }
+}
+
+/// The sequence of seq-identity: integers in [-32, 32], period 65 along a row, so a
+/// shift by whole rows or columns of a tile changes the values (and every value is
+/// exact in bf16 and f16).
+fn seq(m: usize, k: usize) -> f32 {
+    ((m * 7 + k) % 65) as f32 - 32.0
+}
+
+impl Rung {
+    /// Parses `zeros`, `ones`, `seq-identity`, `onehot-k:K0`, `small-int[:SEED]`,
+    /// `random[:SEED]` (seed 1 by default).
+    pub fn parse(text: &str) -> Result<Rung, LadderError> {
+        let (name, arg) = text
+            .trim()
+            .split_once(':')
+            .map_or((text.trim(), None), |(n, a)| (n, Some(a)));
+        let number = |a: Option<&str>, default: u64| -> Result<u64, LadderError> {
+            a.map_or(Ok(default), |a| {
+                a.parse()
+                    .map_err(|_| LadderError::UnknownRung(text.to_owned()))
+            })
+        };
+        match name {
+            "zeros" if arg.is_none() => Ok(Rung::Zeros),
+            "ones" if arg.is_none() => Ok(Rung::Ones),
+            "seq-identity" if arg.is_none() => Ok(Rung::SeqIdentity),
+            "onehot-k" => Ok(Rung::OnehotK {
+                k0: number(arg, 0)? as usize,
+            }),
+            "small-int" => Ok(Rung::SmallInt {
+                seed: number(arg, 1)?,
+            }),
+            "random" => Ok(Rung::Random {
+                seed: number(arg, 1)?,
+            }),
+            _ => Err(LadderError::UnknownRung(text.to_owned())),
+        }
+    }
+
+    /// The rung's name as `parse` reads it.
+    pub fn name(self) -> String {
+        match self {
+            Rung::Zeros => "zeros".to_owned(),
+            Rung::Ones => "ones".to_owned(),
+            Rung::SeqIdentity => "seq-identity".to_owned(),
+            Rung::OnehotK { k0 } => format!("onehot-k:{k0}"),
+            Rung::SmallInt { seed } => format!("small-int:{seed}"),
+            Rung::Random { seed } => format!("random:{seed}"),
+        }
+    }
+
+    /// Whether the answer is exact (compared without tolerance).
+    pub fn exact(self) -> bool {
+        !matches!(self, Rung::Random { .. })
+    }
+
+    /// The operands of this rung for `problem`.
+    pub fn operands(self, problem: &Problem) -> Result<Operands, LadderError> {
+        let (m, n, k) = (problem.m, problem.n, problem.k);
+        let round = |v: f32| problem.input.round(v);
+        let mut a = vec![0.0; m * k];
+        let mut b = vec![0.0; k * n];
+        match self {
+            Rung::Zeros => {}
+            Rung::Ones => {
+                a.fill(1.0);
+                b.fill(1.0);
+            }
+            Rung::SeqIdentity => {
+                for i in 0..m {
+                    for p in 0..k {
+                        a[i * k + p] = seq(i, p);
+                    }
+                }
+                for p in 0..k.min(n) {
+                    b[p * n + p] = 1.0;
+                }
+            }
+            Rung::OnehotK { k0 } => {
+                if k0 >= k {
+                    return Err(LadderError::OnehotOutOfRange { k0, k });
+                }
+                for i in 0..m {
+                    a[i * k + k0] = 1.0;
+                }
+                for p in 0..k {
+                    for j in 0..n {
+                        b[p * n + j] = ((p * 3 + j) % 17) as f32 - 8.0;
+                    }
+                }
+            }
+            Rung::SmallInt { seed } => {
+                let mut g = SplitMix(seed);
+                a.iter_mut().for_each(|v| *v = g.integer(2));
+                b.iter_mut().for_each(|v| *v = g.integer(2));
+            }
+            Rung::Random { seed } => {
+                let mut g = SplitMix(seed);
+                a.iter_mut().for_each(|v| *v = round(g.uniform()));
+                b.iter_mut().for_each(|v| *v = round(g.uniform()));
+            }
+        }
+        Ok(Operands {
+            a,
+            b,
+            c: vec![0.0; m * n],
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dtype::Dtype;
+
+    fn problem(m: usize, n: usize, k: usize) -> Problem {
+        Problem::new(m, n, k, Dtype::Bf16, Dtype::Bf16).unwrap()
+    }
+
+    #[test]
+    fn rungs_parse_and_print() {
+        for text in [
+            "zeros",
+            "ones",
+            "seq-identity",
+            "onehot-k:5",
+            "small-int:7",
+            "random:3",
+        ] {
+            assert_eq!(Rung::parse(text).unwrap().name(), text);
+        }
+        assert_eq!(
+            Rung::parse("small-int").unwrap(),
+            Rung::SmallInt { seed: 1 }
+        );
+        assert!(Rung::parse("ones:2").is_err());
+        assert!(Rung::parse("dump").is_err());
+        assert!(Rung::parse("onehot-k:x").is_err());
+    }
+
+    #[test]
+    fn closed_forms_hold_on_the_reference() {
+        let p = problem(5, 6, 4);
+        let d = |r: Rung| {
+            let o = r.operands(&p).unwrap();
+            p.reference(&o.a, &o.b, &o.c)
+        };
+        assert!(d(Rung::Ones).iter().all(|v| *v == 4.0));
+        assert!(d(Rung::Zeros).iter().all(|v| *v == 0.0));
+        // seq-identity: D(m, n) = A(m, n) for n < K, 0 beyond.
+        let s = d(Rung::SeqIdentity);
+        for i in 0..5 {
+            for j in 0..6 {
+                let want = if j < 4 { f64::from(seq(i, j)) } else { 0.0 };
+                assert_eq!(s[i * 6 + j], want);
+            }
+        }
+        // onehot-k: every row is B's row K0.
+        let o = Rung::OnehotK { k0: 2 }.operands(&p).unwrap();
+        let h = p.reference(&o.a, &o.b, &o.c);
+        for i in 0..5 {
+            for j in 0..6 {
+                assert_eq!(h[i * 6 + j], f64::from(o.b[2 * 6 + j]));
+            }
+        }
+        assert!(Rung::OnehotK { k0: 4 }.operands(&p).is_err());
+    }
+
+    #[test]
+    fn seeded_rungs_repeat_and_stay_in_range() {
+        let p = problem(8, 8, 8);
+        let a = Rung::SmallInt { seed: 3 }.operands(&p).unwrap();
+        assert_eq!(a, Rung::SmallInt { seed: 3 }.operands(&p).unwrap());
+        assert!(
+            a.a.iter()
+                .all(|v| (-2.0..=2.0).contains(v) && v.fract() == 0.0)
+        );
+        let r = Rung::Random { seed: 3 }.operands(&p).unwrap();
+        assert!(
+            r.a.iter()
+                .all(|v| (-1.0..1.0).contains(v) && Dtype::Bf16.round(*v) == *v)
+        );
+        assert_ne!(r, Rung::Random { seed: 4 }.operands(&p).unwrap());
+    }
+}
