@@ -12,3 +12,6 @@ pub const NO_KERNEL: i32 = 3;
 /// Results were printed, but a reported kernel contains syntax error regions, so
 /// sites inside them may be missing.
 pub const PARTIAL: i32 = 4;
+/// A comparison ran and the output does not match: `kwb ladder check` found a
+/// mismatch, NaN or Inf.
+pub const MISMATCH: i32 = 5;

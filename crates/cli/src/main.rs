@@ -29,6 +29,9 @@ enum Command {
     /// Read a trace written by an instrumented build
     #[command(subcommand)]
     Trace(TraceCommand),
+    /// Track B's controlled inputs: write a rung's operands, check a kernel's output
+    #[command(subcommand)]
+    Ladder(LadderCommand),
     /// ERROR/MISSING counts of parsing every C++/CUDA file under a directory
     ParseStats(commands::parse_stats::Args),
     /// Debug: print the syntax tree kwb sees (macros blanked), for bug reports
@@ -47,6 +50,15 @@ enum Command {
 }
 
 #[derive(Subcommand)]
+enum LadderCommand {
+    /// Write a rung's operands (and its answer) as .npy files, to feed a kernel
+    Write(commands::ladder::WriteArgs),
+    /// Compare a kernel's output (.npy, M x N) with the rung's answer; exit 5 on a
+    /// mismatch
+    Check(commands::ladder::CheckArgs),
+}
+
+#[derive(Subcommand)]
 enum TraceCommand {
     /// Per site and K tile: values seen, absmax, NaN/Inf counts, first values
     Show(commands::trace::ShowArgs),
@@ -58,6 +70,8 @@ fn main() -> ExitCode {
         Command::Sites(args) => commands::sites::run(args),
         Command::ParseStats(args) => commands::parse_stats::run(args),
         Command::Trace(TraceCommand::Show(args)) => commands::trace::show(args),
+        Command::Ladder(LadderCommand::Write(args)) => commands::ladder::write(args),
+        Command::Ladder(LadderCommand::Check(args)) => commands::ladder::check(args),
         Command::DumpTree { file } => commands::debug::dump_tree(&file),
         Command::Query { query, file } => commands::debug::query(&query, &file),
     };

@@ -1243,3 +1243,84 @@ fn trace_show_writes_full_tiles_as_npy() {
     assert!(index[1]["grid_file"].is_null());
     assert_eq!(index[1]["values"], 1);
 }
+
+#[test]
+fn ladder_writes_inputs_and_checks_an_output_exactly() {
+    let dir = TempDir::new().unwrap();
+    let d = dir.path();
+    let shape = ["--shape", "64,48,32"];
+    let run = kwb(
+        d,
+        &[
+            &["ladder", "write", "--rung", "seq-identity"][..],
+            &shape,
+            &["-o", "rung"],
+        ]
+        .concat(),
+    );
+    assert_eq!(run.code, OK, "{}", run.stderr);
+    for f in ["a.npy", "b.npy", "c.npy", "answer.npy"] {
+        assert!(d.join("rung").join(f).is_file(), "{f}");
+    }
+    // The answer itself passes; one changed value fails with its place, exit 5.
+    let check = |file: &str, extra: &[&str]| {
+        kwb(
+            d,
+            &[
+                &["ladder", "check", "--rung", "seq-identity"][..],
+                &shape,
+                extra,
+                &[file],
+            ]
+            .concat(),
+        )
+    };
+    let run = check("rung/answer.npy", &[]);
+    assert_eq!(run.code, OK, "{}{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout.starts_with("PASS seq-identity (exact)"),
+        "{}",
+        run.stdout
+    );
+    let mut bytes = std::fs::read(d.join("rung/answer.npy")).unwrap();
+    let at = bytes.len() - 4 * (48 * 60 + 40);
+    let v = f32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) + 1.0;
+    bytes[at..at + 4].copy_from_slice(&v.to_le_bytes());
+    std::fs::write(d.join("out.npy"), &bytes).unwrap();
+    let run = check("out.npy", &["--tile", "32,16", "--json"]);
+    assert_eq!(run.code, 5, "{}", run.stderr);
+    let c = json(&run);
+    assert_eq!(c["mismatches"], 1);
+    assert_eq!(c["first_mismatch"], serde_json::json!([3, 8]));
+    assert_eq!(c["tiles"]["rows"], 2);
+    // Bad outputs: a clear error, exit 2.
+    let run = check("rung/a.npy", &[]);
+    assert_eq!(run.code, INPUT);
+    assert!(
+        run.stderr.contains("the problem's output is [64, 48]"),
+        "{}",
+        run.stderr
+    );
+    write(d, "text.npy", "not numpy\n");
+    let run = check("text.npy", &[]);
+    assert_eq!(run.code, INPUT);
+    assert!(run.stderr.contains("not a .npy file"), "{}", run.stderr);
+    let run = check("missing.npy", &[]);
+    assert_eq!(run.code, INPUT);
+    let run = kwb(
+        d,
+        &[
+            "ladder",
+            "write",
+            "--rung",
+            "onehot-k:99",
+            "--shape",
+            "4,4,4",
+            "-o",
+            "x",
+        ],
+    );
+    assert_eq!(run.code, INPUT);
+    assert!(run.stderr.contains("outside K = 4"), "{}", run.stderr);
+    assert!(!d.join("x").exists(), "no output for a bad rung");
+}

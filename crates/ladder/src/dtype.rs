@@ -13,6 +13,15 @@ pub enum Dtype {
 }
 
 impl Dtype {
+    /// The name `--dtype` takes: `f32`, `f16`, `bf16`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Dtype::F32 => "f32",
+            Dtype::F16 => "f16",
+            Dtype::Bf16 => "bf16",
+        }
+    }
+
     /// Bits of significand precision (with the implicit bit): 24, 11, 8.
     pub fn precision(self) -> i32 {
         match self {

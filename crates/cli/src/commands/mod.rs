@@ -2,6 +2,7 @@
 
 pub mod debug;
 pub mod instrument;
+pub mod ladder;
 pub mod overlay;
 pub mod parse_stats;
 pub mod sites;

@@ -1,0 +1,287 @@
+//! `kwb ladder`: Track B's controlled inputs for a harness kwb does not run itself.
+//! `kwb ladder write` writes a rung's operands (and its answer) as `.npy` files to
+//! feed a kernel; `kwb ladder check` compares the output the kernel wrote (a `.npy`
+//! of M x N floats) with the rung's answer: exactly for closed-form rungs, with the
+//! first mismatch, the output/answer ratio and a per-tile error grid.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use kwb_ladder::{Comparison, Dtype, Problem, Rung};
+use miette::{Diagnostic, Report};
+use thiserror::Error;
+
+use crate::{exit, npy, render};
+
+/// What both subcommands need: the rung and the problem.
+#[derive(clap::Args, Clone)]
+pub struct Ladder {
+    /// The rung: zeros, ones, seq-identity, onehot-k:K0, small-int[:SEED], random[:SEED]
+    #[arg(long, value_parser = parse_rung)]
+    rung: Rung,
+    /// The GEMM shape M,N,K
+    #[arg(long, value_name = "M,N,K", value_parser = parse_shape)]
+    shape: (usize, usize, usize),
+    /// The type of A and B (the operands are rounded to it): bf16, f16, f32
+    #[arg(long, default_value = "bf16", value_parser = parse_dtype)]
+    dtype: Dtype,
+    /// The type the kernel stores D in (exact answers are rounded to it)
+    #[arg(long, default_value = "bf16", value_parser = parse_dtype)]
+    out_dtype: Dtype,
+    /// D = alpha * A·B (+ beta * C, C = 0 on every rung)
+    #[arg(long, default_value_t = 1.0)]
+    alpha: f32,
+}
+
+#[derive(clap::Args)]
+pub struct WriteArgs {
+    #[command(flatten)]
+    ladder: Ladder,
+    /// Folder for a.npy (M x K), b.npy (K x N), c.npy (M x N) and answer.npy (M x N)
+    #[arg(short, long)]
+    output: PathBuf,
+}
+
+#[derive(clap::Args)]
+pub struct CheckArgs {
+    #[command(flatten)]
+    ladder: Ladder,
+    /// The kernel's output: a .npy of M x N floats (float32, float64 or float16)
+    output: PathBuf,
+    /// The output tile of the error grid, BM,BN (the kernel's CTA tile)
+    #[arg(long, value_name = "BM,BN", default_value = "128,128", value_parser = parse_tile)]
+    tile: (usize, usize),
+    /// Print JSON
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Error, Diagnostic)]
+enum LadderCliError {
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Ladder(#[from] kwb_ladder::LadderError),
+    #[error("{path}: {source}")]
+    #[diagnostic(
+        code(kwb::ladder::bad_npy),
+        help("save the kernel's output with numpy.save as an M x N float array")
+    )]
+    Npy {
+        path: PathBuf,
+        source: npy::NpyError,
+    },
+    #[error("{path} is {found:?}, the problem's output is [{m}, {n}]")]
+    #[diagnostic(
+        code(kwb::ladder::shape),
+        help("pass the shape the kernel ran (--shape M,N,K) and save all of D")
+    )]
+    Shape {
+        path: PathBuf,
+        found: Vec<usize>,
+        m: usize,
+        n: usize,
+    },
+}
+
+fn parse_rung(text: &str) -> Result<Rung, String> {
+    Rung::parse(text).map_err(|e| e.to_string())
+}
+
+fn parse_dtype(text: &str) -> Result<Dtype, String> {
+    match text {
+        "bf16" => Ok(Dtype::Bf16),
+        "f16" | "fp16" | "half" => Ok(Dtype::F16),
+        "f32" | "fp32" | "float" => Ok(Dtype::F32),
+        other => Err(format!("`{other}` is not a dtype; choose bf16, f16 or f32")),
+    }
+}
+
+fn numbers<const N: usize>(text: &str, what: &str) -> Result<[usize; N], String> {
+    let parts: Vec<usize> = text
+        .split(',')
+        .map(|p| p.trim().parse::<usize>().ok().filter(|v| *v > 0))
+        .collect::<Option<_>>()
+        .ok_or_else(|| format!("`{text}` is not {what} (positive integers)"))?;
+    parts
+        .try_into()
+        .map_err(|_| format!("`{text}` is not {what}"))
+}
+
+fn parse_shape(text: &str) -> Result<(usize, usize, usize), String> {
+    let [m, n, k] = numbers::<3>(text, "M,N,K")?;
+    Ok((m, n, k))
+}
+
+fn parse_tile(text: &str) -> Result<(usize, usize), String> {
+    let [bm, bn] = numbers::<2>(text, "BM,BN")?;
+    Ok((bm, bn))
+}
+
+impl Ladder {
+    fn problem(&self) -> Result<Problem, kwb_ladder::LadderError> {
+        let (m, n, k) = self.shape;
+        let mut p = Problem::new(m, n, k, self.dtype, self.out_dtype)?;
+        p.alpha = self.alpha;
+        Ok(p)
+    }
+}
+
+/// Writes `bytes` to `dir/name` through a temporary file and a rename.
+fn write_file(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<()> {
+    let mut temp = tempfile::NamedTempFile::new_in(dir)?;
+    temp.write_all(bytes)?;
+    temp.persist(dir.join(name)).map_err(|e| e.error)?;
+    Ok(())
+}
+
+pub fn write(args: WriteArgs) -> i32 {
+    let ladder = &args.ladder;
+    let built = ladder
+        .problem()
+        .and_then(|p| ladder.rung.operands(&p).map(|o| (p, o)));
+    let (p, o) = match built {
+        Ok(x) => x,
+        Err(e) => {
+            render::error(Report::new(LadderCliError::from(e)));
+            return exit::INPUT;
+        }
+    };
+    let answer: Vec<f32> = p
+        .reference(&o.a, &o.b, &o.c)
+        .iter()
+        .map(|v| {
+            if ladder.rung.exact() {
+                p.output.round(*v as f32)
+            } else {
+                *v as f32
+            }
+        })
+        .collect();
+    let files = [
+        ("a.npy", npy::f32_array(&[p.m, p.k], &o.a)),
+        ("b.npy", npy::f32_array(&[p.k, p.n], &o.b)),
+        ("c.npy", npy::f32_array(&[p.m, p.n], &o.c)),
+        ("answer.npy", npy::f32_array(&[p.m, p.n], &answer)),
+    ];
+    let written = std::fs::create_dir_all(&args.output).and_then(|()| {
+        files
+            .iter()
+            .try_for_each(|(name, bytes)| write_file(&args.output, name, bytes))
+    });
+    if let Err(source) = written {
+        render::error(Report::new(crate::error::CliError::Unwritable {
+            path: args.output.clone(),
+            source,
+        }));
+        return exit::INPUT;
+    }
+    let _ = writeln!(
+        std::io::stdout(),
+        "wrote {} rung {} for {} x {} x {} (operands rounded to {}, row-major float32): a.npy, b.npy, c.npy, answer.npy in {}",
+        if ladder.rung.exact() {
+            "exact"
+        } else {
+            "tolerance"
+        },
+        ladder.rung.name(),
+        p.m,
+        p.n,
+        p.k,
+        p.input.name(),
+        args.output.display()
+    );
+    exit::OK
+}
+
+pub fn check(args: CheckArgs) -> i32 {
+    match checked(&args) {
+        Ok(c) => {
+            let mut out = std::io::stdout().lock();
+            let written = if args.json {
+                serde_json::to_writer_pretty(&mut out, &c)
+                    .map_err(std::io::Error::other)
+                    .and_then(|()| writeln!(out))
+            } else {
+                human(&mut out, &c)
+            };
+            match (written, c.pass) {
+                (Err(_), _) => exit::INTERNAL,
+                (Ok(()), true) => exit::OK,
+                (Ok(()), false) => exit::MISMATCH,
+            }
+        }
+        Err(e) => {
+            render::error(Report::new(e));
+            exit::INPUT
+        }
+    }
+}
+
+fn checked(args: &CheckArgs) -> Result<Comparison, LadderCliError> {
+    let ladder = &args.ladder;
+    let p = ladder.problem()?;
+    let o = ladder.rung.operands(&p)?;
+    let bytes = std::fs::read(&args.output).map_err(|e| LadderCliError::Npy {
+        path: args.output.clone(),
+        source: npy::NpyError::Header(e.to_string()),
+    })?;
+    let (shape, values) = npy::read_f32(&bytes).map_err(|source| LadderCliError::Npy {
+        path: args.output.clone(),
+        source,
+    })?;
+    if shape != [p.m, p.n] {
+        return Err(LadderCliError::Shape {
+            path: args.output.clone(),
+            found: shape,
+            m: p.m,
+            n: p.n,
+        });
+    }
+    let answer = p.reference(&o.a, &o.b, &o.c);
+    Ok(kwb_ladder::compare(
+        ladder.rung,
+        &p,
+        &answer,
+        &values,
+        args.tile,
+    )?)
+}
+
+fn human(out: &mut impl Write, c: &Comparison) -> std::io::Result<()> {
+    let verdict = if c.pass { "PASS" } else { "FAIL" };
+    let how = if c.exact {
+        "exact".to_owned()
+    } else {
+        format!("tolerance {:.3e}", c.tolerance)
+    };
+    writeln!(
+        out,
+        "{verdict} {} ({how}): {} mismatches, max |out - answer| {}, rel-L2 {:.3e}, ratio {:.4}, NaN {}, Inf {}",
+        c.rung, c.mismatches, c.max_abs, c.rel_l2, c.ratio, c.nan, c.inf
+    )?;
+    if let Some((m, n)) = c.first_mismatch {
+        writeln!(out, "first mismatch at (m, n) = ({m}, {n})")?;
+    }
+    if !c.pass {
+        let g = &c.tiles;
+        writeln!(
+            out,
+            "largest error per {} x {} tile ({} x {} tiles; . = exact):",
+            g.tile.0, g.tile.1, g.rows, g.cols
+        )?;
+        for r in 0..g.rows.min(32) {
+            let row: Vec<String> = (0..g.cols.min(16))
+                .map(|col| {
+                    let e = g.max_error[r * g.cols + col];
+                    if e == 0.0 {
+                        ".".to_owned()
+                    } else {
+                        format!("{e:.3}")
+                    }
+                })
+                .collect();
+            writeln!(out, "  {}", row.join(" "))?;
+        }
+    }
+    Ok(())
+}
