@@ -11,4 +11,5 @@ pub mod error;
 pub mod exit;
 pub mod input;
 pub mod npy;
+pub mod output;
 pub mod render;

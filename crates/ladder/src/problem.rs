@@ -6,16 +6,6 @@ use serde::Serialize;
 use crate::dtype::Dtype;
 use crate::error::LadderError;
 
-/// How an operand is laid out in memory.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Layout {
-    /// Rows contiguous: A as M x K (K-major), B as K x N (N-major), C/D as M x N.
-    RowMajor,
-    /// Columns contiguous: A (M-major), B (K-major, what a "TN" GEMM reads), C/D.
-    ColMajor,
-}
-
 /// One GEMM problem.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Problem {
@@ -72,22 +62,6 @@ impl Problem {
     }
 }
 
-/// `logical` (row-major rows x cols) laid out as `layout`.
-pub fn lay_out(logical: &[f32], rows: usize, cols: usize, layout: Layout) -> Vec<f32> {
-    match layout {
-        Layout::RowMajor => logical.to_vec(),
-        Layout::ColMajor => {
-            let mut out = vec![0.0; rows * cols];
-            for r in 0..rows {
-                for c in 0..cols {
-                    out[c * rows + r] = logical[r * cols + c];
-                }
-            }
-            out
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -103,13 +77,5 @@ mod tests {
         // A·B = [[4, 5], [10, 11]].
         assert_eq!(p.reference(&a, &b, &c), vec![9.0, 11.0, 21.0, 23.0]);
         assert!(Problem::new(0, 1, 1, Dtype::F32, Dtype::F32).is_err());
-    }
-
-    #[test]
-    fn column_major_transposes_storage() {
-        assert_eq!(
-            lay_out(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], 2, 3, Layout::ColMajor),
-            vec![1.0, 4.0, 2.0, 5.0, 3.0, 6.0]
-        );
     }
 }

@@ -357,16 +357,10 @@ fn same_file(input: &Path, output: &Path) -> bool {
 /// Writes `text` to a temporary file beside `path`, then renames it into place, so a
 /// failure never leaves a half-written output.
 fn write_atomically(path: &Path, text: &str) -> Result<(), OutputError> {
-    let unwritable = |source| OutputError::Unwritable {
-        path: path.to_owned(),
-        source,
-    };
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let mut temp = tempfile::NamedTempFile::new_in(dir).map_err(unwritable)?;
-    temp.write_all(text.as_bytes()).map_err(unwritable)?;
-    temp.persist(path).map_err(|e| unwritable(e.error))?;
-    Ok(())
+    crate::output::write_atomically(path, text.as_bytes()).map_err(|source| {
+        OutputError::Unwritable {
+            path: path.to_owned(),
+            source,
+        }
+    })
 }

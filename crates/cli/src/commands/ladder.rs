@@ -126,12 +126,8 @@ impl Ladder {
     }
 }
 
-/// Writes `bytes` to `dir/name` through a temporary file and a rename.
 fn write_file(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<()> {
-    let mut temp = tempfile::NamedTempFile::new_in(dir)?;
-    temp.write_all(bytes)?;
-    temp.persist(dir.join(name)).map_err(|e| e.error)?;
-    Ok(())
+    crate::output::write_atomically(&dir.join(name), bytes)
 }
 
 pub fn write(args: WriteArgs) -> i32 {

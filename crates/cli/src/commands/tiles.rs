@@ -9,7 +9,6 @@
 //! written to a temporary name and renamed, so none is ever half written.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::Path;
 
 use kwb_runtime::{Kind, TileValue, Trace, TraceRecord};
@@ -89,10 +88,7 @@ fn grid(values: &[&TileValue], axes: [usize; 2]) -> Option<([usize; 2], [i32; 2]
 }
 
 fn write_file(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<()> {
-    let mut temp = tempfile::NamedTempFile::new_in(dir)?;
-    temp.write_all(bytes)?;
-    temp.persist(dir.join(name)).map_err(|e| e.error)?;
-    Ok(())
+    crate::output::write_atomically(&dir.join(name), bytes)
 }
 
 /// The file-name stem of a record's tile.
