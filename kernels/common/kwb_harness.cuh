@@ -35,19 +35,24 @@ namespace kwb_harness {
 
 // The input rungs every family runs. Each has a closed-form or exactly
 // representable answer except `random`, which is compared with a tolerance.
-enum class Input { ones, small_int, random };
+// `wide_int` is not run by default (ask for it with --input): integers in [-8, 8],
+// still exact in bf16/fp16 and in every fp32 partial sum here, but with 17^8
+// patterns per run of 8 values along K, so a traced operand tile can be located in
+// the input by its content alone (the provenance check of `cargo xtask gpu-trace`).
+enum class Input { ones, small_int, random, wide_int };
 
 inline const char* input_name(Input input) {
   switch (input) {
     case Input::ones: return "ones";
     case Input::small_int: return "small_int";
     case Input::random: return "random";
+    case Input::wide_int: return "wide_int";
   }
   return "?";
 }
 
 inline bool parse_input(const char* text, Input* out) {
-  for (Input i : {Input::ones, Input::small_int, Input::random}) {
+  for (Input i : {Input::ones, Input::small_int, Input::random, Input::wide_int}) {
     if (std::strcmp(text, input_name(i)) == 0) {
       *out = i;
       return true;
@@ -75,7 +80,7 @@ struct Rng {
 // Values of one operand for a rung, as floats already exact in bf16/fp16:
 // ones -> 1; small_int -> integers in [-2, 2] (every partial sum of K <= 2^20
 // products is an exact fp32 integer); random -> uniform [-1, 1) (the caller rounds
-// to its dtype and references the rounded values).
+// to its dtype and references the rounded values); wide_int -> integers in [-8, 8].
 inline std::vector<float> make_operand(Input input, size_t count, uint64_t seed) {
   std::vector<float> v(count);
   Rng rng(seed);
@@ -84,9 +89,46 @@ inline std::vector<float> make_operand(Input input, size_t count, uint64_t seed)
       case Input::ones: v[i] = 1.0f; break;
       case Input::small_int: v[i] = float(rng.integer(2)); break;
       case Input::random: v[i] = float(rng.uniform()); break;
+      case Input::wide_int: v[i] = float(rng.integer(8)); break;
     }
   }
   return v;
+}
+
+// With KWB_DUMP_DIR set, writes an operand as the kernel sees it (dtype-rounded) to
+// `$KWB_DUMP_DIR/<input>.<name>.npy`: little-endian f32, C order, shape [rows, cols],
+// where the operand's element (r, c) is values[r * cols + c]. Every family dumps A as
+// [M, K] and B as [N, K] (row n of B holds B(k, n) along k), so a host model can
+// locate the tiles a trace shows. A failed write is a harness error (exit 3).
+inline void dump_operand(Input input, const char* name, const std::vector<float>& values,
+                         int rows, int cols) {
+  const char* dir = std::getenv("KWB_DUMP_DIR");
+  if (dir == nullptr || *dir == 0) return;
+  const std::string path = std::string(dir) + "/" + input_name(input) + "." + name + ".npy";
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" +
+                       std::to_string(rows) + ", " + std::to_string(cols) + "), }";
+  // Magic (6) + version (2) + header length (2) + header, padded with spaces to a
+  // multiple of 64 and ended by a newline.
+  const size_t unpadded = 10 + header.size() + 1;
+  header.append((64 - unpadded % 64) % 64, ' ');
+  header.push_back('\n');
+  FILE* f = std::fopen(path.c_str(), "wb");
+  bool ok = f != nullptr && size_t(rows) * size_t(cols) == values.size();
+  if (ok) {
+    const unsigned char preamble[8] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0};
+    const unsigned short len = static_cast<unsigned short>(header.size());
+    const unsigned char len_le[2] = {static_cast<unsigned char>(len & 0xff),
+                                     static_cast<unsigned char>(len >> 8)};
+    ok = std::fwrite(preamble, 1, 8, f) == 8 && std::fwrite(len_le, 1, 2, f) == 2 &&
+         std::fwrite(header.data(), 1, header.size(), f) == header.size() &&
+         std::fwrite(values.data(), sizeof(float), values.size(), f) == values.size();
+  }
+  if (f != nullptr) ok = std::fclose(f) == 0 && ok;
+  if (!ok) {
+    std::printf("KWB_ERROR {\"call\":\"dump_operand\",\"error\":\"cannot write %s\",\"line\":%d}\n",
+                path.c_str(), __LINE__);
+    std::exit(3);
+  }
 }
 
 // ref[m][n] = alpha * sum_k A(m, k) * B(k, n) + beta * C(m, n) + bias(n), in f64,

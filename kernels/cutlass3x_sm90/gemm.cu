@@ -282,6 +282,8 @@ int main(int argc, char** argv) {
       hb16[i] = ElementB(hb[i]);
       hb[i] = float(hb16[i]);
     }
+    dump_operand(input, "A", ha, M, K);
+    dump_operand(input, "B", hb, N, K);
 
     KWB_CUDA_CHECK(cudaMemset(a.ptr, 0, a.bytes()));
     KWB_CUDA_CHECK(cudaMemcpy2D(a.ptr, a.pitch_bytes, ha16.data(), a.row_bytes, a.row_bytes, a.rows,

@@ -467,6 +467,10 @@ int main(int argc, char** argv) {
     const std::vector<double> acc_down =
         reference_gemm(kBatchRows, kHidden, kIntermediate, h_ref.data(), kIntermediate, 1,
                        w_down.data(), 1, kIntermediate, 1.0, 0.0, nullptr, nullptr);
+    // The traced instantiation (linear_task<6144, 1024>, the down projection) consumes
+    // h as A and W_down as B.
+    dump_operand(input, "A", h_ref, kBatchRows, kIntermediate);
+    dump_operand(input, "B", w_down, kHidden, kIntermediate);
     std::vector<float> b_down = make_operand(input, kHidden, 15);
     const double scale_down = pow2_floor_rms(acc_down);
     for (float& e : b_down) e = bf16_round(e * scale_down);

@@ -308,6 +308,8 @@ int main(int argc, char** argv) {
     std::vector<float> b = make_operand(input, b_count, 2);
     const std::vector<uint16_t> a_bits = round_to_bf16(a);
     const std::vector<uint16_t> b_bits = round_to_bf16(b);
+    dump_operand(input, "A", a, M, K);
+    dump_operand(input, "B", b, N, K);
     KWB_CUDA_CHECK(cudaMemcpy(dA, a_bits.data(), a_count * sizeof(uint16_t),
                               cudaMemcpyHostToDevice));
     KWB_CUDA_CHECK(cudaMemcpy(dB, b_bits.data(), b_count * sizeof(uint16_t),

@@ -347,6 +347,8 @@ int main(int argc, char** argv) {
       hB[i] = __float2bfloat16(b[i]);
       b[i] = __bfloat162float(hB[i]);
     }
+    dump_operand(input, "A", a, M, K);
+    dump_operand(input, "B", b, N, K);
 
     // Pitched operands (padding zeroed); output poisoned with NaN (0xFFFF) so any element
     // the kernel does not write shows up.

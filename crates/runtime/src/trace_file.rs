@@ -137,7 +137,7 @@ pub struct SiteInfo {
 }
 
 /// A decoded trace file.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Trace {
     /// The site table, in file order (sorted by id when the header wrote it).
     pub sites: Vec<SiteInfo>,

@@ -1,0 +1,207 @@
+//! Which tile of the host product each warp's final accumulator holds.
+
+use std::collections::BTreeMap;
+
+use kwb_runtime::{Kind, Trace};
+
+use crate::matrix::Product;
+
+/// Where a warp's accumulator (after the mainloop) lies in `A·Bᵀ`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Placement {
+    /// Every value equals the product at its recorded (m, n).
+    AtCoordinates,
+    /// Every value equals the product at its recorded (m, n) moved by (dm, dn):
+    /// coordinates local to a warp or a CTA, or a tile taken from elsewhere.
+    Shifted { dm: i64, dn: i64 },
+    /// No coordinates: the values are, as a multiset, the product's tile at (m0, n0)
+    /// of `rows × cols`.
+    Tile {
+        m0: i64,
+        n0: i64,
+        rows: i64,
+        cols: i64,
+    },
+    /// The values are no tile of the product.
+    Nowhere,
+}
+
+/// One warp's accumulator at one probe site.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct AccumulatorGroup {
+    pub site: u32,
+    pub warp: u32,
+    pub values: usize,
+    pub placement: Placement,
+    /// With coordinates: their smallest (m, n).
+    pub origin: Option<(i64, i64)>,
+}
+
+/// The accumulators after the mainloop of the traced CTA, located in the product.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct AccumulatorReport {
+    pub groups: Vec<AccumulatorGroup>,
+    /// The coordinates are the problem's, not local: some group's smallest m or n is
+    /// past 0, which a frame local to a warp or a CTA never gives over a whole CTA.
+    pub global_frame: bool,
+    /// Whether the product compares exactly (integer inputs, every partial sum
+    /// exact in fp32) or within the fp32 accumulation bound.
+    pub exact: bool,
+}
+
+impl AccumulatorReport {
+    /// Every group is a tile of the product, and in a global frame at its own
+    /// coordinates.
+    pub fn right(&self) -> bool {
+        !self.groups.is_empty()
+            && self.groups.iter().all(|g| match g.placement {
+                Placement::AtCoordinates | Placement::Tile { .. } => true,
+                Placement::Shifted { .. } => !self.global_frame,
+                Placement::Nowhere => false,
+            })
+    }
+
+    /// Groups whose values are no tile of the product.
+    pub fn nowhere(&self) -> usize {
+        self.groups
+            .iter()
+            .filter(|g| g.placement == Placement::Nowhere)
+            .count()
+    }
+
+    /// In a global frame, the shift of the first group that lies elsewhere.
+    pub fn misplaced(&self) -> Option<(i64, i64)> {
+        if !self.global_frame {
+            return None;
+        }
+        self.groups.iter().find_map(|g| match g.placement {
+            Placement::Shifted { dm, dn } => Some((dm, dn)),
+            _ => None,
+        })
+    }
+
+    /// The (m, n) ranges the coordinates cover in a global frame.
+    pub fn coordinate_rows(&self, trace: &Trace) -> Option<(crate::Ranges, crate::Ranges)> {
+        if !self.global_frame {
+            return None;
+        }
+        let mut ms = crate::Ranges::default();
+        let mut ns = crate::Ranges::default();
+        for (_, v) in final_values(trace) {
+            ms.insert(i64::from(v.m));
+            ns.insert(i64::from(v.n));
+        }
+        Some((ms, ns))
+    }
+}
+
+/// Full-tile values of accumulator records after the mainloop (K tile -1).
+fn final_values(trace: &Trace) -> impl Iterator<Item = (u32, &kwb_runtime::TileValue)> {
+    trace.tiles.iter().filter_map(|v| {
+        let r = trace.records.get(v.record as usize)?;
+        (r.kind() == Some(Kind::Accumulator) && r.k_tile < 0).then_some((v.record, v))
+    })
+}
+
+/// Tile edges tried for values without coordinates, and the step of shifts tried
+/// for values with them (every MMA tile edge is a multiple of 8).
+const EDGES: [i64; 6] = [8, 16, 32, 64, 128, 256];
+const STEP: i64 = 8;
+
+/// Locates each (site, warp) group of final accumulator values in `product`.
+pub fn locate_accumulators(trace: &Trace, product: &Product) -> AccumulatorReport {
+    let mut groups: BTreeMap<(u32, u32), Vec<&kwb_runtime::TileValue>> = BTreeMap::new();
+    for (record, v) in final_values(trace) {
+        let r = &trace.records[record as usize];
+        groups.entry((r.site, r.warp)).or_default().push(v);
+    }
+    let mut report = AccumulatorReport {
+        exact: product.is_exact(),
+        ..AccumulatorReport::default()
+    };
+    for ((site, warp), values) in groups {
+        let coords = values.iter().all(|v| v.m >= 0 && v.n >= 0);
+        let (placement, origin) = if coords {
+            let origin = (
+                values.iter().map(|v| i64::from(v.m)).min().unwrap_or(0),
+                values.iter().map(|v| i64::from(v.n)).min().unwrap_or(0),
+            );
+            (place_with_coordinates(&values, product), Some(origin))
+        } else {
+            (place_multiset(&values, product), None)
+        };
+        if origin.is_some_and(|(m, n)| m > 0 || n > 0) {
+            report.global_frame = true;
+        }
+        report.groups.push(AccumulatorGroup {
+            site,
+            warp,
+            values: values.len(),
+            placement,
+            origin,
+        });
+    }
+    report
+}
+
+fn fits(values: &[&kwb_runtime::TileValue], product: &Product, dm: i64, dn: i64) -> bool {
+    values
+        .iter()
+        .all(|v| product.matches(i64::from(v.m) + dm, i64::from(v.n) + dn, v.value))
+}
+
+fn place_with_coordinates(values: &[&kwb_runtime::TileValue], product: &Product) -> Placement {
+    if fits(values, product, 0, 0) {
+        return Placement::AtCoordinates;
+    }
+    let (lo_m, hi_m) = bounds(values.iter().map(|v| i64::from(v.m)));
+    let (lo_n, hi_n) = bounds(values.iter().map(|v| i64::from(v.n)));
+    let span = |lo: i64, hi: i64, size: usize| {
+        let first = (-lo).div_euclid(STEP) * STEP;
+        (first..=size as i64 - 1 - hi).step_by(STEP as usize)
+    };
+    for dm in span(lo_m, hi_m, product.m) {
+        for dn in span(lo_n, hi_n, product.n) {
+            if (dm, dn) != (0, 0) && fits(values, product, dm, dn) {
+                return Placement::Shifted { dm, dn };
+            }
+        }
+    }
+    Placement::Nowhere
+}
+
+fn bounds(it: impl Iterator<Item = i64>) -> (i64, i64) {
+    it.fold((i64::MAX, i64::MIN), |(lo, hi), v| (lo.min(v), hi.max(v)))
+}
+
+fn place_multiset(values: &[&kwb_runtime::TileValue], product: &Product) -> Placement {
+    let mut got: Vec<f32> = values.iter().map(|v| v.value).collect();
+    got.sort_by(f32::total_cmp);
+    let count = got.len() as i64;
+    for rows in EDGES {
+        let cols = count / rows;
+        if rows * cols != count || !EDGES.contains(&cols) {
+            continue;
+        }
+        for m0 in (0..=product.m as i64 - rows).step_by(rows as usize) {
+            for n0 in (0..=product.n as i64 - cols).step_by(cols as usize) {
+                let mut want: Vec<(f64, i64, i64)> = Vec::with_capacity(got.len());
+                for m in m0..m0 + rows {
+                    for n in n0..n0 + cols {
+                        want.push((product.get(m, n).unwrap_or(f64::NAN), m, n));
+                    }
+                }
+                want.sort_by(|a, b| a.0.total_cmp(&b.0));
+                if want
+                    .iter()
+                    .zip(&got)
+                    .all(|((_, m, n), v)| product.matches(*m, *n, *v))
+                {
+                    return Placement::Tile { m0, n0, rows, cols };
+                }
+            }
+        }
+    }
+    Placement::Nowhere
+}

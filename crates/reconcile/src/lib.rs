@@ -1,0 +1,38 @@
+//! The host model a Track A trace is checked against, stage by stage, when the
+//! inputs are known (a controlled-input rung the harness dumped):
+//!
+//! - **Operands, by provenance.** Each run of 8 traced operand values along K (a
+//!   16-byte chunk of a shared tile, or 8 consecutive k of a register fragment row) is
+//!   looked up by content in the operand matrix. On `wide_int` inputs (integers in
+//!   [-8, 8]) a run is all but unique, so the lookup says which row and which K slice
+//!   the kernel really fed the MMA, with no knowledge of the kernel's layout. Per warp,
+//!   every row it consumes must meet every K slice equally often: a slice never met, met
+//!   twice, met from a stray row, or values that are no slice of the input at all are an
+//!   operand-load (or descriptor) defect, named by K range and rows.
+//! - **Accumulator, by placement.** The accumulator a warp holds after the mainloop is
+//!   located in the host product `A·Bᵀ`: at its recorded coordinates, at a shifted
+//!   position (coordinates local to a warp or CTA), or — without coordinates — as the
+//!   multiset of a tile. A tile found nowhere means the MMA/accumulate stage (or the
+//!   operand arrangement it read) is wrong.
+//! - **Shared-memory arrangement.** Where operand chunks carry their raw position,
+//!   the arrangement they lie in (unswizzled, 128-byte swizzle) is read from where
+//!   each chunk's K slice sits.
+//!
+//! No IO and no GPU: the caller decodes the trace and reads the dumped inputs.
+
+mod accumulator;
+mod arrangement;
+mod matrix;
+mod provenance;
+mod ranges;
+
+pub use crate::accumulator::{AccumulatorReport, Placement, locate_accumulators};
+pub use crate::arrangement::{Arrangement, arrangement};
+pub use crate::matrix::{Matrix, Product};
+pub use crate::provenance::{
+    Located, OperandReport, ProvenanceIndex, UNIT, Unit, check_operand, units_of,
+};
+pub use crate::ranges::Ranges;
+
+#[cfg(test)]
+mod tests;

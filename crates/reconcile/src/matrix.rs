@@ -1,0 +1,103 @@
+//! Row-major matrices of the inputs and the host product.
+
+/// A row-major `rows × cols` matrix of f32. For an operand, a row is one m (A) or
+/// one n (B) and the columns run along K, so `A` is `[M, K]` and `B` is `[N, K]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Matrix {
+    pub rows: usize,
+    pub cols: usize,
+    /// `rows * cols` values; element (r, c) is `data[r * cols + c]`.
+    pub data: Vec<f32>,
+}
+
+impl Matrix {
+    /// A matrix over `data`, or `None` when the length is not `rows * cols`.
+    pub fn new(rows: usize, cols: usize, data: Vec<f32>) -> Option<Matrix> {
+        (rows.checked_mul(cols)? == data.len()).then_some(Matrix { rows, cols, data })
+    }
+
+    /// Row `r`.
+    pub fn row(&self, r: usize) -> &[f32] {
+        &self.data[r * self.cols..(r + 1) * self.cols]
+    }
+}
+
+/// The product `P = A·Bᵀ` (`P(m, n) = Σ_k A(m, k) B(n, k)`) in f64, with the bound
+/// `Σ_k |A(m, k) B(n, k)|` that gives each cell the rounding an fp32 accumulation in
+/// any order may add: `K · 2⁻²⁴ · bound`, or nothing at all when every input is an
+/// integer and every bound stays below 2²⁴ (then every partial sum is exact).
+#[derive(Debug, Clone)]
+pub struct Product {
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    values: Vec<f64>,
+    bounds: Vec<f64>,
+    exact: bool,
+}
+
+impl Product {
+    /// `a·bᵀ`, or `None` when their K differ.
+    pub fn of(a: &Matrix, b: &Matrix) -> Option<Product> {
+        if a.cols != b.cols {
+            return None;
+        }
+        let (m, n, k) = (a.rows, b.rows, a.cols);
+        let mut values = vec![0.0; m * n];
+        let mut bounds = vec![0.0; m * n];
+        for i in 0..m {
+            let ar = a.row(i);
+            for j in 0..n {
+                let br = b.row(j);
+                let (mut s, mut t) = (0.0_f64, 0.0_f64);
+                for (x, y) in ar.iter().zip(br) {
+                    let p = f64::from(*x) * f64::from(*y);
+                    s += p;
+                    t += p.abs();
+                }
+                values[i * n + j] = s;
+                bounds[i * n + j] = t;
+            }
+        }
+        let integral = a.data.iter().chain(&b.data).all(|v| v.fract() == 0.0);
+        let exact = integral && bounds.iter().all(|&t| t < 16_777_216.0);
+        Some(Product {
+            m,
+            n,
+            k,
+            values,
+            bounds,
+            exact,
+        })
+    }
+
+    /// `P(m, n)`, or `None` outside the product.
+    pub fn get(&self, m: i64, n: i64) -> Option<f64> {
+        self.index(m, n).map(|i| self.values[i])
+    }
+
+    /// Whether an fp32 accumulator value `v` can be `P(m, n)`: equal when every
+    /// partial sum is exact, within the fp32 accumulation bound otherwise.
+    pub fn matches(&self, m: i64, n: i64, v: f32) -> bool {
+        let Some(i) = self.index(m, n) else {
+            return false;
+        };
+        let want = self.values[i];
+        if self.exact {
+            f64::from(v) == want
+        } else {
+            let tol = self.k as f64 * 2f64.powi(-24) * self.bounds[i];
+            (f64::from(v) - want).abs() <= tol
+        }
+    }
+
+    /// Whether every partial sum of every cell is exact in fp32.
+    pub fn is_exact(&self) -> bool {
+        self.exact
+    }
+
+    fn index(&self, m: i64, n: i64) -> Option<usize> {
+        let (m, n) = (usize::try_from(m).ok()?, usize::try_from(n).ok()?);
+        (m < self.m && n < self.n).then(|| m * self.n + n)
+    }
+}

@@ -1,0 +1,283 @@
+//! The host model on synthetic traces: clean runs, planted operand defects (a K
+//! slice twice, a stray row, zeros), shared-tile arrangements and accumulator
+//! placement.
+
+use kwb_runtime::{Kind, RECORD_SIZE, TileValue, Trace, TraceRecord};
+
+use super::*;
+
+/// Integers in [-8, 8], the `wide_int` rung's values, from a fixed xorshift.
+fn wide(rows: usize, cols: usize, seed: u64) -> Matrix {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let data = (0..rows * cols)
+        .map(|_| {
+            s ^= s >> 12;
+            s ^= s << 25;
+            s ^= s >> 27;
+            (s.wrapping_mul(0x2545_F491_4F6C_DD1D) % 17) as f32 - 8.0
+        })
+        .collect();
+    Matrix::new(rows, cols, data).unwrap()
+}
+
+fn record(kind: Kind, warp: u32, k_tile: i32) -> TraceRecord {
+    let mut r = TraceRecord::from_le_bytes(&[0; RECORD_SIZE]);
+    r.kind = kind as u32;
+    r.warp = warp;
+    r.k_tile = k_tile;
+    r.row_bound = i32::MAX;
+    r
+}
+
+/// Builds a trace record by record: each push adds a record and its tile values.
+#[derive(Default)]
+struct Builder {
+    trace: Trace,
+}
+
+impl Builder {
+    fn push(&mut self, r: TraceRecord, values: impl IntoIterator<Item = (f32, i32, i32, i32)>) {
+        let index = self.trace.records.len() as u32;
+        self.trace.records.push(r);
+        for (element, (value, m, n, k)) in values.into_iter().enumerate() {
+            self.trace.tiles.push(TileValue {
+                record: index,
+                element: element as u32,
+                value,
+                m,
+                n,
+                k,
+            });
+        }
+    }
+}
+
+/// Operand A fragments of one warp: rows `rows`, K tiles of `bk` walked in the
+/// order `tiles` (tile t of the input fed at step i), with local coordinates.
+fn fragments(a: &Matrix, rows: std::ops::Range<usize>, bk: usize, tiles: &[usize]) -> Trace {
+    let mut b = Builder::default();
+    for (step, &t) in tiles.iter().enumerate() {
+        let values = rows.clone().flat_map(|m| {
+            (0..bk).map(move |k| {
+                let v = a.data[m * a.cols + t * bk + k];
+                (v, (m - rows.start) as i32, -1, k as i32)
+            })
+        });
+        b.push(
+            record(Kind::OperandA, 0, step as i32),
+            values.collect::<Vec<_>>(),
+        );
+    }
+    b.trace
+}
+
+fn operand(trace: &Trace, a: &Matrix) -> OperandReport {
+    let (units, padding) = units_of(trace, Kind::OperandA);
+    check_operand(&units, padding, &ProvenanceIndex::new(a))
+}
+
+#[test]
+fn a_clean_walk_meets_every_k_slice_once() {
+    let a = wide(64, 128, 1);
+    let report = operand(&fragments(&a, 16..32, 32, &[0, 1, 2, 3]), &a);
+    assert!(report.readable() && report.clean(), "{report:?}");
+    assert_eq!(report.rows.to_string(), "16..32");
+    assert_eq!(report.times, 1);
+    assert!(report.coordinates);
+    assert!(
+        report
+            .describe()
+            .contains("every K slice consumed 1 time(s)")
+    );
+}
+
+#[test]
+fn a_tile_fed_twice_shows_as_never_and_extra_k() {
+    // Step 2 multiplies tile 0 again (a prefetch with the wrong K offset).
+    let a = wide(64, 128, 2);
+    let report = operand(&fragments(&a, 0..16, 32, &[0, 1, 0, 3]), &a);
+    assert!(report.readable() && !report.clean());
+    assert_eq!(report.k_never.scaled(UNIT as i64), "64..96");
+    assert_eq!(report.k_extra.scaled(UNIT as i64), "0..32");
+    assert!(report.describe().contains("k 64..96 never consumed"));
+}
+
+#[test]
+fn another_rows_slice_is_a_stray_row() {
+    // K tile 0 of rows 0..16 comes from rows 32..48 (swapped coordinates).
+    let a = wide(64, 128, 3);
+    let mut trace = fragments(&a, 0..16, 32, &[0, 1, 2, 3]);
+    for v in trace.tiles.iter_mut().filter(|v| v.record == 0) {
+        v.value = a.data[(v.m as usize + 32) * a.cols + v.k as usize];
+    }
+    let report = operand(&trace, &a);
+    assert_eq!(report.stray_rows.to_string(), "32..48");
+    assert_eq!(report.stray_k.scaled(UNIT as i64), "0..32");
+    assert_eq!(report.k_never.scaled(UNIT as i64), "0..32");
+}
+
+#[test]
+fn zeros_are_told_apart_from_foreign_values() {
+    let a = wide(64, 128, 4);
+    let mut trace = fragments(&a, 0..16, 32, &[0, 1, 2, 3]);
+    for v in trace.tiles.iter_mut().filter(|v| v.record == 3 && v.m >= 8) {
+        v.value = 0.0;
+    }
+    let report = operand(&trace, &a);
+    assert!(report.zeros_only(), "{report:?}");
+    for v in trace.tiles.iter_mut().filter(|v| v.record == 3 && v.m >= 8) {
+        v.value = 1000.0;
+    }
+    let report = operand(&trace, &a);
+    assert!(!report.zeros_only() && report.unmatched > 0);
+}
+
+#[test]
+fn padding_rows_past_the_row_bound_are_not_looked_up() {
+    let a = wide(64, 128, 5);
+    let mut trace = fragments(&a, 0..16, 32, &[0, 1, 2, 3]);
+    for r in &mut trace.records {
+        r.row_bound = 8;
+    }
+    for v in trace.tiles.iter_mut().filter(|v| v.m >= 8) {
+        v.value = 0.0;
+    }
+    let report = operand(&trace, &a);
+    assert!(report.clean(), "{report:?}");
+    assert_eq!(report.padding, 8 * 4 * 4);
+    assert_eq!(report.rows.to_string(), "0..8");
+}
+
+/// A 128-byte-per-line shared tile of rows `rows` × 64 k (K tile `t`), chunks
+/// swizzled or not, read in raw order (no coordinates).
+fn shared_tile(a: &Matrix, rows: std::ops::Range<usize>, t: usize, swizzle: bool) -> Vec<f32> {
+    let mut out = vec![0.0; rows.len() * 64];
+    for (line, m) in rows.enumerate() {
+        for slice in 0..8 {
+            let slot = if swizzle { slice ^ (line % 8) } else { slice };
+            for i in 0..8 {
+                out[line * 64 + slot * 8 + i] = a.data[m * a.cols + t * 64 + slice * 8 + i];
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn shared_tiles_in_raw_order_are_located_and_their_swizzle_read() {
+    let a = wide(32, 256, 6);
+    for (swizzle, want) in [
+        (true, Arrangement::Swizzle128),
+        (false, Arrangement::Unswizzled),
+    ] {
+        let mut b = Builder::default();
+        for t in 0..4 {
+            let tile = shared_tile(&a, 0..32, t, swizzle);
+            b.push(
+                record(Kind::OperandA, 0, t as i32),
+                tile.into_iter().map(|v| (v, -1, -1, -1)),
+            );
+        }
+        let report = operand(&b.trace, &a);
+        assert!(report.clean() && !report.coordinates, "{report:?}");
+        assert_eq!(arrangement(&report.raw), want);
+    }
+}
+
+#[test]
+fn values_in_an_order_the_model_cannot_cut_are_unreadable_not_wrong() {
+    // A register fragment without coordinates: lane-major order, not K runs.
+    let a = wide(32, 64, 7);
+    let mut b = Builder::default();
+    let values: Vec<_> = (0..32 * 64)
+        .map(|i| (a.data[(i % 32) * 64 + i / 32], -1, -1, -1))
+        .collect();
+    b.push(record(Kind::OperandA, 0, 0), values);
+    let report = operand(&b.trace, &a);
+    assert!(!report.readable());
+}
+
+fn accumulator_trace(
+    p: &Product,
+    cells: impl Iterator<Item = (i64, i64)>,
+    at: (i64, i64),
+    coords: bool,
+) -> Trace {
+    let mut b = Builder::default();
+    let values: Vec<_> = cells
+        .map(|(m, n)| {
+            let v = p.get(m + at.0, n + at.1).unwrap() as f32;
+            if coords {
+                (v, m as i32, n as i32, -1)
+            } else {
+                (v, -1, -1, -1)
+            }
+        })
+        .collect();
+    b.push(record(Kind::Accumulator, 0, -1), values);
+    b.trace
+}
+
+fn square(lo: i64, hi: i64) -> impl Iterator<Item = (i64, i64)> {
+    (lo..hi).flat_map(move |m| (lo..hi).map(move |n| (m, n)))
+}
+
+#[test]
+fn accumulators_are_placed_in_the_product() {
+    let (a, b) = (wide(64, 96, 8), wide(64, 96, 9));
+    let p = Product::of(&a, &b).unwrap();
+    assert!(p.is_exact());
+    // Local coordinates of a warp at (32, 16): found shifted, and right.
+    let report = locate_accumulators(&accumulator_trace(&p, square(0, 16), (32, 16), true), &p);
+    assert_eq!(
+        report.groups[0].placement,
+        Placement::Shifted { dm: 32, dn: 16 }
+    );
+    assert!(report.right() && !report.global_frame);
+    // Global coordinates at their own place.
+    let cells = (32..48).flat_map(|m| (16..32).map(move |n| (m, n)));
+    let report = locate_accumulators(&accumulator_trace(&p, cells, (0, 0), true), &p);
+    assert_eq!(report.groups[0].placement, Placement::AtCoordinates);
+    assert!(report.right() && report.global_frame);
+    // Global coordinates holding another tile: misplaced.
+    let cells = (32..48).flat_map(|m| (16..32).map(move |n| (m, n)));
+    let report = locate_accumulators(&accumulator_trace(&p, cells, (0, -16), true), &p);
+    assert_eq!(report.misplaced(), Some((0, -16)));
+    assert!(!report.right());
+    // No coordinates: the multiset of a tile.
+    let report = locate_accumulators(&accumulator_trace(&p, square(0, 16), (16, 32), false), &p);
+    assert_eq!(
+        report.groups[0].placement,
+        Placement::Tile {
+            m0: 16,
+            n0: 32,
+            rows: 16,
+            cols: 16
+        }
+    );
+    // One value off by one: nowhere.
+    let mut trace = accumulator_trace(&p, square(0, 16), (16, 32), true);
+    trace.tiles[5].value += 1.0;
+    let report = locate_accumulators(&trace, &p);
+    assert_eq!(report.nowhere(), 1);
+    assert!(!report.right());
+}
+
+#[test]
+fn inexact_products_compare_within_the_fp32_accumulation_bound() {
+    let a = Matrix::new(1, 2, vec![0.1, 0.2]).unwrap();
+    let b = Matrix::new(1, 2, vec![0.3, 0.7]).unwrap();
+    let p = Product::of(&a, &b).unwrap();
+    assert!(!p.is_exact());
+    let f32_sum = 0.1_f32 * 0.3 + 0.2 * 0.7;
+    assert!(p.matches(0, 0, f32_sum));
+    assert!(!p.matches(0, 0, f32_sum * 1.001));
+    assert!(Product::of(&a, &Matrix::new(1, 3, vec![0.0; 3]).unwrap()).is_none());
+}
+
+#[test]
+fn ranges_print_as_half_open_spans() {
+    let r: Ranges = [0, 1, 2, 5, 7, 8].into_iter().collect();
+    assert_eq!(r.to_string(), "0..3, 5..6, 7..9");
+    assert_eq!(r.scaled(8), "0..24, 40..48, 56..72");
+}
