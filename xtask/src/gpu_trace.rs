@@ -46,9 +46,11 @@ pub fn run(root: &Path, options: &Options) -> Result {
     let traced = root.join("target/traced");
     let all_rows = root.join("target/traced-all-rows");
     let _ = std::fs::remove_dir_all(&all_rows);
+    let full = crate::gpu_provenance::traced_dir(root);
+    let _ = std::fs::remove_dir_all(&full);
     let mut skipped = Vec::new();
     for (name, family) in &suite.families {
-        match instrument(root, family, &traced, family.trace_rows.clone()) {
+        match instrument(root, family, &traced, family.trace_rows.clone(), false) {
             Ok(probes) => println!("instrumented {name}: {probes} probes"),
             Err(why) => {
                 println!("skipped {name}: {why}");
@@ -57,9 +59,12 @@ pub fn run(root: &Path, options: &Options) -> Result {
         }
         // The padding confound, shown: the same trace without the row bound.
         if family.trace_rows.is_some() {
-            instrument(root, family, &all_rows, None)
+            instrument(root, family, &all_rows, None, false)
                 .map_err(|e| Failure(format!("{name} without --rows: {e}")))?;
         }
+        // The full trace of one CTA, for the structured-input pass.
+        instrument(root, family, &full, family.trace_rows.clone(), true)
+            .map_err(|e| Failure(format!("{name} with --full-tile: {e}")))?;
     }
     let (toolchain, cutlass) = tools()?;
     let build = |dir| Build {
@@ -115,7 +120,34 @@ pub fn run(root: &Path, options: &Options) -> Result {
             confounds.push((b.variant, without, with));
         }
     }
-    let report = markdown(&toolchain, options, &rows, agree, &skipped, &confounds);
+    // Every variant again, traced in full on wide_int and checked against the host model.
+    let mut structured = Vec::new();
+    for b in compile_all(root, &suite, &toolchain, cutlass.as_ref(), &build(&full))? {
+        let judged = crate::gpu_provenance::trace_and_judge(&b, options);
+        println!(
+            "{} {}/{} on {}: {} [{}]",
+            if judged.agrees {
+                "agree   "
+            } else {
+                "DISAGREE"
+            },
+            b.variant.family,
+            b.variant.defect,
+            crate::gpu_provenance::INPUT,
+            judged.stage,
+            judged.grade
+        );
+        structured.push((b.variant, judged));
+    }
+    let report = markdown(
+        &toolchain,
+        options,
+        &rows,
+        agree,
+        &skipped,
+        &confounds,
+        &structured,
+    );
     let path = options.out.join("report.md");
     std::fs::write(&path, report).map_err(|e| Failure(format!("{}: {e}", path.display())))?;
     println!(
@@ -164,14 +196,20 @@ fn instrument(
     family: &crate::suite::Family,
     dir: &Path,
     rows: Option<String>,
+    full: bool,
 ) -> std::result::Result<usize, String> {
     let source = root.join("kernels").join(&family.source);
     let text = std::fs::read_to_string(&source).map_err(|e| e.to_string())?;
     let config = kwb_instrument::Config {
         file_name: format!("kernels/{}", family.source),
-        cta: Some([0, 0, 0]),
+        cta: Some(if full {
+            crate::gpu_provenance::CTA
+        } else {
+            [0, 0, 0]
+        }),
         gate: family.trace_gate.clone(),
         rows,
+        full_tile: full,
         ..kwb_instrument::Config::default()
     };
     let out = dir.join(&family.source);
@@ -227,16 +265,16 @@ pub fn overlay_dir(dir: &Path, family: &crate::suite::Family) -> PathBuf {
 }
 
 /// What the trace of one variant says.
-struct Judged {
+pub(crate) struct Judged {
     /// The localized stage, or why there is none.
-    stage: String,
+    pub stage: String,
     /// VERDICT or DRAFT (or n/a).
-    grade: &'static str,
+    pub grade: &'static str,
     /// Whether it agrees with the manifest's stage (or with "invisible on ones"
     /// where the manifest expects the ones rung to pass).
-    agrees: bool,
+    pub agrees: bool,
     /// The numbers behind it.
-    evidence: Vec<String>,
+    pub evidence: Vec<String>,
 }
 
 /// Statistics of a set of records.
@@ -496,6 +534,7 @@ fn markdown(
     agree: usize,
     skipped: &[String],
     confounds: &[(&Variant, Judged, &Judged)],
+    structured: &[(&Variant, Judged)],
 ) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "# Track A on the kernel suite: stage from the trace\n");
@@ -510,7 +549,39 @@ fn markdown(
     let _ = writeln!(out, "- nvcc: {nvcc}");
     let _ = writeln!(
         out,
-        "- what: each family instrumented by kwb-instrument (all probe kinds, CTA (0,0,0)), every variant built with -DKWB_TRACE for its family's first architecture and run with `--input ones`; the stage is read from the trace by the closed forms of all-ones inputs (see xtask/src/gpu_trace.rs)"
+        "- what: each family instrumented by kwb-instrument (all probe kinds, CTA (0,0,0)), every variant built with -DKWB_TRACE for its family's first architecture and run with `--input ones`; the stage is read from the trace by the closed forms of all-ones inputs (see xtask/src/gpu_trace.rs). Then every variant again, instrumented with `--full-tile --cta 1,0,0`, run with `--input wide_int` (integers in [-8, 8]) and its dumped operands, and checked stage by stage against the host model of kwb-reconcile (operand provenance, accumulator placement in A·Bᵀ; see xtask/src/gpu_provenance.rs)"
+    );
+    let find = |v: &Variant| {
+        structured
+            .iter()
+            .find(|(s, _)| s.family == v.family && s.defect == v.defect)
+            .map(|(_, j)| j)
+    };
+    let defects: Vec<&(&Variant, Judged)> =
+        rows.iter().filter(|(v, _)| v.stage != "none").collect();
+    let shown = defects
+        .iter()
+        .filter(|(v, j)| {
+            let localized = |j: &Judged| j.agrees && matches!(j.grade, "VERDICT" | "DRAFT");
+            localized(j) || find(v).is_some_and(localized)
+        })
+        .count();
+    let clean = rows
+        .iter()
+        .filter(|(v, _)| v.stage == "none")
+        .filter(|(v, j)| j.agrees && find(v).is_none_or(|s| s.agrees))
+        .count();
+    let structured_agree = structured.iter().filter(|(_, j)| j.agrees).count();
+    let _ = writeln!(
+        out,
+        "- combined: {shown} of {} defect variants localized to their stage (VERDICT, or a DRAFT that names it) by the ones rung or the wide_int full trace; {clean} of {} correct or confound variants found clean by both",
+        defects.len(),
+        rows.len() - defects.len()
+    );
+    let _ = writeln!(
+        out,
+        "- wide_int full trace alone: agrees with kernels/suite.toml for {structured_agree} of {} variants",
+        structured.len()
     );
     let localized = rows
         .iter()
@@ -564,11 +635,38 @@ fn markdown(
             }
         }
     }
+    let _ = writeln!(
+        out,
+        "\n## Structured inputs: the full trace of CTA (1,0,0) on wide_int against the host model\n\n| variant | manifest stage | ones rung says | wide_int full trace says | grade | agrees |\n|---|---|---|---|---|---|"
+    );
+    for (v, j) in rows {
+        let (stage, grade, agrees) = find(v).map_or(("not run".to_owned(), "n/a", false), |s| {
+            (s.stage.clone(), s.grade, s.agrees)
+        });
+        let _ = writeln!(
+            out,
+            "| {}/{} | {} | {} ({}) | {} | {} | {} |",
+            v.family,
+            v.defect,
+            v.stage,
+            j.stage,
+            j.grade,
+            stage,
+            grade,
+            if agrees { "yes" } else { "**no**" }
+        );
+    }
     let _ = writeln!(out, "\n## Evidence per variant\n");
     for (v, j) in rows {
         let _ = writeln!(out, "### {}/{}\n", v.family, v.defect);
         for e in &j.evidence {
             let _ = writeln!(out, "- {e}");
+        }
+        if let Some(s) = find(v) {
+            let _ = writeln!(out, "\nwide_int full trace:\n");
+            for e in &s.evidence {
+                let _ = writeln!(out, "- {e}");
+            }
         }
         let _ = writeln!(out);
     }

@@ -14,6 +14,7 @@ mod bench;
 mod ci;
 mod demo;
 mod gpu_bench;
+mod gpu_provenance;
 mod gpu_runtime;
 mod gpu_suite;
 mod gpu_trace;

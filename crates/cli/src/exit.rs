@@ -2,10 +2,12 @@
 
 /// Success.
 pub const OK: i32 = 0;
-/// kwb itself failed (a bug, or an I/O error writing output).
+/// kwb itself failed (a bug, or stdout could not be written).
 pub const INTERNAL: i32 = 1;
-/// Bad usage or unreadable input: missing file, directory, binary, non-UTF-8, empty,
-/// too large, a pattern file that does not compile. (clap's usage errors are 2 too.)
+/// Bad usage, unreadable input or unwritable output: missing file, directory, binary,
+/// non-UTF-8, empty, too large, a pattern file that does not compile, an output equal
+/// to its input, an output path that cannot be written. (clap's usage errors are 2
+/// too.)
 pub const INPUT: i32 = 2;
 /// The input parsed but holds no kernel-like function (or none named by `--kernel`).
 pub const NO_KERNEL: i32 = 3;
