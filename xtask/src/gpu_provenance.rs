@@ -12,14 +12,19 @@
 //! 1. operands by provenance: every consumed row meets every K slice equally often,
 //!    from the input only — otherwise **operand-load/descriptor** (VERDICT; DRAFT
 //!    when only zeros are out of place, which padding and out-of-bounds fill also
-//!    give);
+//!    give). When the only fault is the number of K steps (every run consumed is the
+//!    right row's, and slices are met too often or never but not both), each MMA got
+//!    its own step's operands and the K loop ran a wrong number of steps: **mma**;
 //! 2. accumulator by placement in `A·Bᵀ`: in a global coordinate frame a tile that
 //!    is the product of the rows the operands show but not of the tile's own
 //!    coordinates is the operand tile selection (**operand-load**); a tile found
 //!    nowhere with operands right is **mma** when the operands were read with their
 //!    coordinates, a DRAFT naming **descriptor** too when they were read as raw
 //!    shared memory (the arrangement the MMA reads is then not seen);
-//! 3. accumulator right and the harness's output wrong: **epilogue**.
+//! 3. accumulator right and the harness's output wrong: **epilogue**. Where values
+//!    share coordinates (the probe could not tell accumulator sets or MMA tiles
+//!    apart) they are placed layer by layer; when only some layers are tiles of the
+//!    product, a wrong output is a DRAFT naming epilogue and mma.
 
 use std::path::{Path, PathBuf};
 
@@ -95,11 +100,11 @@ enum Operand {
 }
 
 fn operand(trace: &Trace, kind: Kind, matrix: &Matrix) -> Operand {
-    let (units, padding) = units_of(trace, kind);
-    if units.is_empty() {
+    let units = units_of(trace, kind);
+    if units.units.is_empty() {
         return Operand::NotProbed;
     }
-    let report = check_operand(&units, padding, &ProvenanceIndex::new(matrix));
+    let report = check_operand(&units, &ProvenanceIndex::new(matrix));
     if report.readable() {
         Operand::Read(report)
     } else {
@@ -193,13 +198,21 @@ fn judge(
             }
             Operand::Read(r) => {
                 evidence.push(format!(
-                    "operand {letter} ({}, {} warps): {}",
+                    "operand {letter} ({}, {} warps{}): {}",
                     if r.coordinates {
                         "register fragments with coordinates"
                     } else {
                         "shared tile in raw order"
                     },
                     r.warps,
+                    if r.collided > 0 {
+                        format!(
+                            "; {} values shared coordinates and were told apart by order",
+                            r.collided
+                        )
+                    } else {
+                        String::new()
+                    },
                     r.describe()
                 ));
                 if !r.coordinates {
@@ -233,7 +246,16 @@ fn judge(
     let manifest = variant.stage.as_str();
     let operand_stage = matches!(manifest, "operand-load" | "descriptor");
     let (stage, grade, agrees) = if let Some((letter, r)) = operand_bad {
-        if r.zeros_only() {
+        if r.loop_count_only() {
+            (
+                format!(
+                    "mma (operand {letter}: {}; every run consumed is the right row's, so each MMA step got its own operands and the K loop ran a wrong number of steps: the accumulate stage)",
+                    r.describe()
+                ),
+                "VERDICT",
+                manifest == "mma",
+            )
+        } else if r.zeros_only() {
             (
                 format!(
                     "operand-load/descriptor (operand {letter}: {}; zeros only, which padding rows or out-of-bounds fill also give)",
@@ -261,6 +283,24 @@ fn judge(
             "VERDICT",
             operand_stage,
         )
+    } else if acc.partly() {
+        let (all, placed) = acc.layers();
+        let why = format!(
+            "{placed} of {all} accumulator layers are tiles of A·Bᵀ; the others (values sharing coordinates: another accumulator set or MMA tile the probe could not tell apart) hold something the model does not predict"
+        );
+        if output_wrong {
+            (
+                format!("epilogue or mma (operands exact; {why}; output wrong)"),
+                "DRAFT",
+                matches!(manifest, "epilogue" | "mma"),
+            )
+        } else {
+            (
+                format!("nothing on {INPUT} (operands and output exact; {why})"),
+                "n/a",
+                manifest == "none",
+            )
+        }
     } else if !acc.right() {
         if acc.groups.is_empty() {
             (
@@ -352,15 +392,21 @@ fn describe_accumulator(acc: &AccumulatorReport) -> String {
     if acc.groups.is_empty() {
         return "accumulator after the mainloop: not in the full trace".to_owned();
     }
-    let count =
-        |f: &dyn Fn(&Placement) -> bool| acc.groups.iter().filter(|g| f(&g.placement)).count();
+    let count = |f: &dyn Fn(&Placement) -> bool| {
+        acc.groups
+            .iter()
+            .flat_map(|g| &g.layers)
+            .filter(|p| f(p))
+            .count()
+    };
     let at = count(&|p| *p == Placement::AtCoordinates);
     let shifted = count(&|p| matches!(p, Placement::Shifted { .. }));
     let tiles = count(&|p| matches!(p, Placement::Tile { .. }));
-    let nowhere = acc.nowhere();
+    let nowhere = count(&|p| *p == Placement::Nowhere);
     format!(
-        "accumulator after the mainloop ({} groups of site x warp, {} frame): {at} at their coordinates, {shifted} shifted (local coordinates{}), {tiles} found as a tile's multiset (no coordinates), {nowhere} no tile of A·Bᵀ",
+        "accumulator after the mainloop ({} groups of site x warp, {} layers, {} frame): {at} at their coordinates, {shifted} shifted (local coordinates{}), {tiles} found as a tile's multiset (no coordinates), {nowhere} no tile of A·Bᵀ",
         acc.groups.len(),
+        acc.layers().0,
         if acc.global_frame { "global" } else { "local" },
         if acc.global_frame {
             "; in a global frame a shift is a wrong tile"

@@ -566,17 +566,21 @@ fn markdown(
             localized(j) || find(v).is_some_and(localized)
         })
         .count();
+    let not_judged_clean = rows
+        .iter()
+        .filter(|(v, _)| v.stage == "none" && v.trace_skip.is_some())
+        .count();
     let clean = rows
         .iter()
-        .filter(|(v, _)| v.stage == "none")
+        .filter(|(v, _)| v.stage == "none" && v.trace_skip.is_none())
         .filter(|(v, j)| j.agrees && find(v).is_none_or(|s| s.agrees))
         .count();
     let structured_agree = structured.iter().filter(|(_, j)| j.agrees).count();
     let _ = writeln!(
         out,
-        "- combined: {shown} of {} defect variants localized to their stage (VERDICT, or a DRAFT that names it) by the ones rung or the wide_int full trace; {clean} of {} correct or confound variants found clean by both",
+        "- combined: {shown} of {} defect variants localized to their stage (VERDICT, or a DRAFT that names it) by the ones rung or the wide_int full trace; {clean} of {} correct or confound variants found clean by both ({not_judged_clean} more listed, not judged)",
         defects.len(),
-        rows.len() - defects.len()
+        rows.len() - defects.len() - not_judged_clean
     );
     let _ = writeln!(
         out,

@@ -33,9 +33,22 @@ pub struct AccumulatorGroup {
     pub site: u32,
     pub warp: u32,
     pub values: usize,
-    pub placement: Placement,
+    /// Where each layer lies. Usually one layer; where several values share a
+    /// coordinate (the probe could not tell MMA tiles or accumulator sets apart), the
+    /// n-th value at each coordinate joins layer n, and each layer is placed alone.
+    pub layers: Vec<Placement>,
     /// With coordinates: their smallest (m, n).
     pub origin: Option<(i64, i64)>,
+}
+
+impl AccumulatorGroup {
+    fn placed(p: Placement, global: bool) -> bool {
+        match p {
+            Placement::AtCoordinates | Placement::Tile { .. } => true,
+            Placement::Shifted { .. } => !global,
+            Placement::Nowhere => false,
+        }
+    }
 }
 
 /// The accumulators after the mainloop of the traced CTA, located in the product.
@@ -51,34 +64,63 @@ pub struct AccumulatorReport {
 }
 
 impl AccumulatorReport {
-    /// Every group is a tile of the product, and in a global frame at its own
-    /// coordinates.
+    /// Every layer of every group is a tile of the product, and in a global frame at
+    /// its own coordinates.
     pub fn right(&self) -> bool {
         !self.groups.is_empty()
-            && self.groups.iter().all(|g| match g.placement {
-                Placement::AtCoordinates | Placement::Tile { .. } => true,
-                Placement::Shifted { .. } => !self.global_frame,
-                Placement::Nowhere => false,
+            && self.groups.iter().all(|g| {
+                g.layers
+                    .iter()
+                    .all(|p| AccumulatorGroup::placed(*p, self.global_frame))
             })
     }
 
-    /// Groups whose values are no tile of the product.
+    /// Not [`right`](Self::right), but every group has a layer that is a tile of the
+    /// product: the other layers (another accumulator set of a split K loop, say)
+    /// hold something this model does not predict.
+    pub fn partly(&self) -> bool {
+        !self.right()
+            && self.misplaced().is_none()
+            && !self.groups.is_empty()
+            && self.groups.iter().all(|g| {
+                g.layers
+                    .iter()
+                    .any(|p| AccumulatorGroup::placed(*p, self.global_frame))
+            })
+    }
+
+    /// Groups none of whose layers is a tile of the product.
     pub fn nowhere(&self) -> usize {
         self.groups
             .iter()
-            .filter(|g| g.placement == Placement::Nowhere)
+            .filter(|g| g.layers.iter().all(|p| *p == Placement::Nowhere))
             .count()
     }
 
-    /// In a global frame, the shift of the first group that lies elsewhere.
+    /// Layers in all, and layers placed.
+    pub fn layers(&self) -> (usize, usize) {
+        let all = self.groups.iter().map(|g| g.layers.len()).sum();
+        let placed = self
+            .groups
+            .iter()
+            .flat_map(|g| &g.layers)
+            .filter(|p| AccumulatorGroup::placed(**p, self.global_frame))
+            .count();
+        (all, placed)
+    }
+
+    /// In a global frame, the shift of the first layer that lies elsewhere.
     pub fn misplaced(&self) -> Option<(i64, i64)> {
         if !self.global_frame {
             return None;
         }
-        self.groups.iter().find_map(|g| match g.placement {
-            Placement::Shifted { dm, dn } => Some((dm, dn)),
-            _ => None,
-        })
+        self.groups
+            .iter()
+            .flat_map(|g| &g.layers)
+            .find_map(|p| match p {
+                Placement::Shifted { dm, dn } => Some((*dm, *dn)),
+                _ => None,
+            })
     }
 
     /// The (m, n) ranges the coordinates cover in a global frame.
@@ -96,11 +138,13 @@ impl AccumulatorReport {
     }
 }
 
-/// Full-tile values of accumulator records after the mainloop (K tile -1).
+/// Full-tile values of accumulator records after the mainloop (K tile -1), less
+/// those of padding rows (m at or past the record's row bound).
 fn final_values(trace: &Trace) -> impl Iterator<Item = (u32, &kwb_runtime::TileValue)> {
     trace.tiles.iter().filter_map(|v| {
         let r = trace.records.get(v.record as usize)?;
-        (r.kind() == Some(Kind::Accumulator) && r.k_tile < 0).then_some((v.record, v))
+        (r.kind() == Some(Kind::Accumulator) && r.k_tile < 0 && v.m < r.row_bound)
+            .then_some((v.record, v))
     })
 }
 
@@ -120,16 +164,21 @@ pub fn locate_accumulators(trace: &Trace, product: &Product) -> AccumulatorRepor
         exact: product.is_exact(),
         ..AccumulatorReport::default()
     };
-    for ((site, warp), values) in groups {
+    for ((site, warp), mut values) in groups {
+        values.sort_by_key(|v| (v.record, v.element));
         let coords = values.iter().all(|v| v.m >= 0 && v.n >= 0);
-        let (placement, origin) = if coords {
+        let (layers, origin) = if coords {
             let origin = (
                 values.iter().map(|v| i64::from(v.m)).min().unwrap_or(0),
                 values.iter().map(|v| i64::from(v.n)).min().unwrap_or(0),
             );
-            (place_with_coordinates(&values, product), Some(origin))
+            let layers = layered(&values)
+                .iter()
+                .map(|layer| place_with_coordinates(layer, product))
+                .collect();
+            (layers, Some(origin))
         } else {
-            (place_multiset(&values, product), None)
+            (vec![place_multiset(&values, product)], None)
         };
         if origin.is_some_and(|(m, n)| m > 0 || n > 0) {
             report.global_frame = true;
@@ -138,11 +187,27 @@ pub fn locate_accumulators(trace: &Trace, product: &Product) -> AccumulatorRepor
             site,
             warp,
             values: values.len(),
-            placement,
+            layers,
             origin,
         });
     }
     report
+}
+
+/// Splits values (in record, then element order) into layers: the n-th value at a
+/// coordinate goes to layer n.
+fn layered<'t>(values: &[&'t kwb_runtime::TileValue]) -> Vec<Vec<&'t kwb_runtime::TileValue>> {
+    let mut seen: std::collections::HashMap<(i32, i32), usize> = Default::default();
+    let mut layers: Vec<Vec<&kwb_runtime::TileValue>> = Vec::new();
+    for v in values {
+        let n = seen.entry((v.m, v.n)).or_insert(0);
+        if layers.len() <= *n {
+            layers.push(Vec::new());
+        }
+        layers[*n].push(v);
+        *n += 1;
+    }
+    layers
 }
 
 fn fits(values: &[&kwb_runtime::TileValue], product: &Product, dm: i64, dn: i64) -> bool {

@@ -30,7 +30,7 @@ pub use crate::accumulator::{AccumulatorReport, Placement, locate_accumulators};
 pub use crate::arrangement::{Arrangement, arrangement};
 pub use crate::matrix::{Matrix, Product};
 pub use crate::provenance::{
-    Located, OperandReport, ProvenanceIndex, UNIT, Unit, check_operand, units_of,
+    Located, OperandReport, ProvenanceIndex, UNIT, Unit, Units, check_operand, units_of,
 };
 pub use crate::ranges::Ranges;
 

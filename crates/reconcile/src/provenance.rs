@@ -1,7 +1,7 @@
 //! Where each traced operand value came from: runs of [`UNIT`] values along K looked
 //! up by content in the operand matrix, and per warp the K slices each row met.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use kwb_runtime::{Kind, Trace};
 
@@ -26,12 +26,24 @@ pub struct Unit {
     pub element: u32,
 }
 
+/// The units of a kind, with what was left out or noticed on the way.
+#[derive(Debug, Clone, Default)]
+pub struct Units {
+    pub units: Vec<Unit>,
+    /// Runs of padding rows (at or past the record's row bound), not kept.
+    pub padding: usize,
+    /// Values that shared their (row, k) with another value of the same record: the
+    /// probe's coordinates could not tell two MMA tiles (or two accumulator sets)
+    /// apart. They are told apart by order (the n-th value at a coordinate joins the
+    /// n-th layer), which keeps each run within one tile.
+    pub collided: usize,
+}
+
 /// Cuts the full-tile values of `kind`'s records into [`Unit`]s: by row and k where
 /// every value of a record has coordinates (aligned runs of 8 consecutive k), by
 /// element index otherwise (aligned 16-byte chunks of a shared tile in raw order).
-/// Runs of rows at or past the record's row bound (padding rows) are left out; the
-/// second value is how many.
-pub fn units_of(trace: &Trace, kind: Kind) -> (Vec<Unit>, usize) {
+/// Runs of rows at or past the record's row bound (padding rows) are left out.
+pub fn units_of(trace: &Trace, kind: Kind) -> Units {
     let mut by_record: BTreeMap<u32, Vec<&kwb_runtime::TileValue>> = BTreeMap::new();
     for v in &trace.tiles {
         let Some(record) = trace.records.get(v.record as usize) else {
@@ -42,9 +54,8 @@ pub fn units_of(trace: &Trace, kind: Kind) -> (Vec<Unit>, usize) {
         }
     }
     let row_of = |v: &kwb_runtime::TileValue| if kind == Kind::OperandB { v.n } else { v.m };
-    let mut units = Vec::new();
-    let mut padding = 0;
-    for (record_index, values) in by_record {
+    let mut out = Units::default();
+    for (record_index, mut values) in by_record {
         let record = &trace.records[record_index as usize];
         let unit = |values: [f32; UNIT], coords, element| Unit {
             site: record.site,
@@ -55,22 +66,30 @@ pub fn units_of(trace: &Trace, kind: Kind) -> (Vec<Unit>, usize) {
             element,
         };
         if values.iter().all(|v| row_of(v) >= 0 && v.k >= 0) {
-            let mut rows: BTreeMap<i32, BTreeMap<i32, (f32, u32)>> = BTreeMap::new();
+            values.sort_by_key(|v| v.element);
+            // (row, layer) -> k -> (value, element); layer = earlier values at (row, k).
+            let mut layers: HashMap<(i32, i32), u32> = HashMap::new();
+            let mut rows: BTreeMap<(i32, u32), BTreeMap<i32, (f32, u32)>> = BTreeMap::new();
             for v in &values {
-                rows.entry(row_of(v))
+                let layer = layers.entry((row_of(v), v.k)).or_insert(0);
+                if *layer > 0 {
+                    out.collided += 1;
+                }
+                rows.entry((row_of(v), *layer))
                     .or_default()
                     .insert(v.k, (v.value, v.element));
+                *layer += 1;
             }
-            for (row, ks) in rows {
+            for ((row, _), ks) in rows {
                 for (&k, &(_, element)) in ks.iter().filter(|(k, _)| *k % UNIT as i32 == 0) {
                     let Some(run) = run_of(|i| ks.get(&(k + i as i32)).map(|x| x.0)) else {
                         continue;
                     };
                     if row >= record.row_bound {
-                        padding += 1;
+                        out.padding += 1;
                         continue;
                     }
-                    units.push(unit(run, Some((row, k)), element));
+                    out.units.push(unit(run, Some((row, k)), element));
                 }
             }
         } else {
@@ -78,12 +97,12 @@ pub fn units_of(trace: &Trace, kind: Kind) -> (Vec<Unit>, usize) {
                 values.iter().map(|v| (v.element, v.value)).collect();
             for &e in by_element.keys().filter(|e| **e as usize % UNIT == 0) {
                 if let Some(run) = run_of(|i| by_element.get(&(e + i as u32)).copied()) {
-                    units.push(unit(run, None, e));
+                    out.units.push(unit(run, None, e));
                 }
             }
         }
     }
-    (units, padding)
+    out
 }
 
 fn run_of(get: impl Fn(usize) -> Option<f32>) -> Option<[f32; UNIT]> {
@@ -175,6 +194,14 @@ pub struct OperandReport {
     /// Whether the units carried coordinates (a register fragment) or only raw
     /// order (a shared tile read as it lies).
     pub coordinates: bool,
+    /// Values whose coordinates another value of the record shared (see
+    /// [`Units::collided`]).
+    pub collided: usize,
+    /// Per warp, the K slices its MMAs consumed per row, counted from the probes'
+    /// steps (each record's width in K slices), against the slices of K: a correct K
+    /// loop consumes a whole multiple of them. `(warp, consumed, slices)` of the
+    /// warps where it does not.
+    pub steps_off: Vec<(u32, usize, usize)>,
 }
 
 impl OperandReport {
@@ -204,9 +231,31 @@ impl OperandReport {
             && self.stray_rows.is_empty()
     }
 
+    /// The K loop consumed a wrong number of K slices, and nothing else is out of
+    /// place: every consumed run is the right row's, and a slice is either met too
+    /// often or never, not both — each MMA got the operands of its own step, there are
+    /// just too many or too few steps (the accumulate stage's loop count).
+    pub fn loop_count_only(&self) -> bool {
+        !self.steps_off.is_empty()
+            && self.unmatched == 0
+            && self.unmatched_zero == 0
+            && self.stray_rows.is_empty()
+            && self.k_short.is_empty()
+            && (self.k_extra.is_empty() != self.k_never.is_empty())
+    }
+
     /// One line: what is wrong, in k (not slices) and rows.
     pub fn describe(&self) -> String {
         let mut parts = Vec::new();
+        if let Some((_, consumed, slices)) = self.steps_off.first() {
+            parts.push(format!(
+                "the K loop consumed {} k per row where K is {} ({} of {} warps)",
+                consumed * UNIT,
+                slices * UNIT,
+                self.steps_off.len(),
+                self.warps
+            ));
+        }
         let k = |r: &Ranges| r.scaled(UNIT as i64);
         if !self.k_never.is_empty() {
             parts.push(format!("k {} never consumed", k(&self.k_never)));
@@ -251,15 +300,24 @@ impl OperandReport {
     }
 }
 
+/// A record's warp, the local K slices its units with coordinates span, and for
+/// raw-order units the rows they were located in and how many were located.
+type Width = (u32, BTreeSet<i64>, BTreeSet<u32>, usize);
+
 /// Locates every unit in `index` and checks, per warp, that each consumed row met
 /// every K slice equally often.
-pub fn check_operand(units: &[Unit], padding: usize, index: &ProvenanceIndex) -> OperandReport {
+pub fn check_operand(cut: &Units, index: &ProvenanceIndex) -> OperandReport {
+    let units = &cut.units;
     let mut report = OperandReport {
         units: units.len(),
-        padding,
+        padding: cut.padding,
+        collided: cut.collided,
         coordinates: units.iter().all(|u| u.coords.is_some()),
         ..OperandReport::default()
     };
+    // A record's width: the K slices one row of it spans (distinct local k slices of
+    // its units with coordinates; located units per located row in raw order).
+    let mut width: BTreeMap<u32, Width> = BTreeMap::new();
     // Ambiguous runs take the candidate whose row the record's unique runs favour.
     let mut favoured: HashMap<u32, HashMap<u32, usize>> = HashMap::new();
     for u in units {
@@ -282,6 +340,12 @@ pub fn check_operand(units: &[Unit], padding: usize, index: &ProvenanceIndex) ->
                 .copied()
                 .unwrap_or(0)
         });
+        let w = width
+            .entry(u.record)
+            .or_insert_with(|| (u.warp, Default::default(), Default::default(), 0));
+        if let Some((_, k)) = u.coords {
+            w.1.insert(i64::from(k) / UNIT as i64);
+        }
         let Some(&(row, slice)) = pick else {
             if u.values.iter().all(|v| *v == 0.0) {
                 report.unmatched_zero += 1;
@@ -292,6 +356,8 @@ pub fn check_operand(units: &[Unit], padding: usize, index: &ProvenanceIndex) ->
         };
         report.located += 1;
         if u.coords.is_none() {
+            w.2.insert(row);
+            w.3 += 1;
             report.raw.push((u.element, Located { row, slice }));
         }
         per_warp
@@ -301,23 +367,35 @@ pub fn check_operand(units: &[Unit], padding: usize, index: &ProvenanceIndex) ->
             .or_insert_with(|| vec![0; index.slices])[slice as usize] += 1;
     }
     report.warps = per_warp.len();
+    // K slices consumed per row, per warp, from the records' widths.
+    let mut consumed: BTreeMap<u32, usize> = BTreeMap::new();
+    for (warp, ks, rows, located) in width.values() {
+        let w = if ks.is_empty() {
+            located / rows.len().max(1)
+        } else {
+            ks.len()
+        };
+        *consumed.entry(*warp).or_default() += w;
+    }
     let mut modes = HashMap::<u32, usize>::new();
-    for rows in per_warp.values() {
-        // Main rows meet at least half the K slices; the rest are strays.
+    for (warp, rows) in &per_warp {
+        let steps = consumed.get(warp).copied().unwrap_or(0);
+        if index.slices > 0 && steps % index.slices != 0 {
+            report.steps_off.push((*warp, steps, index.slices));
+        }
+        // How often a correct loop meets each slice: the steps over the slices.
+        let times = ((steps as f64 / index.slices.max(1) as f64).round() as u32).max(1);
+        // Main rows took at least half as many runs as the busiest row; the rest
+        // are strays (another row's data fed in at a few slices).
+        let busiest = rows
+            .values()
+            .map(|c| c.iter().sum::<u32>())
+            .max()
+            .unwrap_or(0);
         let main: Vec<(&u32, &Vec<u32>)> = rows
             .iter()
-            .filter(|(_, c)| c.iter().filter(|&&x| x > 0).count() * 2 >= index.slices)
+            .filter(|(_, c)| c.iter().sum::<u32>() * 2 >= busiest)
             .collect();
-        let mut tally = HashMap::<u32, usize>::new();
-        for (_, counts) in &main {
-            for &c in counts.iter().filter(|&&c| c > 0) {
-                *tally.entry(c).or_default() += 1;
-            }
-        }
-        let times = tally
-            .iter()
-            .max_by_key(|(c, n)| (**n, std::cmp::Reverse(**c)))
-            .map_or(1, |(c, _)| *c);
         *modes.entry(times).or_default() += 1;
         for (row, counts) in rows {
             let is_main = main.iter().any(|(r, _)| *r == row);

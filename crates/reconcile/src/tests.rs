@@ -72,8 +72,7 @@ fn fragments(a: &Matrix, rows: std::ops::Range<usize>, bk: usize, tiles: &[usize
 }
 
 fn operand(trace: &Trace, a: &Matrix) -> OperandReport {
-    let (units, padding) = units_of(trace, Kind::OperandA);
-    check_operand(&units, padding, &ProvenanceIndex::new(a))
+    check_operand(&units_of(trace, Kind::OperandA), &ProvenanceIndex::new(a))
 }
 
 #[test]
@@ -230,14 +229,14 @@ fn accumulators_are_placed_in_the_product() {
     // Local coordinates of a warp at (32, 16): found shifted, and right.
     let report = locate_accumulators(&accumulator_trace(&p, square(0, 16), (32, 16), true), &p);
     assert_eq!(
-        report.groups[0].placement,
+        report.groups[0].layers[0],
         Placement::Shifted { dm: 32, dn: 16 }
     );
     assert!(report.right() && !report.global_frame);
     // Global coordinates at their own place.
     let cells = (32..48).flat_map(|m| (16..32).map(move |n| (m, n)));
     let report = locate_accumulators(&accumulator_trace(&p, cells, (0, 0), true), &p);
-    assert_eq!(report.groups[0].placement, Placement::AtCoordinates);
+    assert_eq!(report.groups[0].layers[0], Placement::AtCoordinates);
     assert!(report.right() && report.global_frame);
     // Global coordinates holding another tile: misplaced.
     let cells = (32..48).flat_map(|m| (16..32).map(move |n| (m, n)));
@@ -247,7 +246,7 @@ fn accumulators_are_placed_in_the_product() {
     // No coordinates: the multiset of a tile.
     let report = locate_accumulators(&accumulator_trace(&p, square(0, 16), (16, 32), false), &p);
     assert_eq!(
-        report.groups[0].placement,
+        report.groups[0].layers[0],
         Placement::Tile {
             m0: 16,
             n0: 32,
@@ -280,4 +279,82 @@ fn ranges_print_as_half_open_spans() {
     let r: Ranges = [0, 1, 2, 5, 7, 8].into_iter().collect();
     assert_eq!(r.to_string(), "0..3, 5..6, 7..9");
     assert_eq!(r.scaled(8), "0..24, 40..48, 56..72");
+}
+
+#[test]
+fn a_k_loop_one_tile_too_long_or_short_is_a_loop_count_not_a_load() {
+    let a = wide(64, 128, 10);
+    // The last tile accumulated twice: one step too many, each step's data right.
+    let twice = operand(&fragments(&a, 0..16, 32, &[0, 1, 2, 3, 3]), &a);
+    assert_eq!(twice.steps_off, vec![(0, 20, 16)]);
+    assert!(twice.loop_count_only(), "{twice:?}");
+    assert_eq!(twice.k_extra.scaled(UNIT as i64), "96..128");
+    // The last tile dropped.
+    let dropped = operand(&fragments(&a, 0..16, 32, &[0, 1, 2]), &a);
+    assert!(dropped.loop_count_only());
+    assert_eq!(dropped.k_never.scaled(UNIT as i64), "96..128");
+    // The right number of steps with a wrong tile in one: a load, not the loop.
+    let wrong = operand(&fragments(&a, 0..16, 32, &[0, 1, 0, 3]), &a);
+    assert!(wrong.steps_off.is_empty() && !wrong.loop_count_only());
+}
+
+#[test]
+fn every_row_fed_the_wrong_k_tiles_is_not_a_stray_row() {
+    // Tile t % 2 at every step: each row still consumes as much as the others.
+    let a = wide(64, 128, 11);
+    let report = operand(&fragments(&a, 0..16, 32, &[0, 1, 0, 1]), &a);
+    assert!(report.stray_rows.is_empty());
+    assert_eq!(report.rows.to_string(), "0..16");
+    assert_eq!(report.k_never.scaled(UNIT as i64), "64..128");
+    assert_eq!(report.k_extra.scaled(UNIT as i64), "0..64");
+}
+
+#[test]
+fn values_sharing_coordinates_are_told_apart_by_order() {
+    // Two MMA tiles (rows 0..16 and 16..32) probed with the same local coordinates,
+    // the second tile's values after the first's.
+    let a = wide(64, 64, 12);
+    let mut b = Builder::default();
+    for (step, t) in [0usize, 1].into_iter().enumerate() {
+        let values: Vec<_> = [0usize, 16]
+            .into_iter()
+            .flat_map(|base| {
+                let a = &a;
+                (0..16).flat_map(move |m| {
+                    (0..32).map(move |k| {
+                        (a.data[(base + m) * 64 + t * 32 + k], m as i32, -1, k as i32)
+                    })
+                })
+            })
+            .collect();
+        b.push(record(Kind::OperandA, 0, step as i32), values);
+    }
+    let report = operand(&b.trace, &a);
+    assert!(report.clean(), "{report:?}");
+    assert_eq!(report.collided, 2 * 16 * 32);
+    assert_eq!(report.rows.to_string(), "0..32");
+}
+
+#[test]
+fn an_accumulator_with_a_second_set_is_partly_placed() {
+    let (a, b) = (wide(32, 64, 13), wide(32, 64, 14));
+    let p = Product::of(&a, &b).unwrap();
+    let mut builder = Builder::default();
+    // Layer 0: the product's tile at (0, 16); layer 1 (same coordinates): half sums.
+    let tile: Vec<_> = square(0, 8)
+        .map(|(m, n)| (p.get(m, n + 16).unwrap() as f32, m as i32, n as i32, -1))
+        .chain(square(0, 8).map(|(m, n)| {
+            (
+                p.get(m, n + 16).unwrap() as f32 * 0.5 + 0.25,
+                m as i32,
+                n as i32,
+                -1,
+            )
+        }))
+        .collect();
+    builder.push(record(Kind::Accumulator, 0, -1), tile);
+    let report = locate_accumulators(&builder.trace, &p);
+    assert_eq!(report.groups[0].layers.len(), 2);
+    assert_eq!(report.layers(), (2, 1));
+    assert!(!report.right() && report.partly() && report.nowhere() == 0);
 }
