@@ -549,6 +549,17 @@ fn markdown(
     let _ = writeln!(out, "- nvcc: {nvcc}");
     let _ = writeln!(
         out,
+        "- command: `cargo xtask gpu-trace -j {} --timeout {} --out {}{}` (raw log beside this file)",
+        options.jobs,
+        options.timeout.as_secs(),
+        options.out.display(),
+        options
+            .commit
+            .as_deref()
+            .map_or(String::new(), |c| format!(" --commit {c}"))
+    );
+    let _ = writeln!(
+        out,
         "- what: each family instrumented by kwb-instrument (all probe kinds, CTA (0,0,0)), every variant built with -DKWB_TRACE for its family's first architecture and run with `--input ones`; the stage is read from the trace by the closed forms of all-ones inputs (see xtask/src/gpu_trace.rs). Then every variant again, instrumented with `--full-tile --cta 1,0,0`, run with `--input wide_int` (integers in [-8, 8]) and its dumped operands, and checked stage by stage against the host model of kwb-reconcile (operand provenance, accumulator placement in A·Bᵀ; see xtask/src/gpu_provenance.rs)"
     );
     let find = |v: &Variant| {
