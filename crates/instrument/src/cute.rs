@@ -41,6 +41,20 @@ pub(crate) fn coords(parsed: &Parsed, function: Node<'_>, name: &str, at: usize)
     ))
 }
 
+/// The shared tensor behind the partition `name` (`tCsA = thr.partition_A(sA)` →
+/// `sA`) declared in `function` before byte `at`, when its role is A or B.
+pub(crate) fn shared_source(
+    parsed: &Parsed,
+    function: Node<'_>,
+    name: &str,
+    at: usize,
+) -> Option<String> {
+    let decls = declarations(parsed, function, at);
+    let (role, (_, tile)) = partitioned(&decls, name, 0)?;
+    let plain = tile.chars().all(|c| c.is_alphanumeric() || c == '_');
+    (matches!(role, 'A' | 'B') && plain).then_some(tile)
+}
+
 /// `name = initializer` pairs declared in `function` before `at`, last first.
 fn declarations(parsed: &Parsed, function: Node<'_>, at: usize) -> Vec<(String, String)> {
     let mut found = Vec::new();

@@ -12,11 +12,20 @@
 //! warps of the warpgroup (an SS-mode MMA is warpgroup-wide) each read a quarter
 //! and write their own record. Values are in the stage's memory order (swizzled for
 //! TMA tiles): their coordinates are unknown.
+//!
+//! A CuTe descriptor view (`tCrA = thr.make_fragment_A(tCsA)`, `tCsA =
+//! thr.partition_A(sA)`, the MMA reading `tCrA(_, _, k_block, read_stage)`, as in
+//! CUTLASS's SM90 collectives) is read through the shared tensor itself: stage
+//! `read_stage` of `sA`, indexed by CuTe, so the values come in logical order (the
+//! layout's swizzle undone) with (row, k) coordinates from an identity tensor of the
+//! stage's shape. Warp 0 of each warpgroup reads the whole stage, before the loop over
+//! k blocks but never outside the loop that declares the stage index.
 
 use kwb_sites::{Kernel, SiteKind};
 use kwb_syntax::Parsed;
 use tree_sitter::Node;
 
+use crate::cute;
 use crate::emit::Emitter;
 use crate::nodes::{
     block_statement, contains, declaration_point, identifiers, innermost_declarator, local_arrays,
@@ -39,15 +48,19 @@ pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str, counters:
         let Some(note) = site.note.as_deref() else {
             continue;
         };
-        if !note.ends_with("values in shared memory") || note.contains("view") {
+        if !note.ends_with("in shared memory") {
             continue;
         }
+        // A CuTe descriptor view (`tCrA` of `tCsA = thr.partition_A(sA)`): the MMA
+        // names the view; the values are the stage of the partitioned tensor.
+        let view = note.contains("view");
         let (Some(letter), Some(name)) = (
             note.strip_prefix("operand ").and_then(|r| r.chars().next()),
             note.split('`').nth(1),
         ) else {
             continue;
         };
+        let partitioned = note.split('`').nth(3);
         let kind = if letter == 'A' {
             "OperandA"
         } else {
@@ -63,10 +76,18 @@ pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str, counters:
             .iter()
             .filter(|s| s.kind == SiteKind::Mma && names(&s.text, name))
         {
+            // The stage index a view is read with must stay in scope.
+            let keep: Vec<String> = if view {
+                stage_argument(&mma.text, name)
+                    .map(|stage| identifiers(&stage).map(str::to_owned).collect())
+                    .unwrap_or_default()
+            } else {
+                Vec::new()
+            };
             let Some(statement) = root
                 .descendant_for_byte_range(mma.range.start, mma.range.end)
                 .and_then(block_statement)
-                .map(|s| outside_inner_loops(s, kernel))
+                .map(|s| outside_inner_loops(parsed, s, kernel, &keep))
             else {
                 continue;
             };
@@ -79,7 +100,30 @@ pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str, counters:
                 .find(|(range, _)| contains(range, &statement.byte_range()))
                 .map_or("-1".to_owned(), |(_, c)| c.clone());
             let id = em.next_id();
-            let (body, what) = if array {
+            let (body, what) = if view {
+                let Some((tile, stage)) = partitioned
+                    .and_then(|p| cute::shared_source(parsed, function, p, statement.start_byte()))
+                    .zip(stage_argument(&mma.text, name))
+                else {
+                    em.note(format!(
+                        "{}: operand {letter} `{name}` is a CuTe view whose shared tensor or pipeline stage the code does not show (`{} = thr.partition_{letter}(sX)`, `{name}(…, stage)`); not probed before line {}",
+                        kernel.name,
+                        partitioned.unwrap_or("?"),
+                        mma.line
+                    ));
+                    continue;
+                };
+                let axis = if letter == 'A' { "M" } else { "N" };
+                (
+                    format!(
+                        "if (kwb::warp_id() % 4 == 0) {{ auto kwb_s = {tile}(cute::_, cute::_, {stage}); kwb::probe_tile_fn({id}, kwb::Kind::{kind}, 0x{tag:08x}u, {k_tile}, -1, -1, static_cast<int>(cute::size(kwb_s)), [&](int kwb_i) {{ return kwb_s(kwb_i); }}, kwb::all_rows, kwb::Axis::{axis}, kwb::tensor_coords<kwb::Axis::{axis}, kwb::Axis::K>(cute::make_identity_tensor(cute::make_shape(cute::size<0>(kwb_s), cute::size<1>(kwb_s))))); }}"
+                    ),
+                    format!(
+                        "operand {letter}: stage `{stage}` of the shared tensor `{tile}` the MMA at line {} reads through `{name}` (logical order with (row, k) coordinates, warp 0 of each warpgroup)",
+                        mma.line
+                    ),
+                )
+            } else if array {
                 let element = format!("std::remove_all_extents_t<decltype({name})>");
                 (
                     format!(
@@ -130,6 +174,60 @@ pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str, counters:
     }
 }
 
+/// The last argument of the call `name(…)` in `text` (`tCrA(_,_,k_block,read_stage)`
+/// → `read_stage`): the pipeline stage a CuTe view is indexed with. None when it is
+/// `_` or the call has fewer than four arguments.
+fn stage_argument(text: &str, name: &str) -> Option<String> {
+    let mut from = 0;
+    while let Some(at) = text[from..].find(name).map(|i| i + from) {
+        from = at + name.len();
+        let before_ok = text[..at]
+            .chars()
+            .next_back()
+            .is_none_or(|c| !(c.is_alphanumeric() || c == '_'));
+        let rest = &text[from..];
+        if !before_ok || !rest.starts_with('(') {
+            continue;
+        }
+        let mut depth = 0;
+        let mut args = vec![String::new()];
+        for c in rest[1..].chars() {
+            match c {
+                '(' | '[' | '{' | '<' => depth += 1,
+                ')' if depth == 0 => {
+                    let last = args.last()?.trim().to_owned();
+                    return (args.len() >= 4 && last != "_" && !last.is_empty()).then_some(last);
+                }
+                ')' | ']' | '}' | '>' => depth -= 1,
+                ',' if depth == 0 => {
+                    args.push(String::new());
+                    continue;
+                }
+                _ => {}
+            }
+            args.last_mut()?.push(c);
+        }
+        return None;
+    }
+    None
+}
+
+/// Whether a declaration directly in `block` declares one of `names`.
+fn declares_any(parsed: &Parsed, block: Node<'_>, names: &[String]) -> bool {
+    let mut cursor = block.walk();
+    block
+        .named_children(&mut cursor)
+        .filter(|c| c.kind() == "declaration")
+        .any(|decl| {
+            let mut inner = decl.walk();
+            decl.children_by_field_name("declarator", &mut inner)
+                .any(|d| {
+                    let name = &parsed.masked[innermost_declarator(d).byte_range()];
+                    names.iter().any(|n| n == name)
+                })
+        })
+}
+
 /// Whether `decl` declares `name` as an array.
 fn declares_array(parsed: &Parsed, decl: Node<'_>, name: &str) -> bool {
     local_arrays(parsed, decl).iter().any(|a| a == name)
@@ -137,8 +235,15 @@ fn declares_array(parsed: &Parsed, decl: Node<'_>, name: &str) -> bool {
 
 /// The statement to probe before: `statement`, or the loop around it that steps
 /// through the stage (`for (kk …) wgmma(…)`), climbing out of loops up to the K-tile
-/// mainloop's body or the function's: the whole stage is read once per K tile.
-fn outside_inner_loops<'t>(statement: Node<'t>, kernel: &Kernel) -> Node<'t> {
+/// mainloop's body or the function's: the whole stage is read once per K tile. It
+/// never climbs out of a loop whose body declares one of `keep` (the stage index the
+/// probe reads with).
+fn outside_inner_loops<'t>(
+    parsed: &Parsed,
+    statement: Node<'t>,
+    kernel: &Kernel,
+    keep: &[String],
+) -> Node<'t> {
     let mainloops: Vec<&std::ops::Range<usize>> = kernel
         .sites
         .iter()
@@ -162,7 +267,7 @@ fn outside_inner_loops<'t>(statement: Node<'t>, kernel: &Kernel) -> Node<'t> {
                 && owner.end_byte() <= r.end
                 && r.start == owner.start_byte()
         });
-        if !is_loop || is_mainloop {
+        if !is_loop || is_mainloop || declares_any(parsed, block, keep) {
             break;
         }
         match block_statement(owner) {
@@ -266,4 +371,33 @@ fn stage_of(parsed: &Parsed, value: Node<'_>) -> Option<Stage> {
         }
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::stage_argument;
+
+    #[test]
+    fn the_stage_is_the_last_argument_of_the_view_call() {
+        let text = "cute::gemm(tiled_mma, tCrA(_,_,k_block,read_stage), tCrB(_,_,k_block,read_stage), accum);";
+        assert_eq!(stage_argument(text, "tCrA").as_deref(), Some("read_stage"));
+        assert_eq!(
+            stage_argument(
+                "gemm(mma, xtCrA(_,_,_,s), tCrA(_, _, _, pipe.index()), acc)",
+                "tCrA"
+            )
+            .as_deref(),
+            Some("pipe.index()")
+        );
+        // No stage mode, or a stage left open: nothing to index with.
+        assert_eq!(
+            stage_argument("gemm(mma, tCrA(_,_,k), tCrB, acc)", "tCrA"),
+            None
+        );
+        assert_eq!(
+            stage_argument("gemm(mma, tCrA(_,_,_,_), tCrB, acc)", "tCrA"),
+            None
+        );
+        assert_eq!(stage_argument("gemm(mma, tCrA, tCrB, acc)", "tCrA"), None);
+    }
 }
