@@ -182,6 +182,9 @@ fn judge(
     let mut read_all = true;
     let mut raw_order = false;
     let mut operand_bad: Option<(char, &OperandReport)> = None;
+    // An operand whose probe had coordinates, read in the kernel's own (row, k)
+    // order, yet holding (almost) no run of the input along K.
+    let mut foreign: Option<(char, &OperandReport)> = None;
     let mut arrangements = Vec::new();
     for (letter, op) in &operands {
         match op {
@@ -191,6 +194,9 @@ fn judge(
             }
             Operand::Unreadable(r) => {
                 read_all = false;
+                if r.coordinates && foreign.is_none() {
+                    foreign = Some((*letter, r));
+                }
                 evidence.push(format!(
                     "operand {letter}: only {} of {} runs of 8 values found in the input: an order this model cannot cut into K runs, so nothing is concluded from it",
                     r.located, r.units
@@ -281,6 +287,15 @@ fn judge(
                 "operand-load/descriptor (the accumulator is exactly A·Bᵀ of the rows the operands show ({rows}), which is the product's tile moved by ({dm}, {dn}) from where its coordinates put it: this CTA was fed another tile's operands)"
             ),
             "VERDICT",
+            operand_stage,
+        )
+    } else if let Some((letter, r)) = foreign.filter(|_| !acc.right()) {
+        (
+            format!(
+                "operand-load/descriptor? (operand {letter} read in the kernel's own logical (row, k) order holds {} of {} runs of 8 that are a slice of the input, and the accumulator is no tile of A·Bᵀ: the kernel reads {letter} in another layout than it is stored in — unless the probe's coordinates are wrong, which this trace cannot rule out)",
+                r.located, r.units
+            ),
+            "DRAFT",
             operand_stage,
         )
     } else if acc.partly() {

@@ -222,12 +222,15 @@ impl OperandReport {
             && self.stray_rows.is_empty()
     }
 
-    /// Only all-zero runs are out of place (padding or out-of-bounds fill could
-    /// explain them).
+    /// Only all-zero runs are out of place, and every slice of every consumed row
+    /// was still met: padding rows or out-of-bounds fill could explain them. (Zeros
+    /// in place of real slices are not padding.)
     pub fn zeros_only(&self) -> bool {
         self.unmatched_zero > 0
             && self.unmatched == 0
             && self.k_extra.is_empty()
+            && self.k_never.is_empty()
+            && self.k_short.is_empty()
             && self.stray_rows.is_empty()
     }
 
@@ -343,7 +346,11 @@ pub fn check_operand(cut: &Units, index: &ProvenanceIndex) -> OperandReport {
         let w = width
             .entry(u.record)
             .or_insert_with(|| (u.warp, Default::default(), Default::default(), 0));
-        if let Some((_, k)) = u.coords {
+        // Zeros found nowhere (padding past an edge) are no K step.
+        let padding = pick.is_none() && u.values.iter().all(|v| *v == 0.0);
+        if let Some((_, k)) = u.coords
+            && !padding
+        {
             w.1.insert(i64::from(k) / UNIT as i64);
         }
         let Some(&(row, slice)) = pick else {

@@ -123,7 +123,30 @@ fn zeros_are_told_apart_from_foreign_values() {
         v.value = 0.0;
     }
     let report = operand(&trace, &a);
-    assert!(report.zeros_only(), "{report:?}");
+    // Zeros in place of real slices (rows 8..16 never meet K tile 3) are not padding.
+    assert!(!report.zeros_only(), "{report:?}");
+    assert_eq!(report.k_never.scaled(UNIT as i64), "96..128");
+    // Zeros beside every real slice (a padded K edge) are.
+    let mut padded = fragments(&a, 0..16, 32, &[0, 1, 2, 3]);
+    let extra: Vec<_> = (0..16)
+        .flat_map(|m| (0..8).map(move |k| (0.0, m, -1, 32 + k)))
+        .collect();
+    let at = padded.tiles.len() as u32;
+    for (i, (v, m, n, k)) in extra.into_iter().enumerate() {
+        padded.tiles.push(TileValue {
+            record: 3,
+            element: at + i as u32,
+            value: v,
+            m,
+            n,
+            k,
+        });
+    }
+    let report = operand(&padded, &a);
+    assert!(
+        report.zeros_only() && report.steps_off.is_empty(),
+        "{report:?}"
+    );
     for v in trace.tiles.iter_mut().filter(|v| v.record == 3 && v.m >= 8) {
         v.value = 1000.0;
     }
