@@ -140,6 +140,7 @@ pub fn run(root: &Path, options: &Options) -> Result {
         structured.push((b.variant, judged));
     }
     let report = markdown(
+        root,
         &toolchain,
         options,
         &rows,
@@ -528,6 +529,7 @@ fn judge(variant: &Variant, ran: &Ran, trace: std::result::Result<&Trace, &Strin
 }
 
 fn markdown(
+    root: &Path,
     toolchain: &kwb_toolchain::Toolchain,
     options: &Options,
     rows: &[(&Variant, Judged)],
@@ -552,7 +554,11 @@ fn markdown(
         "- command: `cargo xtask gpu-trace -j {} --timeout {} --out {}{}` (raw log beside this file)",
         options.jobs,
         options.timeout.as_secs(),
-        options.out.display(),
+        options
+            .out
+            .strip_prefix(root)
+            .unwrap_or(&options.out)
+            .display(),
         options
             .commit
             .as_deref()
