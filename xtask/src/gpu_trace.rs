@@ -143,11 +143,13 @@ pub fn run(root: &Path, options: &Options) -> Result {
         root,
         &toolchain,
         options,
-        &rows,
-        agree,
-        &skipped,
-        &confounds,
-        &structured,
+        &Results {
+            rows: &rows,
+            agree,
+            skipped: &skipped,
+            confounds: &confounds,
+            structured: &structured,
+        },
     );
     let path = options.out.join("report.md");
     std::fs::write(&path, report).map_err(|e| Failure(format!("{}: {e}", path.display())))?;
@@ -528,16 +530,32 @@ fn judge(variant: &Variant, ran: &Ran, trace: std::result::Result<&Trace, &Strin
     }
 }
 
+/// Everything the report shows.
+struct Results<'a, 's> {
+    /// The ones-rung judgments, and how many agree.
+    rows: &'a [(&'s Variant, Judged)],
+    agree: usize,
+    /// Families not instrumented, with why.
+    skipped: &'a [String],
+    /// Confound variants without and with the row bound.
+    confounds: &'a [(&'s Variant, Judged, &'a Judged)],
+    /// The wide_int full-trace judgments.
+    structured: &'a [(&'s Variant, Judged)],
+}
+
 fn markdown(
     root: &Path,
     toolchain: &kwb_toolchain::Toolchain,
     options: &Options,
-    rows: &[(&Variant, Judged)],
-    agree: usize,
-    skipped: &[String],
-    confounds: &[(&Variant, Judged, &Judged)],
-    structured: &[(&Variant, Judged)],
+    results: &Results<'_, '_>,
 ) -> String {
+    let Results {
+        rows,
+        agree,
+        skipped,
+        confounds,
+        structured,
+    } = *results;
     let mut out = String::new();
     let _ = writeln!(out, "# Track A on the kernel suite: stage from the trace\n");
     let _ = writeln!(
