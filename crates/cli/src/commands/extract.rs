@@ -1,0 +1,307 @@
+//! `kwb-extract FILE (--kernel NAME | --template SPEC) -o DIR`: the exact
+//! instantiation a launch site uses, as a self-contained reproducer: `DIR/repro.cu`
+//! (the kernel and what it needs, copied verbatim with the lines they came from, and
+//! C-ABI entry points), `DIR/kwb.toml` (the manifest) and `DIR/build.sh` (the build
+//! with the flags given here, every path quoted).
+//!
+//! The input is never modified; each output file is written to a temporary file and
+//! renamed into place.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use kwb_extract::{ExtractError, Extraction, Request};
+use miette::Report;
+
+use crate::input::{DEFAULT_MAX_BYTES, read_source};
+use crate::{exit, render};
+
+#[derive(clap::Parser)]
+#[command(
+    name = "kwb-extract",
+    version,
+    about = "Extract the exact kernel instantiation a launch site uses into a self-contained reproducer (repro.cu, kwb.toml, build.sh)"
+)]
+#[command(group(clap::ArgGroup::new("what").required(true).args(["kernel", "template"])))]
+pub struct Args {
+    /// The source that defines and launches the kernel
+    file: PathBuf,
+    /// The kernel: its launch site in FILE gives the template arguments
+    #[arg(long, value_name = "NAME")]
+    kernel: Option<String>,
+    /// The instantiation itself, e.g. 'gemm_mma_sync<128, 128, 32, 3>' (arguments may
+    /// name the file's constants and -D macros)
+    #[arg(long, value_name = "NAME<ARGS>")]
+    template: Option<String>,
+    /// A macro for folding and for the build: NAME or NAME=VALUE
+    #[arg(short = 'D', value_name = "NAME[=VALUE]")]
+    defines: Vec<String>,
+    /// An include folder for the build (FILE's own folder is always added)
+    #[arg(short = 'I', value_name = "DIR")]
+    includes: Vec<PathBuf>,
+    /// The C++ standard of the build
+    #[arg(long, default_value = "c++17")]
+    std: String,
+    /// The GPU architecture of the build
+    #[arg(long, default_value = "sm_90a")]
+    arch: String,
+    /// The folder to write repro.cu, kwb.toml and build.sh into (created if missing)
+    #[arg(short, long, value_name = "DIR")]
+    output: PathBuf,
+    /// Also print the extraction as JSON on stdout
+    #[arg(long)]
+    json: bool,
+}
+
+/// The manifest, `kwb.toml`.
+#[derive(serde::Serialize)]
+struct Manifest<'a> {
+    source: Source,
+    kernel: KernelSection<'a>,
+    params: &'a [kwb_extract::Param],
+    launch: Option<LaunchSection<'a>>,
+    build: Build,
+}
+
+#[derive(serde::Serialize)]
+struct Source {
+    file: String,
+    kernel_line: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    launch_line: Option<usize>,
+    /// Lines of FILE copied into repro.cu, `[first, last]` per block.
+    copied: Vec<[usize; 2]>,
+}
+
+#[derive(serde::Serialize)]
+struct KernelSection<'a> {
+    name: &'a str,
+    instantiation: &'a str,
+    /// `cudaError_t kwb_launch(dim3 grid, dim3 block, size_t smem, cudaStream_t, void** args)`.
+    entry: &'static str,
+    /// `const void* kwb_kernel()`: the instantiation's address.
+    kernel_symbol: &'static str,
+    template_args: &'a [kwb_extract::TemplateArg],
+}
+
+#[derive(serde::Serialize)]
+struct LaunchSection<'a> {
+    /// The call's arguments as written, one per kernel parameter.
+    args: &'a [String],
+    config: &'a [kwb_extract::ConfigValue],
+}
+
+#[derive(serde::Serialize)]
+struct Build {
+    std: String,
+    arch: String,
+    defines: Vec<String>,
+    includes: Vec<String>,
+}
+
+pub fn run(args: Args) -> i32 {
+    let source = match read_source(&args.file, DEFAULT_MAX_BYTES) {
+        Ok(s) => s,
+        Err(e) => {
+            render::error(Report::new(e));
+            return exit::INPUT;
+        }
+    };
+    let defines: Vec<(String, String)> = args
+        .defines
+        .iter()
+        .map(|d| match d.split_once('=') {
+            Some((n, v)) => (n.trim().to_owned(), v.trim().to_owned()),
+            None => (d.trim().to_owned(), "1".to_owned()),
+        })
+        .collect();
+    let request = Request {
+        kernel: args.kernel.clone(),
+        template: args.template.clone(),
+        defines: defines.clone(),
+        file_name: args.file.display().to_string(),
+    };
+    let x = match kwb_extract::extract(&source, &request) {
+        Ok(x) => x,
+        Err(e) => {
+            let code = match e {
+                ExtractError::UnknownKernel { .. } => exit::NO_KERNEL,
+                _ => exit::INPUT,
+            };
+            render::error(Report::new(e).with_source_code(miette::NamedSource::new(
+                args.file.display().to_string(),
+                String::new(),
+            )));
+            return code;
+        }
+    };
+    let mut includes: Vec<PathBuf> = args
+        .file
+        .parent()
+        .map(Path::to_path_buf)
+        .into_iter()
+        .collect();
+    includes.extend(args.includes.iter().cloned());
+    let includes: Vec<String> = includes
+        .iter()
+        .map(|p| {
+            let p = if p.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                p
+            };
+            p.canonicalize()
+                .unwrap_or_else(|_| p.to_path_buf())
+                .display()
+                .to_string()
+        })
+        .collect();
+    let build = Build {
+        std: args.std.clone(),
+        arch: args.arch.clone(),
+        defines: defines.iter().map(|(n, v)| format!("{n}={v}")).collect(),
+        includes,
+    };
+    let toml_text = manifest(&x, &request, build_ref(&build));
+    let script = build_script(&build);
+    let written = std::fs::create_dir_all(&args.output).and_then(|()| {
+        for (name, text) in [
+            ("repro.cu", x.repro.as_str()),
+            ("kwb.toml", toml_text.as_str()),
+            ("build.sh", script.as_str()),
+        ] {
+            let path = args.output.join(name);
+            if same_file(&args.file, &path) {
+                return Err(std::io::Error::other(format!(
+                    "{} is the input file",
+                    path.display()
+                )));
+            }
+            crate::output::write_atomically(&path, text.as_bytes())?;
+        }
+        make_executable(&args.output.join("build.sh"))
+    });
+    if let Err(source) = written {
+        render::error(Report::new(crate::error::CliError::Unwritable {
+            path: args.output.clone(),
+            source,
+        }));
+        return exit::INPUT;
+    }
+    let mut out = std::io::stdout();
+    if args.json {
+        let _ = writeln!(
+            out,
+            "{}",
+            serde_json::to_string_pretty(&x).unwrap_or_default()
+        );
+    } else {
+        let _ = writeln!(out, "{}", summary(&x, &args.output));
+    }
+    exit::OK
+}
+
+fn build_ref(b: &Build) -> Build {
+    Build {
+        std: b.std.clone(),
+        arch: b.arch.clone(),
+        defines: b.defines.clone(),
+        includes: b.includes.clone(),
+    }
+}
+
+/// kwb.toml's text.
+fn manifest(x: &Extraction, request: &Request, build: Build) -> String {
+    let m = Manifest {
+        source: Source {
+            file: request.file_name.clone(),
+            kernel_line: x.kernel.line,
+            launch_line: x.launch.as_ref().map(|l| l.line),
+            copied: x.copied.iter().map(|(a, b)| [*a, *b]).collect(),
+        },
+        kernel: KernelSection {
+            name: &x.qualified,
+            instantiation: &x.instantiation,
+            entry: kwb_extract::ENTRY,
+            kernel_symbol: kwb_extract::KERNEL_SYMBOL,
+            template_args: &x.args,
+        },
+        params: &x.kernel.params,
+        launch: x.launch.as_ref().map(|l| LaunchSection {
+            args: &l.args,
+            config: &x.config,
+        }),
+        build,
+    };
+    format!(
+        "# kwb.toml: the reproducer's manifest, written by kwb-extract.\n{}",
+        toml::to_string(&m).unwrap_or_default()
+    )
+}
+
+/// `build.sh`: nvcc with the extraction's flags; every argument single-quoted.
+fn build_script(b: &Build) -> String {
+    let mut flags = vec![
+        format!("-std={}", b.std),
+        format!("-arch={}", b.arch),
+        "-O3".to_owned(),
+    ];
+    flags.extend(b.includes.iter().map(|i| format!("-I{i}")));
+    flags.extend(b.defines.iter().map(|d| format!("-D{d}")));
+    let quoted: Vec<String> = flags.iter().map(|f| quote(f)).collect();
+    format!(
+        "#!/bin/sh\n# build.sh: compiles repro.cu with the flags kwb-extract was given (NVCC overrides the compiler;\n# extra arguments are passed on, e.g. ./build.sh -cubin -o repro.cubin).\nset -eu\ncd \"$(dirname \"$0\")\"\nif [ \"$#\" -eq 0 ]; then set -- -c -o repro.o; fi\nexec \"${{NVCC:-nvcc}}\" {} repro.cu \"$@\"\n",
+        quoted.join(" ")
+    )
+}
+
+/// `text` as one shell word: single quotes, with `'` written `'\''`.
+pub fn quote(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "'\\''"))
+}
+
+fn summary(x: &Extraction, dir: &Path) -> String {
+    let mut lines = vec![format!("instantiation: {}", x.instantiation)];
+    for a in &x.args {
+        let value = match (&a.value, &a.unfolded) {
+            (Some(v), _) => format!("{v}"),
+            (None, Some(why)) => format!("{} (not folded: {why})", a.emitted),
+            (None, None) => a.emitted.clone(),
+        };
+        lines.push(format!("  {} = {value}    written `{}`", a.name, a.written));
+    }
+    if let Some(l) = &x.launch {
+        lines.push(format!(
+            "launch site: line {} (`{}<<<{}>>>`)",
+            l.line,
+            l.callee,
+            l.config.join(", ")
+        ));
+    }
+    lines.push(format!(
+        "copied {} blocks of the file; wrote {}/repro.cu, kwb.toml and build.sh",
+        x.copied.len(),
+        dir.display()
+    ));
+    lines.join("\n")
+}
+
+fn same_file(input: &Path, output: &Path) -> bool {
+    match (input.canonicalize(), output.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
+}
+
+#[cfg(unix)]
+fn make_executable(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut p = std::fs::metadata(path)?.permissions();
+    p.set_mode(p.mode() | 0o111);
+    std::fs::set_permissions(path, p)
+}
+
+#[cfg(not(unix))]
+fn make_executable(_: &Path) -> std::io::Result<()> {
+    Ok(())
+}

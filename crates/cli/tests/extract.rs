@@ -1,0 +1,175 @@
+//! End-to-end tests of the `kwb-extract` binary: the three files it writes, a
+//! `build.sh` whose every argument is quoted (paths with spaces and shell
+//! metacharacters survive), and bad input — a clear message, the documented exit code,
+//! the input untouched, nothing written.
+
+use std::path::Path;
+use std::process::Command;
+
+use tempfile::TempDir;
+
+const SOURCE: &str = r#"constexpr int kThreads = 128;
+template <int BM, int BN>
+__global__ void gemm(int M, float* C) { C[threadIdx.x] = BM + BN + M; }
+__global__ void plain(float* C) { C[0] = 1.f; }
+void launch(int M, float* C) {
+  constexpr int BM = 64;
+  gemm<BM, BM * 2><<<M / BM, kThreads>>>(M, C);
+}
+"#;
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn extract(dir: &Path, args: &[&str]) -> Run {
+    let out = Command::new(env!("CARGO_BIN_EXE_kwb-extract"))
+        .args(args)
+        .current_dir(dir)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("kwb-extract runs");
+    Run {
+        code: out.status.code().expect("exited, not killed"),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+fn setup() -> TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("k.cu"), SOURCE).unwrap();
+    dir
+}
+
+#[test]
+fn writes_the_reproducer_the_manifest_and_a_quoted_build_script() {
+    let dir = setup();
+    let out = "out dir $(touch pwned)";
+    let run = extract(
+        dir.path(),
+        &[
+            "k.cu",
+            "--kernel",
+            "gemm",
+            "-D",
+            "TILE=4",
+            "-I",
+            "inc; rm -rf x",
+            "-o",
+            out,
+        ],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stdout.contains("instantiation: gemm<64, 128>"),
+        "{}",
+        run.stdout
+    );
+    let written = dir.path().join(out);
+    let repro = std::fs::read_to_string(written.join("repro.cu")).unwrap();
+    assert!(repro.contains("&gemm<64, 128>") && !repro.contains("void launch("));
+    let manifest = std::fs::read_to_string(written.join("kwb.toml")).unwrap();
+    assert!(
+        manifest.contains("instantiation = \"gemm<64, 128>\""),
+        "{manifest}"
+    );
+    assert!(manifest.contains("entry = \"kwb_launch\""));
+    assert!(manifest.contains("written = \"BM * 2\""));
+    let script = std::fs::read_to_string(written.join("build.sh")).unwrap();
+    assert!(script.contains("'-DTILE=4'"), "{script}");
+    assert!(script.contains("inc; rm -rf x'"), "{script}");
+    // Nothing in the paths ran.
+    assert!(!dir.path().join("pwned").exists());
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("k.cu")).unwrap(),
+        SOURCE
+    );
+    // The script parses as shell (without running nvcc).
+    let check = Command::new("sh")
+        .arg("-n")
+        .arg(written.join("build.sh"))
+        .status()
+        .unwrap();
+    assert!(check.success());
+}
+
+#[test]
+fn bad_input_gets_a_clear_message_and_writes_nothing() {
+    let dir = setup();
+    let cases: &[(&[&str], i32, &str)] = &[
+        (
+            &["missing.cu", "--kernel", "gemm", "-o", "o1"],
+            2,
+            "missing.cu",
+        ),
+        (
+            &["k.cu", "--kernel", "gem", "-o", "o2"],
+            3,
+            "kernels defined here: gemm, plain",
+        ),
+        (
+            &["k.cu", "--template", "gemm<1", "-o", "o3"],
+            2,
+            "is not a template spec",
+        ),
+        (
+            &["k.cu", "--template", "gemm<1, 2, 3>", "-o", "o4"],
+            2,
+            "takes 2 template arguments",
+        ),
+        (
+            &["k.cu", "--template", "gemm<1>", "-o", "o5"],
+            2,
+            "no argument for template parameter `BN`",
+        ),
+        (&["k.cu", "-o", "o6"], 2, "--kernel"),
+        (
+            &[
+                "k.cu",
+                "--kernel",
+                "gemm",
+                "--template",
+                "gemm<1, 2>",
+                "-o",
+                "o7",
+            ],
+            2,
+            "cannot be used with",
+        ),
+    ];
+    for (args, code, message) in cases {
+        let run = extract(dir.path(), args);
+        assert_eq!(run.code, *code, "{args:?}: {}", run.stderr);
+        assert!(run.stderr.contains(message), "{args:?}: {}", run.stderr);
+        let out = args.last().unwrap();
+        assert!(!dir.path().join(out).exists(), "{args:?} wrote {out}");
+    }
+    // A kernel without template parameters needs no launch.
+    let run = extract(dir.path(), &["k.cu", "--kernel", "plain", "-o", "o8"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("k.cu")).unwrap(),
+        SOURCE
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn an_unwritable_output_folder_is_an_error() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = setup();
+    let locked = dir.path().join("locked");
+    std::fs::create_dir(&locked).unwrap();
+    std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o555)).unwrap();
+    // Root ignores permissions; the check means something only where they hold.
+    if std::fs::write(locked.join("probe"), "").is_ok() {
+        return;
+    }
+    let run = extract(dir.path(), &["k.cu", "--kernel", "gemm", "-o", "locked"]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("locked"), "{}", run.stderr);
+    assert!(std::fs::read_dir(&locked).unwrap().next().is_none());
+}

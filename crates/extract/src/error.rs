@@ -1,0 +1,45 @@
+//! Why an extraction failed.
+
+use miette::Diagnostic;
+use thiserror::Error;
+
+#[derive(Debug, Error, Diagnostic)]
+pub enum ExtractError {
+    #[error("neither --kernel nor --template was given")]
+    #[diagnostic(help(
+        "name the kernel (--kernel NAME) or its instantiation (--template 'NAME<ARGS>')"
+    ))]
+    NothingAsked,
+    #[error("`{0}` is not a template spec NAME<ARGS…>")]
+    #[diagnostic(help("write it as the code would: --template 'gemm_mma_sync<128, 128, 32, 3>'"))]
+    BadTemplate(String),
+    #[error("no __global__ function `{name}` in this file")]
+    #[diagnostic(help("kernels defined here: {available}"))]
+    UnknownKernel { name: String, available: String },
+    #[error("`{kernel}` is a template and this file has no launch of it")]
+    #[diagnostic(help("give the instantiation: --template '{kernel}<ARGS…>'"))]
+    NoLaunch { kernel: String },
+    #[error("`{kernel}` is launched with different template arguments: {launches}")]
+    #[diagnostic(help("pick one with --template '{kernel}<ARGS…>'"))]
+    AmbiguousLaunch { kernel: String, launches: String },
+    #[error("`{kernel}` takes {declared} template arguments; {given} were given")]
+    TooManyArguments {
+        kernel: String,
+        given: usize,
+        declared: usize,
+    },
+    #[error("no argument for template parameter `{param}` of `{kernel}`, and it has no default")]
+    MissingArgument { kernel: String, param: String },
+    #[error(
+        "template argument `{param}` = `{written}` depends on `{name}`, which only the launching function defines, and it does not fold: {why}"
+    )]
+    #[diagnostic(help(
+        "give its value with -D {name}=VALUE, or the whole instantiation with --template"
+    ))]
+    Unresolved {
+        param: String,
+        written: String,
+        name: String,
+        why: String,
+    },
+}

@@ -1,0 +1,255 @@
+//! Track B's extraction: the exact instantiation of a kernel, out of the file that
+//! launches it, as a self-contained reproducer.
+//!
+//! Given a file and a kernel (or a template spec), kwb-extract finds the launch site
+//! (`NAME<ARGS><<<…>>>(…)`, or a local `auto k = NAME<ARGS>; k<<<…>>>`), folds each
+//! template argument to a value with the constants in scope (file and namespace
+//! `constexpr`s, `#define`s, `-D`s, the launching function's `constexpr` locals),
+//! and slices the file: the kernel and every top-level item it needs (by name, to a
+//! fixed point; preprocessor lines, `using namespace` and `static_assert`s always),
+//! copied verbatim with the lines they came from. Host code the kernel does not use
+//! (the launcher, `main`) is left out. The reproducer ends with C-ABI entry points
+//! that launch the instantiation, so a runner needs no C++ name mangling.
+//!
+//! What cannot be resolved is named: an argument that leans on a name only the
+//! launching function defines is an error, never a guess.
+
+mod constants;
+mod emit;
+mod error;
+mod fold;
+mod items;
+mod kernel;
+mod launch;
+mod scan;
+
+pub use crate::emit::{ENTRY, KERNEL_SYMBOL};
+pub use crate::error::ExtractError;
+pub use crate::fold::{Constants, Unfolded};
+pub use crate::kernel::{KernelDef, Param, TemplateParam};
+pub use crate::launch::{Launch, launches};
+
+/// What to extract.
+#[derive(Debug, Clone, Default)]
+pub struct Request {
+    /// The kernel's name (its launch site gives the instantiation).
+    pub kernel: Option<String>,
+    /// `NAME<ARGS…>`: the instantiation itself (arguments folded like a launch's).
+    pub template: Option<String>,
+    /// `-D NAME=VALUE` (a bare `-D NAME` is 1).
+    pub defines: Vec<(String, String)>,
+    /// The file's name as the reproducer cites it.
+    pub file_name: String,
+}
+
+/// One template argument.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct TemplateArg {
+    pub name: String,
+    pub kind: &'static str,
+    /// As written at the launch (or the spec, or the parameter's default).
+    pub written: String,
+    /// Its integer value, for a non-type argument that folds.
+    pub value: Option<i64>,
+    /// What the reproducer instantiates with.
+    pub emitted: String,
+    /// Why a non-type argument has no value (it is then emitted as written).
+    pub unfolded: Option<String>,
+}
+
+/// One launch-configuration value (grid, block, shared memory, stream).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ConfigValue {
+    pub role: &'static str,
+    pub written: String,
+    pub value: Option<i64>,
+    /// Where a local variable holds it: its declaration, as written.
+    pub declared: Option<String>,
+}
+
+/// The result.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Extraction {
+    pub kernel: KernelDef,
+    /// The qualified name the reproducer refers to the kernel by.
+    pub qualified: String,
+    pub instantiation: String,
+    pub args: Vec<TemplateArg>,
+    pub launch: Option<Launch>,
+    pub config: Vec<ConfigValue>,
+    /// Lines of the file copied into the reproducer, as (first, last) per item.
+    pub copied: Vec<(usize, usize)>,
+    /// The reproducer's source.
+    #[serde(skip)]
+    pub repro: String,
+}
+
+/// Extracts the instantiation `request` names from `source`.
+pub fn extract(source: &str, request: &Request) -> Result<Extraction, ExtractError> {
+    let parsed = kwb_syntax::parse(source);
+    let (name, spec_args) = match (&request.template, &request.kernel) {
+        (Some(spec), _) => scan::template_id(spec)
+            .map(|(n, a)| (n, Some(a)))
+            .ok_or_else(|| ExtractError::BadTemplate(spec.clone()))?,
+        (None, Some(k)) => (k.clone(), None),
+        (None, None) => return Err(ExtractError::NothingAsked),
+    };
+    let defs = kernel::find(&parsed, &name);
+    let Some(def) = defs.first().cloned() else {
+        return Err(ExtractError::UnknownKernel {
+            name,
+            available: kernel::all(&parsed).join(", "),
+        });
+    };
+    let short = def.name.clone();
+    let all_launches: Vec<Launch> = launches(&parsed)
+        .into_iter()
+        .filter(|l| l.kernel.rsplit("::").next() == Some(short.as_str()))
+        .collect();
+    let mut file = constants::file_scope(&parsed, &request.defines);
+    // The launch: the one the spec's arguments match, or the only one.
+    let (launch, written): (Option<Launch>, Vec<String>) = match spec_args {
+        Some(args) => {
+            // A launch written with the same arguments gives the launch configuration.
+            let matching = all_launches
+                .iter()
+                .find(|l| l.template_args == args)
+                .cloned();
+            (matching, args)
+        }
+        None => {
+            let mut distinct: Vec<&Launch> = Vec::new();
+            for l in &all_launches {
+                if !distinct.iter().any(|d| d.template_args == l.template_args) {
+                    distinct.push(l);
+                }
+            }
+            match distinct.as_slice() {
+                [] if def.template_params.iter().all(|p| p.default.is_some()) => (None, Vec::new()),
+                [] => return Err(ExtractError::NoLaunch { kernel: short }),
+                [one] => ((*one).clone().into(), one.template_args.clone()),
+                many => {
+                    return Err(ExtractError::AmbiguousLaunch {
+                        kernel: short,
+                        launches: many
+                            .iter()
+                            .map(|l| format!("line {}: <{}>", l.line, l.template_args.join(", ")))
+                            .collect::<Vec<_>>()
+                            .join("; "),
+                    });
+                }
+            }
+        }
+    };
+    let at = launch.as_ref().and_then(|l| {
+        let f = l.function.clone()?;
+        Some((f, line_start(source, l.line)))
+    });
+    let local_names = at
+        .as_ref()
+        .map(|(f, before)| constants::local_names(&parsed, f, *before))
+        .unwrap_or_default();
+    if let Some((f, before)) = &at {
+        constants::locals(&parsed, f, *before, &mut file);
+    }
+    if written.len() > def.template_params.len() {
+        return Err(ExtractError::TooManyArguments {
+            kernel: short,
+            given: written.len(),
+            declared: def.template_params.len(),
+        });
+    }
+    let mut args = Vec::new();
+    for (i, p) in def.template_params.iter().enumerate() {
+        let Some(text) = written.get(i).cloned().or_else(|| p.default.clone()) else {
+            return Err(ExtractError::MissingArgument {
+                kernel: short,
+                param: p.name.clone(),
+            });
+        };
+        let (value, unfolded) = if p.kind == "non-type" {
+            match file.fold(&text) {
+                Ok(v) => (Some(v), None),
+                Err(e) => (None, Some(e.to_string())),
+            }
+        } else {
+            (None, None)
+        };
+        let emitted = match (value, p.ty.as_deref()) {
+            (Some(v), Some("bool")) => (v != 0).to_string(),
+            (Some(v), _) => v.to_string(),
+            (None, _) => text.clone(),
+        };
+        if value.is_none()
+            && let Some(local) =
+                scan::identifiers(&text).find(|w| local_names.iter().any(|l| l == w))
+        {
+            return Err(ExtractError::Unresolved {
+                param: p.name.clone(),
+                written: text.clone(),
+                name: local.to_owned(),
+                why: unfolded.unwrap_or_else(|| "it is not an integer".to_owned()),
+            });
+        }
+        args.push(TemplateArg {
+            name: p.name.clone(),
+            kind: p.kind,
+            written: text,
+            value,
+            emitted,
+            unfolded,
+        });
+    }
+    let qualified = emit::qualified_name(&parsed, &def);
+    let instantiation = if def.template_params.is_empty() {
+        qualified.clone()
+    } else {
+        format!(
+            "{qualified}<{}>",
+            args.iter()
+                .map(|a| a.emitted.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
+    let config = launch
+        .as_ref()
+        .map(|l| emit::config(&parsed, l, &file))
+        .unwrap_or_default();
+    let all_items = items::items(&parsed);
+    let mut roots = vec![short.clone()];
+    for a in &args {
+        roots.extend(scan::identifiers(&a.emitted).map(str::to_owned));
+    }
+    let kept = items::slice(&parsed, &all_items, &roots);
+    let (repro, copied) = emit::repro(
+        &parsed,
+        &all_items,
+        &kept,
+        request,
+        &instantiation,
+        launch.as_ref(),
+        &args,
+    );
+    Ok(Extraction {
+        kernel: def,
+        qualified,
+        instantiation,
+        args,
+        launch,
+        config,
+        copied,
+        repro,
+    })
+}
+
+fn line_start(source: &str, line: usize) -> usize {
+    source
+        .split_inclusive('\n')
+        .take(line.saturating_sub(1))
+        .map(str::len)
+        .sum()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,98 @@
+//! Extraction on small sources; the suite's kernels are snapshot-tested in tests/.
+
+use super::*;
+
+const SOURCE: &str = r#"#include <cuda_runtime.h>
+// The tile.
+constexpr int kThreads = 128;
+namespace detail {
+constexpr int kPad = 8;
+__device__ int helper(int x) { return x + kPad; }
+__device__ int unused_helper(int x) { return x; }
+}  // namespace detail
+
+template <int BM, int BN, bool kSplit = false>
+__global__ void __launch_bounds__(kThreads) gemm(int M, float* __restrict__ C) {
+  C[threadIdx.x] = detail::helper(BM + BN + (kSplit ? 1 : 0));
+}
+
+cudaError_t launch(int M, float* C, cudaStream_t stream) {
+  constexpr int BM = 64, BN = BM * 2;
+  auto kernel = gemm<BM, BN>;
+  dim3 grid(M / BM);
+  kernel<<<grid, kThreads, 0, stream>>>(M, C);
+  return cudaGetLastError();
+}
+
+int main() { return 0; }
+"#;
+
+fn request(kernel: &str) -> Request {
+    Request {
+        kernel: Some(kernel.to_owned()),
+        file_name: "k.cu".to_owned(),
+        ..Request::default()
+    }
+}
+
+#[test]
+fn the_launch_gives_the_instantiation_folded() {
+    let x = extract(SOURCE, &request("gemm")).unwrap();
+    assert_eq!(x.instantiation, "gemm<64, 128, false>");
+    let l = x.launch.as_ref().unwrap();
+    assert_eq!((l.line, l.alias_line), (19, Some(17)));
+    assert_eq!(x.args[1].written, "BN");
+    assert_eq!(x.args[1].value, Some(128));
+    assert_eq!(x.args[2].written, "false");
+    assert_eq!(x.config[1].value, Some(128));
+    assert_eq!(x.config[0].declared.as_deref(), Some("dim3 grid(M / BM);"));
+    // The slice: the kernel, its helper and constants; not the unused helper, the
+    // launcher or main.
+    assert!(x.repro.contains("__device__ int helper"));
+    assert!(x.repro.contains("constexpr int kPad = 8;"));
+    assert!(x.repro.contains("// kwb-extract: k.cu:10-13"));
+    assert!(!x.repro.contains("unused_helper"));
+    assert!(!x.repro.contains("cudaError_t launch("));
+    assert!(!x.repro.contains("int main"));
+    assert!(x.repro.contains("&gemm<64, 128, false>"));
+    assert!(x.repro.contains("namespace detail {"));
+}
+
+#[test]
+fn a_spec_is_folded_with_the_files_constants_and_defines() {
+    let mut r = request("gemm");
+    r.kernel = None;
+    r.template = Some("gemm<kThreads / 2, TILE, true>".to_owned());
+    r.defines = vec![("TILE".to_owned(), "32".to_owned())];
+    let x = extract(SOURCE, &r).unwrap();
+    assert_eq!(x.instantiation, "gemm<64, 32, true>");
+    assert!(x.launch.is_none());
+}
+
+#[test]
+fn what_cannot_be_resolved_is_named() {
+    let src = SOURCE.replace("constexpr int BM = 64, BN = BM * 2;", "int BM = M, BN = 2;");
+    match extract(&src, &request("gemm")) {
+        Err(ExtractError::Unresolved { param, name, .. }) => {
+            assert_eq!((param.as_str(), name.as_str()), ("BM", "BM"));
+        }
+        other => panic!("{other:?}"),
+    }
+    match extract(SOURCE, &request("gem")) {
+        Err(ExtractError::UnknownKernel { available, .. }) => assert_eq!(available, "gemm"),
+        other => panic!("{other:?}"),
+    }
+    let no_launch = SOURCE.replace("kernel<<<grid, kThreads, 0, stream>>>(M, C);", "");
+    assert!(matches!(
+        extract(&no_launch, &request("gemm")),
+        Err(ExtractError::NoLaunch { .. })
+    ));
+    let two = SOURCE.replace(
+        "return cudaGetLastError();",
+        "gemm<1, 2><<<1, 1>>>(M, C);\n  return cudaGetLastError();",
+    );
+    assert!(matches!(
+        extract(&two, &request("gemm")),
+        Err(ExtractError::AmbiguousLaunch { .. })
+    ));
+}

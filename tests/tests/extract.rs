@@ -1,0 +1,114 @@
+//! Track B's extraction on the kernel suite: for every family with a `<<<…>>>` launch,
+//! kwb-extract's reproducer (snapshot) and its instantiation; with nvcc
+//! (`KWB_RUN_SLOW_TESTS=1`, as `cargo xtask test` sets it), every reproducer compiles
+//! on its own and defines the C-ABI entry points.
+
+use kwb_extract::{Request, extract};
+use kwb_tests::{cutlass_source, repo_root};
+use kwb_toolchain::{CompileFlags, Env};
+
+/// (family, kernel, the instantiation its launch site uses).
+const FAMILIES: &[(&str, &str, &str)] = &[
+    (
+        "mma_sync",
+        "gemm_mma_sync",
+        "gemm_mma_sync<128, 128, 32, 3>",
+    ),
+    ("tma_wgmma_sm90", "gemm_wgmma_tma", "gemm_wgmma_tma"),
+    ("megakernel", "megakernel", "megakernel"),
+    ("cute_sm80", "gemm_cute_sm80", "gemm_sm80::gemm_cute_sm80"),
+];
+
+fn request(family: &str, kernel: &str) -> Request {
+    Request {
+        kernel: Some(kernel.to_owned()),
+        defines: vec![("KWB_DEFECT".to_owned(), "none".to_owned())],
+        file_name: format!("kernels/{family}/gemm.cu"),
+        ..Request::default()
+    }
+}
+
+fn source(family: &str) -> String {
+    std::fs::read_to_string(repo_root().join("kernels").join(family).join("gemm.cu")).unwrap()
+}
+
+#[test]
+fn suite_reproducers() {
+    for (family, kernel, instantiation) in FAMILIES {
+        let x = extract(&source(family), &request(family, kernel)).unwrap();
+        assert_eq!(&x.instantiation, instantiation, "{family}");
+        let launch = x.launch.as_ref().expect("a launch site");
+        assert_eq!(launch.args.len(), x.kernel.params.len(), "{family}");
+        // The host harness is left out; the kernel is in.
+        assert!(!x.repro.contains("int main("), "{family}");
+        assert!(x.repro.contains(&format!("{}(", x.kernel.name)), "{family}");
+        insta::assert_snapshot!(format!("extract_{family}"), x.repro);
+    }
+}
+
+/// The megakernel's launch is not templated, but the down projection it dispatches
+/// to is: a spec names it, folded through the file's constants.
+#[test]
+fn a_spec_folds_through_the_files_constants() {
+    let mut r = request("megakernel", "megakernel");
+    r.kernel = None;
+    r.template = Some("megakernel".to_owned());
+    let x = extract(&source("megakernel"), &r).unwrap();
+    assert_eq!(x.instantiation, "megakernel");
+    let mut r = request("mma_sync", "gemm_mma_sync");
+    r.kernel = None;
+    r.template = Some("gemm_mma_sync<64 * 2, 2 * 32, 32, kThreads / 64>".to_owned());
+    let x = extract(&source("mma_sync"), &r).unwrap();
+    assert_eq!(x.instantiation, "gemm_mma_sync<128, 64, 32, 2>");
+    // Not the launch's arguments, so no launch configuration is claimed.
+    assert!(x.launch.is_none());
+}
+
+#[test]
+fn every_reproducer_compiles_alone() {
+    if std::env::var("KWB_RUN_SLOW_TESTS").as_deref() != Ok("1") || cutlass_source().is_none() {
+        return;
+    }
+    let env = Env::from_process();
+    let toolchain = kwb_toolchain::toolchain(&env).unwrap();
+    let cutlass = kwb_toolchain::cutlass(&env).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let failures: Vec<String> = std::thread::scope(|scope| {
+        let handles: Vec<_> = FAMILIES
+            .iter()
+            .map(|(family, kernel, _)| {
+                let (toolchain, cutlass, dir) = (&toolchain, &cutlass, dir.path());
+                scope.spawn(move || -> Result<(), String> {
+                    let x = extract(&source(family), &request(family, kernel))
+                        .map_err(|e| e.to_string())?;
+                    let repro = dir.join(format!("{family}.repro.cu"));
+                    std::fs::write(&repro, &x.repro).map_err(|e| e.to_string())?;
+                    let flags = CompileFlags {
+                        includes: vec![
+                            repo_root().join("kernels").join(family),
+                            repo_root().join("kernels/common"),
+                            cutlass.include.clone(),
+                        ],
+                        defines: vec!["KWB_DEFECT=none".to_owned()],
+                        extra: vec!["-O3".to_owned(), "--expt-relaxed-constexpr".to_owned()],
+                        ..CompileFlags::default()
+                    };
+                    let object = dir.join(format!("{family}.repro.o"));
+                    kwb_toolchain::compile_object(toolchain, &repro, &flags, &object)
+                        .map_err(|e| format!("{family}: {e}"))?;
+                    let sass =
+                        kwb_toolchain::sass(toolchain, &object).map_err(|e| e.to_string())?;
+                    if !sass.contains("Function") {
+                        return Err(format!("{family}: the object holds no kernel"));
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .filter_map(|h| h.join().unwrap().err())
+            .collect()
+    });
+    assert!(failures.is_empty(), "{failures:#?}");
+}
