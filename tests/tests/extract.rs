@@ -112,3 +112,36 @@ fn every_reproducer_compiles_alone() {
     });
     assert!(failures.is_empty(), "{failures:#?}");
 }
+
+/// The TMA descriptors of the hand-written TMA families, with the `if constexpr`
+/// changes a defect makes applied when `-D` decides them.
+#[test]
+fn descriptors_are_resolved_and_their_guarded_changes_decided() {
+    let x = extract(
+        &source("tma_wgmma_sm90"),
+        &request("tma_wgmma_sm90", "gemm_wgmma_tma"),
+    )
+    .unwrap();
+    insta::assert_json_snapshot!("descriptors_tma_wgmma_sm90", x.descriptors);
+    let d = &x.descriptors[0];
+    assert_eq!(d.swizzle.values, ["CU_TENSOR_MAP_SWIZZLE_128B"]);
+    assert_eq!(
+        d.global_dims.values,
+        ["cuuint64_t(cols)", "cuuint64_t(rows)"]
+    );
+    assert_eq!(d.element_strides.folded, Some(vec![1, 1]));
+    let mut r = request("tma_wgmma_sm90", "gemm_wgmma_tma");
+    r.defines = vec![("KWB_DEFECT".to_owned(), "tmap_swizzle".to_owned())];
+    let x = extract(&source("tma_wgmma_sm90"), &r).unwrap();
+    let d = &x.descriptors[0];
+    assert_eq!(d.swizzle.values, ["CU_TENSOR_MAP_SWIZZLE_NONE"]);
+    assert!(d.swizzle.changes[0].contains("applies: `kDefect == Defect::tmap_swizzle` holds"));
+    r.defines = vec![("KWB_DEFECT".to_owned(), "tmap_dim_order".to_owned())];
+    let x = extract(&source("tma_wgmma_sm90"), &r).unwrap();
+    assert_eq!(
+        x.descriptors[0].global_dims.values,
+        ["cuuint64_t(rows)", "cuuint64_t(cols)"]
+    );
+    let x = extract(&source("megakernel"), &request("megakernel", "megakernel")).unwrap();
+    insta::assert_json_snapshot!("descriptors_megakernel", x.descriptors);
+}

@@ -21,6 +21,7 @@ pub fn file_scope(parsed: &Parsed, defines: &[(String, String)]) -> Constants {
             | "struct_specifier"
             | "class_specifier" => continue,
             "declaration" => collect(parsed, n, &mut found),
+            "enum_specifier" => enumerators(parsed, n, &mut found),
             "preproc_def" => {
                 if let (Some(name), Some(value)) = (
                     n.child_by_field_name("name"),
@@ -120,6 +121,29 @@ pub fn local_names(parsed: &Parsed, function: &Range<usize>, before: usize) -> V
         stack.extend(n.named_children(&mut cursor));
     }
     out
+}
+
+/// An enum's enumerators with their values (explicit, or one past the previous).
+fn enumerators(parsed: &Parsed, node: Node<'_>, found: &mut Vec<(usize, String, String)>) {
+    let Some(body) = node.child_by_field_name("body") else {
+        return;
+    };
+    let mut next = "0".to_owned();
+    let mut cursor = body.walk();
+    for e in body.named_children(&mut cursor) {
+        let Some(name) = e.child_by_field_name("name") else {
+            continue;
+        };
+        let value = e.child_by_field_name("value").map_or(next.clone(), |v| {
+            parsed.source[v.byte_range()].trim().to_owned()
+        });
+        next = format!("({value}) + 1");
+        found.push((
+            e.start_byte(),
+            parsed.source[name.byte_range()].to_owned(),
+            value,
+        ));
+    }
 }
 
 fn collect(parsed: &Parsed, decl: Node<'_>, found: &mut Vec<(usize, String, String)>) {

@@ -15,6 +15,7 @@
 //! launching function defines is an error, never a guess.
 
 mod constants;
+mod descriptors;
 mod emit;
 mod error;
 mod fold;
@@ -23,6 +24,7 @@ mod kernel;
 mod launch;
 mod scan;
 
+pub use crate::descriptors::{Descriptor, Field};
 pub use crate::emit::{ENTRY, KERNEL_SYMBOL};
 pub use crate::error::ExtractError;
 pub use crate::fold::{Constants, Unfolded};
@@ -79,6 +81,8 @@ pub struct Extraction {
     pub config: Vec<ConfigValue>,
     /// Lines of the file copied into the reproducer, as (first, last) per item.
     pub copied: Vec<(usize, usize)>,
+    /// The file's TMA descriptor constructions, their parameters resolved.
+    pub descriptors: Vec<Descriptor>,
     /// The reproducer's source.
     #[serde(skip)]
     pub repro: String,
@@ -107,6 +111,7 @@ pub fn extract(source: &str, request: &Request) -> Result<Extraction, ExtractErr
         .filter(|l| l.kernel.rsplit("::").next() == Some(short.as_str()))
         .collect();
     let mut file = constants::file_scope(&parsed, &request.defines);
+    let descriptors = descriptors::descriptors(&parsed, &file);
     // The launch: the one the spec's arguments match, or the only one.
     let (launch, written): (Option<Launch>, Vec<String>) = match spec_args {
         Some(args) => {
@@ -239,6 +244,7 @@ pub fn extract(source: &str, request: &Request) -> Result<Extraction, ExtractErr
         launch,
         config,
         copied,
+        descriptors,
         repro,
     })
 }

@@ -61,6 +61,8 @@ struct Manifest<'a> {
     params: &'a [kwb_extract::Param],
     launch: Option<LaunchSection<'a>>,
     build: Build,
+    /// The file's TMA descriptor constructions.
+    descriptors: &'a [kwb_extract::Descriptor],
 }
 
 #[derive(serde::Serialize)]
@@ -232,6 +234,7 @@ fn manifest(x: &Extraction, request: &Request, build: Build) -> String {
             config: &x.config,
         }),
         build,
+        descriptors: &x.descriptors,
     };
     format!(
         "# kwb.toml: the reproducer's manifest, written by kwb-extract.\n{}",
