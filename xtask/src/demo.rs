@@ -10,7 +10,11 @@
 //! 3. builds that traced program with nvcc and `-DKWB_TRACE` (it compiles here; it
 //!    runs only on a GPU);
 //! 4. `kwb trace show` on a real trace the bundled mma_sync kernel wrote on an H200,
-//!    and `kwb trace show --npy` on a real full-tile trace of the CuTe kernel,
+//!    and `kwb trace show --npy` on a real full-tile trace of the CuTe kernel;
+//! 5. `kwb-extract` on the bundled TMA/WGMMA kernel built with a descriptor defect
+//!    (`KWB_DEFECT=tmap_swizzle`): the instantiation, its TMA descriptors resolved (the
+//!    swizzle the defect really encodes), and the reproducer compiled alone with its
+//!    `build.sh`,
 //!
 //! and says what the GPU step would add.
 
@@ -119,6 +123,40 @@ pub fn run(root: &Path) -> Result {
         println!("{line}");
     }
     println!("{}", accumulator_extent(&tiles)?);
+
+    let repro = out.join("repro");
+    let mut command = kwb(
+        root,
+        "kwb-extract",
+        &[
+            "kernels/tma_wgmma_sm90/gemm.cu",
+            "--kernel",
+            "gemm_wgmma_tma",
+            "-D",
+            "KWB_DEFECT=tmap_swizzle",
+            "-I",
+            "kernels/common",
+            "-o",
+        ],
+    );
+    command.arg(&repro);
+    ci::run_step(
+        "kwb-extract (bundled TMA/WGMMA kernel, built with KWB_DEFECT=tmap_swizzle)",
+        command,
+    )?;
+    ci::header("build.sh (the reproducer compiled on its own)");
+    let built = std::process::Command::new("sh")
+        .arg(repro.join("build.sh"))
+        .env("NVCC", &installed.toolchain.nvcc)
+        .status()
+        .map_err(|e| Failure(format!("build.sh: {e}")))?;
+    if !built.success() {
+        return Err(Failure(format!(
+            "{} failed",
+            repro.join("build.sh").display()
+        )));
+    }
+    println!("compiled {}", repro.join("repro.o").display());
     ci::header("what the GPU step adds");
     println!(
         "Run {} on a GPU with KWB_TRACE_OUT=trace.bin, then `kwb trace show trace.bin`:\n\
@@ -127,8 +165,13 @@ pub fn run(root: &Path) -> Result {
          --probe final,epilogue --values 0 --absmax-only on every CTA). On an H200 this reading\n\
          found the megakernel's padding confound clean with the row bound and a DRAFT\n\
          without it, and named the stage of every other defect of the suite\n\
-         (docs/results/track-a-suite.md; `cargo xtask gpu-trace` reproduces it).",
-        binary.display()
+         (docs/results/track-a-suite.md; `cargo xtask gpu-trace` reproduces it), the\n\
+         defects all-ones cannot show from a full trace on integer inputs checked\n\
+         against a host model of the inputs. The reproducer in {} is what `kwb run`\n\
+         (not yet written) will launch through kwb_launch on the controlled-input\n\
+         ladder of `kwb ladder`.",
+        binary.display(),
+        repro.display()
     );
     Ok(())
 }

@@ -281,6 +281,25 @@ fn summary(x: &Extraction, dir: &Path) -> String {
             l.config.join(", ")
         ));
     }
+    for d in &x.descriptors {
+        let show = |f: &kwb_extract::Field| f.values.join(", ");
+        lines.push(format!(
+            "TMA descriptor at line {} in `{}`: {}, rank {}, dims {{{}}}, strides {{{}}}, box {{{}}}, {}",
+            d.line,
+            d.function,
+            show(&d.data_type),
+            show(&d.rank),
+            show(&d.global_dims),
+            show(&d.global_strides),
+            show(&d.box_dims),
+            show(&d.swizzle)
+        ));
+        for f in [&d.global_dims, &d.global_strides, &d.box_dims, &d.swizzle] {
+            for change in &f.changes {
+                lines.push(format!("  {change}"));
+            }
+        }
+    }
     lines.push(format!(
         "copied {} blocks of the file; wrote {}/repro.cu, kwb.toml and build.sh",
         x.copied.len(),
