@@ -78,6 +78,8 @@ fn writes_the_reproducer_the_manifest_and_a_quoted_build_script() {
     );
     assert!(manifest.contains("entry = \"kwb_launch\""));
     assert!(manifest.contains("written = \"BM * 2\""));
+    assert!(manifest.contains("role = \"m\""), "{manifest}");
+    assert!(manifest.contains("role = \"C\""), "{manifest}");
     let script = std::fs::read_to_string(written.join("build.sh")).unwrap();
     assert!(script.contains("'-DTILE=4'"), "{script}");
     assert!(script.contains("inc; rm -rf x'"), "{script}");

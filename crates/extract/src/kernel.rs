@@ -21,6 +21,71 @@ pub struct TemplateParam {
 pub struct Param {
     pub name: String,
     pub declaration: String,
+    /// What a runner must pass, read from the name and type (a guess, named as one):
+    /// `A`, `B`, `C`, `D`, `bias` (pointers), `tma-descriptor`, `m`, `n`, `k`,
+    /// `leading-dimension`, `alpha`, `beta`, or `pointer`/`scalar`/`other`.
+    pub role: &'static str,
+    /// The element type of a pointer (`__nv_bfloat16`, `float`, …).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub element: Option<String>,
+}
+
+/// The role and pointer element type of a parameter from its declaration.
+pub fn role(name: &str, declaration: &str) -> (&'static str, Option<String>) {
+    let ty = declaration[..declaration.len().saturating_sub(name.len())].trim();
+    let words: Vec<&str> = crate::scan::identifiers(ty)
+        .filter(|w| {
+            !matches!(
+                *w,
+                "const" | "volatile" | "__restrict__" | "__restrict" | "__grid_constant__"
+            )
+        })
+        .collect();
+    let element = (ty.contains('*'))
+        .then(|| words.join(" "))
+        .filter(|e| !e.is_empty());
+    if ty.contains("CUtensorMap") {
+        return ("tma-descriptor", None);
+    }
+    let lower = name.to_ascii_lowercase();
+    if element.is_some() {
+        let role = match lower.trim_start_matches("ptr_").trim_start_matches("d_") {
+            "a" | "mat_a" | "a_ptr" | "x" | "input" | "in" => "A",
+            "b" | "mat_b" | "b_ptr" | "w" | "weight" | "weights" => "B",
+            "c" | "mat_c" | "c_ptr" | "src" => "C",
+            "d" | "mat_d" | "d_ptr" | "out" | "output" | "y" | "dst" => "D",
+            "bias" => "bias",
+            _ => "pointer",
+        };
+        return (role, element);
+    }
+    let integer = words.iter().any(|w| {
+        matches!(
+            *w,
+            "int"
+                | "long"
+                | "unsigned"
+                | "size_t"
+                | "int32_t"
+                | "int64_t"
+                | "uint32_t"
+                | "uint64_t"
+        )
+    });
+    let floating = words
+        .iter()
+        .any(|w| matches!(*w, "float" | "double" | "half" | "__half"));
+    let role = match (name, integer, floating) {
+        ("M" | "m", true, _) => "m",
+        ("N" | "n", true, _) => "n",
+        ("K" | "k", true, _) => "k",
+        (_, true, _) if lower.starts_with("ld") => "leading-dimension",
+        (_, _, true) if lower == "alpha" => "alpha",
+        (_, _, true) if lower == "beta" => "beta",
+        (_, true, _) | (_, _, true) => "scalar",
+        _ => "other",
+    };
+    (role, None)
 }
 
 /// A kernel definition.
@@ -104,9 +169,16 @@ fn definition(parsed: &Parsed, function: Node<'_>) -> Option<KernelDef> {
             split_top(text)
                 .into_iter()
                 .filter(|p| !p.is_empty() && p != "void")
-                .map(|declaration| Param {
-                    name: last_identifier(&declaration),
-                    declaration: squeeze(&declaration),
+                .map(|declaration| {
+                    let name = last_identifier(&declaration);
+                    let declaration = squeeze(&declaration);
+                    let (role, element) = role(&name, &declaration);
+                    Param {
+                        name,
+                        declaration,
+                        role,
+                        element,
+                    }
                 })
                 .collect()
         })

@@ -96,3 +96,25 @@ fn what_cannot_be_resolved_is_named() {
         Err(ExtractError::AmbiguousLaunch { .. })
     ));
 }
+
+#[test]
+fn parameter_roles_are_read_from_names_and_types() {
+    use crate::kernel::role;
+    assert_eq!(
+        role("A", "const __nv_bfloat16* __restrict__ A"),
+        ("A", Some("__nv_bfloat16".to_owned()))
+    );
+    assert_eq!(role("D", "float* D"), ("D", Some("float".to_owned())));
+    assert_eq!(
+        role("tmap_a", "const __grid_constant__ CUtensorMap tmap_a"),
+        ("tma-descriptor", None)
+    );
+    assert_eq!(role("K", "int K"), ("k", None));
+    assert_eq!(role("ldA", "int ldA"), ("leading-dimension", None));
+    assert_eq!(role("beta", "float beta"), ("beta", None));
+    assert_eq!(
+        role("tasks", "const Task* tasks"),
+        ("pointer", Some("Task".to_owned()))
+    );
+    assert_eq!(role("flag", "bool flag"), ("other", None));
+}
