@@ -175,3 +175,56 @@ fn an_unwritable_output_folder_is_an_error() {
     assert!(run.stderr.contains("locked"), "{}", run.stderr);
     assert!(std::fs::read_dir(&locked).unwrap().next().is_none());
 }
+
+#[test]
+fn the_production_flags_come_from_compile_commands() {
+    let dir = setup();
+    let root = dir.path().canonicalize().unwrap();
+    let db = format!(
+        r#"[{{"directory": "{}", "file": "k.cu",
+             "command": "/opt/cuda/bin/nvcc -Iinc -DTILE=8 -std=c++20 -gencode arch=compute_80,code=sm_80 --expt-relaxed-constexpr -O2 -c k.cu -o k.o"}}]"#,
+        root.display()
+    );
+    std::fs::write(dir.path().join("compile_commands.json"), db).unwrap();
+    let run = extract(
+        dir.path(),
+        &[
+            "k.cu",
+            "--kernel",
+            "gemm",
+            "-p",
+            "compile_commands.json",
+            "-o",
+            "out",
+        ],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let script = std::fs::read_to_string(dir.path().join("out/build.sh")).unwrap();
+    for flag in [
+        "'-std=c++20'",
+        "'-arch=sm_80'",
+        "'--expt-relaxed-constexpr'",
+        "'-DTILE=8'",
+        &format!("'-I{}/inc'", root.display()),
+    ] {
+        assert!(script.contains(flag), "{flag} missing: {script}");
+    }
+    let manifest = std::fs::read_to_string(dir.path().join("out/kwb.toml")).unwrap();
+    assert!(
+        manifest.contains("compile_commands.json and the command line"),
+        "{manifest}"
+    );
+    // A database without the file: an error, nothing written.
+    std::fs::write(dir.path().join("other.json"), "[]").unwrap();
+    let run = extract(
+        dir.path(),
+        &["k.cu", "--kernel", "gemm", "-p", "other.json", "-o", "o2"],
+    );
+    assert_eq!(run.code, 2);
+    assert!(
+        run.stderr.contains("none of its 0 entries compiles"),
+        "{}",
+        run.stderr
+    );
+    assert!(!dir.path().join("o2").exists());
+}

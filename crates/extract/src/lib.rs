@@ -14,6 +14,7 @@
 //! What cannot be resolved is named: an argument that leans on a name only the
 //! launching function defines is an error, never a guess.
 
+pub mod compile_db;
 mod constants;
 mod descriptors;
 mod emit;

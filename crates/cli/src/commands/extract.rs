@@ -39,12 +39,17 @@ pub struct Args {
     /// An include folder for the build (FILE's own folder is always added)
     #[arg(short = 'I', value_name = "DIR")]
     includes: Vec<PathBuf>,
-    /// The C++ standard of the build
-    #[arg(long, default_value = "c++17")]
-    std: String,
-    /// The GPU architecture of the build
-    #[arg(long, default_value = "sm_90a")]
-    arch: String,
+    /// The production build's compile_commands.json: FILE's entry gives the includes,
+    /// defines, standard, architecture and code-generation flags (-D, -I, --std and
+    /// --arch given here come on top)
+    #[arg(short = 'p', long = "compile-commands", value_name = "JSON")]
+    compile_commands: Option<PathBuf>,
+    /// The C++ standard of the build [default: the database's, else c++17]
+    #[arg(long)]
+    std: Option<String>,
+    /// The GPU architecture of the build [default: the database's first, else sm_90a]
+    #[arg(long)]
+    arch: Option<String>,
     /// The folder to write repro.cu, kwb.toml and build.sh into (created if missing)
     #[arg(short, long, value_name = "DIR")]
     output: PathBuf,
@@ -99,6 +104,10 @@ struct Build {
     arch: String,
     defines: Vec<String>,
     includes: Vec<String>,
+    /// Further code-generation flags of the production build.
+    other: Vec<String>,
+    /// Where they came from: `command line`, or the compile database.
+    from: String,
 }
 
 pub fn run(args: Args) -> i32 {
@@ -109,9 +118,28 @@ pub fn run(args: Args) -> i32 {
             return exit::INPUT;
         }
     };
-    let defines: Vec<(String, String)> = args
+    let db = match &args.compile_commands {
+        None => None,
+        Some(path) => {
+            let flags = std::fs::read_to_string(path)
+                .map_err(|e| e.to_string())
+                .and_then(|json| {
+                    kwb_extract::compile_db::flags_for(&json, &args.file).map_err(|e| e.to_string())
+                });
+            match flags {
+                Ok(f) => Some((path.clone(), f)),
+                Err(why) => {
+                    render::error(Report::msg(format!("{}: {why}", path.display())));
+                    return exit::INPUT;
+                }
+            }
+        }
+    };
+    let db_flags = db.as_ref().map(|(_, f)| f.clone()).unwrap_or_default();
+    let defines: Vec<(String, String)> = db_flags
         .defines
         .iter()
+        .chain(&args.defines)
         .map(|d| match d.split_once('=') {
             Some((n, v)) => (n.trim().to_owned(), v.trim().to_owned()),
             None => (d.trim().to_owned(), "1".to_owned()),
@@ -143,6 +171,7 @@ pub fn run(args: Args) -> i32 {
         .map(Path::to_path_buf)
         .into_iter()
         .collect();
+    includes.extend(db_flags.includes.iter().map(PathBuf::from));
     includes.extend(args.includes.iter().cloned());
     let includes: Vec<String> = includes
         .iter()
@@ -159,10 +188,22 @@ pub fn run(args: Args) -> i32 {
         })
         .collect();
     let build = Build {
-        std: args.std.clone(),
-        arch: args.arch.clone(),
+        std: args
+            .std
+            .clone()
+            .or(db_flags.std.clone())
+            .unwrap_or_else(|| "c++17".to_owned()),
+        arch: args
+            .arch
+            .clone()
+            .or(db_flags.arches.first().cloned())
+            .unwrap_or_else(|| "sm_90a".to_owned()),
         defines: defines.iter().map(|(n, v)| format!("{n}={v}")).collect(),
         includes,
+        other: db_flags.other.clone(),
+        from: db.as_ref().map_or("command line".to_owned(), |(p, _)| {
+            format!("{} and the command line", p.display())
+        }),
     };
     let toml_text = manifest(&x, &request, build_ref(&build));
     let script = build_script(&build);
@@ -209,6 +250,8 @@ fn build_ref(b: &Build) -> Build {
         arch: b.arch.clone(),
         defines: b.defines.clone(),
         includes: b.includes.clone(),
+        other: b.other.clone(),
+        from: b.from.clone(),
     }
 }
 
@@ -249,6 +292,7 @@ fn build_script(b: &Build) -> String {
         format!("-arch={}", b.arch),
         "-O3".to_owned(),
     ];
+    flags.extend(b.other.iter().filter(|o| !o.starts_with("-O")).cloned());
     flags.extend(b.includes.iter().map(|i| format!("-I{i}")));
     flags.extend(b.defines.iter().map(|d| format!("-D{d}")));
     let quoted: Vec<String> = flags.iter().map(|f| quote(f)).collect();
