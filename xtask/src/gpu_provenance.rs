@@ -118,33 +118,11 @@ fn judge(
     trace: std::result::Result<&Trace, &String>,
     dump: &Path,
 ) -> Judged {
-    let fail = |stage: String| Judged {
-        stage,
-        grade: "n/a",
-        agrees: false,
-        evidence: Vec::new(),
+    let (trace, rung) = match crate::gpu_trace::judgeable(variant, ran, trace, INPUT) {
+        Ok(x) => x,
+        Err(judged) => return judged,
     };
-    if let Some(why) = &variant.trace_skip {
-        return Judged {
-            stage: format!("not judged: {why}"),
-            grade: "n/a",
-            agrees: true,
-            evidence: Vec::new(),
-        };
-    }
-    if ran.hang {
-        return fail("no trace: the run hung".to_owned());
-    }
-    if let Some(e) = &ran.error {
-        return fail(format!("no trace: {e}"));
-    }
-    let trace = match trace {
-        Ok(t) => t,
-        Err(e) => return fail(format!("no trace: {e}")),
-    };
-    let Some(rung) = ran.rungs.iter().find(|r| r.input == INPUT) else {
-        return fail(format!("no KWB_RESULT line for {INPUT}"));
-    };
+    let fail = Judged::failed;
     if trace.tile_dropped > 0 {
         return fail(format!(
             "incomplete trace: {} full-tile values dropped (capacity {})",

@@ -81,17 +81,7 @@ pub fn run(root: &Path, options: &Options) -> Result {
         if judged.agrees {
             agree += 1;
         }
-        println!(
-            "{} {}/{}: {}",
-            if judged.agrees {
-                "agree   "
-            } else {
-                "DISAGREE"
-            },
-            b.variant.family,
-            b.variant.defect,
-            judged.stage
-        );
+        judged.log(b.variant, "ones");
         rows.push((b.variant, judged));
     }
     // Confound variants again, traced over every row of the tile.
@@ -124,19 +114,7 @@ pub fn run(root: &Path, options: &Options) -> Result {
     let mut structured = Vec::new();
     for b in compile_all(root, &suite, &toolchain, cutlass.as_ref(), &build(&full))? {
         let judged = crate::gpu_provenance::trace_and_judge(&b, options);
-        println!(
-            "{} {}/{} on {}: {} [{}]",
-            if judged.agrees {
-                "agree   "
-            } else {
-                "DISAGREE"
-            },
-            b.variant.family,
-            b.variant.defect,
-            crate::gpu_provenance::INPUT,
-            judged.stage,
-            judged.grade
-        );
+        judged.log(b.variant, crate::gpu_provenance::INPUT);
         structured.push((b.variant, judged));
     }
     let report = markdown(
@@ -335,33 +313,66 @@ impl Stats {
     }
 }
 
-fn judge(variant: &Variant, ran: &Ran, trace: std::result::Result<&Trace, &String>) -> Judged {
-    let fail = |stage: String| Judged {
-        stage,
-        grade: "n/a",
-        agrees: false,
-        evidence: Vec::new(),
-    };
+impl Judged {
+    /// No stage: why (a failed run, a missing trace), not agreeing.
+    pub(crate) fn failed(stage: String) -> Judged {
+        Judged {
+            stage,
+            grade: "n/a",
+            agrees: false,
+            evidence: Vec::new(),
+        }
+    }
+
+    /// One line for the log: agree or DISAGREE, the variant, what the trace says.
+    pub(crate) fn log(&self, variant: &Variant, rung: &str) {
+        println!(
+            "{} {}/{} on {rung}: {} [{}]",
+            if self.agrees { "agree   " } else { "DISAGREE" },
+            variant.family,
+            variant.defect,
+            self.stage,
+            self.grade
+        );
+    }
+}
+
+/// The trace and the rung's result of a run that can be judged, or the judgment
+/// that it cannot: a variant the manifest skips, a hang, a failed run, no trace, no
+/// result line for `input`.
+pub(crate) fn judgeable<'t>(
+    variant: &Variant,
+    ran: &'t Ran,
+    trace: std::result::Result<&'t Trace, &String>,
+    input: &str,
+) -> std::result::Result<(&'t Trace, &'t crate::gpu_suite::Rung), Judged> {
     if let Some(why) = &variant.trace_skip {
-        return Judged {
+        return Err(Judged {
             stage: format!("not judged: {why}"),
             grade: "n/a",
             agrees: true,
             evidence: Vec::new(),
-        };
+        });
     }
     if ran.hang {
-        return fail("no trace: the run hung".to_owned());
+        return Err(Judged::failed("no trace: the run hung".to_owned()));
     }
     if let Some(e) = &ran.error {
-        return fail(format!("no trace: {e}"));
+        return Err(Judged::failed(format!("no trace: {e}")));
     }
-    let trace = match trace {
-        Ok(t) => t,
-        Err(e) => return fail(format!("no trace: {e}")),
-    };
-    let Some(rung) = ran.rungs.iter().find(|r| r.input == "ones") else {
-        return fail("no KWB_RESULT line for ones".to_owned());
+    let trace = trace.map_err(|e| Judged::failed(format!("no trace: {e}")))?;
+    let rung = ran
+        .rungs
+        .iter()
+        .find(|r| r.input == input)
+        .ok_or_else(|| Judged::failed(format!("no KWB_RESULT line for {input}")))?;
+    Ok((trace, rung))
+}
+
+fn judge(variant: &Variant, ran: &Ran, trace: std::result::Result<&Trace, &String>) -> Judged {
+    let (trace, rung) = match judgeable(variant, ran, trace, "ones") {
+        Ok(x) => x,
+        Err(judged) => return judged,
     };
     let of_kind = |kind: Kind| trace.records.iter().filter(move |r| r.kind() == Some(kind));
     let mut evidence = Vec::new();

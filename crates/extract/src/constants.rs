@@ -57,21 +57,11 @@ pub fn locals(
     before: usize,
     c: &mut Constants,
 ) -> Vec<String> {
-    let Some(f) = parsed
-        .tree
-        .root_node()
-        .descendant_for_byte_range(function.start, function.end)
-    else {
-        return Vec::new();
-    };
     let mut found = Vec::new();
-    let mut stack = vec![f];
-    while let Some(n) = stack.pop() {
-        if n.kind() == "declaration" && n.end_byte() <= before {
+    for n in nodes_before(parsed, function, before) {
+        if n.kind() == "declaration" {
             collect(parsed, n, &mut found);
         }
-        let mut cursor = n.walk();
-        stack.extend(n.named_children(&mut cursor));
     }
     found.sort();
     found
@@ -84,42 +74,48 @@ pub fn locals(
 }
 
 /// Names every declaration in the function at `function` declares before `before`
-/// (any type: the names a template argument must not lean on in a standalone file).
+/// (any type: the names a template argument must not lean on in a standalone file),
+/// its parameters included.
 pub fn local_names(parsed: &Parsed, function: &Range<usize>, before: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    for n in nodes_before(parsed, function, before) {
+        let name = match n.kind() {
+            "init_declarator" | "alias_declaration" | "type_definition" => n
+                .child_by_field_name("declarator")
+                .or_else(|| n.child_by_field_name("name"))
+                .map(|d| parsed.source[d.byte_range()].trim().to_owned()),
+            "parameter_declaration" => n.child_by_field_name("declarator").and_then(|d| {
+                crate::scan::identifiers(&parsed.source[d.byte_range()])
+                    .last()
+                    .map(str::to_owned)
+            }),
+            _ => None,
+        };
+        out.extend(name);
+    }
+    out
+}
+
+/// The named nodes of the function at `function` that end before byte `before`,
+/// in source order.
+fn nodes_before<'t>(parsed: &'t Parsed, function: &Range<usize>, before: usize) -> Vec<Node<'t>> {
+    let mut out = Vec::new();
     let Some(f) = parsed
         .tree
         .root_node()
         .descendant_for_byte_range(function.start, function.end)
     else {
-        return Vec::new();
+        return out;
     };
-    let mut out = Vec::new();
     let mut stack = vec![f];
     while let Some(n) = stack.pop() {
-        if matches!(
-            n.kind(),
-            "init_declarator" | "alias_declaration" | "type_definition"
-        ) && n.end_byte() <= before
-        {
-            let name = n
-                .child_by_field_name("declarator")
-                .or_else(|| n.child_by_field_name("name"));
-            if let Some(name) = name {
-                out.push(parsed.source[name.byte_range()].trim().to_owned());
-            }
-        }
-        if n.kind() == "parameter_declaration"
-            && let Some(d) = n.child_by_field_name("declarator")
-        {
-            out.extend(
-                crate::scan::identifiers(&parsed.source[d.byte_range()])
-                    .last()
-                    .map(str::to_owned),
-            );
+        if n.end_byte() <= before {
+            out.push(n);
         }
         let mut cursor = n.walk();
         stack.extend(n.named_children(&mut cursor));
     }
+    out.sort_by_key(|n| n.start_byte());
     out
 }
 

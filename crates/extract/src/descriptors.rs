@@ -71,7 +71,7 @@ pub fn descriptors(parsed: &Parsed, constants: &Constants) -> Vec<Descriptor> {
             .tree
             .root_node()
             .descendant_for_byte_range(open, open + 1)
-            .and_then(enclosing_function);
+            .and_then(crate::launch::enclosing_function);
         let name = function
             .and_then(|f| f.child_by_field_name("declarator"))
             .map(|d| {
@@ -112,17 +112,6 @@ fn enclosing_paren(src: &str, at: usize) -> Option<usize> {
             b';' | b'{' | b'}' if depth == 0 => return None,
             _ => {}
         }
-    }
-    None
-}
-
-fn enclosing_function(node: Node<'_>) -> Option<Node<'_>> {
-    let mut n = Some(node);
-    while let Some(x) = n {
-        if x.kind() == "function_definition" {
-            return Some(x);
-        }
-        n = x.parent();
     }
     None
 }

@@ -124,7 +124,8 @@ fn callee_before(src: &str, at: usize) -> Option<String> {
     template_id(text).map(|_| text.to_owned())
 }
 
-fn enclosing_function(node: Node<'_>) -> Option<Node<'_>> {
+/// The function definition around `node`.
+pub(crate) fn enclosing_function(node: Node<'_>) -> Option<Node<'_>> {
     let mut n = Some(node);
     while let Some(x) = n {
         if x.kind() == "function_definition" {
