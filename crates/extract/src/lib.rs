@@ -103,7 +103,10 @@ pub fn extract(source: &str, request: &Request) -> Result<Extraction, ExtractErr
     let Some(def) = defs.first().cloned() else {
         return Err(ExtractError::UnknownKernel {
             name,
-            available: kernel::all(&parsed).join(", "),
+            available: match kernel::all(&parsed) {
+                names if names.is_empty() => "none: this file defines no __global__ function (a library kernel launched through an adapter, such as CUTLASS's GemmUniversalAdapter, is not extracted yet)".to_owned(),
+                names => names.join(", "),
+            },
         });
     };
     let short = def.name.clone();

@@ -118,3 +118,14 @@ fn parameter_roles_are_read_from_names_and_types() {
     );
     assert_eq!(role("flag", "bool flag"), ("other", None));
 }
+
+#[test]
+fn a_file_without_kernels_says_so() {
+    let src = "#include <cutlass/gemm/device/gemm_universal_adapter.h>\nint main() { return 0; }\n";
+    match extract(src, &request("device_kernel")) {
+        Err(ExtractError::UnknownKernel { available, .. }) => {
+            assert!(available.starts_with("none: this file defines no __global__ function"));
+        }
+        other => panic!("{other:?}"),
+    }
+}
