@@ -7,6 +7,7 @@
 )]
 
 pub mod commands;
+pub mod dump;
 pub mod error;
 pub mod exit;
 pub mod input;

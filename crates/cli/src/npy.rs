@@ -160,7 +160,7 @@ pub fn read_f32(bytes: &[u8]) -> Result<(Vec<usize>, Vec<f32>), NpyError> {
 }
 
 /// An IEEE half's value.
-fn half_to_f32(h: u16) -> f32 {
+pub(crate) fn half_to_f32(h: u16) -> f32 {
     let sign = if h & 0x8000 != 0 { -1.0f32 } else { 1.0 };
     let exponent = i32::from((h >> 10) & 0x1f);
     let fraction = f32::from(h & 0x3ff);

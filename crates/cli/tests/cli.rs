@@ -1307,6 +1307,30 @@ fn ladder_writes_inputs_and_checks_an_output_exactly() {
     assert!(run.stderr.contains("not a .npy file"), "{}", run.stderr);
     let run = check("missing.npy", &[]);
     assert_eq!(run.code, INPUT);
+    assert!(run.stderr.contains("cannot read it"), "{}", run.stderr);
+    // Real dumps: raw bytes with --dtype, and safetensors; a short dump is an error.
+    let answer = std::fs::read(d.join("rung/answer.npy")).unwrap();
+    let raw = &answer[answer.len() - 4 * 64 * 48..];
+    std::fs::write(d.join("out.bin"), raw).unwrap();
+    let run = check("out.bin", &["--dump-dtype", "f32"]);
+    assert_eq!(run.code, OK, "{}", run.stderr);
+    let run = check("out.bin", &[]);
+    assert_eq!(run.code, INPUT);
+    assert!(run.stderr.contains("--dump-dtype"), "{}", run.stderr);
+    std::fs::write(d.join("short.bin"), &raw[..raw.len() - 4]).unwrap();
+    let run = check("short.bin", &["--dump-dtype", "f32"]);
+    assert_eq!(run.code, INPUT);
+    assert!(run.stderr.contains("the dump is short"), "{}", run.stderr);
+    let header = br#"{"out":{"dtype":"F32","shape":[64,48],"data_offsets":[0,12288]}}"#;
+    let mut st = (header.len() as u64).to_le_bytes().to_vec();
+    st.extend_from_slice(header);
+    st.extend_from_slice(raw);
+    std::fs::write(d.join("out.safetensors"), &st).unwrap();
+    let run = check("out.safetensors", &[]);
+    assert_eq!(run.code, OK, "{}", run.stderr);
+    let run = check("out.safetensors", &["--tensor", "y"]);
+    assert_eq!(run.code, INPUT);
+    assert!(run.stderr.contains("no tensor `y`"), "{}", run.stderr);
     let run = kwb(
         d,
         &[

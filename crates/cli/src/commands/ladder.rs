@@ -46,8 +46,16 @@ pub struct WriteArgs {
 pub struct CheckArgs {
     #[command(flatten)]
     ladder: Ladder,
-    /// The kernel's output: a .npy of M x N floats (float32, float64 or float16)
+    /// The kernel's output, M x N: a .npy (float32, float64 or float16), a
+    /// .safetensors (F32, F64, F16 or BF16; --tensor names it when it holds several),
+    /// or a raw little-endian dump with --dump-dtype
     output: PathBuf,
+    /// The tensor of a .safetensors output
+    #[arg(long, value_name = "NAME")]
+    tensor: Option<String>,
+    /// The element type of a raw output (any extension but .npy and .safetensors)
+    #[arg(long, value_enum, value_name = "DTYPE")]
+    dump_dtype: Option<crate::dump::RawDtype>,
     /// The output tile of the error grid, BM,BN (the kernel's CTA tile)
     #[arg(long, value_name = "BM,BN", default_value = "128,128", value_parser = parse_tile)]
     tile: (usize, usize),
@@ -63,12 +71,14 @@ enum LadderCliError {
     Ladder(#[from] kwb_ladder::LadderError),
     #[error("{path}: {source}")]
     #[diagnostic(
-        code(kwb::ladder::bad_npy),
-        help("save the kernel's output with numpy.save as an M x N float array")
+        code(kwb::ladder::bad_dump),
+        help(
+            "save the kernel's output as an M x N float array: numpy.save, safetensors, or raw bytes with --dump-dtype"
+        )
     )]
-    Npy {
+    Dump {
         path: PathBuf,
-        source: npy::NpyError,
+        source: crate::dump::DumpError,
     },
     #[error("{path} is {found:?}, the problem's output is [{m}, {n}]")]
     #[diagnostic(
@@ -217,11 +227,18 @@ fn checked(args: &CheckArgs) -> Result<Comparison, LadderCliError> {
     let ladder = &args.ladder;
     let p = ladder.problem()?;
     let o = ladder.rung.operands(&p)?;
-    let bytes = std::fs::read(&args.output).map_err(|e| LadderCliError::Npy {
+    let bytes = std::fs::read(&args.output).map_err(|e| LadderCliError::Dump {
         path: args.output.clone(),
-        source: npy::NpyError::Header(e.to_string()),
+        source: crate::dump::DumpError::Io(e.to_string()),
     })?;
-    let (shape, values) = npy::read_f32(&bytes).map_err(|source| LadderCliError::Npy {
+    let (shape, values) = crate::dump::read(
+        &args.output,
+        &bytes,
+        args.tensor.as_deref(),
+        args.dump_dtype,
+        &[p.m, p.n],
+    )
+    .map_err(|source| LadderCliError::Dump {
         path: args.output.clone(),
         source,
     })?;
