@@ -31,6 +31,17 @@ pub enum ExtractError {
     #[error("no argument for template parameter `{param}` of `{kernel}`, and it has no default")]
     MissingArgument { kernel: String, param: String },
     #[error(
+        "the launch of `{kernel}` at line {line} leaves its template arguments (from `{param}` on) to be deduced from the call, which kwb-extract does not do"
+    )]
+    #[diagnostic(help(
+        "give the instantiation with --template '{kernel}<ARGS…>', the types and values the call deduces"
+    ))]
+    Deduced {
+        kernel: String,
+        line: usize,
+        param: String,
+    },
+    #[error(
         "template argument `{param}` = `{written}` depends on `{name}`, which only the launching function defines, and it does not fold: {why}"
     )]
     #[diagnostic(help(

@@ -171,6 +171,15 @@ pub fn extract(source: &str, request: &Request) -> Result<Extraction, ExtractErr
     let mut args = Vec::new();
     for (i, p) in def.template_params.iter().enumerate() {
         let Some(text) = written.get(i).cloned().or_else(|| p.default.clone()) else {
+            // A launch that names no template argument lets the compiler deduce them
+            // from the call's arguments, which this extractor does not do.
+            if let Some(l) = launch.as_ref().filter(|l| l.template_args.is_empty()) {
+                return Err(ExtractError::Deduced {
+                    kernel: short,
+                    line: l.line,
+                    param: p.name.clone(),
+                });
+            }
             return Err(ExtractError::MissingArgument {
                 kernel: short,
                 param: p.name.clone(),

@@ -129,3 +129,15 @@ fn a_file_without_kernels_says_so() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn arguments_left_to_deduction_are_named_as_such() {
+    let src = "template <class T>\n__global__ void copy(T const* in, T* out) { out[0] = in[0]; }\n\
+               void run(float const* a, float* b) { copy<<<1, 32>>>(a, b); }\n";
+    match extract(src, &request("copy")) {
+        Err(ExtractError::Deduced { line, param, .. }) => {
+            assert_eq!((line, param.as_str()), (3, "T"))
+        }
+        other => panic!("{other:?}"),
+    }
+}
