@@ -145,3 +145,31 @@ fn descriptors_are_resolved_and_their_guarded_changes_decided() {
     let x = extract(&source("megakernel"), &request("megakernel", "megakernel")).unwrap();
     insta::assert_json_snapshot!("descriptors_megakernel", x.descriptors);
 }
+
+/// kwb.toml reads back into the manifest that wrote it, for every suite reproducer;
+/// a damaged or foreign one is refused with a message.
+#[test]
+fn the_manifest_round_trips() {
+    use kwb_extract::manifest::{Build, Manifest};
+    for (family, kernel, _) in FAMILIES {
+        let x = extract(&source(family), &request(family, kernel)).unwrap();
+        let build = Build {
+            std: "c++17".to_owned(),
+            arch: "sm_90a".to_owned(),
+            defines: vec!["KWB_DEFECT=none".to_owned()],
+            includes: vec!["kernels/common".to_owned()],
+            other: vec!["--expt-relaxed-constexpr".to_owned()],
+            from: "command line".to_owned(),
+        };
+        let m = Manifest::new(&x, &format!("kernels/{family}/gemm.cu"), build);
+        let text = m.to_toml();
+        assert_eq!(Manifest::from_toml(&text).unwrap(), m, "{family}");
+    }
+    let err = Manifest::from_toml("[source]\nfile = 3\n").unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("not a kwb.toml kwb-extract wrote"),
+        "{err}"
+    );
+    assert!(Manifest::from_toml("[kernel]\nsurprise = true\n").is_err());
+}

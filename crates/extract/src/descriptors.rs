@@ -11,7 +11,7 @@ use crate::fold::Constants;
 use crate::scan::{close, split_top};
 
 /// One field of a descriptor.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Field {
     /// The argument as the call writes it.
     pub written: String,
@@ -19,15 +19,15 @@ pub struct Field {
     /// variable's initial value, after the changes that apply.
     pub values: Vec<String>,
     /// The same folded to integers where every element folds.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub folded: Option<Vec<i64>>,
     /// Changes made before the call: `line N: text`, with whether they apply.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub changes: Vec<String>,
 }
 
 /// One descriptor construction.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Descriptor {
     pub line: usize,
     /// The function it is in.

@@ -69,7 +69,7 @@ pub fn config(parsed: &Parsed, launch: &Launch, constants: &Constants) -> Vec<Co
                 found
             });
             ConfigValue {
-                role,
+                role: role.to_owned(),
                 written: written.clone(),
                 value: constants.fold(written).ok(),
                 declared,

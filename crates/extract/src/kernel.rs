@@ -17,16 +17,16 @@ pub struct TemplateParam {
 }
 
 /// One parameter of the kernel, as written (`const __nv_bfloat16* __restrict__ A`).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Param {
     pub name: String,
     pub declaration: String,
     /// What a runner must pass, read from the name and type (a guess, named as one):
     /// `A`, `B`, `C`, `D`, `bias` (pointers), `tma-descriptor`, `m`, `n`, `k`,
     /// `leading-dimension`, `alpha`, `beta`, or `pointer`/`scalar`/`other`.
-    pub role: &'static str,
+    pub role: String,
     /// The element type of a pointer (`__nv_bfloat16`, `float`, …).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub element: Option<String>,
 }
 
@@ -176,7 +176,7 @@ fn definition(parsed: &Parsed, function: Node<'_>) -> Option<KernelDef> {
                     Param {
                         name,
                         declaration,
-                        role,
+                        role: role.to_owned(),
                         element,
                     }
                 })

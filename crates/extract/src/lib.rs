@@ -23,6 +23,7 @@ mod fold;
 mod items;
 mod kernel;
 mod launch;
+pub mod manifest;
 mod scan;
 
 pub use crate::descriptors::{Descriptor, Field};
@@ -46,27 +47,33 @@ pub struct Request {
 }
 
 /// One template argument.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct TemplateArg {
     pub name: String,
-    pub kind: &'static str,
+    /// `type` or `non-type`.
+    pub kind: String,
     /// As written at the launch (or the spec, or the parameter's default).
     pub written: String,
     /// Its integer value, for a non-type argument that folds.
+    #[serde(default)]
     pub value: Option<i64>,
     /// What the reproducer instantiates with.
     pub emitted: String,
     /// Why a non-type argument has no value (it is then emitted as written).
+    #[serde(default)]
     pub unfolded: Option<String>,
 }
 
 /// One launch-configuration value (grid, block, shared memory, stream).
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ConfigValue {
-    pub role: &'static str,
+    /// `grid`, `block`, `smem` or `stream`.
+    pub role: String,
     pub written: String,
+    #[serde(default)]
     pub value: Option<i64>,
     /// Where a local variable holds it: its declaration, as written.
+    #[serde(default)]
     pub declared: Option<String>,
 }
 
@@ -211,7 +218,7 @@ pub fn extract(source: &str, request: &Request) -> Result<Extraction, ExtractErr
         }
         args.push(TemplateArg {
             name: p.name.clone(),
-            kind: p.kind,
+            kind: p.kind.to_owned(),
             written: text,
             value,
             emitted,

@@ -10,6 +10,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use kwb_extract::manifest::{Build, Manifest};
 use kwb_extract::{ExtractError, Extraction, Request};
 use miette::Report;
 
@@ -56,58 +57,6 @@ pub struct Args {
     /// Also print the extraction as JSON on stdout
     #[arg(long)]
     json: bool,
-}
-
-/// The manifest, `kwb.toml`.
-#[derive(serde::Serialize)]
-struct Manifest<'a> {
-    source: Source,
-    kernel: KernelSection<'a>,
-    params: &'a [kwb_extract::Param],
-    launch: Option<LaunchSection<'a>>,
-    build: Build,
-    /// The file's TMA descriptor constructions.
-    descriptors: &'a [kwb_extract::Descriptor],
-}
-
-#[derive(serde::Serialize)]
-struct Source {
-    file: String,
-    kernel_line: usize,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    launch_line: Option<usize>,
-    /// Lines of FILE copied into repro.cu, `[first, last]` per block.
-    copied: Vec<[usize; 2]>,
-}
-
-#[derive(serde::Serialize)]
-struct KernelSection<'a> {
-    name: &'a str,
-    instantiation: &'a str,
-    /// `cudaError_t kwb_launch(dim3 grid, dim3 block, size_t smem, cudaStream_t, void** args)`.
-    entry: &'static str,
-    /// `const void* kwb_kernel()`: the instantiation's address.
-    kernel_symbol: &'static str,
-    template_args: &'a [kwb_extract::TemplateArg],
-}
-
-#[derive(serde::Serialize)]
-struct LaunchSection<'a> {
-    /// The call's arguments as written, one per kernel parameter.
-    args: &'a [String],
-    config: &'a [kwb_extract::ConfigValue],
-}
-
-#[derive(serde::Serialize)]
-struct Build {
-    std: String,
-    arch: String,
-    defines: Vec<String>,
-    includes: Vec<String>,
-    /// Further code-generation flags of the production build.
-    other: Vec<String>,
-    /// Where they came from: `command line`, or the compile database.
-    from: String,
 }
 
 pub fn run(args: Args) -> i32 {
@@ -205,8 +154,8 @@ pub fn run(args: Args) -> i32 {
             format!("{} and the command line", p.display())
         }),
     };
-    let toml_text = manifest(&x, &request, build_ref(&build));
     let script = build_script(&build);
+    let toml_text = Manifest::new(&x, &request.file_name, build).to_toml();
     let written = std::fs::create_dir_all(&args.output).and_then(|()| {
         for (name, text) in [
             ("repro.cu", x.repro.as_str()),
@@ -242,47 +191,6 @@ pub fn run(args: Args) -> i32 {
         let _ = writeln!(out, "{}", summary(&x, &args.output));
     }
     exit::OK
-}
-
-fn build_ref(b: &Build) -> Build {
-    Build {
-        std: b.std.clone(),
-        arch: b.arch.clone(),
-        defines: b.defines.clone(),
-        includes: b.includes.clone(),
-        other: b.other.clone(),
-        from: b.from.clone(),
-    }
-}
-
-/// kwb.toml's text.
-fn manifest(x: &Extraction, request: &Request, build: Build) -> String {
-    let m = Manifest {
-        source: Source {
-            file: request.file_name.clone(),
-            kernel_line: x.kernel.line,
-            launch_line: x.launch.as_ref().map(|l| l.line),
-            copied: x.copied.iter().map(|(a, b)| [*a, *b]).collect(),
-        },
-        kernel: KernelSection {
-            name: &x.qualified,
-            instantiation: &x.instantiation,
-            entry: kwb_extract::ENTRY,
-            kernel_symbol: kwb_extract::KERNEL_SYMBOL,
-            template_args: &x.args,
-        },
-        params: &x.kernel.params,
-        launch: x.launch.as_ref().map(|l| LaunchSection {
-            args: &l.args,
-            config: &x.config,
-        }),
-        build,
-        descriptors: &x.descriptors,
-    };
-    format!(
-        "# kwb.toml: the reproducer's manifest, written by kwb-extract.\n{}",
-        toml::to_string(&m).unwrap_or_default()
-    )
 }
 
 /// `build.sh`: nvcc with the extraction's flags; every argument single-quoted.
