@@ -58,7 +58,7 @@ pub fn locals(
     c: &mut Constants,
 ) -> Vec<String> {
     let mut found = Vec::new();
-    for n in nodes_before(parsed, function, before) {
+    for n in nodes_in(parsed, function, before) {
         if n.kind() == "declaration" {
             collect(parsed, n, &mut found);
         }
@@ -78,7 +78,7 @@ pub fn locals(
 /// its parameters included.
 pub fn local_names(parsed: &Parsed, function: &Range<usize>, before: usize) -> Vec<String> {
     let mut out = Vec::new();
-    for n in nodes_before(parsed, function, before) {
+    for n in nodes_in(parsed, function, before) {
         let name = match n.kind() {
             "init_declarator" | "alias_declaration" | "type_definition" => n
                 .child_by_field_name("declarator")
@@ -96,27 +96,11 @@ pub fn local_names(parsed: &Parsed, function: &Range<usize>, before: usize) -> V
     out
 }
 
-/// The named nodes of the function at `function` that end before byte `before`,
-/// in source order.
-fn nodes_before<'t>(parsed: &'t Parsed, function: &Range<usize>, before: usize) -> Vec<Node<'t>> {
-    let mut out = Vec::new();
-    let Some(f) = parsed
-        .tree
-        .root_node()
-        .descendant_for_byte_range(function.start, function.end)
-    else {
-        return out;
-    };
-    let mut stack = vec![f];
-    while let Some(n) = stack.pop() {
-        if n.end_byte() <= before {
-            out.push(n);
-        }
-        let mut cursor = n.walk();
-        stack.extend(n.named_children(&mut cursor));
-    }
-    out.sort_by_key(|n| n.start_byte());
-    out
+/// The nodes of the function at bytes `function` that end before `before`.
+fn nodes_in<'t>(parsed: &'t Parsed, function: &Range<usize>, before: usize) -> Vec<Node<'t>> {
+    crate::tree::function_at(parsed, function)
+        .map(|f| crate::tree::nodes_before(f, before))
+        .unwrap_or_default()
 }
 
 /// An enum's enumerators with their values (explicit, or one past the previous).

@@ -71,7 +71,7 @@ pub fn descriptors(parsed: &Parsed, constants: &Constants) -> Vec<Descriptor> {
             .tree
             .root_node()
             .descendant_for_byte_range(open, open + 1)
-            .and_then(crate::launch::enclosing_function);
+            .and_then(crate::tree::enclosing_function);
         let name = function
             .and_then(|f| f.child_by_field_name("declarator"))
             .map(|d| {
@@ -131,8 +131,8 @@ fn resolve(
     let mut values = vec![arg.to_owned()];
     let mut changes = Vec::new();
     if plain && let Some(f) = function {
-        if let Some(init) = initializer(parsed, f, name, before) {
-            let init = init.trim();
+        if let Some(init) = crate::tree::initializer(parsed, f, name, before) {
+            let init = parsed.source[init.byte_range()].trim();
             values = match init.strip_prefix('{').and_then(|i| i.strip_suffix('}')) {
                 Some(list) => split_top(list),
                 None => vec![init.to_owned()],
@@ -204,28 +204,6 @@ fn strip_casts(text: &str) -> &str {
     t
 }
 
-/// The initializer of `name`'s declaration in `function` before `before`.
-fn initializer(parsed: &Parsed, function: Node<'_>, name: &str, before: usize) -> Option<String> {
-    let mut found = None;
-    let mut stack = vec![function];
-    while let Some(n) = stack.pop() {
-        if n.kind() == "init_declarator" && n.end_byte() <= before {
-            let declared = n.child_by_field_name("declarator").map(|d| {
-                let text = &parsed.source[d.byte_range()];
-                text.split('[').next().unwrap_or(text).trim().to_owned()
-            });
-            if declared.as_deref() == Some(name)
-                && let Some(v) = n.child_by_field_name("value")
-            {
-                found = Some(parsed.source[v.byte_range()].to_owned());
-            }
-        }
-        let mut cursor = n.walk();
-        stack.extend(n.named_children(&mut cursor));
-    }
-    found
-}
-
 /// The condition guarding a statement.
 struct Guard {
     condition: String,
@@ -241,10 +219,8 @@ fn assignments(
     before: usize,
 ) -> Vec<(usize, Option<Guard>, String, String)> {
     let mut out = Vec::new();
-    let mut stack = vec![function];
-    while let Some(n) = stack.pop() {
+    for n in crate::tree::nodes_before(function, before) {
         if n.kind() == "assignment_expression"
-            && n.end_byte() <= before
             && let (Some(left), Some(right)) = (
                 n.child_by_field_name("left"),
                 n.child_by_field_name("right"),
@@ -258,17 +234,11 @@ fn assignments(
                     guard(parsed, n),
                     target,
                     parsed.source[right.byte_range()].trim().to_owned(),
-                    n.start_byte(),
                 ));
             }
         }
-        let mut cursor = n.walk();
-        stack.extend(n.named_children(&mut cursor));
     }
-    out.sort_by_key(|a| a.4);
-    out.into_iter()
-        .map(|(l, g, t, v, _)| (l, g, t, v))
-        .collect()
+    out
 }
 
 /// The innermost `if` whose consequence holds `node`.

@@ -40,40 +40,41 @@ pub fn qualified_name(parsed: &Parsed, def: &crate::KernelDef) -> String {
 /// the declaration of a local that holds them.
 pub fn config(parsed: &Parsed, launch: &Launch, constants: &Constants) -> Vec<ConfigValue> {
     const ROLES: [&str; 4] = ["grid", "block", "smem", "stream"];
+    // The launching function's declarations before the launch, with the name each
+    // declares first.
+    let declarations: Vec<(&str, String)> = launch
+        .function
+        .as_ref()
+        .and_then(|f| crate::tree::function_at(parsed, f))
+        .map(|f| crate::tree::nodes_before(f, launch.at))
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|n| n.kind() == "declaration")
+        .flat_map(|n| {
+            let text = parsed.source[n.byte_range()]
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ");
+            let mut cursor = n.walk();
+            n.children_by_field_name("declarator", &mut cursor)
+                .filter_map(|d| kwb_syntax::identifiers(&parsed.source[d.byte_range()]).next())
+                .map(|name| (name, text.clone()))
+                .collect::<Vec<_>>()
+        })
+        .collect();
     launch
         .config
         .iter()
         .zip(ROLES)
-        .map(|(written, role)| {
-            let declared = launch.function.as_ref().and_then(|f| {
-                let mut stack = vec![
-                    parsed
-                        .tree
-                        .root_node()
-                        .descendant_for_byte_range(f.start, f.end)?,
-                ];
-                let mut found = None;
-                while let Some(n) = stack.pop() {
-                    if n.kind() == "declaration"
-                        && n.start_position().row + 1 < launch.line
-                        && crate::scan::identifiers(&parsed.source[n.byte_range()])
-                            .skip(1)
-                            .any(|w| w == written.as_str())
-                    {
-                        let text = parsed.source[n.byte_range()].trim().to_owned();
-                        found = Some(text.split_whitespace().collect::<Vec<_>>().join(" "));
-                    }
-                    let mut cursor = n.walk();
-                    stack.extend(n.named_children(&mut cursor));
-                }
-                found
-            });
-            ConfigValue {
-                role: role.to_owned(),
-                written: written.clone(),
-                value: constants.fold(written).ok(),
-                declared,
-            }
+        .map(|(written, role)| ConfigValue {
+            role: role.to_owned(),
+            written: written.clone(),
+            value: constants.fold(written).ok(),
+            declared: declarations
+                .iter()
+                .rev()
+                .find(|(name, _)| name == written)
+                .map(|(_, text)| text.clone()),
         })
         .collect()
 }

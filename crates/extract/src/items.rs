@@ -120,19 +120,11 @@ fn has_blank_line(text: &str) -> bool {
 /// Where an item really starts: back over what the parser saw as blanks but the
 /// source holds (CUDA keywords and macros the pre-pass blanked, like `__global__`
 /// or `CUTE_HOST_DEVICE` before a function).
-pub(crate) fn blanked_start(parsed: &Parsed, start: usize) -> usize {
-    let masked = parsed.masked.as_bytes();
-    let source = parsed.source.as_bytes();
-    let mut i = start;
-    let mut first = start;
-    while i > 0 && masked[i - 1].is_ascii_whitespace() {
-        i -= 1;
-        if !source[i].is_ascii_whitespace() {
-            first = i;
-        }
-    }
-    // From the start of the first blanked token's line when only blanks precede it.
-    first
+fn blanked_start(parsed: &Parsed, start: usize) -> usize {
+    parsed
+        .leading_blanks(start)
+        .first()
+        .map_or(start, |b| b.range.start)
 }
 
 /// The names `node` defines.

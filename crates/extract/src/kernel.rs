@@ -1,20 +1,9 @@
 //! A `__global__` function's definition: its template parameters and parameters.
 
+use kwb_sites::{Kernel, KernelMap, TemplateParam};
 use kwb_syntax::Parsed;
-use tree_sitter::Node;
 
 use crate::scan::split_top;
-
-/// A template parameter as declared.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct TemplateParam {
-    pub name: String,
-    /// `type` (`class T`, `typename T`) or `non-type` (`int BM`).
-    pub kind: &'static str,
-    /// The declared type of a non-type parameter.
-    pub ty: Option<String>,
-    pub default: Option<String>,
-}
 
 /// One parameter of the kernel, as written (`const __nv_bfloat16* __restrict__ A`).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -92,7 +81,7 @@ pub fn role(name: &str, declaration: &str) -> (&'static str, Option<String>) {
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct KernelDef {
     pub name: String,
-    /// 1-based line of the definition (its `template` line when it has one).
+    /// 1-based line of the definition, as the kernel map gives it.
     pub line: usize,
     pub template_params: Vec<TemplateParam>,
     pub params: Vec<Param>,
@@ -101,67 +90,45 @@ pub struct KernelDef {
     pub range: std::ops::Range<usize>,
 }
 
-/// The `__global__` definitions of `name` (a name with `::` matches its last part).
-pub fn find(parsed: &Parsed, name: &str) -> Vec<KernelDef> {
-    let short = name.rsplit("::").next().unwrap_or(name);
-    let mut out = Vec::new();
-    let mut stack = vec![parsed.tree.root_node()];
-    while let Some(n) = stack.pop() {
-        if n.kind() == "function_definition"
-            && let Some(def) = definition(parsed, n)
-            && def.name == short
-        {
-            out.push(def);
-            continue;
-        }
-        let mut cursor = n.walk();
-        stack.extend(n.named_children(&mut cursor));
-    }
-    out.sort_by_key(|d| d.line);
-    out
+/// The `__global__` definitions of `name` in the kernel map (a name with `::`
+/// matches its last part), in source order.
+pub fn find(parsed: &Parsed, map: &KernelMap, name: &str) -> Vec<KernelDef> {
+    let short = simple_name(name);
+    globals(map)
+        .filter(|k| simple_name(&k.name) == short)
+        .filter_map(|k| definition(parsed, k))
+        .collect()
 }
 
 /// Every `__global__` function's name, for a message.
-pub fn all(parsed: &Parsed) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut stack = vec![parsed.tree.root_node()];
-    while let Some(n) = stack.pop() {
-        if n.kind() == "function_definition"
-            && let Some(def) = definition(parsed, n)
-        {
-            out.push(def.name);
-            continue;
-        }
-        let mut cursor = n.walk();
-        stack.extend(n.named_children(&mut cursor));
-    }
+pub fn all(map: &KernelMap) -> Vec<String> {
+    let mut out: Vec<String> = globals(map)
+        .map(|k| simple_name(&k.name).to_owned())
+        .collect();
     out.sort();
     out.dedup();
     out
 }
 
-fn definition(parsed: &Parsed, function: Node<'_>) -> Option<KernelDef> {
-    let template = function
-        .parent()
-        .filter(|p| p.kind() == "template_declaration");
-    let start = template.unwrap_or(function);
-    let head_end = function
-        .child_by_field_name("body")
-        .map_or(function.end_byte(), |b| b.start_byte());
-    let from = crate::items::blanked_start(parsed, start.start_byte());
-    if !parsed.source[from..head_end].contains("__global__") {
-        return None;
-    }
+fn globals(map: &KernelMap) -> impl Iterator<Item = &Kernel> {
+    map.kernels.iter().filter(|k| k.role == "global")
+}
+
+fn simple_name(name: &str) -> &str {
+    name.rsplit("::").next().unwrap_or(name).trim()
+}
+
+/// A kernel's definition: the kernel map gives its name, line and template
+/// parameters; its parameter list is read from the function declarator.
+fn definition(parsed: &Parsed, kernel: &Kernel) -> Option<KernelDef> {
+    let function = parsed
+        .tree
+        .root_node()
+        .descendant_for_byte_range(kernel.range.start, kernel.range.end)?;
     let mut d = function.child_by_field_name("declarator")?;
     while d.kind() != "function_declarator" {
         d = d.child_by_field_name("declarator")?;
     }
-    let name_node = d.child_by_field_name("declarator")?;
-    let name = parsed.source[name_node.byte_range()]
-        .rsplit("::")
-        .next()?
-        .trim()
-        .to_owned();
     let params = d
         .child_by_field_name("parameters")
         .map(|p| {
@@ -183,54 +150,13 @@ fn definition(parsed: &Parsed, function: Node<'_>) -> Option<KernelDef> {
                 .collect()
         })
         .unwrap_or_default();
-    let template_params = template
-        .and_then(|t| t.child_by_field_name("parameters"))
-        .map(|list| {
-            let text = &parsed.source[list.start_byte() + 1..list.end_byte().saturating_sub(1)];
-            split_top(text).iter().map(|p| template_param(p)).collect()
-        })
-        .unwrap_or_default();
     Some(KernelDef {
-        name,
-        line: parsed.source[..from].matches('\n').count() + 1,
-        template_params,
+        name: simple_name(&kernel.name).to_owned(),
+        line: kernel.line,
+        template_params: kernel.template_params.clone(),
         params,
-        range: function.byte_range(),
+        range: kernel.range.clone(),
     })
-}
-
-fn template_param(text: &str) -> TemplateParam {
-    let (decl, default) = match split_default(text) {
-        Some((d, v)) => (d, Some(v)),
-        None => (text.trim().to_owned(), None),
-    };
-    let name = last_identifier(&decl);
-    let head = decl[..decl.len() - name.len()].trim().to_owned();
-    let is_type = matches!(head.as_str(), "class" | "typename")
-        || head.ends_with("class")
-        || head.ends_with("typename");
-    TemplateParam {
-        name,
-        kind: if is_type { "type" } else { "non-type" },
-        ty: (!is_type && !head.is_empty()).then_some(head),
-        default,
-    }
-}
-
-/// `int BM = 128` → ("int BM", "128"), at the first `=` outside brackets.
-fn split_default(text: &str) -> Option<(String, String)> {
-    let mut depth = 0;
-    for (i, c) in text.char_indices() {
-        match c {
-            '(' | '[' | '{' | '<' => depth += 1,
-            ')' | ']' | '}' | '>' => depth -= 1,
-            '=' if depth == 0 => {
-                return Some((text[..i].trim().to_owned(), text[i + 1..].trim().to_owned()));
-            }
-            _ => {}
-        }
-    }
-    None
 }
 
 fn last_identifier(text: &str) -> String {

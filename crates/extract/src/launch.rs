@@ -13,6 +13,9 @@ use crate::scan::{close, split_top, template_id};
 pub struct Launch {
     /// 1-based line of the `<<<`.
     pub line: usize,
+    /// Byte of the `<<<`.
+    #[serde(skip)]
+    pub at: usize,
     /// The callee as written (`kernel`, `sgemm_tiled<kTile>`).
     pub callee: String,
     /// The kernel it resolves to, and its template arguments as written (through a
@@ -67,11 +70,12 @@ pub fn launches(parsed: &Parsed) -> Vec<Launch> {
         let Some(callee) = callee_before(src, at) else {
             continue;
         };
-        let function = node.and_then(enclosing_function);
+        let function = node.and_then(crate::tree::enclosing_function);
         let line = src[..at].matches('\n').count() + 1;
         let (kernel, template_args, alias_line) = resolve(parsed, function, &callee, at);
         out.push(Launch {
             line,
+            at,
             callee,
             kernel,
             template_args,
@@ -124,18 +128,6 @@ fn callee_before(src: &str, at: usize) -> Option<String> {
     template_id(text).map(|_| text.to_owned())
 }
 
-/// The function definition around `node`.
-pub(crate) fn enclosing_function(node: Node<'_>) -> Option<Node<'_>> {
-    let mut n = Some(node);
-    while let Some(x) = n {
-        if x.kind() == "function_definition" {
-            return Some(x);
-        }
-        n = x.parent();
-    }
-    None
-}
-
 /// The kernel and template arguments behind `callee`: itself, or the value of a
 /// local `auto NAME = KERNEL<ARGS>;` (or `= &KERNEL<ARGS>`) declared before `at`.
 fn resolve(
@@ -151,26 +143,8 @@ fn resolve(
     let Some(function) = function else {
         return (name, args, None);
     };
-    let mut best: Option<(usize, String)> = None;
-    let mut stack = vec![function];
-    while let Some(n) = stack.pop() {
-        if n.kind() == "init_declarator" && n.end_byte() <= at {
-            let declared = n
-                .child_by_field_name("declarator")
-                .map(|d| parsed.source[d.byte_range()].trim().to_owned());
-            if declared.as_deref() == Some(name.as_str())
-                && let Some(value) = n.child_by_field_name("value")
-                && best.as_ref().is_none_or(|(s, _)| *s < value.start_byte())
-            {
-                best = Some((
-                    value.start_byte(),
-                    parsed.source[value.byte_range()].to_owned(),
-                ));
-            }
-        }
-        let mut cursor = n.walk();
-        stack.extend(n.named_children(&mut cursor));
-    }
+    let best = crate::tree::initializer(parsed, function, &name, at)
+        .map(|v| (v.start_byte(), parsed.source[v.byte_range()].to_owned()));
     match best {
         Some((start, value)) => {
             let value = value.trim().trim_start_matches('&').trim();

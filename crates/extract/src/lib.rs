@@ -25,13 +25,15 @@ mod kernel;
 mod launch;
 pub mod manifest;
 mod scan;
+mod tree;
 
 pub use crate::descriptors::{Descriptor, Field};
 pub use crate::emit::{ENTRY, KERNEL_SYMBOL};
 pub use crate::error::ExtractError;
 pub use crate::fold::{Constants, Unfolded};
-pub use crate::kernel::{KernelDef, Param, TemplateParam};
+pub use crate::kernel::{KernelDef, Param};
 pub use crate::launch::{Launch, launches};
+pub use kwb_sites::TemplateParam;
 
 /// What to extract.
 #[derive(Debug, Clone, Default)]
@@ -106,11 +108,12 @@ pub fn extract(source: &str, request: &Request) -> Result<Extraction, ExtractErr
         (None, Some(k)) => (k.clone(), None),
         (None, None) => return Err(ExtractError::NothingAsked),
     };
-    let defs = kernel::find(&parsed, &name);
+    let map = kwb_sites::kernel_map(&parsed, &[]);
+    let defs = kernel::find(&parsed, &map, &name);
     let Some(def) = defs.first().cloned() else {
         return Err(ExtractError::UnknownKernel {
             name,
-            available: match kernel::all(&parsed) {
+            available: match kernel::all(&map) {
                 names if names.is_empty() => "none: this file defines no __global__ function (a library kernel launched through an adapter, such as CUTLASS's GemmUniversalAdapter, is not extracted yet)".to_owned(),
                 names => names.join(", "),
             },
@@ -157,10 +160,9 @@ pub fn extract(source: &str, request: &Request) -> Result<Extraction, ExtractErr
             }
         }
     };
-    let at = launch.as_ref().and_then(|l| {
-        let f = l.function.clone()?;
-        Some((f, line_start(source, l.line)))
-    });
+    let at = launch
+        .as_ref()
+        .and_then(|l| Some((l.function.clone()?, l.at)));
     let local_names = at
         .as_ref()
         .map(|(f, before)| constants::local_names(&parsed, f, *before))
@@ -267,14 +269,6 @@ pub fn extract(source: &str, request: &Request) -> Result<Extraction, ExtractErr
         descriptors,
         repro,
     })
-}
-
-fn line_start(source: &str, line: usize) -> usize {
-    source
-        .split_inclusive('\n')
-        .take(line.saturating_sub(1))
-        .map(str::len)
-        .sum()
 }
 
 #[cfg(test)]

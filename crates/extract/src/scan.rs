@@ -64,11 +64,7 @@ pub fn split_top(text: &str) -> Vec<String> {
     parts
 }
 
-/// The identifiers of `text` (keywords included), in order.
-pub fn identifiers(text: &str) -> impl Iterator<Item = &str> {
-    text.split(|c: char| !(c == '_' || c.is_ascii_alphanumeric()))
-        .filter(|w| w.starts_with(|c: char| c == '_' || c.is_ascii_alphabetic()))
-}
+pub use kwb_syntax::identifiers;
 
 /// `NAME<ARGS>` (NAME possibly qualified) → (NAME, the ARGS split at top-level
 /// commas); a plain name gives no arguments. `None` when the text is neither.

@@ -10,10 +10,7 @@ pub(crate) fn names(text: &str, name: &str) -> bool {
 }
 
 /// The identifiers of `text`, in order (keywords included).
-pub(crate) fn identifiers(text: &str) -> impl Iterator<Item = &str> {
-    text.split(|c: char| !(c == '_' || c.is_ascii_alphanumeric()))
-        .filter(|w| w.starts_with(|c: char| c == '_' || c.is_ascii_alphabetic()))
-}
+pub(crate) use kwb_syntax::identifiers;
 
 /// The statement holding `node` that sits directly in a block, so a statement
 /// inserted before it stays out of unbraced loop bodies. A branch of a preprocessor

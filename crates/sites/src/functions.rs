@@ -104,16 +104,11 @@ fn role(node: Node<'_>, parsed: &Parsed) -> &'static str {
     let head_end = node
         .child_by_field_name("body")
         .map_or(node.end_byte(), |b| b.start_byte());
-    let mut start = node.start_byte();
-    // Macros before the node: walk back over blanks separated only by whitespace.
-    let before = parsed.blanks.partition_point(|b| b.range.end <= start);
-    for blank in parsed.blanks[..before].iter().rev() {
-        if parsed.masked[blank.range.end..start].trim().is_empty() {
-            start = blank.range.start;
-        } else {
-            break;
-        }
-    }
+    // Macros before the node too.
+    let start = parsed
+        .leading_blanks(node.start_byte())
+        .first()
+        .map_or(node.start_byte(), |b| b.range.start);
     let mut role = "unknown";
     for blank in parsed.blanks_in(start..head_end) {
         let BlankKind::Macro(name) = &blank.kind else {

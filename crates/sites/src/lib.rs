@@ -30,17 +30,11 @@ use tree_sitter::Node;
 /// Blanks inside `node` and those just before it, separated from it only by blanks
 /// and whitespace (attribute macros stand before the node tree-sitter built).
 pub(crate) fn blanks_around<'p>(parsed: &'p Parsed, node: Node<'_>) -> &'p [Blank] {
-    let mut start = node.start_byte();
-    let before = parsed.blanks.partition_point(|b| b.range.end <= start);
-    let mut first = before;
-    for (i, blank) in parsed.blanks[..before].iter().enumerate().rev() {
-        if parsed.masked[blank.range.end..start].trim().is_empty() {
-            start = blank.range.start;
-            first = i;
-        } else {
-            break;
-        }
-    }
+    let leading = parsed.leading_blanks(node.start_byte());
+    let first = parsed
+        .blanks
+        .partition_point(|b| b.range.end <= node.start_byte())
+        - leading.len();
     let end = parsed
         .blanks
         .partition_point(|b| b.range.start < node.end_byte());

@@ -156,15 +156,7 @@ pub fn callee_name<'a>(function: Node<'_>, text: &'a str) -> &'a str {
     }
 }
 
-/// Identifiers in a piece of code.
-pub fn identifiers(text: &str) -> impl Iterator<Item = &str> {
-    text.split(|c: char| !(c == '_' || c.is_ascii_alphanumeric()))
-        .filter(|w| {
-            w.chars()
-                .next()
-                .is_some_and(|c| c == '_' || c.is_ascii_alphabetic())
-        })
-}
+pub use kwb_syntax::identifiers;
 
 /// Whether a name reads as an accumulator (`accum`, `acc`, `tCrC`, `frag_c`, `d`).
 pub fn is_accumulator_name(name: &str) -> bool {

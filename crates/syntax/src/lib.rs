@@ -17,6 +17,13 @@ pub use prepass::{Blank, BlankKind, Conditionals, Masked};
 
 use tree_sitter::{Language, Parser, Tree};
 
+/// The identifiers in a piece of code (keywords included), in order: maximal runs of
+/// `[A-Za-z0-9_]` that do not start with a digit.
+pub fn identifiers(text: &str) -> impl Iterator<Item = &str> {
+    text.split(|c: char| !(c == '_' || c.is_ascii_alphanumeric()))
+        .filter(|w| w.starts_with(|c: char| c == '_' || c.is_ascii_alphabetic()))
+}
+
 /// The C++ grammar every kwb tree is built with.
 pub fn language() -> Language {
     tree_sitter_cpp::LANGUAGE.into()
@@ -49,6 +56,24 @@ impl Parsed {
     /// The text of a node as tree-sitter saw it (blanked macros are spaces).
     pub fn masked_text(&self, node: tree_sitter::Node<'_>) -> &str {
         &self.masked[node.byte_range()]
+    }
+
+    /// The blanks right before byte `start`, separated from it and from each other
+    /// only by whitespace, in source order: the keywords and attribute macros
+    /// (`__global__`, `CUTE_HOST_DEVICE`) that stand before the node tree-sitter built.
+    pub fn leading_blanks(&self, start: usize) -> &[Blank] {
+        let before = self.blanks.partition_point(|b| b.range.end <= start);
+        let mut first = before;
+        let mut at = start;
+        for (i, blank) in self.blanks[..before].iter().enumerate().rev() {
+            if self.masked[blank.range.end..at].trim().is_empty() {
+                at = blank.range.start;
+                first = i;
+            } else {
+                break;
+            }
+        }
+        &self.blanks[first..before]
     }
 
     /// Blanks that lie inside `range`, in source order.

@@ -1,0 +1,61 @@
+//! Walks inside one function: its nodes before a byte, in source order, and the
+//! initializer of a local.
+
+use kwb_syntax::Parsed;
+use tree_sitter::Node;
+
+/// The function definition around `node`.
+pub fn enclosing_function(node: Node<'_>) -> Option<Node<'_>> {
+    let mut n = Some(node);
+    while let Some(x) = n {
+        if x.kind() == "function_definition" {
+            return Some(x);
+        }
+        n = x.parent();
+    }
+    None
+}
+
+/// The function definition at bytes `range`.
+pub fn function_at<'t>(parsed: &'t Parsed, range: &std::ops::Range<usize>) -> Option<Node<'t>> {
+    parsed
+        .tree
+        .root_node()
+        .descendant_for_byte_range(range.start, range.end)
+}
+
+/// The named nodes of `function` that end before byte `before`, in source order.
+pub fn nodes_before(function: Node<'_>, before: usize) -> Vec<Node<'_>> {
+    let mut out = Vec::new();
+    let mut stack = vec![function];
+    while let Some(n) = stack.pop() {
+        if n.end_byte() <= before {
+            out.push(n);
+        }
+        let mut cursor = n.walk();
+        stack.extend(n.named_children(&mut cursor));
+    }
+    out.sort_by_key(|n| n.start_byte());
+    out
+}
+
+/// The value of the last declaration of `name` (`T name = v`, `T name[2] = {…}`) in
+/// `function` before byte `before`.
+pub fn initializer<'t>(
+    parsed: &Parsed,
+    function: Node<'t>,
+    name: &str,
+    before: usize,
+) -> Option<Node<'t>> {
+    nodes_before(function, before)
+        .into_iter()
+        .filter(|n| n.kind() == "init_declarator")
+        .filter(|n| {
+            n.child_by_field_name("declarator").is_some_and(|d| {
+                let text = &parsed.source[d.byte_range()];
+                text.split('[').next().unwrap_or(text).trim() == name
+            })
+        })
+        .filter_map(|n| n.child_by_field_name("value"))
+        .last()
+}
