@@ -49,6 +49,7 @@ pub fn initializer<'t>(
 ) -> Option<Node<'t>> {
     nodes_before(function, before)
         .into_iter()
+        .rev()
         .filter(|n| n.kind() == "init_declarator")
         .filter(|n| {
             n.child_by_field_name("declarator").is_some_and(|d| {
@@ -56,6 +57,5 @@ pub fn initializer<'t>(
                 text.split('[').next().unwrap_or(text).trim() == name
             })
         })
-        .filter_map(|n| n.child_by_field_name("value"))
-        .last()
+        .find_map(|n| n.child_by_field_name("value"))
 }
