@@ -41,11 +41,6 @@ impl Constants {
         self.values.insert(name.to_owned(), text.trim().to_owned());
     }
 
-    /// Whether `name` has a definition.
-    pub fn has(&self, name: &str) -> bool {
-        self.values.contains_key(name)
-    }
-
     /// The value of `text`.
     pub fn fold(&self, text: &str) -> Result<i64, Unfolded> {
         self.fold_depth(text, 0)

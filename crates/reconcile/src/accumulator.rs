@@ -37,8 +37,6 @@ pub struct AccumulatorGroup {
     /// coordinate (the probe could not tell MMA tiles or accumulator sets apart), the
     /// n-th value at each coordinate joins layer n, and each layer is placed alone.
     pub layers: Vec<Placement>,
-    /// With coordinates: their smallest (m, n).
-    pub origin: Option<(i64, i64)>,
 }
 
 impl AccumulatorGroup {
@@ -122,20 +120,6 @@ impl AccumulatorReport {
                 _ => None,
             })
     }
-
-    /// The (m, n) ranges the coordinates cover in a global frame.
-    pub fn coordinate_rows(&self, trace: &Trace) -> Option<(crate::Ranges, crate::Ranges)> {
-        if !self.global_frame {
-            return None;
-        }
-        let mut ms = crate::Ranges::default();
-        let mut ns = crate::Ranges::default();
-        for (_, v) in final_values(trace) {
-            ms.insert(i64::from(v.m));
-            ns.insert(i64::from(v.n));
-        }
-        Some((ms, ns))
-    }
 }
 
 /// Full-tile values of accumulator records after the mainloop (K tile -1), less
@@ -188,7 +172,6 @@ pub fn locate_accumulators(trace: &Trace, product: &Product) -> AccumulatorRepor
             warp,
             values: values.len(),
             layers,
-            origin,
         });
     }
     report

@@ -15,7 +15,6 @@ pub const UNIT: usize = 8;
 /// A run of [`UNIT`] traced values believed consecutive along K within one row.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Unit {
-    pub site: u32,
     pub record: u32,
     pub warp: u32,
     pub values: [f32; UNIT],
@@ -58,7 +57,6 @@ pub fn units_of(trace: &Trace, kind: Kind) -> Units {
     for (record_index, mut values) in by_record {
         let record = &trace.records[record_index as usize];
         let unit = |values: [f32; UNIT], coords, element| Unit {
-            site: record.site,
             record: record_index,
             warp: record.warp,
             values,
@@ -127,7 +125,6 @@ pub struct ProvenanceIndex {
     runs: HashMap<[u32; UNIT], Vec<(u32, u32)>>,
     /// K slices (of [`UNIT`]) per row.
     pub slices: usize,
-    pub rows: usize,
 }
 
 impl ProvenanceIndex {
@@ -142,11 +139,7 @@ impl ProvenanceIndex {
                     .push((r as u32, s as u32));
             }
         }
-        ProvenanceIndex {
-            runs,
-            slices,
-            rows: matrix.rows,
-        }
+        ProvenanceIndex { runs, slices }
     }
 
     /// The (row, K slice) pairs holding exactly these values.

@@ -16,10 +16,6 @@ impl Ranges {
         self.0.is_empty()
     }
 
-    pub fn len(&self) -> usize {
-        self.0.len()
-    }
-
     /// The half-open ranges `[start, end)` of consecutive members, in order.
     pub fn spans(&self) -> Vec<(i64, i64)> {
         let mut out: Vec<(i64, i64)> = Vec::new();
