@@ -233,8 +233,6 @@ int main(int argc, char** argv) {
     std::vector<float> c = make_operand(input, size_t(M) * N, 3);  // C(m, n) = c[m * N + n]
     const std::vector<__nv_bfloat16> a_bits = to_bf16(a);
     const std::vector<__nv_bfloat16> b_bits = to_bf16(b);
-    for (size_t i = 0; i < a.size(); ++i) a[i] = __bfloat162float(a_bits[i]);
-    for (size_t i = 0; i < b.size(); ++i) b[i] = __bfloat162float(b_bits[i]);
     dump_operand(input, "A", a, M, K);
     dump_operand(input, "B", b, N, K);
 

@@ -42,17 +42,18 @@ pub(crate) fn coords(parsed: &Parsed, function: Node<'_>, name: &str, at: usize)
 }
 
 /// The shared tensor behind the partition `name` (`tCsA = thr.partition_A(sA)` →
-/// `sA`) declared in `function` before byte `at`, when its role is A or B.
+/// `sA`) declared in `function` before byte `at`, when its role is `letter` (A or B).
 pub(crate) fn shared_source(
     parsed: &Parsed,
     function: Node<'_>,
     name: &str,
+    letter: char,
     at: usize,
 ) -> Option<String> {
     let decls = declarations(parsed, function, at);
     let (role, (_, tile)) = partitioned(&decls, name, 0)?;
     let plain = tile.chars().all(|c| c.is_alphanumeric() || c == '_');
-    (matches!(role, 'A' | 'B') && plain).then_some(tile)
+    (role == letter && plain).then_some(tile)
 }
 
 /// `name = initializer` pairs declared in `function` before `at`, last first.
@@ -137,11 +138,26 @@ fn identity(decls: &[(String, String)], tile: &str) -> String {
     if is_name
         && let Some(value) = initializer(decls, tile)
         && let Some(args) = local_tile_args(value)
-        && let Some((first, rest)) = args.split_once(',')
+        && let Some(comma) = top_level_comma(args)
     {
+        let (first, rest) = (&args[..comma], &args[comma + 1..]);
         return format!("cute::local_tile({},{rest})", flat_identity(first.trim()));
     }
     flat_identity(tile)
+}
+
+/// The byte of the first comma outside any bracket (`mC(_, _, l), tiler` → 11).
+fn top_level_comma(text: &str) -> Option<usize> {
+    let mut depth = 0_i32;
+    for (i, c) in text.char_indices() {
+        match c {
+            '(' | '[' | '{' => depth += 1,
+            ')' | ']' | '}' => depth -= 1,
+            ',' if depth == 0 => return Some(i),
+            _ => {}
+        }
+    }
+    None
 }
 
 /// An identity tensor of `tensor`'s first two modes, flattened: coordinates are plain
@@ -188,6 +204,12 @@ mod tests {
         assert_eq!(
             identity(&d, &tile),
             "cute::local_tile(cute::make_identity_tensor(cute::make_shape(cute::size<0>(mC), cute::size<1>(mC))), cta_tiler, cta_coord, Step<_1, _1, X>{})"
+        );
+        // A batched tensor's slice as local_tile's first argument keeps its commas.
+        let batched = decls(&[("gC", "local_tile(mC(_, _, l), tiler, coord)")]);
+        assert_eq!(
+            identity(&batched, "gC"),
+            "cute::local_tile(cute::make_identity_tensor(cute::make_shape(cute::size<0>(mC(_, _, l)), cute::size<1>(mC(_, _, l)))), tiler, coord)"
         );
         // The epilogue's destination is the same partition.
         assert_eq!(

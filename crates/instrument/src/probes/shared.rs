@@ -53,7 +53,7 @@ pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str, counters:
         }
         // A CuTe descriptor view (`tCrA` of `tCsA = thr.partition_A(sA)`): the MMA
         // names the view; the values are the stage of the partitioned tensor.
-        let view = note.contains("view");
+        let view = note.contains("consumed through the descriptor/fragment view");
         let (Some(letter), Some(name)) = (
             note.strip_prefix("operand ").and_then(|r| r.chars().next()),
             note.split('`').nth(1),
@@ -102,7 +102,9 @@ pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str, counters:
             let id = em.next_id();
             let (body, what) = if view {
                 let Some((tile, stage)) = partitioned
-                    .and_then(|p| cute::shared_source(parsed, function, p, statement.start_byte()))
+                    .and_then(|p| {
+                        cute::shared_source(parsed, function, p, letter, statement.start_byte())
+                    })
                     .zip(stage_argument(&mma.text, name))
                 else {
                     em.note(format!(
@@ -212,7 +214,8 @@ fn stage_argument(text: &str, name: &str) -> Option<String> {
     None
 }
 
-/// Whether a declaration directly in `block` declares one of `names`.
+/// Whether a declaration directly in `block` (a block, or a loop's head) declares one
+/// of `names`.
 fn declares_any(parsed: &Parsed, block: Node<'_>, names: &[String]) -> bool {
     let mut cursor = block.walk();
     block
@@ -267,7 +270,15 @@ fn outside_inner_loops<'t>(
                 && owner.end_byte() <= r.end
                 && r.start == owner.start_byte()
         });
-        if !is_loop || is_mainloop || declares_any(parsed, block, keep) {
+        // Not out of a loop that declares the stage index, in its body or its head
+        // (`for (int stage = …)`, `for (auto stage : …)`).
+        let head_declares = declares_any(parsed, owner, keep)
+            || owner.kind() == "for_range_loop"
+                && owner.child_by_field_name("declarator").is_some_and(|d| {
+                    keep.iter()
+                        .any(|n| n == &parsed.masked[innermost_declarator(d).byte_range()])
+                });
+        if !is_loop || is_mainloop || declares_any(parsed, block, keep) || head_declares {
             break;
         }
         match block_statement(owner) {
