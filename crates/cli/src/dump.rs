@@ -50,8 +50,6 @@ impl RawDtype {
 /// Why a dump cannot be read.
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
 pub enum DumpError {
-    #[error("cannot read it: {0}")]
-    Io(String),
     #[error(transparent)]
     Npy(#[from] npy::NpyError),
     #[error("not a .safetensors file: {0}")]
@@ -62,6 +60,8 @@ pub enum DumpError {
     WhichTensor { available: String },
     #[error("tensor `{name}` is {dtype}; kwb reads F32, F64, F16 and BF16")]
     Dtype { name: String, dtype: String },
+    #[error("the shape {0:?} holds more values than memory can")]
+    Overflow(Vec<usize>),
     #[error("a raw dump needs its element type: --dump-dtype f32|f64|f16|bf16")]
     RawNeedsDtype,
     #[error("{found} bytes where {shape:?} of {width}-byte values take {expected}: {what}")]
@@ -98,7 +98,10 @@ pub fn raw(
     shape: &[usize],
 ) -> Result<(Vec<usize>, Vec<f32>), DumpError> {
     let width = dtype.width();
-    let expected = shape.iter().product::<usize>() * width;
+    let expected = shape
+        .iter()
+        .try_fold(width, |a, d| a.checked_mul(*d))
+        .ok_or_else(|| DumpError::Overflow(shape.to_vec()))?;
     if bytes.len() != expected {
         return Err(DumpError::Size {
             expected,

@@ -134,7 +134,10 @@ pub fn read_f32(bytes: &[u8]) -> Result<(Vec<usize>, Vec<f32>), NpyError> {
                 .map_err(|_| NpyError::Header(format!("shape ({shape_text})")))
         })
         .collect::<Result<_, _>>()?;
-    let count: usize = shape.iter().product();
+    let count = shape
+        .iter()
+        .try_fold(1usize, |a, d| a.checked_mul(*d))
+        .ok_or_else(|| NpyError::Header(format!("shape ({shape_text}) overflows")))?;
     let data = &bytes[(at + len).min(bytes.len())..];
     let width = match descr {
         "<f4" => 4,
@@ -142,7 +145,7 @@ pub fn read_f32(bytes: &[u8]) -> Result<(Vec<usize>, Vec<f32>), NpyError> {
         "<f2" => 2,
         other => return Err(NpyError::Dtype(other.to_owned())),
     };
-    if data.len() != count * width {
+    if Some(data.len()) != count.checked_mul(width) {
         return Err(NpyError::Size {
             expected: count,
             found: data.len() / width,

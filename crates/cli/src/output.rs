@@ -15,3 +15,12 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     temp.persist(path).map_err(|e| e.error)?;
     Ok(())
 }
+
+/// Whether `input` and `output` name the same file (through links and `..`); the
+/// paths themselves are compared when either does not exist yet.
+pub fn same_file(input: &Path, output: &Path) -> bool {
+    match (input.canonicalize(), output.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => input == output,
+    }
+}

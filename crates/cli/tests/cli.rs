@@ -1307,7 +1307,11 @@ fn ladder_writes_inputs_and_checks_an_output_exactly() {
     assert!(run.stderr.contains("not a .npy file"), "{}", run.stderr);
     let run = check("missing.npy", &[]);
     assert_eq!(run.code, INPUT);
-    assert!(run.stderr.contains("cannot read it"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("cannot read missing.npy"),
+        "{}",
+        run.stderr
+    );
     // Real dumps: raw bytes with --dtype, and safetensors; a short dump is an error.
     let answer = std::fs::read(d.join("rung/answer.npy")).unwrap();
     let raw = &answer[answer.len() - 4 * 64 * 48..];
@@ -1316,7 +1320,11 @@ fn ladder_writes_inputs_and_checks_an_output_exactly() {
     assert_eq!(run.code, OK, "{}", run.stderr);
     let run = check("out.bin", &[]);
     assert_eq!(run.code, INPUT);
-    assert!(run.stderr.contains("--dump-dtype"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("needs its element type"),
+        "{}",
+        run.stderr
+    );
     std::fs::write(d.join("short.bin"), &raw[..raw.len() - 4]).unwrap();
     let run = check("short.bin", &["--dump-dtype", "f32"]);
     assert_eq!(run.code, INPUT);

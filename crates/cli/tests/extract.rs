@@ -204,11 +204,13 @@ fn the_production_flags_come_from_compile_commands() {
         "'-std=c++20'",
         "'-arch=sm_80'",
         "'--expt-relaxed-constexpr'",
+        "'-O2'",
         "'-DTILE=8'",
         &format!("'-I{}/inc'", root.display()),
     ] {
         assert!(script.contains(flag), "{flag} missing: {script}");
     }
+    assert!(!script.contains("'-O3'"), "{script}");
     let manifest = std::fs::read_to_string(dir.path().join("out/kwb.toml")).unwrap();
     assert!(
         manifest.contains("compile_commands.json and the command line"),

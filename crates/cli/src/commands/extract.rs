@@ -67,8 +67,20 @@ pub fn run(args: Args) -> i32 {
             return exit::INPUT;
         }
     };
-    let db = match &args.compile_commands {
-        None => None,
+    const FILES: [&str; 3] = ["repro.cu", "kwb.toml", "build.sh"];
+    if let Some(path) = FILES
+        .iter()
+        .map(|name| args.output.join(name))
+        .find(|path| crate::output::same_file(&args.file, path))
+    {
+        render::error(Report::msg(format!(
+            "{} would overwrite the input file; choose another output folder",
+            path.display()
+        )));
+        return exit::INPUT;
+    }
+    let db_flags = match &args.compile_commands {
+        None => kwb_extract::compile_db::BuildFlags::default(),
         Some(path) => {
             let flags = std::fs::read_to_string(path)
                 .map_err(|e| e.to_string())
@@ -76,7 +88,7 @@ pub fn run(args: Args) -> i32 {
                     kwb_extract::compile_db::flags_for(&json, &args.file).map_err(|e| e.to_string())
                 });
             match flags {
-                Ok(f) => Some((path.clone(), f)),
+                Ok(f) => f,
                 Err(why) => {
                     render::error(Report::msg(format!("{}: {why}", path.display())));
                     return exit::INPUT;
@@ -84,7 +96,6 @@ pub fn run(args: Args) -> i32 {
             }
         }
     };
-    let db_flags = db.as_ref().map(|(_, f)| f.clone()).unwrap_or_default();
     let defines: Vec<(String, String)> = db_flags
         .defines
         .iter()
@@ -107,10 +118,7 @@ pub fn run(args: Args) -> i32 {
                 ExtractError::UnknownKernel { .. } => exit::NO_KERNEL,
                 _ => exit::INPUT,
             };
-            render::error(Report::new(e).with_source_code(miette::NamedSource::new(
-                args.file.display().to_string(),
-                String::new(),
-            )));
+            render::error(Report::new(e));
             return code;
         }
     };
@@ -150,26 +158,18 @@ pub fn run(args: Args) -> i32 {
         defines: defines.iter().map(|(n, v)| format!("{n}={v}")).collect(),
         includes,
         other: db_flags.other.clone(),
-        from: db.as_ref().map_or("command line".to_owned(), |(p, _)| {
-            format!("{} and the command line", p.display())
-        }),
+        from: args
+            .compile_commands
+            .as_ref()
+            .map_or("command line".to_owned(), |p| {
+                format!("{} and the command line", p.display())
+            }),
     };
     let script = build_script(&build);
     let toml_text = Manifest::new(&x, &request.file_name, build).to_toml();
     let written = std::fs::create_dir_all(&args.output).and_then(|()| {
-        for (name, text) in [
-            ("repro.cu", x.repro.as_str()),
-            ("kwb.toml", toml_text.as_str()),
-            ("build.sh", script.as_str()),
-        ] {
-            let path = args.output.join(name);
-            if same_file(&args.file, &path) {
-                return Err(std::io::Error::other(format!(
-                    "{} is the input file",
-                    path.display()
-                )));
-            }
-            crate::output::write_atomically(&path, text.as_bytes())?;
+        for (name, text) in FILES.iter().zip([&x.repro, &toml_text, &script]) {
+            crate::output::write_atomically(&args.output.join(name), text.as_bytes())?;
         }
         make_executable(&args.output.join("build.sh"))
     });
@@ -180,27 +180,25 @@ pub fn run(args: Args) -> i32 {
         }));
         return exit::INPUT;
     }
-    let mut out = std::io::stdout();
-    if args.json {
-        let _ = writeln!(
-            out,
-            "{}",
-            serde_json::to_string_pretty(&x).unwrap_or_default()
-        );
+    let shown = if args.json {
+        serde_json::to_string_pretty(&x).unwrap_or_default()
     } else {
-        let _ = writeln!(out, "{}", summary(&x, &args.output));
+        summary(&x, &args.output)
+    };
+    match writeln!(std::io::stdout(), "{shown}") {
+        Ok(()) => exit::OK,
+        Err(_) => exit::INTERNAL,
     }
-    exit::OK
 }
 
 /// `build.sh`: nvcc with the extraction's flags; every argument single-quoted.
 fn build_script(b: &Build) -> String {
-    let mut flags = vec![
-        format!("-std={}", b.std),
-        format!("-arch={}", b.arch),
-        "-O3".to_owned(),
-    ];
-    flags.extend(b.other.iter().filter(|o| !o.starts_with("-O")).cloned());
+    let mut flags = vec![format!("-std={}", b.std), format!("-arch={}", b.arch)];
+    // The production build's optimization level, else -O3.
+    if !b.other.iter().any(|o| o.starts_with("-O")) {
+        flags.push("-O3".to_owned());
+    }
+    flags.extend(b.other.iter().cloned());
     flags.extend(b.includes.iter().map(|i| format!("-I{i}")));
     flags.extend(b.defines.iter().map(|d| format!("-D{d}")));
     let quoted: Vec<String> = flags.iter().map(|f| quote(f)).collect();
@@ -211,7 +209,7 @@ fn build_script(b: &Build) -> String {
 }
 
 /// `text` as one shell word: single quotes, with `'` written `'\''`.
-pub fn quote(text: &str) -> String {
+fn quote(text: &str) -> String {
     format!("'{}'", text.replace('\'', "'\\''"))
 }
 
@@ -258,13 +256,6 @@ fn summary(x: &Extraction, dir: &Path) -> String {
         dir.display()
     ));
     lines.join("\n")
-}
-
-fn same_file(input: &Path, output: &Path) -> bool {
-    match (input.canonicalize(), output.canonicalize()) {
-        (Ok(a), Ok(b)) => a == b,
-        _ => false,
-    }
 }
 
 #[cfg(unix)]

@@ -165,7 +165,7 @@ pub fn run(args: Args) -> i32 {
         render::error(Report::new(OutputError::FullTileNeedsCta));
         return exit::INPUT;
     }
-    if same_file(&args.file, &args.output) {
+    if crate::output::same_file(&args.file, &args.output) {
         render::error(Report::new(OutputError::SameAsInput(args.output.clone())));
         return exit::INPUT;
     }
@@ -276,7 +276,8 @@ fn with_overlay(
         return exit::NO_KERNEL;
     }
     for (written, _) in &copies {
-        if written.source == args.output || same_file(&written.source, &written.copy) {
+        if written.source == args.output || crate::output::same_file(&written.source, &written.copy)
+        {
             render::error(Report::new(OutputError::SameAsInput(written.copy.clone())));
             return exit::INPUT;
         }
@@ -347,13 +348,6 @@ fn list(out: &mut impl Write, plan: &kwb_instrument::Plan, file: Option<&str>) {
 }
 
 /// Whether two paths name the same file (by canonical path when the output exists).
-fn same_file(input: &Path, output: &Path) -> bool {
-    match (input.canonicalize(), output.canonicalize()) {
-        (Ok(a), Ok(b)) => a == b,
-        _ => input == output,
-    }
-}
-
 /// Writes `text` to a temporary file beside `path`, then renames it into place, so a
 /// failure never leaves a half-written output.
 fn write_atomically(path: &Path, text: &str) -> Result<(), OutputError> {

@@ -69,6 +69,9 @@ enum LadderCliError {
     #[error(transparent)]
     #[diagnostic(transparent)]
     Ladder(#[from] kwb_ladder::LadderError),
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Unreadable(crate::error::CliError),
     #[error("{path}: {source}")]
     #[diagnostic(
         code(kwb::ladder::bad_dump),
@@ -227,9 +230,11 @@ fn checked(args: &CheckArgs) -> Result<Comparison, LadderCliError> {
     let ladder = &args.ladder;
     let p = ladder.problem()?;
     let o = ladder.rung.operands(&p)?;
-    let bytes = std::fs::read(&args.output).map_err(|e| LadderCliError::Dump {
-        path: args.output.clone(),
-        source: crate::dump::DumpError::Io(e.to_string()),
+    let bytes = std::fs::read(&args.output).map_err(|source| {
+        LadderCliError::Unreadable(crate::error::CliError::Unreadable {
+            path: args.output.clone(),
+            source,
+        })
     })?;
     let (shape, values) = crate::dump::read(
         &args.output,
