@@ -125,31 +125,7 @@ fn definition(parsed: &Parsed, kernel: &Kernel) -> Option<KernelDef> {
         .tree
         .root_node()
         .descendant_for_byte_range(kernel.range.start, kernel.range.end)?;
-    let mut d = function.child_by_field_name("declarator")?;
-    while d.kind() != "function_declarator" {
-        d = d.child_by_field_name("declarator")?;
-    }
-    let params = d
-        .child_by_field_name("parameters")
-        .map(|p| {
-            let text = &parsed.source[p.start_byte() + 1..p.end_byte().saturating_sub(1)];
-            split_top(text)
-                .into_iter()
-                .filter(|p| !p.is_empty() && p != "void")
-                .map(|declaration| {
-                    let name = last_identifier(&declaration);
-                    let declaration = squeeze(&declaration);
-                    let (role, element) = role(&name, &declaration);
-                    Param {
-                        name,
-                        declaration,
-                        role: role.to_owned(),
-                        element,
-                    }
-                })
-                .collect()
-        })
-        .unwrap_or_default();
+    let params = params_of(parsed, function)?;
     Some(KernelDef {
         name: simple_name(&kernel.name).to_owned(),
         line: kernel.line,
@@ -157,6 +133,37 @@ fn definition(parsed: &Parsed, kernel: &Kernel) -> Option<KernelDef> {
         params,
         range: kernel.range.clone(),
     })
+}
+
+/// The parameters of the function definition `function`, each with its role; `None`
+/// when it has no function declarator.
+pub fn params_of(parsed: &Parsed, function: tree_sitter::Node<'_>) -> Option<Vec<Param>> {
+    let mut d = function.child_by_field_name("declarator")?;
+    while d.kind() != "function_declarator" {
+        d = d.child_by_field_name("declarator")?;
+    }
+    Some(
+        d.child_by_field_name("parameters")
+            .map(|p| {
+                let text = &parsed.source[p.start_byte() + 1..p.end_byte().saturating_sub(1)];
+                split_top(text)
+                    .into_iter()
+                    .filter(|p| !p.is_empty() && p != "void")
+                    .map(|declaration| {
+                        let name = last_identifier(&declaration);
+                        let declaration = squeeze(&declaration);
+                        let (role, element) = role(&name, &declaration);
+                        Param {
+                            name,
+                            declaration,
+                            role: role.to_owned(),
+                            element,
+                        }
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
+    )
 }
 
 fn last_identifier(text: &str) -> String {

@@ -20,6 +20,7 @@ mod descriptors;
 mod emit;
 mod error;
 mod fold;
+mod host;
 mod items;
 mod kernel;
 mod launch;
@@ -31,6 +32,7 @@ pub use crate::descriptors::{Descriptor, Field};
 pub use crate::emit::{ENTRY, KERNEL_SYMBOL};
 pub use crate::error::ExtractError;
 pub use crate::fold::{Constants, Unfolded};
+pub use crate::host::{CONFIG, ENCODE_PREFIX, Encoder, HostEntries, PROBLEM_STRUCT};
 pub use crate::kernel::{KernelDef, Param};
 pub use crate::launch::{Launch, launches};
 pub use kwb_sites::TemplateParam;
@@ -93,6 +95,8 @@ pub struct Extraction {
     pub copied: Vec<(usize, usize)>,
     /// The file's TMA descriptor constructions, their parameters resolved.
     pub descriptors: Vec<Descriptor>,
+    /// The reproducer's host entry points (launch configuration, descriptors).
+    pub host: HostEntries,
     /// The reproducer's source.
     #[serde(skip)]
     pub repro: String,
@@ -248,6 +252,11 @@ pub fn extract(source: &str, request: &Request) -> Result<Extraction, ExtractErr
     for a in &args {
         roots.extend(scan::identifiers(&a.emitted).map(str::to_owned));
     }
+    let host = launch
+        .as_ref()
+        .map(|l| host::host(&parsed, l, &def.params, &request.file_name))
+        .unwrap_or_default();
+    roots.extend(host.roots.iter().cloned());
     let kept = items::slice(&parsed, &all_items, &roots);
     let (repro, copied) = emit::repro(
         &parsed,
@@ -257,6 +266,7 @@ pub fn extract(source: &str, request: &Request) -> Result<Extraction, ExtractErr
         &instantiation,
         launch.as_ref(),
         &args,
+        &host.text,
     );
     Ok(Extraction {
         kernel: def,
@@ -267,6 +277,7 @@ pub fn extract(source: &str, request: &Request) -> Result<Extraction, ExtractErr
         config,
         copied,
         descriptors,
+        host: host.entries,
         repro,
     })
 }

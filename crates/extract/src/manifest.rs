@@ -1,7 +1,7 @@
 //! `kwb.toml`, the reproducer's manifest: written by kwb-extract, read back by a
 //! runner. One type for both, so the two cannot drift.
 
-use crate::{ConfigValue, Descriptor, Extraction, Param, TemplateArg};
+use crate::{ConfigValue, Descriptor, Extraction, HostEntries, Param, TemplateArg};
 
 /// The manifest.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -17,6 +17,9 @@ pub struct Manifest {
     /// The file's TMA descriptor constructions.
     #[serde(default)]
     pub descriptors: Vec<Descriptor>,
+    /// The host entry points repro.cu defines for a runner.
+    #[serde(default)]
+    pub host: HostEntries,
 }
 
 /// Where the reproducer came from.
@@ -103,6 +106,7 @@ impl Manifest {
             }),
             build,
             descriptors: x.descriptors.clone(),
+            host: x.host.clone(),
         }
     }
 

@@ -141,3 +141,69 @@ fn arguments_left_to_deduction_are_named_as_such() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn the_launch_configuration_is_the_launchers_own_code() {
+    let x = extract(SOURCE, &request("gemm")).unwrap();
+    assert_eq!(x.host.config.as_deref(), Some("kwb_config"));
+    assert!(x.host.unavailable.is_empty(), "{:?}", x.host.unavailable);
+    let config = &x.repro[x.repro.find("extern \"C\" int kwb_config").unwrap()..];
+    // The parameter M is bound from the problem, the constexpr locals and the grid
+    // are copied with their lines; the alias `kernel` is not needed.
+    assert!(config.contains("int M = (int)(kwb_p->M);"), "{config}");
+    assert!(config.contains("// kwb-extract: k.cu:16\n  constexpr int BM = 64, BN = BM * 2;"));
+    assert!(config.contains("dim3 grid(M / BM);"));
+    assert!(config.contains("dim3(kThreads)"));
+    assert!(config.contains("*kwb_smem = static_cast<unsigned long long>(0);"));
+    assert!(!config.contains("auto kernel"));
+    // kThreads is a file item the configuration needs: kept.
+    assert!(x.repro.contains("constexpr int kThreads = 128;"));
+}
+
+#[test]
+fn a_descriptor_is_filled_by_the_launchers_call_and_an_unbindable_parameter_is_named() {
+    let source = r#"#include <cuda.h>
+constexpr int BM = 64;
+__global__ void k(const __grid_constant__ CUtensorMap tmap_a, int M) {}
+static CUresult encode(CUtensorMap* map, const float* p, int rows, int box) { return CUDA_SUCCESS; }
+void launch(const float* A, int M, int blocks, cudaStream_t stream) {
+  CUtensorMap tmap_a;
+  if (encode(&tmap_a, A, M, BM) != CUDA_SUCCESS) return;
+  k<<<blocks, 128, 0, stream>>>(tmap_a, M);
+}
+"#;
+    let x = extract(source, &request("k")).unwrap();
+    assert_eq!(x.host.encoders.len(), 1);
+    let e = &x.host.encoders[0];
+    assert_eq!(
+        (
+            e.param.as_str(),
+            e.function.as_str(),
+            e.call.as_str(),
+            e.line
+        ),
+        (
+            "tmap_a",
+            "kwb_encode_tmap_a",
+            "encode(&tmap_a, A, M, BM)",
+            7
+        )
+    );
+    let body = &x.repro[x.repro.find("int kwb_encode_tmap_a").unwrap()..];
+    assert!(
+        body.contains("const float* A = (const float*)(kwb_p->A);"),
+        "{body}"
+    );
+    assert!(body.contains("CUtensorMap& tmap_a = *static_cast<CUtensorMap*>(kwb_map);"));
+    // The launcher's own declaration of the map is not copied: the runner's buffer is it.
+    assert!(!body.contains("CUtensorMap tmap_a;"));
+    assert!(x.repro.contains("static CUresult encode("));
+    // The grid is a launcher parameter with no field in kwb_problem.
+    assert_eq!(x.host.config, None);
+    assert_eq!(
+        x.host.unavailable,
+        [
+            "kwb_config: launcher parameter `blocks` (`int blocks`, role scalar) has no field in kwb_problem"
+        ]
+    );
+}

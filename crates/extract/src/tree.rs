@@ -59,3 +59,8 @@ pub fn initializer<'t>(
         })
         .find_map(|n| n.child_by_field_name("value"))
 }
+
+/// The 1-based line of byte `at` in `source`.
+pub fn line_of(source: &str, at: usize) -> usize {
+    source[..at.min(source.len())].matches('\n').count() + 1
+}

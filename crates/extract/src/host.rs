@@ -1,0 +1,391 @@
+//! The reproducer's host entry points: what a runner would otherwise transcribe from
+//! the launcher by hand. `kwb_config` gives the launch's grid, block and dynamic
+//! shared memory for a problem; `kwb_encode_<param>` fills a kernel's `CUtensorMap`
+//! parameter the way the launcher does. Each is the launcher's own code copied
+//! verbatim (the top-level declarations before the launch that the result needs, to a
+//! fixed point, `using` directives always), with the launcher's parameters bound from
+//! one fixed struct, `kwb_problem`, whose layout is part of the runner's ABI.
+//!
+//! Invariant: an entry point is written only when every name its code needs is a
+//! top-level declaration before the launch, a launcher parameter `kwb_problem` can
+//! bind, or something outside the launcher (a file item, which the slice then keeps);
+//! otherwise the manifest says which name stopped it.
+
+use std::collections::BTreeSet;
+
+use kwb_syntax::Parsed;
+use tree_sitter::Node;
+
+use crate::kernel::Param;
+use crate::launch::Launch;
+
+/// `int kwb_config(const kwb_problem*, unsigned grid[3], unsigned block[3],
+/// unsigned long long* smem)`: 0 on success.
+pub const CONFIG: &str = "kwb_config";
+/// `int kwb_encode_<param>(const kwb_problem*, void* map)` (a 128-byte,
+/// 64-byte-aligned `CUtensorMap`): 0 on success, else the launcher's own status.
+pub const ENCODE_PREFIX: &str = "kwb_encode_";
+
+/// The problem a runner passes, in C++. Its layout is the runner's ABI: pointers
+/// first, then 64-bit integers, then the scalars.
+pub const PROBLEM_STRUCT: &str = "struct kwb_problem {\n  const void* A;\n  const void* B;\n  const void* C;\n  void* D;\n  const void* bias;\n  long long M, N, K;\n  long long lda, ldb, ldc, ldd;\n  float alpha, beta;\n};\n";
+
+/// What the reproducer's host half offers a runner (the manifest's `[host]`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostEntries {
+    /// The configuration function, when the launch's grid, block and shared memory
+    /// could be written from the launcher's code.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<String>,
+    /// One per `CUtensorMap` kernel parameter the launcher's code fills.
+    #[serde(default)]
+    pub encoders: Vec<Encoder>,
+    /// What could not be written, and why.
+    #[serde(default)]
+    pub unavailable: Vec<String>,
+}
+
+/// One descriptor-filling entry point.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Encoder {
+    /// The kernel parameter it fills.
+    pub param: String,
+    /// The C-ABI function.
+    pub function: String,
+    /// The launcher's code it runs, as written.
+    pub call: String,
+    /// Its line in the file.
+    pub line: usize,
+}
+
+/// The host half: the entries, their C++ text, and the names the text needs from
+/// the file's top-level items.
+#[derive(Debug, Clone, Default)]
+pub struct Host {
+    pub entries: HostEntries,
+    pub text: String,
+    pub roots: Vec<String>,
+}
+
+/// A top-level statement of the launcher before the launch.
+struct Statement {
+    declares: Vec<String>,
+    text: String,
+    line: usize,
+    /// `using namespace …;`: always copied.
+    always: bool,
+}
+
+/// The launcher as the entry points see it.
+struct Launcher<'a> {
+    file: &'a str,
+    params: Vec<Param>,
+    statements: Vec<Statement>,
+    /// Every name the launcher declares before the launch, nested blocks included.
+    locals: Vec<String>,
+}
+
+/// The host entry points for `launch` (in a function of `parsed`), whose kernel has
+/// `kernel_params`.
+pub fn host(parsed: &Parsed, launch: &Launch, kernel_params: &[Param], file: &str) -> Host {
+    let mut host = Host::default();
+    let Some(function) = launch
+        .function
+        .as_ref()
+        .and_then(|f| crate::tree::function_at(parsed, f))
+    else {
+        host.entries
+            .unavailable
+            .push("the launch is not inside a function".to_owned());
+        return host;
+    };
+    let launcher = Launcher {
+        file,
+        params: crate::kernel::params_of(parsed, function).unwrap_or_default(),
+        statements: statements(parsed, function, launch.at),
+        locals: crate::constants::local_names(parsed, &function.byte_range(), launch.at),
+    };
+    let mut text = format!(
+        "// kwb-extract: host entry points, each the launcher's own code ({file}:{}) with its\n\
+         // parameters bound from kwb_problem, so a runner transcribes nothing.\n\
+         #include <type_traits>\n\n{PROBLEM_STRUCT}\n\
+         template <class F>\nstatic int kwb_status(F&& f) {{\n  \
+         if constexpr (std::is_void_v<decltype(f())>) {{\n    f();\n    return 0;\n  }} else {{\n    \
+         return static_cast<int>(f());\n  }}\n}}\n",
+        crate::tree::line_of(&parsed.source, function.start_byte()),
+    );
+    let mut roots = BTreeSet::new();
+    // The configuration.
+    let config: Vec<(&str, &String)> = ["grid", "block", "smem"]
+        .into_iter()
+        .zip(&launch.config)
+        .collect();
+    let targets: Vec<String> = config.iter().map(|(_, w)| (*w).clone()).collect();
+    match launcher.body(&targets, &[]) {
+        Ok((body, used)) => {
+            roots.extend(used);
+            let mut tail = String::new();
+            for (role, written) in &config {
+                match *role {
+                    "smem" => tail.push_str(&format!(
+                        "  *kwb_smem = static_cast<unsigned long long>({written});\n"
+                    )),
+                    _ => {
+                        let out = format!("kwb_{role}");
+                        let v = format!("kwb_{role}_value");
+                        tail.push_str(&format!(
+                            "  const dim3 {v} = dim3({written});\n  {out}[0] = {v}.x;\n  {out}[1] = {v}.y;\n  {out}[2] = {v}.z;\n"
+                        ));
+                    }
+                }
+            }
+            if config.len() < 3 {
+                tail.push_str("  *kwb_smem = 0;\n");
+            }
+            text.push_str(&format!(
+                "\nextern \"C\" int {CONFIG}(const kwb_problem* kwb_p, unsigned* kwb_grid, unsigned* kwb_block,\n                          unsigned long long* kwb_smem) {{\n{body}{tail}  return 0;\n}}\n"
+            ));
+            host.entries.config = Some(CONFIG.to_owned());
+        }
+        Err(why) => host.entries.unavailable.push(format!("{CONFIG}: {why}")),
+    }
+    // The descriptors.
+    for (param, arg) in kernel_params.iter().zip(&launch.args) {
+        if param.role != "tma-descriptor" {
+            continue;
+        }
+        let function_name = format!("{ENCODE_PREFIX}{}", param.name);
+        let variable = arg.trim().trim_start_matches('&').trim().to_owned();
+        let Some((call, line)) = filling_call(parsed, function, launch.at, &variable) else {
+            host.entries.unavailable.push(format!(
+                "{function_name}: no call in the launcher takes `&{variable}`"
+            ));
+            continue;
+        };
+        match launcher.body(std::slice::from_ref(&call), std::slice::from_ref(&variable)) {
+            Ok((body, used)) => {
+                roots.extend(used);
+                text.push_str(&format!(
+                    "\nextern \"C\" int {function_name}(const kwb_problem* kwb_p, void* kwb_map) {{\n{body}  \
+                     CUtensorMap& {variable} = *static_cast<CUtensorMap*>(kwb_map);\n  \
+                     // kwb-extract: {file}:{line}\n  return kwb_status([&] {{ return {call}; }});\n}}\n"
+                ));
+                host.entries.encoders.push(Encoder {
+                    param: param.name.clone(),
+                    function: function_name,
+                    call,
+                    line,
+                });
+            }
+            Err(why) => host
+                .entries
+                .unavailable
+                .push(format!("{function_name}: {why}")),
+        }
+    }
+    host.text = text;
+    host.roots = roots.into_iter().collect();
+    host
+}
+
+impl Launcher<'_> {
+    /// The bindings and copied statements that `targets` need (`excluded` names are
+    /// declared by the caller), and every identifier they use.
+    fn body(
+        &self,
+        targets: &[String],
+        excluded: &[String],
+    ) -> Result<(String, Vec<String>), String> {
+        let mut needed: BTreeSet<String> = targets
+            .iter()
+            .flat_map(|t| kwb_syntax::identifiers(t).map(str::to_owned))
+            .collect();
+        let mut kept = vec![false; self.statements.len()];
+        loop {
+            let mut grew = false;
+            for (i, s) in self.statements.iter().enumerate() {
+                let wanted = s.always
+                    || s.declares
+                        .iter()
+                        .any(|d| needed.contains(d) && !excluded.contains(d));
+                if !kept[i] && wanted {
+                    kept[i] = true;
+                    grew = true;
+                    needed.extend(kwb_syntax::identifiers(&s.text).map(str::to_owned));
+                }
+            }
+            if !grew {
+                break;
+            }
+        }
+        let declared: BTreeSet<&str> = self
+            .statements
+            .iter()
+            .zip(&kept)
+            .filter(|(_, k)| **k)
+            .flat_map(|(s, _)| s.declares.iter().map(String::as_str))
+            .collect();
+        let mut body = String::new();
+        for p in self.params.iter().filter(|p| needed.contains(&p.name)) {
+            if declared.contains(p.name.as_str()) || excluded.contains(&p.name) {
+                continue;
+            }
+            body.push_str(&format!("  {}\n", binding(p)?));
+        }
+        for name in &needed {
+            let is_param = self.params.iter().any(|p| &p.name == name);
+            if !is_param
+                && !declared.contains(name.as_str())
+                && !excluded.contains(name)
+                && self.locals.contains(name)
+            {
+                return Err(format!(
+                    "`{name}` is declared inside a block of the launcher, not at its top level"
+                ));
+            }
+        }
+        for (s, _) in self.statements.iter().zip(&kept).filter(|(_, k)| **k) {
+            body.push_str(&format!(
+                "  // kwb-extract: {}:{}\n  {}\n",
+                self.file, s.line, s.text
+            ));
+        }
+        let local: BTreeSet<&str> = self
+            .params
+            .iter()
+            .map(|p| p.name.as_str())
+            .chain(declared.iter().copied())
+            .collect();
+        let used = needed
+            .iter()
+            .filter(|n| !local.contains(n.as_str()))
+            .cloned()
+            .collect();
+        Ok((body, used))
+    }
+}
+
+/// The declaration binding launcher parameter `p` from `kwb_p`.
+fn binding(p: &Param) -> Result<String, String> {
+    let ty = p.declaration[..p.declaration.len().saturating_sub(p.name.len())].trim();
+    if ty.contains("cudaStream_t") || ty.contains("CUstream") {
+        return Ok(format!("{} = nullptr;", p.declaration));
+    }
+    let cast: String = ty
+        .split_whitespace()
+        .filter(|w| !matches!(*w, "__restrict__" | "__restrict"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let lower = p.name.to_ascii_lowercase();
+    let field = match p.role.as_str() {
+        "A" | "B" | "C" | "D" | "bias" => p.role.clone(),
+        "m" => "M".to_owned(),
+        "n" => "N".to_owned(),
+        "k" => "K".to_owned(),
+        "alpha" | "beta" => p.role.clone(),
+        "leading-dimension" => match lower.trim_start_matches("ld").trim_start_matches('_') {
+            "a" => "lda".to_owned(),
+            "b" => "ldb".to_owned(),
+            "c" => "ldc".to_owned(),
+            "d" => "ldd".to_owned(),
+            _ => {
+                return Err(format!(
+                    "launcher parameter `{}` is a leading dimension of no operand kwb_problem knows (lda, ldb, ldc, ldd)",
+                    p.name
+                ));
+            }
+        },
+        role => {
+            return Err(format!(
+                "launcher parameter `{}` (`{}`, role {role}) has no field in kwb_problem",
+                p.name, p.declaration
+            ));
+        }
+    };
+    Ok(format!(
+        "{} = ({cast})(kwb_p->{field});",
+        p.declaration.trim_end()
+    ))
+}
+
+/// The top-level declarations of `function`'s body before byte `before`.
+fn statements(parsed: &Parsed, function: Node<'_>, before: usize) -> Vec<Statement> {
+    let Some(body) = function.child_by_field_name("body") else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let mut cursor = body.walk();
+    for n in body.named_children(&mut cursor) {
+        if n.end_byte() > before {
+            break;
+        }
+        let text = parsed.source[n.byte_range()].trim().to_owned();
+        let (declares, always) = match n.kind() {
+            "declaration" => {
+                let mut c = n.walk();
+                let names = n
+                    .children_by_field_name("declarator", &mut c)
+                    .filter_map(|d| {
+                        let t = &parsed.source[d.byte_range()];
+                        let head = t.split(['=', '(', '{', '[']).next().unwrap_or(t);
+                        kwb_syntax::identifiers(head).last().map(str::to_owned)
+                    })
+                    .collect();
+                (names, false)
+            }
+            "alias_declaration" | "type_definition" => {
+                let name = n
+                    .child_by_field_name("name")
+                    .or_else(|| n.child_by_field_name("declarator"))
+                    .map(|d| parsed.source[d.byte_range()].trim().to_owned());
+                (name.into_iter().collect(), false)
+            }
+            "using_declaration" => (Vec::new(), text.contains("namespace")),
+            _ => continue,
+        };
+        out.push(Statement {
+            declares,
+            line: crate::tree::line_of(&parsed.source, n.start_byte()),
+            text,
+            always,
+        });
+    }
+    out
+}
+
+/// The call before byte `before` in `function` that takes `&variable` as an
+/// argument: its text and line.
+fn filling_call(
+    parsed: &Parsed,
+    function: Node<'_>,
+    before: usize,
+    variable: &str,
+) -> Option<(String, usize)> {
+    let wanted = format!("&{variable}");
+    crate::tree::nodes_before(function, before)
+        .into_iter()
+        .filter(|n| n.kind() == "call_expression")
+        .find(|call| {
+            call.child_by_field_name("arguments").is_some_and(|args| {
+                let mut c = args.walk();
+                args.named_children(&mut c).any(|a| {
+                    parsed.source[a.byte_range()]
+                        .chars()
+                        .filter(|c| !c.is_whitespace())
+                        .collect::<String>()
+                        == wanted
+                })
+            })
+        })
+        .map(|call| {
+            (
+                parsed.source[call.byte_range()]
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(" "),
+                crate::tree::line_of(&parsed.source, call.start_byte()),
+            )
+        })
+}
