@@ -90,7 +90,6 @@ pub fn repro(
     instantiation: &str,
     launch: Option<&Launch>,
     args: &[TemplateArg],
-    host: &str,
 ) -> (String, Vec<(usize, usize)>) {
     let file = &request.file_name;
     let mut out = String::new();
@@ -138,10 +137,6 @@ pub fn repro(
          if (e != cudaSuccess) return e;\n  }}\n  \
          return cudaLaunchKernel(kernel, grid, block, args, smem, stream);\n}}\n"
     ));
-    if !host.is_empty() {
-        out.push('\n');
-        out.push_str(host);
-    }
     (out, copied)
 }
 

@@ -258,7 +258,7 @@ pub fn extract(source: &str, request: &Request) -> Result<Extraction, ExtractErr
         .unwrap_or_default();
     roots.extend(host.roots.iter().cloned());
     let kept = items::slice(&parsed, &all_items, &roots);
-    let (repro, copied) = emit::repro(
+    let (mut repro, copied) = emit::repro(
         &parsed,
         &all_items,
         &kept,
@@ -266,8 +266,11 @@ pub fn extract(source: &str, request: &Request) -> Result<Extraction, ExtractErr
         &instantiation,
         launch.as_ref(),
         &args,
-        &host.text,
     );
+    if !host.text.is_empty() {
+        repro.push('\n');
+        repro.push_str(&host.text);
+    }
     Ok(Extraction {
         kernel: def,
         qualified,
