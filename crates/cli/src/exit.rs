@@ -15,5 +15,12 @@ pub const NO_KERNEL: i32 = 3;
 /// sites inside them may be missing.
 pub const PARTIAL: i32 = 4;
 /// A comparison ran and the output does not match: `kwb ladder check` found a
-/// mismatch, NaN or Inf.
+/// mismatch, NaN or Inf; `kwb run`: a rung failed (wrong numbers, NaN/Inf, or the
+/// kernel faulted).
 pub const MISMATCH: i32 = 5;
+/// `kwb run`: a launch did not finish within `--timeout` (HANG); the worker was killed.
+pub const HANG: i32 = 6;
+/// `kwb run`: nothing could run on a GPU: no CUDA driver or device here, or the
+/// driver refused the launch (configuration, resources, a descriptor the encoder
+/// refused).
+pub const NO_GPU: i32 = 7;

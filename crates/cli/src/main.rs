@@ -32,6 +32,15 @@ enum Command {
     /// Track B's controlled inputs: write a rung's operands, check a kernel's output
     #[command(subcommand)]
     Ladder(LadderCommand),
+    /// Track B: build a kwb-extract reproducer and run it on the controlled-input
+    /// ladder on the GPU; exit 5 on a failed rung, 6 on a hang, 7 without a GPU
+    Run(commands::run::Args),
+    /// The GPU half of `kwb run`, started by it in its own process
+    #[command(hide = true)]
+    RunWorker {
+        /// The job file `kwb run` wrote
+        job: PathBuf,
+    },
     /// ERROR/MISSING counts of parsing every C++/CUDA file under a directory
     ParseStats(commands::parse_stats::Args),
     /// Debug: print the syntax tree kwb sees (macros blanked), for bug reports
@@ -68,6 +77,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let code = match cli.command {
         Command::Sites(args) => commands::sites::run(args),
+        Command::Run(args) => commands::run::run(args),
+        Command::RunWorker { job } => commands::run::worker(job),
         Command::ParseStats(args) => commands::parse_stats::run(args),
         Command::Trace(TraceCommand::Show(args)) => commands::trace::show(args),
         Command::Ladder(LadderCommand::Write(args)) => commands::ladder::write(args),

@@ -44,6 +44,10 @@ pub struct HostEntries {
     /// What could not be written, and why.
     #[serde(default)]
     pub unavailable: Vec<String>,
+    /// The launcher's parameters with their roles: the operands' element types and
+    /// leading dimensions a runner must honour even where the kernel takes neither.
+    #[serde(default)]
+    pub launcher: Vec<Param>,
 }
 
 /// One descriptor-filling entry point.
@@ -185,6 +189,7 @@ pub fn host(parsed: &Parsed, launch: &Launch, kernel_params: &[Param], file: &st
                 .push(format!("{function_name}: {why}")),
         }
     }
+    host.entries.launcher = launcher.params.clone();
     host.text = text;
     host.roots = roots.into_iter().collect();
     host

@@ -40,6 +40,100 @@ impl Dtype {
             Dtype::F16 => f16_round(v),
         }
     }
+
+    /// Bytes per element: 4 or 2.
+    pub fn bytes(self) -> usize {
+        match self {
+            Dtype::F32 => 4,
+            Dtype::F16 | Dtype::Bf16 => 2,
+        }
+    }
+
+    /// The storage bits of `v` rounded to this type (in the low 16 bits for the
+    /// 16-bit types).
+    pub fn to_bits(self, v: f32) -> u32 {
+        let r = self.round(v);
+        match self {
+            Dtype::F32 => r.to_bits(),
+            Dtype::Bf16 => {
+                r.to_bits() >> 16 | u32::from(r.is_nan() && r.to_bits() >> 16 & 0x7f == 0)
+            }
+            Dtype::F16 => f16_bits(r),
+        }
+    }
+
+    /// The value stored as `bits` (the low 16 bits for the 16-bit types).
+    pub fn from_bits(self, bits: u32) -> f32 {
+        match self {
+            Dtype::F32 => f32::from_bits(bits),
+            Dtype::Bf16 => f32::from_bits((bits & 0xffff) << 16),
+            Dtype::F16 => f16_value(bits & 0xffff),
+        }
+    }
+
+    /// Little-endian storage of `values` rounded to this type.
+    pub fn encode(self, values: &[f32]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(values.len() * self.bytes());
+        for v in values {
+            let bits = self.to_bits(*v);
+            match self {
+                Dtype::F32 => out.extend_from_slice(&bits.to_le_bytes()),
+                _ => out.extend_from_slice(&(bits as u16).to_le_bytes()),
+            }
+        }
+        out
+    }
+
+    /// The values of little-endian storage `bytes` (a trailing partial element is
+    /// ignored).
+    pub fn decode(self, bytes: &[u8]) -> Vec<f32> {
+        match self {
+            Dtype::F32 => bytes
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect(),
+            _ => bytes
+                .chunks_exact(2)
+                .map(|c| self.from_bits(u32::from(u16::from_le_bytes([c[0], c[1]]))))
+                .collect(),
+        }
+    }
+}
+
+/// The f16 bits of `v`, which is already an f16 value (or infinite or NaN).
+fn f16_bits(v: f32) -> u32 {
+    let sign = (v.to_bits() >> 16) & 0x8000;
+    let a = v.abs();
+    if a.is_nan() {
+        return sign | 0x7e00;
+    }
+    if a.is_infinite() {
+        return sign | 0x7c00;
+    }
+    if a == 0.0 {
+        return sign;
+    }
+    if a < 6.103_515_6e-5 {
+        // Subnormal: a multiple of 2^-24.
+        return sign | (f64::from(a) * 2f64.powi(24)) as u32;
+    }
+    let e = a.to_bits() >> 23 & 0xff;
+    let mantissa = (a.to_bits() >> 13) & 0x3ff;
+    sign | ((e + 15 - 127) << 10) | mantissa
+}
+
+/// The value of f16 bits.
+fn f16_value(bits: u32) -> f32 {
+    let sign = if bits & 0x8000 != 0 { -1.0 } else { 1.0 };
+    let e = (bits >> 10) & 0x1f;
+    let m = bits & 0x3ff;
+    let magnitude = match e {
+        0 => m as f32 * 2f32.powi(-24),
+        0x1f if m == 0 => f32::INFINITY,
+        0x1f => f32::NAN,
+        _ => (1.0 + m as f32 / 1024.0) * 2f32.powi(e as i32 - 15),
+    };
+    sign * magnitude
 }
 
 fn bf16_round(v: f32) -> f32 {
@@ -84,6 +178,27 @@ mod tests {
         assert_eq!(Dtype::Bf16.round(259.0), 260.0);
         assert_eq!(Dtype::Bf16.round(-3.0), -3.0);
         assert!(Dtype::Bf16.round(f32::NAN).is_nan());
+    }
+
+    #[test]
+    fn storage_bits_round_trip() {
+        for d in [Dtype::F32, Dtype::F16, Dtype::Bf16] {
+            for v in [0.0, -0.0, 1.0, -2.5, 3.0e-5, 6.0e-8, 1024.0, -65504.0, 0.1] {
+                let r = d.round(v);
+                assert_eq!(d.from_bits(d.to_bits(v)), r, "{d:?} {v}");
+                assert_eq!(d.decode(&d.encode(&[v])), vec![r]);
+            }
+            assert!(d.from_bits(d.to_bits(f32::NAN)).is_nan(), "{d:?}");
+            assert_eq!(d.from_bits(d.to_bits(f32::INFINITY)), f32::INFINITY);
+        }
+        assert_eq!(Dtype::F16.to_bits(1.0), 0x3c00);
+        assert_eq!(Dtype::F16.to_bits(-2.0), 0xc000);
+        assert_eq!(Dtype::F16.to_bits(2f32.powi(-24)), 0x0001);
+        assert_eq!(Dtype::Bf16.to_bits(1.0), 0x3f80);
+        assert_eq!(
+            Dtype::Bf16.encode(&[1.0, -2.0]),
+            vec![0x80, 0x3f, 0x00, 0xc0]
+        );
     }
 
     #[test]

@@ -83,6 +83,24 @@ pub fn compile_executable(
     compile(toolchain, file, flags, out, &[])
 }
 
+/// Compiles and links `file` into the shared library `out` (position-independent
+/// host code, the CUDA runtime linked statically), for a runner that loads it with
+/// `dlopen`. On failure the error holds nvcc's stderr.
+pub fn compile_shared_library(
+    toolchain: &Toolchain,
+    file: &Path,
+    flags: &CompileFlags,
+    out: &Path,
+) -> Result<()> {
+    compile(
+        toolchain,
+        file,
+        flags,
+        out,
+        &["-shared", "-Xcompiler", "-fPIC"],
+    )
+}
+
 fn compile(
     toolchain: &Toolchain,
     file: &Path,

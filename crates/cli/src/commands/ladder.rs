@@ -96,11 +96,11 @@ enum LadderCliError {
     },
 }
 
-fn parse_rung(text: &str) -> Result<Rung, String> {
+pub(crate) fn parse_rung(text: &str) -> Result<Rung, String> {
     Rung::parse(text).map_err(|e| e.to_string())
 }
 
-fn parse_dtype(text: &str) -> Result<Dtype, String> {
+pub(crate) fn parse_dtype(text: &str) -> Result<Dtype, String> {
     match text {
         "bf16" => Ok(Dtype::Bf16),
         "f16" | "fp16" | "half" => Ok(Dtype::F16),
@@ -109,7 +109,7 @@ fn parse_dtype(text: &str) -> Result<Dtype, String> {
     }
 }
 
-fn numbers<const N: usize>(text: &str, what: &str) -> Result<[usize; N], String> {
+pub(crate) fn numbers<const N: usize>(text: &str, what: &str) -> Result<[usize; N], String> {
     let parts: Vec<usize> = text
         .split(',')
         .map(|p| p.trim().parse::<usize>().ok().filter(|v| *v > 0))
@@ -120,7 +120,7 @@ fn numbers<const N: usize>(text: &str, what: &str) -> Result<[usize; N], String>
         .map_err(|_| format!("`{text}` is not {what}"))
 }
 
-fn parse_shape(text: &str) -> Result<(usize, usize, usize), String> {
+pub(crate) fn parse_shape(text: &str) -> Result<(usize, usize, usize), String> {
     let [m, n, k] = numbers::<3>(text, "M,N,K")?;
     Ok((m, n, k))
 }
@@ -265,7 +265,7 @@ fn checked(args: &CheckArgs) -> Result<Comparison, LadderCliError> {
     )?)
 }
 
-fn human(out: &mut impl Write, c: &Comparison) -> std::io::Result<()> {
+pub(crate) fn human(out: &mut impl Write, c: &Comparison) -> std::io::Result<()> {
     let verdict = if c.pass { "PASS" } else { "FAIL" };
     let how = if c.exact {
         "exact".to_owned()

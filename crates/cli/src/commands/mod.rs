@@ -6,6 +6,7 @@ pub mod instrument;
 pub mod ladder;
 pub mod overlay;
 pub mod parse_stats;
+pub mod run;
 pub mod sites;
 pub mod tiles;
 pub mod trace;

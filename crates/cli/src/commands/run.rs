@@ -1,0 +1,217 @@
+//! `kwb run DIR`: a kwb-extract reproducer on the controlled-input ladder, on the GPU
+//! (kwb-gpu does the work). Exit 0 when every rung passes, 5 when one fails (wrong
+//! numbers, NaN/Inf, or a kernel fault), 6 when a launch hangs, 7 when nothing could
+//! run on a GPU (no driver, a refused launch).
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use kwb_gpu::{GpuError, Report, RunOptions};
+use kwb_ladder::{Dtype, Rung};
+
+use crate::commands::ladder::{human, numbers, parse_dtype, parse_rung, parse_shape};
+use crate::{exit, render};
+
+/// The rungs `kwb run` climbs when `--ladder` is not given.
+pub const DEFAULT_LADDER: &str = "zeros,ones,seq-identity,onehot-k:0,small-int,random";
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// The reproducer folder kwb-extract wrote (repro.cu, kwb.toml)
+    dir: PathBuf,
+    /// The rungs, in order: zeros, ones, seq-identity, onehot-k:K0, small-int[:SEED],
+    /// random[:SEED]
+    #[arg(long, value_delimiter = ',', value_parser = parse_rung, default_value = DEFAULT_LADDER)]
+    ladder: Vec<Rung>,
+    /// The GEMM shape M,N,K
+    #[arg(long, value_name = "M,N,K", value_parser = parse_shape, default_value = "256,384,1024")]
+    shape: (usize, usize, usize),
+    /// D = alpha * A·B + beta * C; 2 by default, so a dropped alpha shows
+    #[arg(long, default_value_t = 2.0)]
+    alpha: f32,
+    #[arg(long, default_value_t = 0.0)]
+    beta: f32,
+    /// Elements added to every leading dimension the kernel or its launcher takes
+    /// (padding holds NaN, so a pitch taken for a width shows); 0 packs them
+    #[arg(long, default_value_t = 64)]
+    ld_pad: usize,
+    /// The element type of A and B where neither the kernel nor its launcher names a
+    /// known one: bf16, f16, f32
+    #[arg(long, value_parser = parse_dtype)]
+    dtype: Option<Dtype>,
+    /// Seconds a launch may take before it is reported as HANG and killed
+    #[arg(long, default_value_t = 20.0)]
+    timeout: f64,
+    /// The launch configuration, instead of the reproducer's kwb_config
+    #[arg(long, value_name = "X,Y,Z", value_parser = dim3)]
+    grid: Option<[u32; 3]>,
+    #[arg(long, value_name = "X,Y,Z", value_parser = dim3)]
+    block: Option<[u32; 3]>,
+    #[arg(long, value_name = "BYTES")]
+    smem: Option<u64>,
+    /// Print JSON
+    #[arg(long)]
+    json: bool,
+}
+
+fn dim3(text: &str) -> Result<[u32; 3], String> {
+    let parts: Vec<&str> = text.split(',').collect();
+    let padded = match parts.len() {
+        1 => format!("{text},1,1"),
+        2 => format!("{text},1"),
+        _ => text.to_owned(),
+    };
+    let [x, y, z] = numbers::<3>(&padded, "X,Y,Z")?;
+    let u = |v: usize| u32::try_from(v).map_err(|_| format!("`{text}` is too large"));
+    Ok([u(x)?, u(y)?, u(z)?])
+}
+
+pub fn run(args: Args) -> i32 {
+    let cache = match kwb_toolchain::cache::cache_dir(&kwb_toolchain::Env::from_process()) {
+        Ok(c) => c.join("repro"),
+        Err(e) => {
+            render::error(miette::Report::new(e));
+            return exit::INPUT;
+        }
+    };
+    let worker = match std::env::current_exe() {
+        Ok(exe) => vec![exe.display().to_string(), "run-worker".to_owned()],
+        Err(e) => {
+            render::error(miette::Report::msg(format!("cannot find kwb's own binary: {e}")));
+            return exit::INTERNAL;
+        }
+    };
+    let options = RunOptions {
+        rungs: args.ladder.clone(),
+        request: kwb_gpu::plan::Request {
+            shape: args.shape,
+            alpha: args.alpha,
+            beta: args.beta,
+            ld_pad: args.ld_pad,
+            dtype: args.dtype,
+        },
+        timeout: Duration::from_secs_f64(args.timeout.max(0.1)),
+        grid: args.grid,
+        block: args.block,
+        smem: args.smem,
+        worker,
+        cache,
+    };
+    match kwb_gpu::run(&args.dir, &options) {
+        Ok(report) => {
+            let mut out = std::io::stdout().lock();
+            let written = if args.json {
+                serde_json::to_writer_pretty(&mut out, &report)
+                    .map_err(std::io::Error::other)
+                    .and_then(|()| writeln!(out))
+            } else {
+                human_report(&mut out, &report)
+            };
+            if written.is_err() {
+                return exit::INTERNAL;
+            }
+            if report.hung() {
+                exit::HANG
+            } else if report.launch_refused() {
+                exit::NO_GPU
+            } else if report.passed() {
+                exit::OK
+            } else {
+                exit::MISMATCH
+            }
+        }
+        Err(e) => {
+            let code = match e {
+                GpuError::NoDriver { .. } | GpuError::Worker(_) => exit::NO_GPU,
+                GpuError::Io { .. } => exit::INTERNAL,
+                _ => exit::INPUT,
+            };
+            render::error(miette::Report::new(e));
+            code
+        }
+    }
+}
+
+fn human_report(out: &mut impl Write, r: &Report) -> std::io::Result<()> {
+    let p = &r.plan;
+    writeln!(out, "{} from {}", r.instantiation, r.source)?;
+    writeln!(
+        out,
+        "built {} ({})",
+        r.library.display(),
+        if r.cached {
+            "cached: nothing compiled".to_owned()
+        } else {
+            format!("nvcc {:.1} s", r.compile_seconds)
+        }
+    )?;
+    writeln!(
+        out,
+        "problem: M={} N={} K={}, alpha={} beta={}; A {} (lda {}), B {} N x K (ldb {}), output {} {} (ld {}){}",
+        p.m,
+        p.n,
+        p.k,
+        p.alpha,
+        p.beta,
+        p.operand(kwb_gpu::plan::Role::A).dtype,
+        p.lda,
+        p.operand(kwb_gpu::plan::Role::B).dtype,
+        p.ldb,
+        p.output.name(),
+        p.operand(p.output).dtype,
+        p.operand(p.output).ld,
+        r.device
+            .as_ref()
+            .map(|d| format!("; on {d}"))
+            .unwrap_or_default()
+    )?;
+    if let Some(f) = &r.failed {
+        writeln!(out, "ERROR before any launch: {f}")?;
+    }
+    for rung in &r.rungs {
+        let launch = rung
+            .launch
+            .map(|l| {
+                format!(
+                    " [grid {:?} block {:?} smem {}]",
+                    l.grid, l.block, l.smem
+                )
+            })
+            .unwrap_or_default();
+        match (&rung.comparison, rung.status) {
+            (Some(c), _) => {
+                human(out, c)?;
+                if let Some(ms) = rung.kernel_ms {
+                    writeln!(out, "  kernel {ms:.3} ms{launch}")?;
+                }
+            }
+            (None, "not-run") => writeln!(out, "NOT RUN {}: an earlier rung ended the worker", rung.rung)?,
+            (None, status) => {
+                writeln!(
+                    out,
+                    "{} {}: {}{launch}",
+                    status.to_ascii_uppercase(),
+                    rung.rung,
+                    rung.error.as_deref().unwrap_or("")
+                )?;
+                if let Some(bt) = &rung.backtrace {
+                    writeln!(out, "cuda-gdb, every thread:\n{bt}")?;
+                }
+            }
+        }
+    }
+    let verdict = if r.hung() {
+        "HANG"
+    } else if r.passed() {
+        "every rung passed"
+    } else {
+        "a rung failed"
+    };
+    writeln!(out, "{verdict}")
+}
+
+/// `kwb run-worker JOB`: the GPU half of `kwb run`, in its own process.
+pub fn worker(job: PathBuf) -> i32 {
+    kwb_gpu::worker::main(&job)
+}

@@ -1,0 +1,143 @@
+//! Building a reproducer into a shared library, once: the library is kept in the
+//! cache under a hash of everything that decides its bytes (repro.cu, the flags,
+//! nvcc's version and path), so a rerun loads it without compiling.
+//!
+//! Invariant: a cache entry is complete or absent. nvcc writes to a temporary name in
+//! the entry's folder and the file is renamed into place only after nvcc succeeded.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use kwb_extract::manifest::Manifest;
+use kwb_toolchain::{CompileFlags, Env, Toolchain};
+
+use crate::error::GpuError;
+
+/// The built library.
+#[derive(Debug, Clone)]
+pub struct Built {
+    pub library: PathBuf,
+    /// Found in the cache: nothing was compiled.
+    pub cached: bool,
+    /// Seconds nvcc took (0 when cached).
+    pub seconds: f64,
+    /// The nvcc command's flags, for the report.
+    pub flags: Vec<String>,
+}
+
+/// FNV-1a, 64 bits: a cache key, not a security boundary.
+fn fnv(parts: &[&[u8]]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for part in parts {
+        for b in part.iter().chain(&[0xff]) {
+            h ^= u64::from(*b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    h
+}
+
+/// The flags of the manifest's build, plus the CUTLASS include folder kwb knows of
+/// (last, so it never shadows one the build names).
+pub fn flags(manifest: &Manifest, dir: &Path, env: &Env) -> CompileFlags {
+    let mut includes: Vec<PathBuf> = vec![dir.to_path_buf()];
+    includes.extend(manifest.build.includes.iter().map(PathBuf::from));
+    if let Ok(cutlass) = kwb_toolchain::cutlass(env)
+        && !includes.contains(&cutlass.include)
+    {
+        includes.push(cutlass.include);
+    }
+    let mut extra = manifest.build.other.clone();
+    if !extra.iter().any(|f| f.starts_with("-O")) {
+        extra.push("-O3".to_owned());
+    }
+    CompileFlags {
+        arch: manifest.build.arch.clone(),
+        std: manifest.build.std.clone(),
+        includes,
+        defines: manifest.build.defines.clone(),
+        extra,
+    }
+}
+
+fn describe(flags: &CompileFlags) -> Vec<String> {
+    let mut out = vec![
+        format!("-std={}", flags.std),
+        format!("-arch={}", flags.arch),
+    ];
+    out.extend(flags.includes.iter().map(|i| format!("-I{}", i.display())));
+    out.extend(flags.defines.iter().map(|d| format!("-D{d}")));
+    out.extend(flags.extra.iter().cloned());
+    out
+}
+
+/// Builds `dir/repro.cu` with `flags` into the cache folder `cache`, or finds it
+/// there.
+pub fn build(
+    toolchain: &Toolchain,
+    dir: &Path,
+    flags: &CompileFlags,
+    cache: &Path,
+) -> Result<Built, GpuError> {
+    let source = dir.join("repro.cu");
+    let text = std::fs::read(&source).map_err(|e| GpuError::Io {
+        path: source.clone(),
+        source: e,
+    })?;
+    let version = kwb_toolchain::nvcc_version(toolchain)?;
+    let described = describe(flags);
+    let key = fnv(&[
+        &text,
+        described.join("\u{1f}").as_bytes(),
+        version.as_bytes(),
+        toolchain.nvcc.to_string_lossy().as_bytes(),
+    ]);
+    let entry = cache.join(format!("{key:016x}"));
+    let library = entry.join("repro.so");
+    if library.is_file() {
+        return Ok(Built {
+            library,
+            cached: true,
+            seconds: 0.0,
+            flags: described,
+        });
+    }
+    std::fs::create_dir_all(&entry).map_err(|e| GpuError::Io {
+        path: entry.clone(),
+        source: e,
+    })?;
+    let partial = entry.join(format!("repro.so.partial-{}", std::process::id()));
+    let started = Instant::now();
+    let built = kwb_toolchain::compile_shared_library(toolchain, &source, flags, &partial);
+    if let Err(e) = built {
+        let _ = std::fs::remove_file(&partial);
+        return Err(match e {
+            kwb_toolchain::Error::ToolFailed { stderr, .. } => GpuError::Build {
+                path: source,
+                stderr: stderr.0,
+            },
+            other => GpuError::Toolchain(other),
+        });
+    }
+    std::fs::rename(&partial, &library).map_err(|e| GpuError::Io {
+        path: library.clone(),
+        source: e,
+    })?;
+    Ok(Built {
+        library,
+        cached: false,
+        seconds: started.elapsed().as_secs_f64(),
+        flags: described,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_key_separates_its_parts() {
+        assert_ne!(fnv(&[b"ab", b"c"]), fnv(&[b"a", b"bc"]));
+        assert_eq!(fnv(&[b"x"]), fnv(&[b"x"]));
+    }
+}

@@ -1,0 +1,115 @@
+//! What the supervisor hands the GPU worker (a JSON file) and what the worker says
+//! back (one JSON event per line on its stdout). The worker is a separate process so
+//! that a kernel that hangs or corrupts its context is killed, not waited on.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::plan::{Plan, Role};
+
+/// The worker's whole task.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Job {
+    /// The built reproducer.
+    pub library: PathBuf,
+    /// `kwb_launch`.
+    pub entry: String,
+    /// `kwb_config`, when the reproducer has it.
+    pub config: Option<String>,
+    /// A configuration given by the user, instead of (or where there is no) `kwb_config`.
+    pub grid: Option<[u32; 3]>,
+    pub block: Option<[u32; 3]>,
+    pub smem: Option<u64>,
+    pub plan: Plan,
+    pub rungs: Vec<JobRung>,
+}
+
+/// One launch: the input files (raw little-endian storage, rows x ld elements of the
+/// operand's type) and where to write the output buffer.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct JobRung {
+    pub name: String,
+    pub inputs: Vec<(Role, PathBuf)>,
+    pub output: PathBuf,
+}
+
+/// One line the worker prints.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "kebab-case")]
+pub enum Event {
+    /// The context is up and the library is loaded.
+    Ready { device: String, sm: (i32, i32) },
+    /// A launch is about to be issued with this configuration.
+    Launched {
+        rung: usize,
+        grid: [u32; 3],
+        block: [u32; 3],
+        smem: u64,
+    },
+    /// The kernel finished and its output was written.
+    Done { rung: usize, ms: f32 },
+    /// A step failed. `stage`: context, library, config, encode, upload, launch,
+    /// kernel, readback.
+    Failed {
+        rung: Option<usize>,
+        stage: String,
+        message: String,
+    },
+}
+
+impl Event {
+    /// The event as one line of JSON.
+    pub fn line(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+}
+
+/// The name of a CUDA runtime error code (`cudaError_t`), for the codes a launch
+/// returns.
+pub fn runtime_error_name(code: i32) -> &'static str {
+    match code {
+        0 => "cudaSuccess",
+        1 => "cudaErrorInvalidValue",
+        2 => "cudaErrorMemoryAllocation",
+        3 => "cudaErrorInitializationError",
+        9 => "cudaErrorInvalidConfiguration",
+        13 => "cudaErrorInvalidSymbol",
+        35 => "cudaErrorInsufficientDriver",
+        98 => "cudaErrorInvalidDeviceFunction",
+        100 => "cudaErrorNoDevice",
+        101 => "cudaErrorInvalidDevice",
+        200 => "cudaErrorInvalidKernelImage",
+        209 => "cudaErrorNoKernelImageForDevice",
+        222 => "cudaErrorUnsupportedPtxVersion",
+        400 => "cudaErrorInvalidResourceHandle",
+        700 => "cudaErrorIllegalAddress",
+        701 => "cudaErrorLaunchOutOfResources",
+        702 => "cudaErrorLaunchTimeout",
+        715 => "cudaErrorIllegalInstruction",
+        716 => "cudaErrorMisalignedAddress",
+        719 => "cudaErrorLaunchFailure",
+        720 => "cudaErrorCooperativeLaunchTooLarge",
+        _ => "a CUDA runtime error",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_are_one_line_each_and_read_back() {
+        let e = Event::Launched {
+            rung: 1,
+            grid: [3, 2, 1],
+            block: [128, 1, 1],
+            smem: 49152,
+        };
+        let line = e.line();
+        assert!(!line.contains('\n'));
+        assert!(line.starts_with("{\"event\":\"launched\""), "{line}");
+        assert_eq!(serde_json::from_str::<Event>(&line).unwrap(), e);
+        assert_eq!(runtime_error_name(700), "cudaErrorIllegalAddress");
+    }
+}

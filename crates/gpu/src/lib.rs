@@ -1,0 +1,334 @@
+//! Track B's runner (`kwb run DIR`): a kwb-extract reproducer, built once, launched
+//! through cudarc on the controlled-input ladder, its output compared with the
+//! rung's answer by kwb-ladder.
+//!
+//! The flow is one way: [`plan`] reads the manifest into what to allocate and pass;
+//! [`compile`] builds repro.cu into a shared library under a content hash (a rerun
+//! compiles nothing); the rungs' inputs are written to a work folder in the operands'
+//! storage layout; [`supervise`] starts the [`worker`] (the only code that touches
+//! CUDA, in its own process) and kills it when a launch outlives the timeout (HANG);
+//! each finished rung's output is read back and compared.
+//!
+//! Without a GPU everything up to the launch still runs (plan, build, inputs and
+//! answers), and the run ends with [`GpuError::NoDriver`], which says so.
+
+pub mod abi;
+pub mod compile;
+mod error;
+pub mod job;
+pub mod plan;
+pub mod supervise;
+pub mod worker;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use kwb_extract::manifest::Manifest;
+use kwb_ladder::{Comparison, Rung};
+use serde::Serialize;
+
+pub use crate::error::GpuError;
+use crate::job::{Job, JobRung};
+use crate::plan::{Plan, Request, Role};
+use crate::supervise::Outcome;
+
+/// Everything `kwb run` was asked.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub rungs: Vec<Rung>,
+    pub request: Request,
+    pub timeout: Duration,
+    pub grid: Option<[u32; 3]>,
+    pub block: Option<[u32; 3]>,
+    pub smem: Option<u64>,
+    /// The command that starts a worker; the job file is appended.
+    pub worker: Vec<String>,
+    /// Where built libraries are kept.
+    pub cache: PathBuf,
+}
+
+/// One rung's result.
+#[derive(Debug, Clone, Serialize)]
+pub struct RungReport {
+    pub rung: String,
+    /// pass, fail, hang, error or not-run.
+    pub status: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub comparison: Option<Comparison>,
+    /// What went wrong when the kernel did not produce an output.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kernel_ms: Option<f32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub launch: Option<Launch>,
+    /// cuda-gdb's backtraces of a hung launch.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backtrace: Option<String>,
+}
+
+/// A launch configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Launch {
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    pub smem: u64,
+}
+
+/// The whole run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub instantiation: String,
+    pub source: String,
+    pub library: PathBuf,
+    pub cached: bool,
+    pub compile_seconds: f64,
+    pub flags: Vec<String>,
+    pub device: Option<String>,
+    pub plan: Plan,
+    pub rungs: Vec<RungReport>,
+    /// A failure before any rung ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failed: Option<String>,
+}
+
+impl Report {
+    pub fn hung(&self) -> bool {
+        self.rungs.iter().any(|r| r.status == "hang")
+    }
+    pub fn passed(&self) -> bool {
+        self.failed.is_none() && self.rungs.iter().all(|r| r.status == "pass")
+    }
+    /// A launch the driver refused (configuration, resources), as opposed to a kernel
+    /// that ran and computed or faulted.
+    pub fn launch_refused(&self) -> bool {
+        self.failed.is_some()
+            || self.rungs.iter().any(|r| {
+                r.status == "error"
+                    && r.error
+                        .as_deref()
+                        .is_some_and(|e| !e.starts_with("kernel:"))
+            })
+    }
+}
+
+/// Reads `dir/kwb.toml`.
+pub fn manifest(dir: &Path) -> Result<Manifest, GpuError> {
+    let path = dir.join("kwb.toml");
+    let text = std::fs::read_to_string(&path).map_err(|e| GpuError::NotAReproducer {
+        path: dir.to_path_buf(),
+        why: format!("kwb.toml: {e}"),
+    })?;
+    if !dir.join("repro.cu").is_file() {
+        return Err(GpuError::NotAReproducer {
+            path: dir.to_path_buf(),
+            why: "it has no repro.cu".to_owned(),
+        });
+    }
+    Manifest::from_toml(&text).map_err(|e| GpuError::NotAReproducer {
+        path: dir.to_path_buf(),
+        why: e.to_string(),
+    })
+}
+
+/// The storage bytes of operand `role` from a rung's logical operands (A: M x K,
+/// B: K x N, C: M x N, row-major), laid out as the plan says; padding holds NaN, so
+/// a kernel that reads it shows.
+pub fn storage(plan: &Plan, role: Role, a: &[f32], b: &[f32], c: &[f32]) -> Vec<u8> {
+    let o = plan.operand(role);
+    let mut values = vec![f32::NAN; o.rows * o.ld];
+    let (m, n, k) = (plan.m, plan.n, plan.k);
+    match role {
+        Role::A => (0..m)
+            .for_each(|i| values[i * o.ld..i * o.ld + k].copy_from_slice(&a[i * k..i * k + k])),
+        Role::B => {
+            for j in 0..n {
+                for p in 0..k {
+                    values[j * o.ld + p] = b[p * n + j];
+                }
+            }
+        }
+        Role::C => (0..m)
+            .for_each(|i| values[i * o.ld..i * o.ld + n].copy_from_slice(&c[i * n..i * n + n])),
+        Role::D | Role::Bias => values.fill(0.0),
+    }
+    o.dtype().encode(&values)
+}
+
+/// The M x N logical output from the output buffer's bytes.
+pub fn output(plan: &Plan, bytes: &[u8]) -> Vec<f32> {
+    let o = plan.operand(plan.output);
+    let all = o.dtype().decode(bytes);
+    let mut out = Vec::with_capacity(plan.m * plan.n);
+    for i in 0..plan.m {
+        let row = i * o.ld;
+        out.extend((0..plan.n).map(|j| all.get(row + j).copied().unwrap_or(f32::NAN)));
+    }
+    out
+}
+
+/// Runs the reproducer in `dir`.
+pub fn run(dir: &Path, options: &RunOptions) -> Result<Report, GpuError> {
+    let manifest = manifest(dir)?;
+    let plan = Plan::new(&manifest, &options.request)?;
+    if manifest.host.config.is_none() && (options.grid.is_none() || options.block.is_none()) {
+        return Err(GpuError::NoConfig {
+            why: if manifest.host.unavailable.is_empty() {
+                "the reproducer has no kwb_config".to_owned()
+            } else {
+                manifest.host.unavailable.join("; ")
+            },
+        });
+    }
+    let problem = plan.problem()?;
+    // Build first: it needs no GPU.
+    let env = kwb_toolchain::Env::from_process();
+    let toolchain = kwb_toolchain::toolchain(&env)?;
+    let flags = compile::flags(&manifest, dir, &env);
+    let built = compile::build(&toolchain, dir, &flags, &options.cache)?;
+    // Inputs and answers.
+    let work = tempfile::Builder::new()
+        .prefix("kwb-run-")
+        .tempdir()
+        .map_err(|e| GpuError::Io {
+            path: std::env::temp_dir(),
+            source: e,
+        })?;
+    let mut rungs = Vec::new();
+    let mut answers = Vec::new();
+    for (i, rung) in options.rungs.iter().enumerate() {
+        let ops = rung.operands(&problem).map_err(GpuError::Ladder)?;
+        let mut inputs = Vec::new();
+        for o in &plan.operands {
+            if matches!(o.role, Role::A | Role::B | Role::C) {
+                let file = work.path().join(format!("rung{i}.{}.bin", o.role.name()));
+                write(&file, &storage(&plan, o.role, &ops.a, &ops.b, &ops.c))?;
+                inputs.push((o.role, file));
+            }
+        }
+        answers.push(problem.reference(&ops.a, &ops.b, &ops.c));
+        rungs.push(JobRung {
+            name: rung.name(),
+            inputs,
+            output: work.path().join(format!("rung{i}.out.bin")),
+        });
+    }
+    if let Err(why) = worker::driver_present() {
+        return Err(GpuError::NoDriver { why });
+    }
+    let job = Job {
+        library: built.library.clone(),
+        entry: manifest.kernel.entry.clone(),
+        config: manifest.host.config.clone(),
+        grid: options.grid,
+        block: options.block,
+        smem: options.smem,
+        plan: plan.clone(),
+        rungs,
+    };
+    let job_path = work.path().join("job.json");
+    write(
+        &job_path,
+        &serde_json::to_vec_pretty(&job).map_err(|e| GpuError::Worker(e.to_string()))?,
+    )?;
+    let Some((program, prefix)) = options.worker.split_first() else {
+        return Err(GpuError::Worker("no worker command".to_owned()));
+    };
+    let mut command = Command::new(program);
+    command.args(prefix);
+    let supervised = supervise::supervise(command, &job_path, job.rungs.len(), options.timeout)
+        .map_err(|e| GpuError::Worker(format!("{program}: {e}")))?;
+    let config_source = config_source(&manifest);
+    let mut reports = Vec::new();
+    for (i, (rung, (launch, outcome))) in options.rungs.iter().zip(&supervised.rungs).enumerate() {
+        let launch = launch.map(|(grid, block, smem)| Launch { grid, block, smem });
+        let mut report = RungReport {
+            rung: rung.name(),
+            status: "not-run",
+            comparison: None,
+            error: None,
+            kernel_ms: None,
+            launch,
+            backtrace: None,
+        };
+        match outcome {
+            Outcome::Done { ms } => {
+                let bytes = std::fs::read(&job.rungs[i].output).map_err(|e| GpuError::Io {
+                    path: job.rungs[i].output.clone(),
+                    source: e,
+                })?;
+                let out = output(&plan, &bytes);
+                let c = kwb_ladder::compare(*rung, &problem, &answers[i], &out, plan.tile)
+                    .map_err(GpuError::Ladder)?;
+                report.status = if c.pass { "pass" } else { "fail" };
+                report.comparison = Some(c);
+                report.kernel_ms = Some(*ms);
+            }
+            Outcome::Failed { stage, message } => {
+                report.status = if stage == "kernel" { "fail" } else { "error" };
+                let hint = match stage.as_str() {
+                    "launch" | "config" => {
+                        format!(" (the configuration came from {config_source})")
+                    }
+                    _ => String::new(),
+                };
+                report.error = Some(format!("{stage}: {message}{hint}"));
+            }
+            Outcome::Hang { seconds, backtrace } => {
+                report.status = "hang";
+                report.error = Some(format!(
+                    "the kernel did not finish within {seconds:.1} s (timeout {:.1} s); the worker was killed",
+                    options.timeout.as_secs_f64()
+                ));
+                report.backtrace = backtrace.clone();
+            }
+            Outcome::NotRun => {}
+        }
+        reports.push(report);
+    }
+    Ok(Report {
+        instantiation: manifest.kernel.instantiation.clone(),
+        source: manifest.source.file.clone(),
+        library: built.library,
+        cached: built.cached,
+        compile_seconds: built.seconds,
+        flags: built.flags,
+        device: supervised.device,
+        plan,
+        rungs: reports,
+        failed: supervised
+            .failed
+            .map(|(stage, message)| format!("{stage}: {message}")),
+    })
+}
+
+/// Where the launch configuration came from, for a refused launch.
+fn config_source(manifest: &Manifest) -> String {
+    let lines: Vec<String> = manifest
+        .launch
+        .iter()
+        .flat_map(|l| &l.config)
+        .filter(|c| c.role != "stream")
+        .map(|c| match &c.declared {
+            Some(d) => format!("{} = `{}` (`{d}`)", c.role, c.written),
+            None => format!("{} = `{}`", c.role, c.written),
+        })
+        .collect();
+    format!(
+        "kwb_config, the launcher's code at {}:{}: {}",
+        manifest.source.file,
+        manifest.source.launch_line.unwrap_or(0),
+        lines.join(", ")
+    )
+}
+
+fn write(path: &Path, bytes: &[u8]) -> Result<(), GpuError> {
+    std::fs::write(path, bytes).map_err(|e| GpuError::Io {
+        path: path.to_path_buf(),
+        source: e,
+    })
+}
+
+#[cfg(test)]
+mod tests;

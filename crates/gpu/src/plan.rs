@@ -1,0 +1,420 @@
+//! From a manifest and a problem shape to what the worker does: the operands it
+//! allocates (role, element type, rows, leading dimension), the kernel's arguments in
+//! order, and which buffer the output is read from. Pure data; every parameter kwb
+//! cannot fill is an error that names it.
+//!
+//! Layout: A is M x K with K contiguous (row pitch `lda`), B is N x K with K
+//! contiguous (`ldb`; the "TN" convention of tensor-core GEMMs), C and D are M x N
+//! row-major (`ldc`, `ldd`). A leading dimension the kernel or its launcher takes is
+//! padded by `ld_pad` elements, so a kernel that confuses a pitch with a width shows.
+
+use kwb_extract::Param;
+use kwb_extract::manifest::Manifest;
+use kwb_ladder::Dtype;
+use serde::{Deserialize, Serialize};
+
+use crate::error::GpuError;
+
+/// An operand buffer's role.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Role {
+    A,
+    B,
+    C,
+    D,
+    Bias,
+}
+
+impl Role {
+    fn parse(role: &str) -> Option<Role> {
+        match role {
+            "A" => Some(Role::A),
+            "B" => Some(Role::B),
+            "C" => Some(Role::C),
+            "D" => Some(Role::D),
+            "bias" => Some(Role::Bias),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::A => "A",
+            Role::B => "B",
+            Role::C => "C",
+            Role::D => "D",
+            Role::Bias => "bias",
+        }
+    }
+}
+
+/// One device buffer: `rows` rows of `ld` elements, the first `cols` of each used.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Operand {
+    pub role: Role,
+    pub dtype: String,
+    pub rows: usize,
+    pub cols: usize,
+    pub ld: usize,
+}
+
+impl Operand {
+    pub fn dtype(&self) -> Dtype {
+        dtype_named(&self.dtype).unwrap_or(Dtype::F32)
+    }
+
+    pub fn bytes(&self) -> usize {
+        self.rows * self.ld * self.dtype().bytes()
+    }
+}
+
+/// One kernel argument, in parameter order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Arg {
+    /// The device address of an operand buffer.
+    Pointer(Role),
+    I32(i32),
+    I64(i64),
+    F32(f32),
+    F64(f64),
+    /// A `CUtensorMap` filled by the reproducer's entry point of this name.
+    TensorMap(String),
+}
+
+/// What to run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Plan {
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    pub alpha: f32,
+    pub beta: f32,
+    pub lda: usize,
+    pub ldb: usize,
+    pub ldc: usize,
+    pub ldd: usize,
+    pub operands: Vec<Operand>,
+    /// The buffer the kernel writes its result to (D, or C updated in place).
+    pub output: Role,
+    pub args: Vec<Arg>,
+    /// (name, declaration) of each kernel parameter, for messages.
+    pub params: Vec<(String, String)>,
+    /// The CTA tile for the error grid: the template arguments that look like it,
+    /// else 128 x 128.
+    pub tile: (usize, usize),
+}
+
+/// How the user asked to run it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Request {
+    pub shape: (usize, usize, usize),
+    pub alpha: f32,
+    pub beta: f32,
+    pub ld_pad: usize,
+    /// The element type of A and B where neither the kernel nor its launcher says.
+    pub dtype: Option<Dtype>,
+}
+
+/// The ladder's element type of a C++ element type, if it is one.
+pub fn dtype_named(element: &str) -> Option<Dtype> {
+    let last = element
+        .rsplit("::")
+        .next()
+        .unwrap_or(element)
+        .trim()
+        .trim_start_matches("const ")
+        .trim();
+    match last {
+        "__nv_bfloat16" | "nv_bfloat16" | "bfloat16_t" | "bf16" | "bfloat16" => Some(Dtype::Bf16),
+        "__half" | "half" | "half_t" | "f16" => Some(Dtype::F16),
+        "float" | "f32" | "float32" => Some(Dtype::F32),
+        _ => None,
+    }
+}
+
+fn dtype_of_descriptors(manifest: &Manifest) -> Option<Dtype> {
+    manifest.descriptors.iter().find_map(|d| {
+        let written = d.data_type.values.first()?;
+        if written.contains("BFLOAT16") {
+            Some(Dtype::Bf16)
+        } else if written.contains("FLOAT16") {
+            Some(Dtype::F16)
+        } else if written.contains("FLOAT32") {
+            Some(Dtype::F32)
+        } else {
+            None
+        }
+    })
+}
+
+/// The leading-dimension field (`lda` …) a parameter named like `ldA`/`ld_b` is.
+pub fn ld_field(name: &str) -> Option<Role> {
+    match name
+        .to_ascii_lowercase()
+        .trim_start_matches("ld")
+        .trim_start_matches('_')
+    {
+        "a" => Some(Role::A),
+        "b" => Some(Role::B),
+        "c" => Some(Role::C),
+        "d" => Some(Role::D),
+        _ => None,
+    }
+}
+
+impl Plan {
+    /// The plan for `manifest` on `request`.
+    pub fn new(manifest: &Manifest, request: &Request) -> Result<Plan, GpuError> {
+        let (m, n, k) = request.shape;
+        let kernel = &manifest.params;
+        let launcher = &manifest.host.launcher;
+        let all = || kernel.iter().chain(launcher.iter());
+        let find = |role: &str| all().find(|p| p.role == role);
+        // Element types: the kernel's parameter, else the launcher's, else the
+        // descriptors', else --dtype.
+        let element = |role: &str| -> Option<Dtype> {
+            find(role).and_then(|p| p.element.as_deref().and_then(dtype_named))
+        };
+        let fallback = request.dtype.or_else(|| dtype_of_descriptors(manifest));
+        let input = |role: &str| -> Result<Dtype, GpuError> {
+            match find(role) {
+                Some(p) => match p.element.as_deref().and_then(dtype_named) {
+                    Some(d) => Ok(d),
+                    None => request.dtype.ok_or_else(|| GpuError::UnknownElement {
+                        param: p.name.clone(),
+                        element: p.element.clone().unwrap_or_default(),
+                    }),
+                },
+                None => fallback.ok_or_else(|| GpuError::NoOperandType {
+                    role: role.to_owned(),
+                }),
+            }
+        };
+        // Padded leading dimensions where a parameter carries them.
+        let padded =
+            |r: Role| all().any(|p| p.role == "leading-dimension" && ld_field(&p.name) == Some(r));
+        let pad = |r: Role, width: usize| {
+            if padded(r) {
+                width + request.ld_pad
+            } else {
+                width
+            }
+        };
+        let (lda, ldb, ldc, ldd) = (
+            pad(Role::A, k),
+            pad(Role::B, k),
+            pad(Role::C, n),
+            pad(Role::D, n),
+        );
+        let ld_value = |r: Role| match r {
+            Role::A => lda,
+            Role::B => ldb,
+            Role::C => ldc,
+            _ => ldd,
+        };
+        let mut args = Vec::new();
+        for p in kernel {
+            args.push(argument(p, manifest, (m, n, k), request, &ld_value)?);
+        }
+        let (a_type, b_type) = (input("A")?, input("B")?);
+        let output = if find("D").is_some() {
+            Role::D
+        } else {
+            Role::C
+        };
+        let out_type = element(output.name())
+            .or(request.dtype)
+            .ok_or_else(|| GpuError::NoOutput)?;
+        if find(output.name()).is_none() {
+            return Err(GpuError::NoOutput);
+        }
+        let c_type = element("C").unwrap_or(out_type);
+        let mut operands = vec![
+            Operand {
+                role: Role::A,
+                dtype: a_type.name().to_owned(),
+                rows: m,
+                cols: k,
+                ld: lda,
+            },
+            Operand {
+                role: Role::B,
+                dtype: b_type.name().to_owned(),
+                rows: n,
+                cols: k,
+                ld: ldb,
+            },
+            Operand {
+                role: Role::C,
+                dtype: c_type.name().to_owned(),
+                rows: m,
+                cols: n,
+                ld: if output == Role::C { ldc.max(ldd) } else { ldc },
+            },
+        ];
+        if output == Role::D {
+            operands.push(Operand {
+                role: Role::D,
+                dtype: out_type.name().to_owned(),
+                rows: m,
+                cols: n,
+                ld: ldd,
+            });
+        }
+        if let Some(p) = find("bias") {
+            operands.push(Operand {
+                role: Role::Bias,
+                dtype: p
+                    .element
+                    .as_deref()
+                    .and_then(dtype_named)
+                    .unwrap_or(out_type)
+                    .name()
+                    .to_owned(),
+                rows: 1,
+                cols: n,
+                ld: n,
+            });
+        }
+        Ok(Plan {
+            m,
+            n,
+            k,
+            alpha: request.alpha,
+            beta: request.beta,
+            lda,
+            ldb,
+            ldc,
+            ldd,
+            operands,
+            output,
+            args,
+            params: kernel
+                .iter()
+                .map(|p| (p.name.clone(), p.declaration.clone()))
+                .collect(),
+            tile: tile(manifest),
+        })
+    }
+
+    /// The ladder problem this plan runs.
+    pub fn problem(&self) -> Result<kwb_ladder::Problem, GpuError> {
+        let input = self.operand(Role::A).dtype();
+        let output = self.operand(self.output).dtype();
+        let mut p = kwb_ladder::Problem::new(self.m, self.n, self.k, input, output)
+            .map_err(GpuError::Ladder)?;
+        p.alpha = self.alpha;
+        p.beta = self.beta;
+        Ok(p)
+    }
+
+    pub fn operand(&self, role: Role) -> &Operand {
+        self.operands
+            .iter()
+            .find(|o| o.role == role)
+            .unwrap_or(&self.operands[0])
+    }
+}
+
+fn integer(p: &Param, v: usize) -> Arg {
+    let wide = [
+        "long",
+        "int64_t",
+        "size_t",
+        "uint64_t",
+        "int64",
+        "ptrdiff_t",
+    ]
+    .iter()
+    .any(|w| p.declaration.contains(w));
+    if wide {
+        Arg::I64(v as i64)
+    } else {
+        Arg::I32(v as i32)
+    }
+}
+
+fn argument(
+    p: &Param,
+    manifest: &Manifest,
+    (m, n, k): (usize, usize, usize),
+    request: &Request,
+    ld: &dyn Fn(Role) -> usize,
+) -> Result<Arg, GpuError> {
+    let scalar = |v: f32| {
+        if p.declaration.contains("double") {
+            Ok(Arg::F64(f64::from(v)))
+        } else if p.declaration.contains("float") {
+            Ok(Arg::F32(v))
+        } else {
+            Err(GpuError::Unfillable {
+                param: p.name.clone(),
+                declaration: p.declaration.clone(),
+                why: "kwb run passes alpha and beta as float or double".to_owned(),
+            })
+        }
+    };
+    match p.role.as_str() {
+        role if Role::parse(role).is_some() => {
+            Ok(Arg::Pointer(Role::parse(role).unwrap_or(Role::A)))
+        }
+        "m" => Ok(integer(p, m)),
+        "n" => Ok(integer(p, n)),
+        "k" => Ok(integer(p, k)),
+        "leading-dimension" => match ld_field(&p.name) {
+            Some(r) => Ok(integer(p, ld(r))),
+            None => Err(GpuError::Unfillable {
+                param: p.name.clone(),
+                declaration: p.declaration.clone(),
+                why: "a leading dimension of no operand kwb knows (lda, ldb, ldc, ldd)".to_owned(),
+            }),
+        },
+        "alpha" => scalar(request.alpha),
+        "beta" => scalar(request.beta),
+        "tma-descriptor" => manifest
+            .host
+            .encoders
+            .iter()
+            .find(|e| e.param == p.name)
+            .map(|e| Arg::TensorMap(e.function.clone()))
+            .ok_or_else(|| GpuError::Unfillable {
+                param: p.name.clone(),
+                declaration: p.declaration.clone(),
+                why: manifest
+                    .host
+                    .unavailable
+                    .iter()
+                    .find(|u| u.contains(&format!("_{}:", p.name)))
+                    .cloned()
+                    .unwrap_or_else(|| {
+                        "the reproducer has no entry point that fills it".to_owned()
+                    }),
+            }),
+        role => Err(GpuError::Unfillable {
+            param: p.name.clone(),
+            declaration: p.declaration.clone(),
+            why: format!(
+                "role `{role}` is not a GEMM operand, size, leading dimension or scalar kwb run fills"
+            ),
+        }),
+    }
+}
+
+/// The CTA tile from template arguments named like one (`BM`/`BN`, `kBlockM`/`kBlockN`,
+/// `TILE_M`/`TILE_N`), else 128 x 128.
+fn tile(manifest: &Manifest) -> (usize, usize) {
+    let value = |names: &[&str]| {
+        manifest
+            .kernel
+            .template_args
+            .iter()
+            .find(|a| names.contains(&a.name.as_str()))
+            .and_then(|a| a.value)
+            .filter(|v| *v > 0)
+            .map(|v| v as usize)
+    };
+    (
+        value(&["BM", "kBlockM", "TILE_M", "BLOCK_M", "kTileM"]).unwrap_or(128),
+        value(&["BN", "kBlockN", "TILE_N", "BLOCK_N", "kTileN"]).unwrap_or(128),
+    )
+}

@@ -1,0 +1,152 @@
+//! The runner's host half on the suite's own kernels: plans, storage layouts, and a
+//! run on a machine without a GPU.
+
+use super::*;
+use crate::plan::Arg;
+
+fn extracted(family: &str, kernel: &str) -> (tempfile::TempDir, Manifest) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let file = format!("kernels/{family}/gemm.cu");
+    let source = std::fs::read_to_string(root.join(&file)).unwrap();
+    let x = kwb_extract::extract(
+        &source,
+        &kwb_extract::Request {
+            kernel: Some(kernel.to_owned()),
+            file_name: file.clone(),
+            ..kwb_extract::Request::default()
+        },
+    )
+    .unwrap();
+    let build = kwb_extract::manifest::Build {
+        std: "c++17".to_owned(),
+        arch: "sm_90a".to_owned(),
+        defines: Vec::new(),
+        includes: vec![
+            root.join("kernels").join(family).display().to_string(),
+            root.join("kernels/common").display().to_string(),
+        ],
+        other: Vec::new(),
+        from: "command line".to_owned(),
+    };
+    let manifest = Manifest::new(&x, &file, build);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("repro.cu"), &x.repro).unwrap();
+    std::fs::write(dir.path().join("kwb.toml"), manifest.to_toml()).unwrap();
+    (dir, manifest)
+}
+
+fn request() -> Request {
+    Request {
+        shape: (256, 384, 1024),
+        alpha: 2.0,
+        beta: 0.0,
+        ld_pad: 64,
+        dtype: None,
+    }
+}
+
+#[test]
+fn plans_of_the_suite_families() {
+    // mma_sync: packed operands (no leading-dimension parameter), D bf16.
+    let (_d, m) = extracted("mma_sync", "gemm_mma_sync");
+    let p = Plan::new(&m, &request()).unwrap();
+    assert_eq!((p.lda, p.ldb, p.ldc, p.ldd), (1024, 1024, 384, 384));
+    assert_eq!(p.output, Role::D);
+    assert_eq!(p.operand(Role::A).dtype, "bf16");
+    assert_eq!(
+        p.args,
+        [
+            Arg::I32(256),
+            Arg::I32(384),
+            Arg::I32(1024),
+            Arg::F32(2.0),
+            Arg::Pointer(Role::A),
+            Arg::Pointer(Role::B),
+            Arg::F32(0.0),
+            Arg::Pointer(Role::C),
+            Arg::Pointer(Role::D),
+        ]
+    );
+    assert_eq!(p.tile, (128, 128));
+    // cute_sm80: ldA/ldB/ldC are padded, C (f32) is updated in place.
+    let (_d, m) = extracted("cute_sm80", "gemm_cute_sm80");
+    let p = Plan::new(&m, &request()).unwrap();
+    assert_eq!((p.lda, p.ldb, p.ldc), (1088, 1088, 448));
+    assert_eq!(p.output, Role::C);
+    assert_eq!(p.operand(Role::C).dtype, "f32");
+    assert_eq!(p.args[5], Arg::I32(1088));
+    // tma_wgmma: the descriptors come from the launcher's encoder; lda/ldb are the
+    // launcher's, so they are padded too.
+    let (_d, m) = extracted("tma_wgmma_sm90", "gemm_wgmma_tma");
+    let p = Plan::new(&m, &request()).unwrap();
+    assert_eq!(p.args[0], Arg::TensorMap("kwb_encode_tmap_a".to_owned()));
+    assert_eq!(p.args[1], Arg::TensorMap("kwb_encode_tmap_b".to_owned()));
+    assert_eq!((p.lda, p.ldb), (1088, 1088));
+    assert_eq!(p.operand(Role::B).dtype, "bf16");
+}
+
+#[test]
+fn a_parameter_kwb_cannot_fill_is_named() {
+    let (_d, m) = extracted("megakernel", "megakernel");
+    let e = Plan::new(&m, &request()).unwrap_err().to_string();
+    assert!(e.contains("`tasks`"), "{e}");
+}
+
+#[test]
+fn storage_puts_nan_in_padding_and_b_as_n_by_k() {
+    let (_d, m) = extracted("cute_sm80", "gemm_cute_sm80");
+    let mut r = request();
+    r.shape = (2, 3, 4);
+    r.ld_pad = 2;
+    let p = Plan::new(&m, &r).unwrap();
+    let a: Vec<f32> = (0..8).map(|v| v as f32).collect();
+    let b: Vec<f32> = (0..12).map(|v| v as f32).collect();
+    let c = vec![0.0; 6];
+    let sa = kwb_ladder::Dtype::Bf16.decode(&storage(&p, Role::A, &a, &b, &c));
+    assert_eq!(&sa[..4], &[0.0, 1.0, 2.0, 3.0]);
+    assert!(sa[4].is_nan() && sa[5].is_nan());
+    assert_eq!(&sa[6..10], &[4.0, 5.0, 6.0, 7.0]);
+    // B is K x N logically (b[p * 3 + j]); stored as N rows of K.
+    let sb = kwb_ladder::Dtype::Bf16.decode(&storage(&p, Role::B, &a, &b, &c));
+    assert_eq!(&sb[..4], &[0.0, 3.0, 6.0, 9.0]);
+    assert_eq!(&sb[6..10], &[1.0, 4.0, 7.0, 10.0]);
+    // The output is read back without its padding.
+    let bytes = kwb_ladder::Dtype::F32.encode(&[1.0, 2.0, 3.0, 9.0, 9.0, 4.0, 5.0, 6.0, 9.0, 9.0]);
+    assert_eq!(output(&p, &bytes), vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+}
+
+#[test]
+fn without_a_gpu_the_reproducer_is_still_built_and_cached() {
+    if worker::driver_present().is_ok() {
+        return; // On a GPU machine the run goes on; the device suite covers it.
+    }
+    let (dir, _m) = extracted("mma_sync", "gemm_mma_sync");
+    let cache = tempfile::tempdir().unwrap();
+    let options = RunOptions {
+        rungs: vec![Rung::Ones],
+        request: request(),
+        timeout: Duration::from_secs(10),
+        grid: None,
+        block: None,
+        smem: None,
+        worker: vec!["false".to_owned()],
+        cache: cache.path().to_path_buf(),
+    };
+    let e = run(dir.path(), &options).unwrap_err();
+    assert!(matches!(e, GpuError::NoDriver { .. }), "{e}");
+    let built: Vec<_> = std::fs::read_dir(cache.path()).unwrap().collect();
+    assert_eq!(built.len(), 1, "one cache entry");
+    let entry = built[0].as_ref().unwrap().path();
+    assert!(entry.join("repro.so").is_file());
+    // A rerun finds it: same key, nothing compiled (the entry's file is untouched).
+    let before = std::fs::metadata(entry.join("repro.so"))
+        .unwrap()
+        .modified()
+        .unwrap();
+    let _ = run(dir.path(), &options).unwrap_err();
+    let after = std::fs::metadata(entry.join("repro.so"))
+        .unwrap()
+        .modified()
+        .unwrap();
+    assert_eq!(before, after);
+}

@@ -1,0 +1,284 @@
+//! The GPU worker: the only code in kwb that touches CUDA or calls into a
+//! reproducer, and the only module allowed `unsafe`.
+//!
+//! It creates the device's primary context through cudarc, loads the reproducer's
+//! shared library (its CUDA runtime then shares that context, so cudarc's device
+//! pointers are the kernel's), allocates the plan's operands, and per rung: uploads
+//! the inputs, fills the output with NaN (a value the kernel never wrote reads as
+//! NaN), encodes the TMA descriptors with the reproducer's own encoders, asks
+//! `kwb_config` for the launch configuration, launches through `kwb_launch`, waits,
+//! and writes the output buffer back. Each step is reported as an [`Event`] line on
+//! stdout; the supervisor enforces the timeout by killing this process.
+#![allow(unsafe_code)]
+
+use std::ffi::c_void;
+use std::io::Write;
+use std::path::Path;
+use std::sync::Arc;
+
+use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr, sys};
+
+use crate::abi::{Dim3, Problem, TensorMap};
+use crate::job::{Event, Job, runtime_error_name};
+use crate::plan::{Arg, Role};
+
+type LaunchFn = unsafe extern "C" fn(Dim3, Dim3, usize, *mut c_void, *mut *mut c_void) -> i32;
+type ConfigFn = unsafe extern "C" fn(*const Problem, *mut u32, *mut u32, *mut u64) -> i32;
+type EncodeFn = unsafe extern "C" fn(*const Problem, *mut c_void) -> i32;
+
+/// Whether this machine has a CUDA driver library: `Err` says why not.
+pub fn driver_present() -> Result<(), String> {
+    // SAFETY: loading the driver library runs its initializers, which is what any
+    // CUDA program does first; nothing is called through it here.
+    unsafe { libloading::Library::new("libcuda.so.1") }
+        .map(drop)
+        .map_err(|e| e.to_string())
+}
+
+fn say(event: &Event) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{}", event.line());
+    let _ = out.flush();
+}
+
+fn fail(rung: Option<usize>, stage: &str, message: impl Into<String>) -> i32 {
+    say(&Event::Failed {
+        rung,
+        stage: stage.to_owned(),
+        message: message.into(),
+    });
+    1
+}
+
+/// Runs the job in `path`; the process exit code.
+pub fn main(path: &Path) -> i32 {
+    let job: Job = match std::fs::read(path)
+        .map_err(|e| e.to_string())
+        .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
+    {
+        Ok(j) => j,
+        Err(e) => return fail(None, "job", format!("{}: {e}", path.display())),
+    };
+    if let Err(why) = driver_present() {
+        return fail(None, "context", format!("no CUDA driver: {why}"));
+    }
+    let ctx = match CudaContext::new(0) {
+        Ok(c) => c,
+        Err(e) => return fail(None, "context", format!("{e}")),
+    };
+    // SAFETY: cudarc's event tracking only orders its own streams; this worker uses
+    // one stream and synchronizes it explicitly.
+    unsafe { ctx.disable_event_tracking() };
+    // SAFETY: the library is a reproducer kwb-extract wrote and nvcc built; loading
+    // it runs the CUDA runtime's registration of its kernels.
+    let library = match unsafe { libloading::Library::new(&job.library) } {
+        Ok(l) => l,
+        Err(e) => return fail(None, "library", format!("{}: {e}", job.library.display())),
+    };
+    say(&Event::Ready {
+        device: ctx.name().unwrap_or_default(),
+        sm: ctx.compute_capability().unwrap_or((0, 0)),
+    });
+    match run(&ctx, &library, &job) {
+        Ok(()) => 0,
+        Err(code) => code,
+    }
+}
+
+/// A device buffer of raw bytes per operand.
+struct Buffers {
+    stream: Arc<CudaStream>,
+    slices: Vec<(Role, CudaSlice<u8>)>,
+}
+
+impl Buffers {
+    fn address(&self, role: Role) -> u64 {
+        self.slices
+            .iter()
+            .find(|(r, _)| *r == role)
+            .map_or(0, |(_, s)| s.device_ptr(&self.stream).0)
+    }
+}
+
+fn run(ctx: &Arc<CudaContext>, library: &libloading::Library, job: &Job) -> Result<(), i32> {
+    let stream = ctx
+        .new_stream()
+        .map_err(|e| fail(None, "context", format!("{e}")))?;
+    // SAFETY: the symbols are the C entry points kwb-extract writes, with these
+    // signatures (crates/extract/src/emit.rs and host.rs).
+    let launch: libloading::Symbol<'_, LaunchFn> = unsafe { library.get(job.entry.as_bytes()) }
+        .map_err(|e| fail(None, "library", format!("{}: {e}", job.entry)))?;
+    let config: Option<libloading::Symbol<'_, ConfigFn>> = match &job.config {
+        Some(name) => Some(
+            // SAFETY: as above.
+            unsafe { library.get(name.as_bytes()) }
+                .map_err(|e| fail(None, "library", format!("{name}: {e}")))?,
+        ),
+        None => None,
+    };
+    let mut buffers = Buffers {
+        stream: stream.clone(),
+        slices: Vec::new(),
+    };
+    for o in &job.plan.operands {
+        let slice = stream.alloc_zeros::<u8>(o.bytes().max(1)).map_err(|e| {
+            fail(
+                None,
+                "upload",
+                format!("{} ({} bytes): {e}", o.role.name(), o.bytes()),
+            )
+        })?;
+        buffers.slices.push((o.role, slice));
+    }
+    let plan = &job.plan;
+    for (index, rung) in job.rungs.iter().enumerate() {
+        let at = Some(index);
+        // Inputs, and NaN in the output.
+        for (role, slice) in &mut buffers.slices {
+            let bytes = if let Some((_, file)) = rung.inputs.iter().find(|(r, _)| r == role) {
+                std::fs::read(file)
+                    .map_err(|e| fail(at, "upload", format!("{}: {e}", file.display())))?
+            } else if *role == plan.output {
+                vec![0xff; slice.len()]
+            } else {
+                vec![0; slice.len()]
+            };
+            if bytes.len() != slice.len() {
+                return Err(fail(
+                    at,
+                    "upload",
+                    format!(
+                        "{}: {} bytes for a {}-byte buffer",
+                        role.name(),
+                        bytes.len(),
+                        slice.len()
+                    ),
+                ));
+            }
+            stream
+                .memcpy_htod(&bytes, slice)
+                .map_err(|e| fail(at, "upload", format!("{}: {e}", role.name())))?;
+        }
+        stream
+            .synchronize()
+            .map_err(|e| fail(at, "upload", format!("{e}")))?;
+        let problem = Problem {
+            a: buffers.address(Role::A),
+            b: buffers.address(Role::B),
+            c: buffers.address(Role::C),
+            d: buffers.address(Role::D),
+            bias: buffers.address(Role::Bias),
+            m: plan.m as i64,
+            n: plan.n as i64,
+            k: plan.k as i64,
+            lda: plan.lda as i64,
+            ldb: plan.ldb as i64,
+            ldc: plan.ldc as i64,
+            ldd: plan.ldd as i64,
+            alpha: plan.alpha,
+            beta: plan.beta,
+        };
+        // The launch configuration.
+        let (mut grid, mut block, mut smem) = ([0u32; 3], [0u32; 3], 0u64);
+        if let Some(f) = &config {
+            // SAFETY: kwb_config writes three, three and one values.
+            let rc = unsafe { f(&problem, grid.as_mut_ptr(), block.as_mut_ptr(), &mut smem) };
+            if rc != 0 {
+                return Err(fail(at, "config", format!("kwb_config returned {rc}")));
+            }
+        }
+        grid = job.grid.unwrap_or(grid);
+        block = job.block.unwrap_or(block);
+        smem = job.smem.unwrap_or(smem);
+        // The arguments: each value in its own box, so its address is stable.
+        let mut values: Vec<Box<dyn std::any::Any>> = Vec::new();
+        let mut pointers: Vec<*mut c_void> = Vec::new();
+        for (i, arg) in plan.args.iter().enumerate() {
+            let name = plan.params.get(i).map_or("?", |p| p.0.as_str());
+            let pointer: *mut c_void = match arg {
+                Arg::Pointer(role) => boxed(&mut values, buffers.address(*role)),
+                Arg::I32(v) => boxed(&mut values, *v),
+                Arg::I64(v) => boxed(&mut values, *v),
+                Arg::F32(v) => boxed(&mut values, *v),
+                Arg::F64(v) => boxed(&mut values, *v),
+                Arg::TensorMap(function) => {
+                    // SAFETY: as above; the encoder fills one 128-byte CUtensorMap.
+                    let encode: libloading::Symbol<'_, EncodeFn> =
+                        unsafe { library.get(function.as_bytes()) }
+                            .map_err(|e| fail(at, "library", format!("{function}: {e}")))?;
+                    let mut map = Box::new(TensorMap([0; 16]));
+                    // SAFETY: `map` is a valid, aligned CUtensorMap for the call.
+                    let rc = unsafe { encode(&problem, (&mut *map as *mut TensorMap).cast()) };
+                    if rc != 0 {
+                        return Err(fail(
+                            at,
+                            "encode",
+                            format!(
+                                "{function} (for `{name}`) returned {rc}: the launcher's own encoder refused these parameters"
+                            ),
+                        ));
+                    }
+                    let p: *mut TensorMap = &mut *map;
+                    values.push(map);
+                    p.cast()
+                }
+            };
+            pointers.push(pointer);
+        }
+        say(&Event::Launched {
+            rung: index,
+            grid,
+            block,
+            smem,
+        });
+        let start = stream
+            .record_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
+            .map_err(|e| fail(at, "launch", format!("{e}")))?;
+        // SAFETY: the arguments match the kernel's parameters in order and type (the
+        // plan reads them from its declaration), each pointer outlives the call.
+        let rc = unsafe {
+            launch(
+                Dim3::from_array(grid),
+                Dim3::from_array(block),
+                smem as usize,
+                stream.cu_stream().cast(),
+                pointers.as_mut_ptr(),
+            )
+        };
+        if rc != 0 {
+            return Err(fail(
+                at,
+                "launch",
+                format!("kwb_launch returned {rc} ({})", runtime_error_name(rc)),
+            ));
+        }
+        let end = stream
+            .record_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
+            .map_err(|e| fail(at, "kernel", format!("{e}")))?;
+        stream
+            .synchronize()
+            .map_err(|e| fail(at, "kernel", format!("{e}")))?;
+        let ms = start.elapsed_ms(&end).unwrap_or(f32::NAN);
+        drop(values);
+        let out = buffers
+            .slices
+            .iter()
+            .find(|(r, _)| *r == plan.output)
+            .map(|(_, s)| s)
+            .ok_or_else(|| fail(at, "readback", "no output buffer"))?;
+        let bytes = stream
+            .clone_dtoh(out)
+            .map_err(|e| fail(at, "readback", format!("{e}")))?;
+        std::fs::write(&rung.output, bytes)
+            .map_err(|e| fail(at, "readback", format!("{}: {e}", rung.output.display())))?;
+        say(&Event::Done { rung: index, ms });
+    }
+    Ok(())
+}
+
+fn boxed<T: 'static>(values: &mut Vec<Box<dyn std::any::Any>>, v: T) -> *mut c_void {
+    let mut b = Box::new(v);
+    let p: *mut T = &mut *b;
+    values.push(b);
+    p.cast()
+}
