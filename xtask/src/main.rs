@@ -15,6 +15,7 @@ mod ci;
 mod demo;
 mod gpu_bench;
 mod gpu_provenance;
+mod gpu_repro;
 mod gpu_runtime;
 mod gpu_suite;
 mod gpu_trace;
@@ -96,6 +97,22 @@ enum Task {
         #[arg(long)]
         commit: Option<String>,
     },
+    /// On a machine with a GPU: kwb-extract and kwb run every variant (Track B), check
+    /// each rung against kernels/suite.toml, and run the planted hang
+    GpuRepro {
+        /// Variants extracted, built and run at once
+        #[arg(short, long, default_value_t = default_jobs())]
+        jobs: usize,
+        /// Seconds before a launch counts as a hang
+        #[arg(long, default_value_t = 30)]
+        timeout: u64,
+        /// The folder for the reproducers and report.md
+        #[arg(long, default_value = "target/gpu-repro")]
+        out: PathBuf,
+        /// The commit the report is for (the checkout may have no .git)
+        #[arg(long)]
+        commit: Option<String>,
+    },
     /// On a machine with a GPU: check the trace runtime's records against statistics
     /// known by hand (tests/gpu/runtime_check.cu)
     GpuRuntime {
@@ -163,6 +180,20 @@ fn main() -> ExitCode {
         } => gpu_trace::run(
             &project_root(),
             &gpu_trace::Options {
+                jobs,
+                timeout: std::time::Duration::from_secs(timeout),
+                out: project_root().join(out),
+                commit,
+            },
+        ),
+        Task::GpuRepro {
+            jobs,
+            timeout,
+            out,
+            commit,
+        } => gpu_repro::run(
+            &project_root(),
+            &gpu_repro::Options {
                 jobs,
                 timeout: std::time::Duration::from_secs(timeout),
                 out: project_root().join(out),

@@ -39,6 +39,10 @@ pub struct Family {
     /// `kwb-instrument --rows` for the traced build: the live-row bound.
     #[serde(default)]
     pub trace_rows: Option<String>,
+    /// The `__global__` kernel Track B reproduces (`xtask gpu-repro`: kwb-extract
+    /// `--kernel`, then `kwb run`); none for a library kernel behind an adapter.
+    #[serde(default)]
+    pub kernel: Option<String>,
 }
 
 /// One (family, defect) build and what it must show.

@@ -134,7 +134,7 @@ pub fn manifest(dir: &Path) -> Result<Manifest, GpuError> {
 
 /// The storage bytes of operand `role` from a rung's logical operands (A: M x K,
 /// B: K x N, C: M x N, row-major), laid out as the plan says; padding holds NaN, so
-/// a kernel that reads it shows.
+/// a kernel that reads it shows, and so does all of C when beta is 0.
 pub fn storage(plan: &Plan, role: Role, a: &[f32], b: &[f32], c: &[f32]) -> Vec<u8> {
     let o = plan.operand(role);
     let mut values = vec![f32::NAN; o.rows * o.ld];
@@ -149,6 +149,9 @@ pub fn storage(plan: &Plan, role: Role, a: &[f32], b: &[f32], c: &[f32]) -> Vec<
                 }
             }
         }
+        // With beta = 0, C must not be read (BLAS): NaN there turns a kernel that
+        // reads it anyway into NaN output.
+        Role::C if plan.beta == 0.0 => {}
         Role::C => (0..m)
             .for_each(|i| values[i * o.ld..i * o.ld + n].copy_from_slice(&c[i * n..i * n + n])),
         Role::D | Role::Bias => values.fill(0.0),

@@ -222,12 +222,16 @@ impl Plan {
         } else {
             Role::C
         };
-        let out_type = element(output.name())
+        let out_param = find(output.name()).ok_or(GpuError::NoOutput)?;
+        let out_type = out_param
+            .element
+            .as_deref()
+            .and_then(dtype_named)
             .or(request.dtype)
-            .ok_or_else(|| GpuError::NoOutput)?;
-        if find(output.name()).is_none() {
-            return Err(GpuError::NoOutput);
-        }
+            .ok_or_else(|| GpuError::UnknownElement {
+                param: out_param.name.clone(),
+                element: out_param.element.clone().unwrap_or_default(),
+            })?;
         let c_type = element("C").unwrap_or(out_type);
         let mut operands = vec![
             Operand {

@@ -33,13 +33,16 @@ pub enum Outcome {
     NotRun,
 }
 
+/// A launch's grid, block and dynamic shared memory.
+pub type Config = ([u32; 3], [u32; 3], u64);
+
 /// What the worker did.
 #[derive(Debug, Clone, Default)]
 pub struct Supervised {
     pub device: Option<String>,
     pub sm: Option<(i32, i32)>,
     /// Per rung: the launch configuration it was given, and how it ended.
-    pub rungs: Vec<(Option<([u32; 3], [u32; 3], u64)>, Outcome)>,
+    pub rungs: Vec<(Option<Config>, Outcome)>,
     /// A failure before any rung (context, library, job).
     pub failed: Option<(String, String)>,
     /// What the worker wrote to stderr.

@@ -78,7 +78,9 @@ pub fn run(args: Args) -> i32 {
     let worker = match std::env::current_exe() {
         Ok(exe) => vec![exe.display().to_string(), "run-worker".to_owned()],
         Err(e) => {
-            render::error(miette::Report::msg(format!("cannot find kwb's own binary: {e}")));
+            render::error(miette::Report::msg(format!(
+                "cannot find kwb's own binary: {e}"
+            )));
             return exit::INTERNAL;
         }
     };
@@ -172,12 +174,7 @@ fn human_report(out: &mut impl Write, r: &Report) -> std::io::Result<()> {
     for rung in &r.rungs {
         let launch = rung
             .launch
-            .map(|l| {
-                format!(
-                    " [grid {:?} block {:?} smem {}]",
-                    l.grid, l.block, l.smem
-                )
-            })
+            .map(|l| format!(" [grid {:?} block {:?} smem {}]", l.grid, l.block, l.smem))
             .unwrap_or_default();
         match (&rung.comparison, rung.status) {
             (Some(c), _) => {
@@ -186,7 +183,11 @@ fn human_report(out: &mut impl Write, r: &Report) -> std::io::Result<()> {
                     writeln!(out, "  kernel {ms:.3} ms{launch}")?;
                 }
             }
-            (None, "not-run") => writeln!(out, "NOT RUN {}: an earlier rung ended the worker", rung.rung)?,
+            (None, "not-run") => writeln!(
+                out,
+                "NOT RUN {}: an earlier rung ended the worker",
+                rung.rung
+            )?,
             (None, status) => {
                 writeln!(
                     out,
