@@ -43,6 +43,10 @@ pub struct Family {
     /// `--kernel`, then `kwb run`); none for a library kernel behind an adapter.
     #[serde(default)]
     pub kernel: Option<String>,
+    /// Further `kwb run` flags that give the family's harness problem (its alpha and
+    /// beta), so the manifest's symptom is the one to expect.
+    #[serde(default)]
+    pub run_flags: Vec<String>,
 }
 
 /// One (family, defect) build and what it must show.

@@ -40,7 +40,9 @@ fn fnv(parts: &[&[u8]]) -> u64 {
 /// The flags of the manifest's build, plus the CUTLASS include folder kwb knows of
 /// (last, so it never shadows one the build names).
 pub fn flags(manifest: &Manifest, dir: &Path, env: &Env) -> CompileFlags {
-    let mut includes: Vec<PathBuf> = vec![dir.to_path_buf()];
+    // The folder by its canonical path, so the cache key does not depend on how the
+    // user spelled it.
+    let mut includes: Vec<PathBuf> = vec![dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf())];
     includes.extend(manifest.build.includes.iter().map(PathBuf::from));
     if let Ok(cutlass) = kwb_toolchain::cutlass(env)
         && !includes.contains(&cutlass.include)

@@ -63,9 +63,43 @@ pub struct RungReport {
     pub kernel_ms: Option<f32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub launch: Option<Launch>,
+    /// Outputs the kernel never wrote, when there are any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unwritten: Option<Unwritten>,
     /// cuda-gdb's backtraces of a hung launch.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub backtrace: Option<String>,
+}
+
+/// Outputs that still hold the runner's fill after the kernel finished.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Unwritten {
+    pub count: usize,
+    /// The first in row-major order, as (m, n).
+    pub first: (usize, usize),
+    /// sum |output| / sum |answer| with unwritten outputs counted as 0: what a harness
+    /// that zero-fills its output would read as the ratio.
+    pub ratio_as_zero: f64,
+}
+
+impl Unwritten {
+    fn of(out: &Output, answer: &[f64], n: usize) -> Unwritten {
+        let (mut got, mut want) = (0.0f64, 0.0f64);
+        for ((v, u), a) in out.values.iter().zip(&out.unwritten).zip(answer) {
+            if *u {
+                want += a.abs();
+            } else if v.is_finite() && a.is_finite() {
+                got += f64::from(v.abs());
+                want += a.abs();
+            }
+        }
+        let first = out.unwritten.iter().position(|u| *u).unwrap_or(0);
+        Unwritten {
+            count: out.unwritten.iter().filter(|u| **u).count(),
+            first: (first / n.max(1), first % n.max(1)),
+            ratio_as_zero: if want > 0.0 { got / want } else { 1.0 },
+        }
+    }
 }
 
 /// A launch configuration.
@@ -133,40 +167,61 @@ pub fn manifest(dir: &Path) -> Result<Manifest, GpuError> {
 }
 
 /// The storage bytes of operand `role` from a rung's logical operands (A: M x K,
-/// B: K x N, C: M x N, row-major), laid out as the plan says; padding holds NaN, so
-/// a kernel that reads it shows, and so does all of C when beta is 0.
+/// B: K x N, C: M x N, row-major), laid out as the plan says. What the problem does
+/// not hold (padding, and all of C when beta is 0, since C must not be read then) is
+/// the all-ones NaN pattern, so a kernel that reads it computes NaN.
 pub fn storage(plan: &Plan, role: Role, a: &[f32], b: &[f32], c: &[f32]) -> Vec<u8> {
     let o = plan.operand(role);
-    let mut values = vec![f32::NAN; o.rows * o.ld];
+    let dtype = o.dtype();
+    let mut values = vec![0.0f32; o.rows * o.ld];
+    let mut held = vec![false; o.rows * o.ld];
     let (m, n, k) = (plan.m, plan.n, plan.k);
+    let mut put = |at: usize, v: f32| {
+        values[at] = v;
+        held[at] = true;
+    };
     match role {
-        Role::A => (0..m)
-            .for_each(|i| values[i * o.ld..i * o.ld + k].copy_from_slice(&a[i * k..i * k + k])),
-        Role::B => {
-            for j in 0..n {
-                for p in 0..k {
-                    values[j * o.ld + p] = b[p * n + j];
-                }
-            }
-        }
-        // With beta = 0, C must not be read (BLAS): NaN there turns a kernel that
-        // reads it anyway into NaN output.
+        Role::A => (0..m).for_each(|i| (0..k).for_each(|p| put(i * o.ld + p, a[i * k + p]))),
+        Role::B => (0..n).for_each(|j| (0..k).for_each(|p| put(j * o.ld + p, b[p * n + j]))),
         Role::C if plan.beta == 0.0 => {}
-        Role::C => (0..m)
-            .for_each(|i| values[i * o.ld..i * o.ld + n].copy_from_slice(&c[i * n..i * n + n])),
-        Role::D | Role::Bias => values.fill(0.0),
+        Role::C => (0..m).for_each(|i| (0..n).for_each(|j| put(i * o.ld + j, c[i * n + j]))),
+        Role::D | Role::Bias => held.fill(true),
     }
-    o.dtype().encode(&values)
+    let mut bytes = dtype.encode(&values);
+    let size = dtype.bytes();
+    for (i, _) in held.iter().enumerate().filter(|(_, h)| !**h) {
+        bytes[i * size..(i + 1) * size].fill(0xff);
+    }
+    bytes
 }
 
-/// The M x N logical output from the output buffer's bytes.
-pub fn output(plan: &Plan, bytes: &[u8]) -> Vec<f32> {
+/// The output read back: the M x N logical values, and which of them still hold the
+/// runner's fill (the all-ones NaN pattern no arithmetic produces): never written.
+pub struct Output {
+    pub values: Vec<f32>,
+    pub unwritten: Vec<bool>,
+}
+
+/// The output from the output buffer's bytes.
+pub fn output(plan: &Plan, bytes: &[u8]) -> Output {
     let o = plan.operand(plan.output);
-    let all = o.dtype().decode(bytes);
-    let mut out = Vec::with_capacity(plan.m * plan.n);
+    let dtype = o.dtype();
+    let size = dtype.bytes();
+    let all = dtype.decode(bytes);
+    let mut out = Output {
+        values: Vec::with_capacity(plan.m * plan.n),
+        unwritten: Vec::with_capacity(plan.m * plan.n),
+    };
     for i in 0..plan.m {
-        let row = i * o.ld;
-        out.extend((0..plan.n).map(|j| all.get(row + j).copied().unwrap_or(f32::NAN)));
+        for j in 0..plan.n {
+            let at = i * o.ld + j;
+            out.values.push(all.get(at).copied().unwrap_or(f32::NAN));
+            out.unwritten.push(
+                bytes
+                    .get(at * size..(at + 1) * size)
+                    .is_none_or(|b| b.iter().all(|x| *x == 0xff)),
+            );
+        }
     }
     out
 }
@@ -253,6 +308,7 @@ pub fn run(dir: &Path, options: &RunOptions) -> Result<Report, GpuError> {
             error: None,
             kernel_ms: None,
             launch,
+            unwritten: None,
             backtrace: None,
         };
         match outcome {
@@ -262,8 +318,12 @@ pub fn run(dir: &Path, options: &RunOptions) -> Result<Report, GpuError> {
                     source: e,
                 })?;
                 let out = output(&plan, &bytes);
-                let c = kwb_ladder::compare(*rung, &problem, &answers[i], &out, plan.tile)
+                let c = kwb_ladder::compare(*rung, &problem, &answers[i], &out.values, plan.tile)
                     .map_err(GpuError::Ladder)?;
+                let unwritten = out.unwritten.iter().filter(|u| **u).count();
+                if unwritten > 0 {
+                    report.unwritten = Some(Unwritten::of(&out, &answers[i], plan.n));
+                }
                 report.status = if c.pass { "pass" } else { "fail" };
                 report.comparison = Some(c);
                 report.kernel_ms = Some(*ms);

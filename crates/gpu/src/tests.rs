@@ -111,8 +111,21 @@ fn storage_puts_nan_in_padding_and_b_as_n_by_k() {
     assert_eq!(&sb[..4], &[0.0, 3.0, 6.0, 9.0]);
     assert_eq!(&sb[6..10], &[1.0, 4.0, 7.0, 10.0]);
     // The output is read back without its padding.
-    let bytes = kwb_ladder::Dtype::F32.encode(&[1.0, 2.0, 3.0, 9.0, 9.0, 4.0, 5.0, 6.0, 9.0, 9.0]);
-    assert_eq!(output(&p, &bytes), vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    let mut bytes =
+        kwb_ladder::Dtype::F32.encode(&[1.0, 2.0, 3.0, 9.0, 9.0, 4.0, 5.0, 6.0, 9.0, 9.0]);
+    // (1, 1) was never written: it still holds the fill.
+    bytes[6 * 4..7 * 4].fill(0xff);
+    let out = output(&p, &bytes);
+    assert_eq!(&out.values[..4], &[1.0, 2.0, 3.0, 4.0]);
+    assert!(out.values[4].is_nan());
+    assert_eq!(out.unwritten, [false, false, false, false, true, false]);
+    let u = Unwritten::of(&out, &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], 3);
+    assert_eq!((u.count, u.first), (1, (1, 1)));
+    assert!((u.ratio_as_zero - 16.0 / 21.0).abs() < 1e-12);
+    // With beta = 0 all of C is the fill, as padding is.
+    let sc = storage(&p, Role::C, &a, &b, &c);
+    assert!(sc.iter().all(|x| *x == 0xff));
+    assert!(sa_bytes_hold_fill(&storage(&p, Role::A, &a, &b, &c)));
 }
 
 #[test]
@@ -149,4 +162,9 @@ fn without_a_gpu_the_reproducer_is_still_built_and_cached() {
         .modified()
         .unwrap();
     assert_eq!(before, after);
+}
+
+/// A's padding (elements 4, 5 of each 6-element row) is the all-ones fill.
+fn sa_bytes_hold_fill(bytes: &[u8]) -> bool {
+    bytes[8..12].iter().all(|x| *x == 0xff) && bytes[0..8].iter().any(|x| *x != 0xff)
 }

@@ -179,6 +179,13 @@ fn human_report(out: &mut impl Write, r: &Report) -> std::io::Result<()> {
         match (&rung.comparison, rung.status) {
             (Some(c), _) => {
                 human(out, c)?;
+                if let Some(u) = &rung.unwritten {
+                    writeln!(
+                        out,
+                        "  {} outputs never written (still the runner's fill), the first at (m, n) = {:?}; ratio with them as 0: {:.4}",
+                        u.count, u.first, u.ratio_as_zero
+                    )?;
+                }
                 if let Some(ms) = rung.kernel_ms {
                     writeln!(out, "  kernel {ms:.3} ms{launch}")?;
                 }
