@@ -133,6 +133,48 @@ pub fn build(
     })
 }
 
+/// kwb's reference GEMM kernels (`reference.cu`), built for `arch` into a cubin in
+/// the cache, or found there.
+pub fn build_reference(
+    toolchain: &Toolchain,
+    arch: &str,
+    cache: &Path,
+) -> Result<PathBuf, GpuError> {
+    const SOURCE: &str = include_str!("reference.cu");
+    let version = kwb_toolchain::nvcc_version(toolchain)?;
+    let key = fnv(&[SOURCE.as_bytes(), arch.as_bytes(), version.as_bytes()]);
+    let entry = cache.join(format!("reference-{key:016x}"));
+    let cubin = entry.join("reference.cubin");
+    if cubin.is_file() {
+        return Ok(cubin);
+    }
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |e| GpuError::Io { path, source: e }
+    };
+    std::fs::create_dir_all(&entry).map_err(io(&entry))?;
+    let source = entry.join("reference.cu");
+    std::fs::write(&source, SOURCE).map_err(io(&source))?;
+    let partial = entry.join(format!("reference.cubin.partial-{}", std::process::id()));
+    let flags = CompileFlags {
+        arch: arch.to_owned(),
+        extra: vec!["-O3".to_owned()],
+        ..CompileFlags::default()
+    };
+    if let Err(e) = kwb_toolchain::compile_cubin(toolchain, &source, &flags, &partial) {
+        let _ = std::fs::remove_file(&partial);
+        return Err(match e {
+            kwb_toolchain::Error::ToolFailed { stderr, .. } => GpuError::Build {
+                path: source,
+                stderr: stderr.0,
+            },
+            other => GpuError::Toolchain(other),
+        });
+    }
+    std::fs::rename(&partial, &cubin).map_err(io(&cubin))?;
+    Ok(cubin)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

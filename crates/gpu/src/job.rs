@@ -23,6 +23,16 @@ pub struct Job {
     pub smem: Option<u64>,
     pub plan: Plan,
     pub rungs: Vec<JobRung>,
+    /// kwb's GPU reference, when the answers are computed on the device.
+    pub reference: Option<Reference>,
+}
+
+/// The reference GEMM kernel to run on each rung's inputs before the kernel under
+/// test (which may overwrite C in place).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Reference {
+    pub cubin: PathBuf,
+    pub function: String,
 }
 
 /// One launch: the input files (raw little-endian storage, rows x ld elements of the
@@ -32,6 +42,8 @@ pub struct JobRung {
     pub name: String,
     pub inputs: Vec<(Role, PathBuf)>,
     pub output: PathBuf,
+    /// Where the reference's M x N doubles go, when there is a GPU reference.
+    pub answer: Option<PathBuf>,
 }
 
 /// One line the worker prints.
@@ -47,8 +59,14 @@ pub enum Event {
         block: [u32; 3],
         smem: u64,
     },
-    /// The kernel finished and its output was written.
-    Done { rung: usize, ms: f32 },
+    /// The kernel finished and its output was written. `reference_ms`: the wall time
+    /// of the GPU reference on this rung (launch, wait, read back), when it ran.
+    Done {
+        rung: usize,
+        ms: f32,
+        #[serde(default)]
+        reference_ms: Option<f64>,
+    },
     /// A step failed. `stage`: context, library, config, encode, upload, launch,
     /// kernel, readback.
     Failed {

@@ -46,6 +46,19 @@ pub struct RunOptions {
     pub worker: Vec<String>,
     /// Where built libraries are kept.
     pub cache: PathBuf,
+    /// Where the answers are computed.
+    pub reference: ReferenceOn,
+}
+
+/// Where the reference GEMM runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReferenceOn {
+    /// f64 on the host: independent of every GPU, slow for large shapes.
+    Host,
+    /// kwb's own f64 GEMM kernel (reference.cu), built apart from the kernel under test.
+    Gpu,
+    /// The GPU above 2^27 multiply-adds per rung, else the host.
+    Auto,
 }
 
 /// One rung's result.
@@ -61,6 +74,9 @@ pub struct RungReport {
     pub error: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kernel_ms: Option<f32>,
+    /// Wall milliseconds of the GPU reference on this rung.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reference_ms: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub launch: Option<Launch>,
     /// Outputs the kernel never wrote, when there are any.
@@ -245,6 +261,13 @@ pub fn run(dir: &Path, options: &RunOptions) -> Result<Report, GpuError> {
     let toolchain = kwb_toolchain::toolchain(&env)?;
     let flags = compile::flags(&manifest, dir, &env);
     let built = compile::build(&toolchain, dir, &flags, &options.cache)?;
+    let reference = match reference_function(&plan, options.reference) {
+        Some(function) => Some(job::Reference {
+            cubin: compile::build_reference(&toolchain, &manifest.build.arch, &options.cache)?,
+            function,
+        }),
+        None => None,
+    };
     // Inputs and answers.
     let work = tempfile::Builder::new()
         .prefix("kwb-run-")
@@ -253,24 +276,33 @@ pub fn run(dir: &Path, options: &RunOptions) -> Result<Report, GpuError> {
             path: std::env::temp_dir(),
             source: e,
         })?;
+    // Each rung's inputs (and host answer) are independent: prepared in parallel.
+    let prepared: Vec<Result<(JobRung, Vec<f64>), GpuError>> = std::thread::scope(|s| {
+        let handles: Vec<_> = options
+            .rungs
+            .iter()
+            .enumerate()
+            .map(|(i, rung)| {
+                let (plan, problem, work, host) =
+                    (&plan, &problem, work.path(), reference.is_none());
+                s.spawn(move || prepare(i, *rung, plan, problem, work, host))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    Err(GpuError::Worker("preparing a rung panicked".to_owned()))
+                })
+            })
+            .collect()
+    });
     let mut rungs = Vec::new();
     let mut answers = Vec::new();
-    for (i, rung) in options.rungs.iter().enumerate() {
-        let ops = rung.operands(&problem).map_err(GpuError::Ladder)?;
-        let mut inputs = Vec::new();
-        for o in &plan.operands {
-            if matches!(o.role, Role::A | Role::B | Role::C) {
-                let file = work.path().join(format!("rung{i}.{}.bin", o.role.name()));
-                write(&file, &storage(&plan, o.role, &ops.a, &ops.b, &ops.c))?;
-                inputs.push((o.role, file));
-            }
-        }
-        answers.push(problem.reference(&ops.a, &ops.b, &ops.c));
-        rungs.push(JobRung {
-            name: rung.name(),
-            inputs,
-            output: work.path().join(format!("rung{i}.out.bin")),
-        });
+    for p in prepared {
+        let (rung, answer) = p?;
+        rungs.push(rung);
+        answers.push(answer);
     }
     if let Err(why) = worker::driver_present() {
         return Err(GpuError::NoDriver { why });
@@ -284,6 +316,7 @@ pub fn run(dir: &Path, options: &RunOptions) -> Result<Report, GpuError> {
         smem: options.smem,
         plan: plan.clone(),
         rungs,
+        reference,
     };
     let job_path = work.path().join("job.json");
     write(
@@ -307,22 +340,36 @@ pub fn run(dir: &Path, options: &RunOptions) -> Result<Report, GpuError> {
             comparison: None,
             error: None,
             kernel_ms: None,
+            reference_ms: None,
             launch,
             unwritten: None,
             backtrace: None,
         };
         match outcome {
-            Outcome::Done { ms } => {
+            Outcome::Done { ms, reference_ms } => {
+                report.reference_ms = *reference_ms;
                 let bytes = std::fs::read(&job.rungs[i].output).map_err(|e| GpuError::Io {
                     path: job.rungs[i].output.clone(),
                     source: e,
                 })?;
                 let out = output(&plan, &bytes);
-                let c = kwb_ladder::compare(*rung, &problem, &answers[i], &out.values, plan.tile)
+                let answer = match &job.rungs[i].answer {
+                    Some(file) => {
+                        let raw = std::fs::read(file).map_err(|e| GpuError::Io {
+                            path: file.clone(),
+                            source: e,
+                        })?;
+                        raw.chunks_exact(8)
+                            .map(|c| f64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
+                            .collect()
+                    }
+                    None => answers[i].clone(),
+                };
+                let c = kwb_ladder::compare(*rung, &problem, &answer, &out.values, plan.tile)
                     .map_err(GpuError::Ladder)?;
                 let unwritten = out.unwritten.iter().filter(|u| **u).count();
                 if unwritten > 0 {
-                    report.unwritten = Some(Unwritten::of(&out, &answers[i], plan.n));
+                    report.unwritten = Some(Unwritten::of(&out, &answer, plan.n));
                 }
                 report.status = if c.pass { "pass" } else { "fail" };
                 report.comparison = Some(c);
@@ -364,6 +411,61 @@ pub fn run(dir: &Path, options: &RunOptions) -> Result<Report, GpuError> {
             .failed
             .map(|(stage, message)| format!("{stage}: {message}")),
     })
+}
+
+/// One rung's input files in the work folder, and its host answer when `host`.
+fn prepare(
+    i: usize,
+    rung: Rung,
+    plan: &Plan,
+    problem: &kwb_ladder::Problem,
+    work: &Path,
+    host: bool,
+) -> Result<(JobRung, Vec<f64>), GpuError> {
+    let ops = rung.operands(problem).map_err(GpuError::Ladder)?;
+    let mut inputs = Vec::new();
+    for o in &plan.operands {
+        if matches!(o.role, Role::A | Role::B | Role::C) {
+            let file = work.join(format!("rung{i}.{}.bin", o.role.name()));
+            write(&file, &storage(plan, o.role, &ops.a, &ops.b, &ops.c))?;
+            inputs.push((o.role, file));
+        }
+    }
+    let answer = if host {
+        problem.reference(&ops.a, &ops.b, &ops.c)
+    } else {
+        Vec::new()
+    };
+    let job = JobRung {
+        name: rung.name(),
+        inputs,
+        output: work.join(format!("rung{i}.out.bin")),
+        answer: (!host).then(|| work.join(format!("rung{i}.answer.bin"))),
+    };
+    Ok((job, answer))
+}
+
+/// The reference kernel for the plan's element types, when the answers are to be
+/// computed on the GPU.
+fn reference_function(plan: &Plan, on: ReferenceOn) -> Option<String> {
+    let macs = plan.m as u128 * plan.n as u128 * plan.k as u128;
+    let gpu = match on {
+        ReferenceOn::Host => false,
+        ReferenceOn::Gpu => true,
+        ReferenceOn::Auto => macs > 1 << 27,
+    };
+    let (a, b, c) = (
+        plan.operand(Role::A).dtype(),
+        plan.operand(Role::B).dtype(),
+        plan.operand(Role::C).dtype(),
+    );
+    // reference.cu has A = B of one type, and C of that type or f32.
+    let c = match c {
+        c if c == a => a,
+        kwb_ladder::Dtype::F32 => c,
+        _ => return None,
+    };
+    (gpu && a == b).then(|| format!("kwb_reference_{}_{}", a.name(), c.name()))
 }
 
 /// Where the launch configuration came from, for a refused launch.

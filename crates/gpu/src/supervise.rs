@@ -19,6 +19,7 @@ use crate::job::Event;
 pub enum Outcome {
     Done {
         ms: f32,
+        reference_ms: Option<f64>,
     },
     Failed {
         stage: String,
@@ -119,9 +120,13 @@ pub fn supervise(
                         }
                         launched = Some((rung, Instant::now()));
                     }
-                    Event::Done { rung, ms } => {
+                    Event::Done {
+                        rung,
+                        ms,
+                        reference_ms,
+                    } => {
                         if let Some(r) = s.rungs.get_mut(rung) {
-                            r.1 = Outcome::Done { ms };
+                            r.1 = Outcome::Done { ms, reference_ms };
                         }
                         launched = None;
                     }
@@ -294,7 +299,12 @@ mod tests {
                 smem: 0,
             }
             .line(),
-            Event::Done { rung: 0, ms: 1.5 }.line(),
+            Event::Done {
+                rung: 0,
+                ms: 1.5,
+                reference_ms: None,
+            }
+            .line(),
             Event::Failed {
                 rung: Some(1),
                 stage: "launch".to_owned(),
@@ -305,7 +315,13 @@ mod tests {
         let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
         let s = supervise(script(&refs, 0), Path::new("j"), 2, Duration::from_secs(5)).unwrap();
         assert_eq!(s.device.as_deref(), Some("X"));
-        assert_eq!(s.rungs[0].1, Outcome::Done { ms: 1.5 });
+        assert_eq!(
+            s.rungs[0].1,
+            Outcome::Done {
+                ms: 1.5,
+                reference_ms: None
+            }
+        );
         assert!(matches!(&s.rungs[1].1, Outcome::Failed { stage, .. } if stage == "launch"));
         assert!(s.failed.is_none());
     }

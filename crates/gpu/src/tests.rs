@@ -144,6 +144,7 @@ fn without_a_gpu_the_reproducer_is_still_built_and_cached() {
         smem: None,
         worker: vec!["false".to_owned()],
         cache: cache.path().to_path_buf(),
+        reference: ReferenceOn::Host,
     };
     let e = run(dir.path(), &options).unwrap_err();
     assert!(matches!(e, GpuError::NoDriver { .. }), "{e}");
@@ -167,4 +168,39 @@ fn without_a_gpu_the_reproducer_is_still_built_and_cached() {
 /// A's padding (elements 4, 5 of each 6-element row) is the all-ones fill.
 fn sa_bytes_hold_fill(bytes: &[u8]) -> bool {
     bytes[8..12].iter().all(|x| *x == 0xff) && bytes[0..8].iter().any(|x| *x != 0xff)
+}
+
+#[test]
+fn the_gpu_reference_matches_the_operand_types_and_builds() {
+    let (_d, m) = extracted("mma_sync", "gemm_mma_sync");
+    let p = Plan::new(&m, &request()).unwrap();
+    assert_eq!(
+        reference_function(&p, ReferenceOn::Gpu).as_deref(),
+        Some("kwb_reference_bf16_bf16")
+    );
+    assert_eq!(reference_function(&p, ReferenceOn::Host), None);
+    assert_eq!(
+        reference_function(&p, ReferenceOn::Auto),
+        None,
+        "small: the host"
+    );
+    let mut big = request();
+    big.shape = (4096, 4096, 4096);
+    let p = Plan::new(&m, &big).unwrap();
+    assert!(reference_function(&p, ReferenceOn::Auto).is_some());
+    // cute_sm80 updates an f32 C in place.
+    let (_d, m) = extracted("cute_sm80", "gemm_cute_sm80");
+    let p = Plan::new(&m, &request()).unwrap();
+    let name = reference_function(&p, ReferenceOn::Gpu).unwrap();
+    assert_eq!(name, "kwb_reference_bf16_f32");
+    // Every name the runner asks for is a kernel reference.cu defines.
+    assert!(include_str!("reference.cu").contains(&format!("KWB_REFERENCE({name},")));
+    let toolchain = kwb_toolchain::toolchain(&kwb_toolchain::Env::from_process()).unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let cubin = compile::build_reference(&toolchain, "sm_90a", cache.path()).unwrap();
+    assert!(std::fs::metadata(&cubin).unwrap().len() > 0);
+    assert_eq!(
+        compile::build_reference(&toolchain, "sm_90a", cache.path()).unwrap(),
+        cubin
+    );
 }

@@ -16,7 +16,9 @@ use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
 
-use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr, sys};
+use cudarc::driver::{
+    CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg, sys,
+};
 
 use crate::abi::{Dim3, Problem, TensorMap};
 use crate::job::{Event, Job, runtime_error_name};
@@ -131,6 +133,21 @@ fn run(ctx: &Arc<CudaContext>, library: &libloading::Library, job: &Job) -> Resu
         buffers.slices.push((o.role, slice));
     }
     let plan = &job.plan;
+    let mut reference = match &job.reference {
+        Some(r) => {
+            let module = ctx
+                .load_module(cudarc::nvrtc::Ptx::from_file(&r.cubin))
+                .map_err(|e| fail(None, "reference", format!("{}: {e}", r.cubin.display())))?;
+            let function = module
+                .load_function(&r.function)
+                .map_err(|e| fail(None, "reference", format!("{}: {e}", r.function)))?;
+            let out = stream
+                .alloc_zeros::<f64>(plan.m * plan.n)
+                .map_err(|e| fail(None, "reference", format!("{e}")))?;
+            Some((function, out))
+        }
+        None => None,
+    };
     for (index, rung) in job.rungs.iter().enumerate() {
         let at = Some(index);
         // Inputs, and NaN in the output.
@@ -178,6 +195,18 @@ fn run(ctx: &Arc<CudaContext>, library: &libloading::Library, job: &Job) -> Resu
             alpha: plan.alpha,
             beta: plan.beta,
         };
+        let mut reference_ms = None;
+        if let (Some((function, out)), Some(file)) = (&mut reference, &rung.answer) {
+            let started = std::time::Instant::now();
+            answer(&stream, function, out, &problem, plan)
+                .and_then(|()| stream.clone_dtoh(&*out).map_err(|e| e.to_string()))
+                .and_then(|v| {
+                    let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+                    std::fs::write(file, bytes).map_err(|e| format!("{}: {e}", file.display()))
+                })
+                .map_err(|e| fail(at, "reference", e))?;
+            reference_ms = Some(started.elapsed().as_secs_f64() * 1e3);
+        }
         // The launch configuration.
         let (mut grid, mut block, mut smem) = ([0u32; 3], [0u32; 3], 0u64);
         if let Some(f) = &config {
@@ -271,9 +300,49 @@ fn run(ctx: &Arc<CudaContext>, library: &libloading::Library, job: &Job) -> Resu
             .map_err(|e| fail(at, "readback", format!("{e}")))?;
         std::fs::write(&rung.output, bytes)
             .map_err(|e| fail(at, "readback", format!("{}: {e}", rung.output.display())))?;
-        say(&Event::Done { rung: index, ms });
+        say(&Event::Done {
+            rung: index,
+            ms,
+            reference_ms,
+        });
     }
     Ok(())
+}
+
+/// kwb's reference GEMM on the rung's inputs, into `out`.
+fn answer(
+    stream: &Arc<CudaStream>,
+    function: &CudaFunction,
+    out: &mut CudaSlice<f64>,
+    p: &Problem,
+    plan: &crate::plan::Plan,
+) -> Result<(), String> {
+    let tiles = |v: usize| u32::try_from(v.div_ceil(16)).unwrap_or(u32::MAX);
+    let config = LaunchConfig {
+        grid_dim: (tiles(plan.n), tiles(plan.m), 1),
+        block_dim: (16, 16, 1),
+        shared_mem_bytes: 0,
+    };
+    let (alpha, beta) = (f64::from(p.alpha), f64::from(p.beta));
+    let mut launch = stream.launch_builder(function);
+    launch
+        .arg(&p.m)
+        .arg(&p.n)
+        .arg(&p.k)
+        .arg(&p.a)
+        .arg(&p.lda)
+        .arg(&p.b)
+        .arg(&p.ldb)
+        .arg(&p.c)
+        .arg(&p.ldc)
+        .arg(&alpha)
+        .arg(&beta)
+        .arg(out);
+    // SAFETY: the arguments match `kwb_reference_*` in reference.cu in order and type
+    // (64-bit sizes and pitches, device addresses, doubles, the output slice), and
+    // the buffers hold what the plan sized them for.
+    unsafe { launch.launch(config) }.map_err(|e| e.to_string())?;
+    stream.synchronize().map_err(|e| e.to_string())
 }
 
 fn boxed<T: 'static>(values: &mut Vec<Box<dyn std::any::Any>>, v: T) -> *mut c_void {

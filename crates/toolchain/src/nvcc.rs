@@ -101,6 +101,17 @@ pub fn compile_shared_library(
     )
 }
 
+/// Compiles the device code of `file` into the cubin `out` (`nvcc -cubin`), for a
+/// runner that loads it as a module. On failure the error holds nvcc's stderr.
+pub fn compile_cubin(
+    toolchain: &Toolchain,
+    file: &Path,
+    flags: &CompileFlags,
+    out: &Path,
+) -> Result<()> {
+    compile(toolchain, file, flags, out, &["-cubin"])
+}
+
 fn compile(
     toolchain: &Toolchain,
     file: &Path,

@@ -50,9 +50,31 @@ pub struct Args {
     block: Option<[u32; 3]>,
     #[arg(long, value_name = "BYTES")]
     smem: Option<u64>,
+    /// Where the answers are computed: host (f64), gpu (kwb's own f64 GEMM kernel,
+    /// built apart from the kernel under test), or auto (the GPU above 2^27
+    /// multiply-adds per rung)
+    #[arg(long, value_enum, default_value = "auto")]
+    reference: Reference,
     /// Print JSON
     #[arg(long)]
     json: bool,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum Reference {
+    Host,
+    Gpu,
+    Auto,
+}
+
+impl From<Reference> for kwb_gpu::ReferenceOn {
+    fn from(r: Reference) -> Self {
+        match r {
+            Reference::Host => kwb_gpu::ReferenceOn::Host,
+            Reference::Gpu => kwb_gpu::ReferenceOn::Gpu,
+            Reference::Auto => kwb_gpu::ReferenceOn::Auto,
+        }
+    }
 }
 
 fn dim3(text: &str) -> Result<[u32; 3], String> {
@@ -99,6 +121,7 @@ pub fn run(args: Args) -> i32 {
         smem: args.smem,
         worker,
         cache,
+        reference: args.reference.into(),
     };
     match kwb_gpu::run(&args.dir, &options) {
         Ok(report) => {
@@ -187,7 +210,11 @@ fn human_report(out: &mut impl Write, r: &Report) -> std::io::Result<()> {
                     )?;
                 }
                 if let Some(ms) = rung.kernel_ms {
-                    writeln!(out, "  kernel {ms:.3} ms{launch}")?;
+                    let reference = rung
+                        .reference_ms
+                        .map(|r| format!(", GPU reference {r:.1} ms"))
+                        .unwrap_or_default();
+                    writeln!(out, "  kernel {ms:.3} ms{reference}{launch}")?;
                 }
             }
             (None, "not-run") => writeln!(
