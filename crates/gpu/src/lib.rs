@@ -22,7 +22,7 @@ pub mod worker;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use kwb_extract::manifest::Manifest;
 use kwb_ladder::{Comparison, Rung};
@@ -141,6 +141,18 @@ pub struct Report {
     /// A failure before any rung ran.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failed: Option<String>,
+    pub timing: Timing,
+}
+
+/// Wall seconds of the run's phases after the build.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Timing {
+    /// Inputs (and host answers) of every rung.
+    pub prepare_s: f64,
+    /// The worker, from its start to its exit: context, uploads, references, launches.
+    pub worker_s: f64,
+    /// Reading back and comparing every rung.
+    pub compare_s: f64,
 }
 
 impl Report {
@@ -277,6 +289,7 @@ pub fn run(dir: &Path, options: &RunOptions) -> Result<Report, GpuError> {
             source: e,
         })?;
     // Each rung's inputs (and host answer) are independent: prepared in parallel.
+    let prepare_started = Instant::now();
     let prepared: Vec<Result<(JobRung, Vec<f64>), GpuError>> = std::thread::scope(|s| {
         let handles: Vec<_> = options
             .rungs
@@ -304,6 +317,7 @@ pub fn run(dir: &Path, options: &RunOptions) -> Result<Report, GpuError> {
         rungs.push(rung);
         answers.push(answer);
     }
+    let prepare_seconds = prepare_started.elapsed().as_secs_f64();
     if let Err(why) = worker::driver_present() {
         return Err(GpuError::NoDriver { why });
     }
@@ -328,75 +342,45 @@ pub fn run(dir: &Path, options: &RunOptions) -> Result<Report, GpuError> {
     };
     let mut command = Command::new(program);
     command.args(prefix);
+    let worker_started = Instant::now();
     let supervised = supervise::supervise(command, &job_path, job.rungs.len(), options.timeout)
         .map_err(|e| GpuError::Worker(format!("{program}: {e}")))?;
+    let worker_seconds = worker_started.elapsed().as_secs_f64();
+    let compare_started = Instant::now();
     let config_source = config_source(&manifest);
-    let mut reports = Vec::new();
-    for (i, (rung, (launch, outcome))) in options.rungs.iter().zip(&supervised.rungs).enumerate() {
-        let launch = launch.map(|(grid, block, smem)| Launch { grid, block, smem });
-        let mut report = RungReport {
-            rung: rung.name(),
-            status: "not-run",
-            comparison: None,
-            error: None,
-            kernel_ms: None,
-            reference_ms: None,
-            launch,
-            unwritten: None,
-            backtrace: None,
-        };
-        match outcome {
-            Outcome::Done { ms, reference_ms } => {
-                report.reference_ms = *reference_ms;
-                let bytes = std::fs::read(&job.rungs[i].output).map_err(|e| GpuError::Io {
-                    path: job.rungs[i].output.clone(),
-                    source: e,
-                })?;
-                let out = output(&plan, &bytes);
-                let answer = match &job.rungs[i].answer {
-                    Some(file) => {
-                        let raw = std::fs::read(file).map_err(|e| GpuError::Io {
-                            path: file.clone(),
-                            source: e,
-                        })?;
-                        raw.chunks_exact(8)
-                            .map(|c| f64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
-                            .collect()
-                    }
-                    None => answers[i].clone(),
+    // Each finished rung is read back and compared on its own thread.
+    let judged: Vec<Result<RungReport, GpuError>> = std::thread::scope(|s| {
+        let handles: Vec<_> = options
+            .rungs
+            .iter()
+            .zip(&supervised.rungs)
+            .zip(&job.rungs)
+            .zip(&answers)
+            .map(|(((rung, (launch, outcome)), files), host_answer)| {
+                let context = Judging {
+                    plan: &plan,
+                    problem: &problem,
+                    config_source: &config_source,
+                    timeout: options.timeout,
                 };
-                let c = kwb_ladder::compare(*rung, &problem, &answer, &out.values, plan.tile)
-                    .map_err(GpuError::Ladder)?;
-                let unwritten = out.unwritten.iter().filter(|u| **u).count();
-                if unwritten > 0 {
-                    report.unwritten = Some(Unwritten::of(&out, &answer, plan.n));
-                }
-                report.status = if c.pass { "pass" } else { "fail" };
-                report.comparison = Some(c);
-                report.kernel_ms = Some(*ms);
-            }
-            Outcome::Failed { stage, message } => {
-                report.status = if stage == "kernel" { "fail" } else { "error" };
-                let hint = match stage.as_str() {
-                    "launch" | "config" => {
-                        format!(" (the configuration came from {config_source})")
-                    }
-                    _ => String::new(),
-                };
-                report.error = Some(format!("{stage}: {message}{hint}"));
-            }
-            Outcome::Hang { seconds, backtrace } => {
-                report.status = "hang";
-                report.error = Some(format!(
-                    "the kernel did not finish within {seconds:.1} s (timeout {:.1} s); the worker was killed",
-                    options.timeout.as_secs_f64()
-                ));
-                report.backtrace = backtrace.clone();
-            }
-            Outcome::NotRun => {}
-        }
-        reports.push(report);
-    }
+                s.spawn(move || context.judge(*rung, *launch, outcome, files, host_answer))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    Err(GpuError::Worker("comparing a rung panicked".to_owned()))
+                })
+            })
+            .collect()
+    });
+    let reports = judged.into_iter().collect::<Result<Vec<_>, _>>()?;
+    let timing = Timing {
+        prepare_s: prepare_seconds,
+        worker_s: worker_seconds,
+        compare_s: compare_started.elapsed().as_secs_f64(),
+    };
     Ok(Report {
         instantiation: manifest.kernel.instantiation.clone(),
         source: manifest.source.file.clone(),
@@ -410,7 +394,91 @@ pub fn run(dir: &Path, options: &RunOptions) -> Result<Report, GpuError> {
         failed: supervised
             .failed
             .map(|(stage, message)| format!("{stage}: {message}")),
+        timing,
     })
+}
+
+/// What judging a rung needs besides its own files.
+struct Judging<'a> {
+    plan: &'a Plan,
+    problem: &'a kwb_ladder::Problem,
+    config_source: &'a str,
+    timeout: Duration,
+}
+
+impl Judging<'_> {
+    /// The report of one rung from how it ended.
+    fn judge(
+        &self,
+        rung: Rung,
+        launch: Option<supervise::Config>,
+        outcome: &Outcome,
+        files: &JobRung,
+        host_answer: &[f64],
+    ) -> Result<RungReport, GpuError> {
+        let plan = self.plan;
+        let mut report = RungReport {
+            rung: rung.name(),
+            status: "not-run",
+            comparison: None,
+            error: None,
+            kernel_ms: None,
+            reference_ms: None,
+            launch: launch.map(|(grid, block, smem)| Launch { grid, block, smem }),
+            unwritten: None,
+            backtrace: None,
+        };
+        match outcome {
+            Outcome::Done { ms, reference_ms } => {
+                report.reference_ms = *reference_ms;
+                let bytes = std::fs::read(&files.output).map_err(|e| GpuError::Io {
+                    path: files.output.clone(),
+                    source: e,
+                })?;
+                let out = output(plan, &bytes);
+                let answer: Vec<f64> = match &files.answer {
+                    Some(file) => {
+                        let raw = std::fs::read(file).map_err(|e| GpuError::Io {
+                            path: file.clone(),
+                            source: e,
+                        })?;
+                        raw.chunks_exact(8)
+                            .map(|c| f64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
+                            .collect()
+                    }
+                    None => host_answer.to_vec(),
+                };
+                let c = kwb_ladder::compare(rung, self.problem, &answer, &out.values, plan.tile)
+                    .map_err(GpuError::Ladder)?;
+                if out.unwritten.iter().any(|u| *u) {
+                    report.unwritten = Some(Unwritten::of(&out, &answer, plan.n));
+                }
+                report.status = if c.pass { "pass" } else { "fail" };
+                report.comparison = Some(c);
+                report.kernel_ms = Some(*ms);
+            }
+            Outcome::Failed { stage, message } => {
+                report.status = if stage == "kernel" { "fail" } else { "error" };
+                let hint = match stage.as_str() {
+                    "launch" | "config" => {
+                        format!(" (the configuration came from {})", self.config_source)
+                    }
+                    _ => String::new(),
+                };
+                report.error = Some(format!("{stage}: {message}{hint}"));
+            }
+            Outcome::Hang { seconds, backtrace } => {
+                report.status = "hang";
+                report.error = Some(format!(
+                    "the kernel did not finish within {seconds:.1} s (timeout {:.1} s); the worker was killed",
+                    self.timeout.as_secs_f64()
+                ));
+                report.backtrace = backtrace.clone();
+            }
+            Outcome::NotRun => {}
+        }
+        Ok(report)
+    }
 }
 
 /// One rung's input files in the work folder, and its host answer when `host`.

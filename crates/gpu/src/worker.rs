@@ -201,8 +201,8 @@ fn run(ctx: &Arc<CudaContext>, library: &libloading::Library, job: &Job) -> Resu
             answer(&stream, function, out, &problem, plan)
                 .and_then(|()| stream.clone_dtoh(&*out).map_err(|e| e.to_string()))
                 .and_then(|v| {
-                    let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
-                    std::fs::write(file, bytes).map_err(|e| format!("{}: {e}", file.display()))
+                    std::fs::write(file, f64_bytes(&v))
+                        .map_err(|e| format!("{}: {e}", file.display()))
                 })
                 .map_err(|e| fail(at, "reference", e))?;
             reference_ms = Some(started.elapsed().as_secs_f64() * 1e3);
@@ -343,6 +343,12 @@ fn answer(
     // the buffers hold what the plan sized them for.
     unsafe { launch.launch(config) }.map_err(|e| e.to_string())?;
     stream.synchronize().map_err(|e| e.to_string())
+}
+
+/// The bytes of `v` as stored (little-endian on every machine CUDA runs on).
+fn f64_bytes(v: &[f64]) -> &[u8] {
+    // SAFETY: any f64 is 8 initialized bytes; the slice covers exactly `v`.
+    unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), std::mem::size_of_val(v)) }
 }
 
 fn boxed<T: 'static>(values: &mut Vec<Box<dyn std::any::Any>>, v: T) -> *mut c_void {

@@ -236,6 +236,11 @@ fn human_report(out: &mut impl Write, r: &Report) -> std::io::Result<()> {
             }
         }
     }
+    writeln!(
+        out,
+        "wall: inputs {:.2} s, GPU worker {:.2} s, comparison {:.2} s",
+        r.timing.prepare_s, r.timing.worker_s, r.timing.compare_s
+    )?;
     let verdict = if r.hung() {
         "HANG"
     } else if r.passed() {
