@@ -14,7 +14,10 @@
 //! 5. `kwb-extract` on the bundled TMA/WGMMA kernel built with a descriptor defect
 //!    (`KWB_DEFECT=tmap_swizzle`): the instantiation, its TMA descriptors resolved (the
 //!    swizzle the defect really encodes), and the reproducer compiled alone with its
-//!    `build.sh`,
+//!    `build.sh`;
+//! 6. `kwb run` on that reproducer: built into its cached library and the ladder's
+//!    inputs written; on a machine with a GPU it launches every rung and shows which
+//!    fail, without one it says so (exit 7),
 //!
 //! and says what the GPU step would add.
 
@@ -157,6 +160,17 @@ pub fn run(root: &Path) -> Result {
         )));
     }
     println!("compiled {}", repro.join("repro.o").display());
+    ci::header("kwb run (the reproducer on the controlled-input ladder)");
+    let mut command = kwb(root, "kwb", &["run"]);
+    command.arg(&repro);
+    let ran = command
+        .status()
+        .map_err(|e| Failure(format!("kwb run: {e}")))?;
+    match ran.code() {
+        // 5: rungs failed, as a descriptor defect makes them; 7: no GPU here.
+        Some(0 | 5 | 7) => {}
+        other => return Err(Failure(format!("kwb run exited with {other:?}"))),
+    }
     ci::header("what the GPU step adds");
     println!(
         "Run {} on a GPU with KWB_TRACE_OUT=trace.bin, then `kwb trace show trace.bin`:\n\
@@ -167,9 +181,11 @@ pub fn run(root: &Path) -> Result {
          without it, and named the stage of every other defect of the suite\n\
          (docs/results/track-a-suite.md; `cargo xtask gpu-trace` reproduces it), the\n\
          defects all-ones cannot show from a full trace on integer inputs checked\n\
-         against a host model of the inputs. The reproducer in {} is what `kwb run`\n\
-         (not yet written) will launch through kwb_launch on the controlled-input\n\
-         ladder of `kwb ladder`.",
+         against a host model of the inputs. On a GPU, `kwb run {}` launches the\n\
+         reproducer on six rungs: the swizzle defect passes zeros and ones (a\n\
+         permutation of equal values) and fails seq-identity, onehot-k, small-int\n\
+         and random (docs/results/track-b-suite.md, reproduced by `cargo xtask\n\
+         gpu-repro`).",
         binary.display(),
         repro.display()
     );

@@ -68,10 +68,14 @@ pub enum GpuError {
     #[diagnostic(
         code(kwb::run::no_gpu),
         help(
-            "the reproducer is built and its inputs are ready; the launch needs a machine with an NVIDIA GPU and its driver (libcuda.so.1)"
+            "built {library} and the inputs of {rungs}; the launch needs a machine with an NVIDIA GPU and its driver (libcuda.so.1): there each rung's output is read back and compared with its answer"
         )
     )]
-    NoDriver { why: String },
+    NoDriver {
+        why: String,
+        library: String,
+        rungs: String,
+    },
     #[error("the GPU worker failed: {0}")]
     #[diagnostic(code(kwb::run::worker))]
     Worker(String),

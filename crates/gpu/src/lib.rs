@@ -319,7 +319,24 @@ pub fn run(dir: &Path, options: &RunOptions) -> Result<Report, GpuError> {
     }
     let prepare_seconds = prepare_started.elapsed().as_secs_f64();
     if let Err(why) = worker::driver_present() {
-        return Err(GpuError::NoDriver { why });
+        return Err(GpuError::NoDriver {
+            why,
+            library: format!(
+                "{} ({})",
+                built.library.display(),
+                if built.cached {
+                    "cached".to_owned()
+                } else {
+                    format!("nvcc {:.1} s", built.seconds)
+                }
+            ),
+            rungs: options
+                .rungs
+                .iter()
+                .map(|r| r.name())
+                .collect::<Vec<_>>()
+                .join(", "),
+        });
     }
     let job = Job {
         library: built.library.clone(),
