@@ -76,6 +76,17 @@ pub enum GpuError {
         library: String,
         rungs: String,
     },
+    #[error("the dumps {source_} do not make one {m} x {n} x {k} problem")]
+    #[diagnostic(
+        code(kwb::run::dump_shape),
+        help("A must be M x K, B N x K (or K x N with --b-layout kn) and C M x N")
+    )]
+    DumpShape {
+        source_: String,
+        m: usize,
+        n: usize,
+        k: usize,
+    },
     #[error("the GPU worker failed: {0}")]
     #[diagnostic(code(kwb::run::worker))]
     Worker(String),

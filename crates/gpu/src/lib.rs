@@ -48,6 +48,19 @@ pub struct RunOptions {
     pub cache: PathBuf,
     /// Where the answers are computed.
     pub reference: ReferenceOn,
+    /// Real operands the user dumped: the last rung, `dump`.
+    pub dump: Option<Dump>,
+}
+
+/// The user's own operands, logical and row-major (A: M x K, B: K x N, C: M x N), as
+/// read from their dumps; rounded to the kernel's input type before use.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Dump {
+    /// Where they came from, for the report.
+    pub source: String,
+    pub a: Vec<f32>,
+    pub b: Vec<f32>,
+    pub c: Option<Vec<f32>>,
 }
 
 /// Where the reference GEMM runs.
@@ -270,6 +283,24 @@ pub fn run(dir: &Path, options: &RunOptions) -> Result<Report, GpuError> {
         });
     }
     let problem = plan.problem()?;
+    let ladder: Vec<Rung> = options
+        .rungs
+        .iter()
+        .copied()
+        .chain(options.dump.as_ref().map(|_| Rung::Dump))
+        .collect();
+    if let Some(d) = &options.dump {
+        let (m, n, k) = (plan.m, plan.n, plan.k);
+        let c_ok = d.c.as_ref().is_none_or(|c| c.len() == m * n);
+        if d.a.len() != m * k || d.b.len() != k * n || !c_ok {
+            return Err(GpuError::DumpShape {
+                source_: d.source.clone(),
+                m,
+                n,
+                k,
+            });
+        }
+    }
     // Build first: it needs no GPU.
     let env = kwb_toolchain::Env::from_process();
     let toolchain = kwb_toolchain::toolchain(&env)?;
@@ -293,14 +324,14 @@ pub fn run(dir: &Path, options: &RunOptions) -> Result<Report, GpuError> {
     // Each rung's inputs (and host answer) are independent: prepared in parallel.
     let prepare_started = Instant::now();
     let prepared: Vec<Result<(JobRung, Vec<f64>), GpuError>> = std::thread::scope(|s| {
-        let handles: Vec<_> = options
-            .rungs
+        let handles: Vec<_> = ladder
             .iter()
             .enumerate()
             .map(|(i, rung)| {
                 let (plan, problem, work, host) =
                     (&plan, &problem, work.path(), reference.is_none());
-                s.spawn(move || prepare(i, *rung, plan, problem, work, host))
+                let dump = options.dump.as_ref();
+                s.spawn(move || prepare(i, *rung, dump, plan, problem, work, host))
             })
             .collect();
         handles
@@ -332,8 +363,7 @@ pub fn run(dir: &Path, options: &RunOptions) -> Result<Report, GpuError> {
                     format!("nvcc {:.1} s", built.seconds)
                 }
             ),
-            rungs: options
-                .rungs
+            rungs: ladder
                 .iter()
                 .map(|r| r.name())
                 .collect::<Vec<_>>()
@@ -369,8 +399,7 @@ pub fn run(dir: &Path, options: &RunOptions) -> Result<Report, GpuError> {
     let config_source = config_source(&manifest);
     // Each finished rung is read back and compared on its own thread.
     let judged: Vec<Result<RungReport, GpuError>> = std::thread::scope(|s| {
-        let handles: Vec<_> = options
-            .rungs
+        let handles: Vec<_> = ladder
             .iter()
             .zip(&supervised.rungs)
             .zip(&job.rungs)
@@ -504,12 +533,24 @@ impl Judging<'_> {
 fn prepare(
     i: usize,
     rung: Rung,
+    dump: Option<&Dump>,
     plan: &Plan,
     problem: &kwb_ladder::Problem,
     work: &Path,
     host: bool,
 ) -> Result<(JobRung, Vec<f64>), GpuError> {
-    let ops = rung.operands(problem).map_err(GpuError::Ladder)?;
+    let ops = match (rung, dump) {
+        (Rung::Dump, Some(d)) => {
+            // The reference must see what the kernel sees: the dtype-rounded values.
+            let round = |v: &[f32]| v.iter().map(|x| problem.input.round(*x)).collect();
+            kwb_ladder::Operands {
+                a: round(&d.a),
+                b: round(&d.b),
+                c: d.c.clone().unwrap_or_else(|| vec![0.0; plan.m * plan.n]),
+            }
+        }
+        _ => rung.operands(problem).map_err(GpuError::Ladder)?,
+    };
     // The operands' files are written on threads of their own, the host answer here.
     let (inputs, answer) = std::thread::scope(|s| {
         let writers: Vec<_> = plan

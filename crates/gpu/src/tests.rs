@@ -145,6 +145,7 @@ fn without_a_gpu_the_reproducer_is_still_built_and_cached() {
         worker: vec!["false".to_owned()],
         cache: cache.path().to_path_buf(),
         reference: ReferenceOn::Host,
+        dump: None,
     };
     let e = run(dir.path(), &options).unwrap_err();
     assert!(matches!(e, GpuError::NoDriver { .. }), "{e}");

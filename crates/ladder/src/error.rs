@@ -9,7 +9,9 @@ pub enum LadderError {
     #[error("`{0}` is not a rung")]
     #[diagnostic(
         code(kwb::ladder::unknown_rung),
-        help("choose from zeros, ones, seq-identity, onehot-k:K0, small-int:SEED, random:SEED")
+        help(
+            "choose from zeros, ones, seq-identity, onehot-k:K0, small-int:SEED, random:SEED (real data: --dump-a/--dump-b)"
+        )
     )]
     UnknownRung(String),
     #[error("onehot-k:{k0} selects a K slice outside K = {k}")]
@@ -27,4 +29,10 @@ pub enum LadderError {
         help("read back all M x N outputs of the kernel")
     )]
     OutputSize { got: usize, expected: usize },
+    #[error("the dump rung's operands come from the dumped files, not from a generator")]
+    #[diagnostic(
+        code(kwb::ladder::dump),
+        help("give the dumps: kwb run DIR --dump-a A.npy --dump-b B.npy")
+    )]
+    DumpHasNoGenerator,
 }

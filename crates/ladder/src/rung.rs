@@ -25,6 +25,10 @@ pub enum Rung {
     SmallInt { seed: u64 },
     /// Uniform in [-1, 1) from a seeded generator: compared with a tolerance.
     Random { seed: u64 },
+    /// Real data the user dumped (their operands, rounded to the input type), last on
+    /// the ladder: compared with the tolerance of `random`. Its operands come from
+    /// the files, never from a generator.
+    Dump,
 }
 
 /// The logical operands of a rung, row-major (A: M x K, B: K x N, C: M x N), each
@@ -105,12 +109,13 @@ impl Rung {
             Rung::OnehotK { k0 } => format!("onehot-k:{k0}"),
             Rung::SmallInt { seed } => format!("small-int:{seed}"),
             Rung::Random { seed } => format!("random:{seed}"),
+            Rung::Dump => "dump".to_owned(),
         }
     }
 
     /// Whether the answer is exact (compared without tolerance).
     pub fn exact(self) -> bool {
-        !matches!(self, Rung::Random { .. })
+        !matches!(self, Rung::Random { .. } | Rung::Dump)
     }
 
     /// The operands of this rung for `problem`.
@@ -158,6 +163,7 @@ impl Rung {
                 a.iter_mut().for_each(|v| *v = round(g.uniform()));
                 b.iter_mut().for_each(|v| *v = round(g.uniform()));
             }
+            Rung::Dump => return Err(LadderError::DumpHasNoGenerator),
         }
         Ok(Operands {
             a,

@@ -24,9 +24,25 @@ pub struct Args {
     /// random[:SEED]
     #[arg(long, value_delimiter = ',', value_parser = parse_rung, default_value = DEFAULT_LADDER)]
     ladder: Vec<Rung>,
-    /// The GEMM shape M,N,K
-    #[arg(long, value_name = "M,N,K", value_parser = parse_shape, default_value = "256,384,1024")]
-    shape: (usize, usize, usize),
+    /// The GEMM shape M,N,K [default: the dumps', else 256,384,1024]
+    #[arg(long, value_name = "M,N,K", value_parser = parse_shape)]
+    shape: Option<(usize, usize, usize)>,
+    /// Real data, run last as the `dump` rung: A (M x K). A .npy, a .safetensors
+    /// (FILE:TENSOR names one of several), or a raw dump with --dump-dtype and --shape
+    #[arg(long, value_name = "FILE", requires = "dump_b")]
+    dump_a: Option<PathBuf>,
+    /// B of the dump rung: N x K (as weights are stored), or K x N with --b-layout kn
+    #[arg(long, value_name = "FILE", requires = "dump_a")]
+    dump_b: Option<PathBuf>,
+    /// C of the dump rung (M x N), read when beta is not 0
+    #[arg(long, value_name = "FILE", requires = "dump_a")]
+    dump_c: Option<PathBuf>,
+    /// How the dumped B is laid out
+    #[arg(long, value_enum, default_value = "nk")]
+    b_layout: BLayout,
+    /// The element type of raw dumps (any extension but .npy and .safetensors)
+    #[arg(long, value_enum, value_name = "DTYPE")]
+    dump_dtype: Option<crate::dump::RawDtype>,
     /// D = alpha * A·B + beta * C; 2 by default, so a dropped alpha shows
     #[arg(long, default_value_t = 2.0)]
     alpha: f32,
@@ -60,6 +76,14 @@ pub struct Args {
     json: bool,
 }
 
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum BLayout {
+    /// N rows of K (a weight matrix, `out_features x in_features`)
+    Nk,
+    /// K rows of N
+    Kn,
+}
+
 #[derive(Clone, Copy, clap::ValueEnum)]
 enum Reference {
     Host,
@@ -89,7 +113,160 @@ fn dim3(text: &str) -> Result<[u32; 3], String> {
     Ok([u(x)?, u(y)?, u(z)?])
 }
 
+/// Why the dumps cannot be used.
+#[derive(Debug, thiserror::Error, miette::Diagnostic)]
+enum DumpArgError {
+    #[error("{path}: {why}")]
+    #[diagnostic(
+        code(kwb::run::bad_dump),
+        help(
+            "dump the operand as a 2-D array: numpy.save, safetensors, or raw bytes with --dump-dtype and --shape"
+        )
+    )]
+    Unreadable {
+        path: PathBuf,
+        why: crate::dump::DumpError,
+    },
+    #[error("{path}: {why}")]
+    #[diagnostic(code(kwb::run::bad_dump))]
+    Io { path: PathBuf, why: std::io::Error },
+    #[error("{0}: a raw dump carries no shape")]
+    #[diagnostic(
+        code(kwb::run::dump_shape),
+        help("give --shape M,N,K and --dump-dtype")
+    )]
+    RawNeedsShape(PathBuf),
+    #[error("{path} is {found:?}; {what}")]
+    #[diagnostic(
+        code(kwb::run::dump_shape),
+        help("A is M x K, B is N x K (or K x N with --b-layout kn), C is M x N")
+    )]
+    Shape {
+        path: PathBuf,
+        found: Vec<usize>,
+        what: String,
+    },
+}
+
+/// A dumped operand: its shape and values; `raw` is the shape a raw dump must have.
+fn read_dump(
+    path: &std::path::Path,
+    raw: &[usize],
+    dtype: Option<crate::dump::RawDtype>,
+) -> Result<(Vec<usize>, Vec<f32>), DumpArgError> {
+    // `FILE:TENSOR` names a tensor of a .safetensors file.
+    let (file, tensor) = match path.to_str().and_then(|p| p.rsplit_once(':')) {
+        Some((f, t)) if !path.exists() && f.ends_with(".safetensors") => {
+            (PathBuf::from(f), Some(t.to_owned()))
+        }
+        _ => (path.to_path_buf(), None),
+    };
+    let typed = matches!(
+        file.extension().and_then(|e| e.to_str()),
+        Some("npy" | "safetensors")
+    );
+    if !typed && raw.contains(&0) {
+        return Err(DumpArgError::RawNeedsShape(file));
+    }
+    let bytes = std::fs::read(&file).map_err(|why| DumpArgError::Io {
+        path: file.clone(),
+        why,
+    })?;
+    let (shape, values) =
+        crate::dump::read(&file, &bytes, tensor.as_deref(), dtype, raw).map_err(|why| {
+            DumpArgError::Unreadable {
+                path: file.clone(),
+                why,
+            }
+        })?;
+    if shape.len() != 2 {
+        return Err(DumpArgError::Shape {
+            path: file,
+            found: shape,
+            what: "a GEMM operand is 2-D".to_owned(),
+        });
+    }
+    Ok((shape, values))
+}
+
+/// The dump rung's operands (logical, row-major) and the problem shape they make.
+fn dumps(args: &Args) -> Result<Option<(kwb_gpu::Dump, (usize, usize, usize))>, DumpArgError> {
+    let (Some(a_path), Some(b_path)) = (&args.dump_a, &args.dump_b) else {
+        return Ok(None);
+    };
+    let given = args.shape;
+    let raw = |rows: fn((usize, usize, usize)) -> [usize; 2]| given.map(rows).unwrap_or([0, 0]);
+    let (a_shape, a) = read_dump(a_path, &raw(|(m, _, k)| [m, k]), args.dump_dtype)?;
+    let (m, k) = (a_shape[0], a_shape[1]);
+    let b_raw = match args.b_layout {
+        BLayout::Nk => raw(|(_, n, k)| [n, k]),
+        BLayout::Kn => raw(|(_, n, k)| [k, n]),
+    };
+    let (b_shape, b) = read_dump(b_path, &b_raw, args.dump_dtype)?;
+    let (n, b_k) = match args.b_layout {
+        BLayout::Nk => (b_shape[0], b_shape[1]),
+        BLayout::Kn => (b_shape[1], b_shape[0]),
+    };
+    if b_k != k {
+        return Err(DumpArgError::Shape {
+            path: b_path.clone(),
+            found: b_shape,
+            what: format!("A ({}) has K = {k}", a_path.display()),
+        });
+    }
+    if let Some(s) = given
+        && s != (m, n, k)
+    {
+        return Err(DumpArgError::Shape {
+            path: a_path.clone(),
+            found: a_shape,
+            what: format!("--shape says M,N,K = {},{},{}", s.0, s.1, s.2),
+        });
+    }
+    // B logical K x N, row-major.
+    let b = match args.b_layout {
+        BLayout::Kn => b,
+        BLayout::Nk => {
+            let mut t = vec![0.0; k * n];
+            for j in 0..n {
+                for p in 0..k {
+                    t[p * n + j] = b[j * k + p];
+                }
+            }
+            t
+        }
+    };
+    let c = match &args.dump_c {
+        Some(path) => {
+            let (shape, c) = read_dump(path, &[m, n], args.dump_dtype)?;
+            if shape != [m, n] {
+                return Err(DumpArgError::Shape {
+                    path: path.clone(),
+                    found: shape,
+                    what: format!("C must be M x N = [{m}, {n}]"),
+                });
+            }
+            Some(c)
+        }
+        None => None,
+    };
+    let source = format!("{} · {}", a_path.display(), b_path.display());
+    Ok(Some((kwb_gpu::Dump { source, a, b, c }, (m, n, k))))
+}
+
 pub fn run(args: Args) -> i32 {
+    let dump = match dumps(&args) {
+        Ok(d) => d,
+        Err(e) => {
+            render::error(miette::Report::new(e));
+            return exit::INPUT;
+        }
+    };
+    let shape = dump
+        .as_ref()
+        .map(|(_, s)| *s)
+        .or(args.shape)
+        .unwrap_or((256, 384, 1024));
     let cache = match kwb_toolchain::cache::cache_dir(&kwb_toolchain::Env::from_process()) {
         Ok(c) => c.join("repro"),
         Err(e) => {
@@ -109,7 +286,7 @@ pub fn run(args: Args) -> i32 {
     let options = RunOptions {
         rungs: args.ladder.clone(),
         request: kwb_gpu::plan::Request {
-            shape: args.shape,
+            shape,
             alpha: args.alpha,
             beta: args.beta,
             ld_pad: args.ld_pad,
@@ -122,6 +299,7 @@ pub fn run(args: Args) -> i32 {
         worker,
         cache,
         reference: args.reference.into(),
+        dump: dump.map(|(d, _)| d),
     };
     match kwb_gpu::run(&args.dir, &options) {
         Ok(report) => {
