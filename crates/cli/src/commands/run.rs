@@ -189,13 +189,16 @@ fn read_dump(
     Ok((shape, values))
 }
 
+/// M, N, K.
+type Shape = (usize, usize, usize);
+
 /// The dump rung's operands (logical, row-major) and the problem shape they make.
-fn dumps(args: &Args) -> Result<Option<(kwb_gpu::Dump, (usize, usize, usize))>, DumpArgError> {
+fn dumps(args: &Args) -> Result<Option<(kwb_gpu::Dump, Shape)>, DumpArgError> {
     let (Some(a_path), Some(b_path)) = (&args.dump_a, &args.dump_b) else {
         return Ok(None);
     };
     let given = args.shape;
-    let raw = |rows: fn((usize, usize, usize)) -> [usize; 2]| given.map(rows).unwrap_or([0, 0]);
+    let raw = |rows: fn(Shape) -> [usize; 2]| given.map(rows).unwrap_or([0, 0]);
     let (a_shape, a) = read_dump(a_path, &raw(|(m, _, k)| [m, k]), args.dump_dtype)?;
     let (m, k) = (a_shape[0], a_shape[1]);
     let b_raw = match args.b_layout {
