@@ -39,8 +39,14 @@ fn suite_reproducers() {
         assert_eq!(&x.instantiation, instantiation, "{family}");
         let launch = x.launch.as_ref().expect("a launch site");
         assert_eq!(launch.args.len(), x.kernel.params.len(), "{family}");
-        // The host harness is left out; the kernel is in.
-        assert!(!x.repro.contains("int main("), "{family}");
+        // The host harness is left out (the one main() is the reproducer's own,
+        // behind its macro); the kernel is in.
+        assert_eq!(
+            x.repro.matches("int main(").count(),
+            usize::from(x.host.main.is_some()),
+            "{family}"
+        );
+        assert!(!x.repro.contains("parse_args("), "{family}");
         assert!(x.repro.contains(&format!("{}(", x.kernel.name)), "{family}");
         insta::assert_snapshot!(format!("extract_{family}"), x.repro);
     }
@@ -81,6 +87,11 @@ fn every_reproducer_compiles_alone() {
                 scope.spawn(move || -> Result<(), String> {
                     let x = extract(&source(family), &request(family, kernel))
                         .map_err(|e| e.to_string())?;
+                    // Every family but the megakernel (whose launcher computes its grid
+                    // from the device) runs alone.
+                    if (*family != "megakernel") != x.host.main.is_some() {
+                        return Err(format!("{family}: main() {:?}", x.host.unavailable));
+                    }
                     let repro = dir.join(format!("{family}.repro.cu"));
                     std::fs::write(&repro, &x.repro).map_err(|e| e.to_string())?;
                     let flags = CompileFlags {
@@ -89,13 +100,21 @@ fn every_reproducer_compiles_alone() {
                             repo_root().join("kernels/common"),
                             cutlass.include.clone(),
                         ],
-                        defines: vec!["KWB_DEFECT=none".to_owned()],
+                        defines: std::iter::once("KWB_DEFECT=none".to_owned())
+                            .chain(x.host.main.clone())
+                            .collect(),
                         extra: vec!["-O3".to_owned(), "--expt-relaxed-constexpr".to_owned()],
                         ..CompileFlags::default()
                     };
-                    let object = dir.join(format!("{family}.repro.o"));
-                    kwb_toolchain::compile_object(toolchain, &repro, &flags, &object)
-                        .map_err(|e| format!("{family}: {e}"))?;
+                    // With its own main() the reproducer links into a program (host
+                    // entry points included); without, it compiles to an object.
+                    let object = dir.join(format!("{family}.repro"));
+                    let built = if x.host.main.is_some() {
+                        kwb_toolchain::compile_executable(toolchain, &repro, &flags, &object)
+                    } else {
+                        kwb_toolchain::compile_object(toolchain, &repro, &flags, &object)
+                    };
+                    built.map_err(|e| format!("{family}: {e}"))?;
                     let sass =
                         kwb_toolchain::sass(toolchain, &object).map_err(|e| e.to_string())?;
                     if !sass.contains("Function") {

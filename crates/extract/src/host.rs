@@ -44,6 +44,10 @@ pub struct HostEntries {
     /// What could not be written, and why.
     #[serde(default)]
     pub unavailable: Vec<String>,
+    /// The macro that compiles repro.cu's own `main()` (the all-ones rung, alone),
+    /// when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub main: Option<String>,
     /// The launcher's parameters with their roles: the operands' element types and
     /// leading dimensions a runner must honour even where the kernel takes neither.
     #[serde(default)]
@@ -278,41 +282,55 @@ fn binding(p: &Param) -> Result<String, String> {
     if ty.contains("cudaStream_t") || ty.contains("CUstream") {
         return Ok(format!("{} = nullptr;", p.declaration));
     }
-    let cast: String = ty
-        .split_whitespace()
-        .filter(|w| !matches!(*w, "__restrict__" | "__restrict"))
-        .collect::<Vec<_>>()
-        .join(" ");
-    let lower = p.name.to_ascii_lowercase();
-    let field = match p.role.as_str() {
-        "A" | "B" | "C" | "D" | "bias" => p.role.clone(),
-        "m" => "M".to_owned(),
-        "n" => "N".to_owned(),
-        "k" => "K".to_owned(),
-        "alpha" | "beta" => p.role.clone(),
-        "leading-dimension" => match lower.trim_start_matches("ld").trim_start_matches('_') {
-            "a" => "lda".to_owned(),
-            "b" => "ldb".to_owned(),
-            "c" => "ldc".to_owned(),
-            "d" => "ldd".to_owned(),
-            _ => {
-                return Err(format!(
-                    "launcher parameter `{}` is a leading dimension of no operand kwb_problem knows (lda, ldb, ldc, ldd)",
-                    p.name
-                ));
-            }
-        },
-        role => {
-            return Err(format!(
-                "launcher parameter `{}` (`{}`, role {role}) has no field in kwb_problem",
-                p.name, p.declaration
-            ));
-        }
-    };
+    let field = field(p).map_err(|role| {
+        format!(
+            "launcher parameter `{}` (`{}`, role {role}) has no field in kwb_problem",
+            p.name, p.declaration
+        )
+    })?;
     Ok(format!(
-        "{} = ({cast})(kwb_p->{field});",
-        p.declaration.trim_end()
+        "{} = ({})(kwb_p->{field});",
+        p.declaration.trim_end(),
+        cast_type(p)
     ))
+}
+
+/// The type of parameter `p` as a cast can name it (no `__restrict__`).
+pub fn cast_type(p: &Param) -> String {
+    p.declaration[..p.declaration.len().saturating_sub(p.name.len())]
+        .split_whitespace()
+        .filter(|w| !matches!(*w, "__restrict__" | "__restrict" | "__grid_constant__"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The `kwb_problem` field that fills parameter `p`, or its role when none does.
+pub fn field(p: &Param) -> Result<&'static str, String> {
+    Ok(match p.role.as_str() {
+        "A" => "A",
+        "B" => "B",
+        "C" => "C",
+        "D" => "D",
+        "bias" => "bias",
+        "m" => "M",
+        "n" => "N",
+        "k" => "K",
+        "alpha" => "alpha",
+        "beta" => "beta",
+        "leading-dimension" => match p
+            .name
+            .to_ascii_lowercase()
+            .trim_start_matches("ld")
+            .trim_start_matches('_')
+        {
+            "a" => "lda",
+            "b" => "ldb",
+            "c" => "ldc",
+            "d" => "ldd",
+            _ => return Err("leading-dimension (of no operand kwb_problem knows)".to_owned()),
+        },
+        role => return Err(role.to_owned()),
+    })
 }
 
 /// The top-level declarations of `function`'s body before byte `before`.

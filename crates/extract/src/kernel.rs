@@ -30,8 +30,20 @@ pub fn role(name: &str, declaration: &str) -> (&'static str, Option<String>) {
             )
         })
         .collect();
+    // The pointee as written, qualifiers dropped and `::` kept (`cute::bfloat16_t`).
     let element = (ty.contains('*'))
-        .then(|| words.join(" "))
+        .then(|| {
+            ty.replace(['*', '&'], " ")
+                .split_whitespace()
+                .filter(|w| {
+                    !matches!(
+                        *w,
+                        "const" | "volatile" | "__restrict__" | "__restrict" | "__grid_constant__"
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
         .filter(|e| !e.is_empty());
     if ty.contains("CUtensorMap") {
         return ("tma-descriptor", None);

@@ -26,6 +26,7 @@ mod kernel;
 mod launch;
 pub mod manifest;
 mod scan;
+mod standalone;
 mod tree;
 
 pub use crate::descriptors::{Descriptor, Field};
@@ -35,6 +36,7 @@ pub use crate::fold::{Constants, Unfolded};
 pub use crate::host::{CONFIG, ENCODE_PREFIX, Encoder, HostEntries, PROBLEM_STRUCT};
 pub use crate::kernel::{KernelDef, Param};
 pub use crate::launch::{Launch, launches};
+pub use crate::standalone::MAIN_MACRO;
 pub use kwb_sites::TemplateParam;
 
 /// What to extract.
@@ -267,9 +269,19 @@ pub fn extract(source: &str, request: &Request) -> Result<Extraction, ExtractErr
         launch.as_ref(),
         &args,
     );
+    let mut host_entries = host.entries;
     if !host.text.is_empty() {
         repro.push('\n');
         repro.push_str(&host.text);
+        match standalone::standalone(&def.params, &host_entries) {
+            Ok(main) => {
+                repro.push_str(&main);
+                host_entries.main = Some(MAIN_MACRO.to_owned());
+            }
+            Err(why) => host_entries
+                .unavailable
+                .push(format!("main() behind {MAIN_MACRO}: {why}")),
+        }
     }
     Ok(Extraction {
         kernel: def,
@@ -280,7 +292,7 @@ pub fn extract(source: &str, request: &Request) -> Result<Extraction, ExtractErr
         config,
         copied,
         descriptors,
-        host: host.entries,
+        host: host_entries,
         repro,
     })
 }

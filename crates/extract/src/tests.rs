@@ -146,7 +146,13 @@ fn arguments_left_to_deduction_are_named_as_such() {
 fn the_launch_configuration_is_the_launchers_own_code() {
     let x = extract(SOURCE, &request("gemm")).unwrap();
     assert_eq!(x.host.config.as_deref(), Some("kwb_config"));
-    assert!(x.host.unavailable.is_empty(), "{:?}", x.host.unavailable);
+    // No main(): the kernel has no A or B whose type could be filled.
+    assert_eq!(
+        x.host.unavailable,
+        [
+            "main() behind KWB_REPRO_MAIN: the element types of A and B are not known from the parameters"
+        ]
+    );
     let config = &x.repro[x.repro.find("extern \"C\" int kwb_config").unwrap()..];
     // The parameter M is bound from the problem, the constexpr locals and the grid
     // are copied with their lines; the alias `kernel` is not needed.
@@ -203,7 +209,42 @@ void launch(const float* A, int M, int blocks, cudaStream_t stream) {
     assert_eq!(
         x.host.unavailable,
         [
-            "kwb_config: launcher parameter `blocks` (`int blocks`, role scalar) has no field in kwb_problem"
+            "kwb_config: launcher parameter `blocks` (`int blocks`, role scalar) has no field in kwb_problem",
+            "main() behind KWB_REPRO_MAIN: the launch configuration has no entry point"
         ]
     );
+}
+
+#[test]
+fn a_gemm_kernel_gets_its_own_main_and_an_unfillable_one_says_why_not() {
+    let source = r#"#include <cuda_bf16.h>
+__global__ void g(int M, int N, int K, float alpha, const __nv_bfloat16* A,
+                  const __nv_bfloat16* B, float* D, int flags) {}
+void launch(int M, int N, int K, float alpha, const __nv_bfloat16* A,
+            const __nv_bfloat16* B, float* D, cudaStream_t stream) {
+  dim3 grid(N / 128, M / 128);
+  g<<<grid, 128, 0, stream>>>(M, N, K, alpha, A, B, D, 0);
+}
+"#;
+    let x = extract(source, &request("g")).unwrap();
+    assert_eq!(x.host.main, None);
+    assert!(
+        x.host.unavailable.iter().any(|u| u
+            == "main() behind KWB_REPRO_MAIN: kernel parameter `flags` (`int flags`, role scalar) has no value"),
+        "{:?}",
+        x.host.unavailable
+    );
+    let fillable = source.replace(", int flags", "").replace(", D, 0)", ", D)");
+    let x = extract(&fillable, &request("g")).unwrap();
+    assert_eq!(x.host.main.as_deref(), Some("KWB_REPRO_MAIN"));
+    let main = &x.repro[x.repro.find("#ifdef KWB_REPRO_MAIN").unwrap()..];
+    assert!(
+        main.contains("p.A = kwb_device_filled<__nv_bfloat16>("),
+        "{main}"
+    );
+    assert!(main.contains("float* out = (float*)(p.D);"), "{main}");
+    assert!(main.contains("int kwb_arg0 = (int)(p.M);"));
+    assert!(main.contains("const void* kwb_arg4 = p.A;"));
+    assert!(main.contains("void* args[] = {&kwb_arg0, &kwb_arg1, &kwb_arg2, &kwb_arg3, &kwb_arg4, &kwb_arg5, &kwb_arg6};"));
+    assert!(main.trim_end().ends_with("#endif  // KWB_REPRO_MAIN"));
 }
