@@ -230,3 +230,65 @@ fn the_production_flags_come_from_compile_commands() {
     );
     assert!(!dir.path().join("o2").exists());
 }
+
+#[test]
+fn the_production_flags_come_from_a_build_log() {
+    let dir = setup();
+    let log = "[jit] compiling\nRunning: /usr/local/cuda/bin/nvcc -std=c++20 -arch=sm_90a \\\n  -DTILE=16 -O2 -c /tmp/jit_7/k.cu -o /tmp/jit_7/k.o\n";
+    std::fs::write(dir.path().join("jit.log"), log).unwrap();
+    let run = extract(
+        dir.path(),
+        &[
+            "k.cu",
+            "--kernel",
+            "gemm",
+            "--flags-from",
+            "jit.log",
+            "-o",
+            "out",
+        ],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let script = std::fs::read_to_string(dir.path().join("out/build.sh")).unwrap();
+    for flag in ["'-std=c++20'", "'-arch=sm_90a'", "'-DTILE=16'", "'-O2'"] {
+        assert!(script.contains(flag), "{flag} missing: {script}");
+    }
+    let manifest = std::fs::read_to_string(dir.path().join("out/kwb.toml")).unwrap();
+    assert!(manifest.contains("the build log jit.log"), "{manifest}");
+    // A log without nvcc: an error, nothing written; -p and --flags-from exclude each other.
+    std::fs::write(dir.path().join("empty.log"), "make: nothing to be done\n").unwrap();
+    let run = extract(
+        dir.path(),
+        &[
+            "k.cu",
+            "--kernel",
+            "gemm",
+            "--flags-from",
+            "empty.log",
+            "-o",
+            "o2",
+        ],
+    );
+    assert_eq!(run.code, 2);
+    assert!(
+        run.stderr.contains("it shows no nvcc command"),
+        "{}",
+        run.stderr
+    );
+    assert!(!dir.path().join("o2").exists());
+    let run = extract(
+        dir.path(),
+        &[
+            "k.cu",
+            "--kernel",
+            "gemm",
+            "-p",
+            "x.json",
+            "--flags-from",
+            "jit.log",
+            "-o",
+            "o3",
+        ],
+    );
+    assert_eq!(run.code, 2, "{}", run.stderr);
+}

@@ -26,6 +26,7 @@ pub struct BuildFlags {
 pub enum DbError {
     Json(String),
     NoEntry { file: String, entries: usize },
+    NoCommand { file: String, commands: usize },
     Command(String),
 }
 
@@ -36,6 +37,13 @@ impl std::fmt::Display for DbError {
             DbError::NoEntry { file, entries } => {
                 write!(f, "none of its {entries} entries compiles {file}")
             }
+            DbError::NoCommand { file, commands: 0 } => {
+                write!(f, "it shows no nvcc command (looking for {file})")
+            }
+            DbError::NoCommand { file, commands } => write!(
+                f,
+                "none of its {commands} nvcc commands names {file}, so which one built it is not guessed"
+            ),
             DbError::Command(e) => write!(f, "its command line does not split: {e}"),
         }
     }
@@ -71,6 +79,49 @@ pub fn flags_for(json: &str, file: &Path) -> Result<BuildFlags, DbError> {
         file: file.display().to_string(),
         entries: entries.len(),
     })
+}
+
+/// The flags of the nvcc command a build log (a JIT system's, a `make VERBOSE=1`
+/// transcript) shows compiling `file`: the log's lines (a trailing `\` joins the
+/// next) are searched for a word that is `nvcc` (any folder before it); the words
+/// after it are the command. The command that names `file` wins; failing that, the
+/// only nvcc command in the log (a JIT often compiles a copy under another name).
+/// Relative paths are taken from `directory`.
+pub fn flags_from_log(log: &str, file: &Path, directory: &Path) -> Result<BuildFlags, DbError> {
+    let joined = log.replace("\\\r\n", " ").replace("\\\n", " ");
+    let name = file.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    let mut commands: Vec<Vec<String>> = Vec::new();
+    for line in joined.lines() {
+        let Ok(words) = split_command(line) else {
+            continue;
+        };
+        let Some(at) = words.iter().position(|w| {
+            let base = w.rsplit('/').next().unwrap_or(w);
+            base == "nvcc" || base == "nvcc.exe"
+        }) else {
+            continue;
+        };
+        commands.push(words[at..].to_vec());
+    }
+    let naming = |c: &&Vec<String>| {
+        !name.is_empty() && c.iter().skip(1).any(|w| w.rsplit('/').next() == Some(name))
+    };
+    let chosen = match commands.iter().find(naming) {
+        Some(c) => c,
+        None if commands.len() == 1 => &commands[0],
+        None => {
+            return Err(DbError::NoCommand {
+                file: file.display().to_string(),
+                commands: commands.len(),
+            });
+        }
+    };
+    let input = chosen
+        .iter()
+        .skip(1)
+        .find(|w| w.ends_with(".cu"))
+        .map_or_else(|| file.to_path_buf(), PathBuf::from);
+    Ok(parse_nvcc(chosen, directory, &input))
 }
 
 /// Splits a command line into words: whitespace separates, single quotes keep
@@ -262,6 +313,33 @@ mod tests {
         assert_eq!(f.std.as_deref(), Some("c++17"));
         assert_eq!(f.arches, ["sm_90a"]);
         assert_eq!(f.other, ["-O3", "--expt-relaxed-constexpr"]);
+    }
+
+    #[test]
+    fn reads_an_nvcc_command_out_of_a_build_log() {
+        let log = "[jit] building gemm_kernel\n\
+            2026-11-29 10:00:01 INFO Running: /usr/local/cuda/bin/nvcc -std=c++17 \\\n\
+            -gencode arch=compute_90a,code=sm_90a -I/opt/src/include -DBM=128 -O3 \\\n\
+            -c /tmp/jit_1/gemm_kernel.cu -o /tmp/jit_1/gemm_kernel.o\n\
+            [jit] done\n";
+        let f = flags_from_log(log, Path::new("kernels/gemm.cu"), Path::new("/work")).unwrap();
+        assert_eq!(f.std.as_deref(), Some("c++17"));
+        assert_eq!(f.arches, ["sm_90a"]);
+        assert_eq!(f.includes, ["/opt/src/include"]);
+        assert_eq!(f.defines, ["BM=128"]);
+        assert_eq!(f.other, ["-O3"]);
+        // Two commands and neither names the file: which one is not guessed.
+        let two = format!("{log}nvcc -O2 -c other.cu\n");
+        assert!(matches!(
+            flags_from_log(&two, Path::new("kernels/gemm.cu"), Path::new("/")),
+            Err(DbError::NoCommand { commands: 2, .. })
+        ));
+        // The one that names it wins.
+        let f = flags_from_log(&two, Path::new("x/other.cu"), Path::new("/")).unwrap();
+        assert_eq!(f.other, ["-O2"]);
+        assert!(
+            flags_from_log("make: nothing to do\n", Path::new("a.cu"), Path::new("/")).is_err()
+        );
     }
 
     #[test]

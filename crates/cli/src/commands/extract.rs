@@ -45,6 +45,11 @@ pub struct Args {
     /// --arch given here come on top)
     #[arg(short = 'p', long = "compile-commands", value_name = "JSON")]
     compile_commands: Option<PathBuf>,
+    /// A build log that shows the production nvcc command (a JIT system's log, a
+    /// verbose make transcript): the command naming FILE, else the log's only nvcc
+    /// command, gives the flags as -p would (relative paths from the current folder)
+    #[arg(long, value_name = "LOG", conflicts_with = "compile_commands")]
+    flags_from: Option<PathBuf>,
     /// The C++ standard of the build [default: the database's, else c++17]
     #[arg(long)]
     std: Option<String>,
@@ -79,22 +84,33 @@ pub fn run(args: Args) -> i32 {
         )));
         return exit::INPUT;
     }
-    let db_flags = match &args.compile_commands {
-        None => kwb_extract::compile_db::BuildFlags::default(),
-        Some(path) => {
-            let flags = std::fs::read_to_string(path)
-                .map_err(|e| e.to_string())
-                .and_then(|json| {
-                    kwb_extract::compile_db::flags_for(&json, &args.file).map_err(|e| e.to_string())
-                });
-            match flags {
-                Ok(f) => f,
-                Err(why) => {
-                    render::error(Report::msg(format!("{}: {why}", path.display())));
-                    return exit::INPUT;
+    let read_flags = |path: &PathBuf, from_log: bool| {
+        std::fs::read_to_string(path)
+            .map_err(|e| e.to_string())
+            .and_then(|text| {
+                if from_log {
+                    let here = std::env::current_dir().unwrap_or_default();
+                    kwb_extract::compile_db::flags_from_log(&text, &args.file, &here)
+                } else {
+                    kwb_extract::compile_db::flags_for(&text, &args.file)
                 }
+                .map_err(|e| e.to_string())
+            })
+    };
+    let source_of_flags = args
+        .compile_commands
+        .as_ref()
+        .map(|p| (p, false))
+        .or(args.flags_from.as_ref().map(|p| (p, true)));
+    let db_flags = match source_of_flags {
+        None => kwb_extract::compile_db::BuildFlags::default(),
+        Some((path, from_log)) => match read_flags(path, from_log) {
+            Ok(f) => f,
+            Err(why) => {
+                render::error(Report::msg(format!("{}: {why}", path.display())));
+                return exit::INPUT;
             }
-        }
+        },
     };
     let defines: Vec<(String, String)> = db_flags
         .defines
@@ -158,12 +174,11 @@ pub fn run(args: Args) -> i32 {
         defines: defines.iter().map(|(n, v)| format!("{n}={v}")).collect(),
         includes,
         other: db_flags.other.clone(),
-        from: args
-            .compile_commands
-            .as_ref()
-            .map_or("command line".to_owned(), |p| {
-                format!("{} and the command line", p.display())
-            }),
+        from: match source_of_flags {
+            None => "command line".to_owned(),
+            Some((p, false)) => format!("{} and the command line", p.display()),
+            Some((p, true)) => format!("the build log {} and the command line", p.display()),
+        },
     };
     let script = build_script(&build);
     let toml_text = Manifest::new(&x, &request.file_name, build).to_toml();
