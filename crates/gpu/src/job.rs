@@ -41,6 +41,10 @@ pub struct Reference {
 pub struct JobRung {
     pub name: String,
     pub inputs: Vec<(Role, PathBuf)>,
+    /// Buffers filled with the all-ones NaN pattern on the device instead: the output,
+    /// and C when beta is 0. Every other buffer without an input is zeroed.
+    #[serde(default)]
+    pub fill: Vec<Role>,
     pub output: PathBuf,
     /// Where the reference's M x N doubles go, when there is a GPU reference.
     pub answer: Option<PathBuf>,

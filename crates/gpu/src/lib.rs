@@ -556,7 +556,10 @@ fn prepare(
         let writers: Vec<_> = plan
             .operands
             .iter()
-            .filter(|o| matches!(o.role, Role::A | Role::B | Role::C))
+            // C with beta = 0 is not read: the worker fills it on the device.
+            .filter(|o| {
+                matches!(o.role, Role::A | Role::B) || (o.role == Role::C && plan.beta != 0.0)
+            })
             .map(|o| {
                 let (file, ops) = (work.join(format!("rung{i}.{}.bin", o.role.name())), &ops);
                 s.spawn(move || {
@@ -581,9 +584,14 @@ fn prepare(
         (inputs, answer)
     });
     let inputs = inputs?;
+    let mut fill = vec![plan.output];
+    if plan.beta == 0.0 && plan.output != Role::C {
+        fill.push(Role::C);
+    }
     let job = JobRung {
         name: rung.name(),
         inputs,
+        fill,
         output: work.join(format!("rung{i}.out.bin")),
         answer: (!host).then(|| work.join(format!("rung{i}.answer.bin"))),
     };

@@ -152,14 +152,24 @@ fn run(ctx: &Arc<CudaContext>, library: &libloading::Library, job: &Job) -> Resu
         let at = Some(index);
         // Inputs, and NaN in the output.
         for (role, slice) in &mut buffers.slices {
-            let bytes = if let Some((_, file)) = rung.inputs.iter().find(|(r, _)| r == role) {
-                std::fs::read(file)
-                    .map_err(|e| fail(at, "upload", format!("{}: {e}", file.display())))?
-            } else if *role == plan.output {
-                vec![0xff; slice.len()]
-            } else {
-                vec![0; slice.len()]
+            let Some((_, file)) = rung.inputs.iter().find(|(r, _)| r == role) else {
+                let byte = if rung.fill.contains(role) { 0xff } else { 0 };
+                let (address, _sync) = slice.device_ptr(&stream);
+                // SAFETY: `address` is this slice's allocation of `slice.len()` bytes,
+                // written on the stream it belongs to.
+                unsafe {
+                    cudarc::driver::result::memset_d8_async(
+                        address,
+                        byte,
+                        slice.len(),
+                        stream.cu_stream(),
+                    )
+                }
+                .map_err(|e| fail(at, "upload", format!("{}: {e}", role.name())))?;
+                continue;
             };
+            let bytes = std::fs::read(file)
+                .map_err(|e| fail(at, "upload", format!("{}: {e}", file.display())))?;
             if bytes.len() != slice.len() {
                 return Err(fail(
                     at,
