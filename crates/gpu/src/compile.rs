@@ -111,20 +111,7 @@ pub fn build(
     let partial = entry.join(format!("repro.so.partial-{}", std::process::id()));
     let started = Instant::now();
     let built = kwb_toolchain::compile_shared_library(toolchain, &source, flags, &partial);
-    if let Err(e) = built {
-        let _ = std::fs::remove_file(&partial);
-        return Err(match e {
-            kwb_toolchain::Error::ToolFailed { stderr, .. } => GpuError::Build {
-                path: source,
-                stderr: stderr.0,
-            },
-            other => GpuError::Toolchain(other),
-        });
-    }
-    std::fs::rename(&partial, &library).map_err(|e| GpuError::Io {
-        path: library.clone(),
-        source: e,
-    })?;
+    settle(built, &source, &partial, &library)?;
     Ok(Built {
         library,
         cached: false,
@@ -161,18 +148,33 @@ pub fn build_reference(
         extra: vec!["-O3".to_owned()],
         ..CompileFlags::default()
     };
-    if let Err(e) = kwb_toolchain::compile_cubin(toolchain, &source, &flags, &partial) {
-        let _ = std::fs::remove_file(&partial);
+    let built = kwb_toolchain::compile_cubin(toolchain, &source, &flags, &partial);
+    settle(built, &source, &partial, &cubin)?;
+    Ok(cubin)
+}
+
+/// Moves nvcc's `partial` output into place as `target` once it succeeded; else
+/// removes it and says why, with nvcc's own words when it ran and failed.
+fn settle(
+    built: kwb_toolchain::Result<()>,
+    source: &Path,
+    partial: &Path,
+    target: &Path,
+) -> Result<(), GpuError> {
+    if let Err(e) = built {
+        let _ = std::fs::remove_file(partial);
         return Err(match e {
             kwb_toolchain::Error::ToolFailed { stderr, .. } => GpuError::Build {
-                path: source,
+                path: source.to_path_buf(),
                 stderr: stderr.0,
             },
             other => GpuError::Toolchain(other),
         });
     }
-    std::fs::rename(&partial, &cubin).map_err(io(&cubin))?;
-    Ok(cubin)
+    std::fs::rename(partial, target).map_err(|e| GpuError::Io {
+        path: target.to_path_buf(),
+        source: e,
+    })
 }
 
 #[cfg(test)]

@@ -205,3 +205,31 @@ fn the_gpu_reference_matches_the_operand_types_and_builds() {
         cubin
     );
 }
+
+#[test]
+fn a_reproducer_nvcc_rejects_is_reported_with_its_words_and_nothing_is_cached() {
+    let (dir, _m) = extracted("mma_sync", "gemm_mma_sync");
+    std::fs::write(dir.path().join("repro.cu"), "this is not C++;\n").unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let options = RunOptions {
+        rungs: vec![Rung::Ones],
+        request: request(),
+        timeout: Duration::from_secs(10),
+        grid: None,
+        block: None,
+        smem: None,
+        worker: vec!["false".to_owned()],
+        cache: cache.path().to_path_buf(),
+        reference: ReferenceOn::Host,
+        dump: None,
+    };
+    match run(dir.path(), &options) {
+        Err(GpuError::Build { stderr, .. }) => assert!(stderr.contains("error"), "{stderr}"),
+        other => panic!("expected a build error, got {other:?}"),
+    }
+    // The entry folder holds neither a library nor a partial file.
+    for entry in std::fs::read_dir(cache.path()).unwrap() {
+        let files: Vec<_> = std::fs::read_dir(entry.unwrap().path()).unwrap().collect();
+        assert!(files.is_empty(), "{files:?}");
+    }
+}
