@@ -19,6 +19,7 @@ mod fragments;
 mod includes;
 pub mod markers;
 mod nodes;
+pub mod options;
 mod plan;
 mod probes;
 

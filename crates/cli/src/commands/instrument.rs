@@ -84,29 +84,12 @@ pub struct Args {
 pub struct Cta(Option<[u32; 3]>);
 
 fn parse_cta(text: &str) -> Result<Cta, String> {
-    if text == "all" {
-        return Ok(Cta(None));
-    }
-    let parts: Vec<&str> = text.split(',').collect();
-    let numbers: Result<Vec<u32>, _> = parts.iter().map(|p| p.trim().parse::<u32>()).collect();
-    match numbers.as_deref() {
-        Ok([x, y, z]) => Ok(Cta(Some([*x, *y, *z]))),
-        _ => Err("expected X,Y,Z (three non-negative integers) or `all`".to_owned()),
-    }
+    kwb_instrument::options::cta(text).map(Cta)
 }
 
 /// A row bound: `< EXPR` or `EXPR`, one C++ expression.
 fn parse_rows(text: &str) -> Result<String, String> {
-    let expr = text.trim().trim_start_matches('<').trim();
-    if expr.is_empty() {
-        return Err("expected '< EXPR', e.g. '< kBatchRows'".to_owned());
-    }
-    if expr.contains([';', '{', '}']) || expr.contains("/*") || expr.contains("//") {
-        return Err(format!(
-            "`{expr}` is not one expression (no `;`, braces or comments)"
-        ));
-    }
-    Ok(expr.to_owned())
+    kwb_instrument::options::rows(text)
 }
 
 /// A K-tile range `[begin, end)`.
@@ -114,21 +97,7 @@ fn parse_rows(text: &str) -> Result<String, String> {
 pub struct KTiles(u32, u32);
 
 fn parse_k_tiles(text: &str) -> Result<KTiles, String> {
-    let (a, b) = text
-        .split_once("..")
-        .ok_or_else(|| "expected A..B, e.g. 0..4".to_owned())?;
-    let a: u32 = a
-        .trim()
-        .parse()
-        .map_err(|_| format!("`{a}` is not a K tile index"))?;
-    let b: u32 = b
-        .trim()
-        .parse()
-        .map_err(|_| format!("`{b}` is not a K tile index"))?;
-    if b <= a {
-        return Err(format!("the range {a}..{b} is empty"));
-    }
-    Ok(KTiles(a, b))
+    kwb_instrument::options::k_tiles(text).map(|(a, b)| KTiles(a, b))
 }
 
 #[derive(Debug, Error, Diagnostic)]
