@@ -4,6 +4,7 @@ pub mod debug;
 pub mod extract;
 pub mod instrument;
 pub mod ladder;
+pub mod nvcc;
 pub mod overlay;
 pub mod parse_stats;
 pub mod run;

@@ -1,0 +1,363 @@
+//! `kwb-nvcc`: the precompile hook. As a compiler launcher (`kwb-nvcc nvcc ARGS…`,
+//! for `CMAKE_CUDA_COMPILER_LAUNCHER`) or a drop-in nvcc (`KWB_NVCC_REAL` names the
+//! real one; for `PYTORCH_NVCC`, Makefiles, JITs).
+//!
+//! Without `KWB_TRACE` it becomes the real nvcc (exec: the same arguments, the same
+//! environment, no file of its own). With it, each CUDA source of a compile is
+//! instrumented as `kwb-instrument` would (and, unless `overlay=off`, the included
+//! headers that hold a staged mainloop, into an overlay folder first on the include
+//! path), the copies are kept in the cache under a hash of everything that decides
+//! them, and nvcc compiles them with `-DKWB_TRACE`; `#line` keeps its messages on the
+//! original files. A source without a targeted site compiles untouched; one that names
+//! the targeted kernel but yields no site fails the build, as does a bad `KWB_TRACE`.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use kwb_hook::{Mode, NvccCommand, Spec};
+
+/// Exit code of a build the hook refuses (bad `KWB_TRACE`, no real nvcc, a target it
+/// cannot instrument): the build fails rather than going on without probes.
+const REFUSED: i32 = 2;
+
+fn refuse(message: &str) -> i32 {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "kwb-nvcc: {message}");
+    REFUSED
+}
+
+/// The real nvcc and its arguments from this process's arguments.
+fn resolve(mut argv: Vec<OsString>) -> Result<(PathBuf, Vec<OsString>), String> {
+    let launcher = argv.first().is_some_and(|first| {
+        Path::new(first)
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n == "nvcc" || n == "nvcc.exe")
+    });
+    let real = if launcher {
+        PathBuf::from(argv.remove(0))
+    } else {
+        match std::env::var_os("KWB_NVCC_REAL") {
+            Some(r) if !r.is_empty() => PathBuf::from(r),
+            _ => {
+                return Err(
+                    "which nvcc? use `kwb-nvcc nvcc ARGS…` (a compiler launcher) or set KWB_NVCC_REAL to the real nvcc (a drop-in)"
+                        .to_owned(),
+                );
+            }
+        }
+    };
+    // A real nvcc that is this program would call itself forever.
+    let me = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.canonicalize().ok());
+    let found = which(&real);
+    if found.as_ref().and_then(|p| p.canonicalize().ok()) == me && me.is_some() {
+        return Err(format!(
+            "the real nvcc `{}` is kwb-nvcc itself; point KWB_NVCC_REAL at the CUDA toolkit's nvcc",
+            real.display()
+        ));
+    }
+    if found.is_none() {
+        return Err(format!("the real nvcc `{}` is not there", real.display()));
+    }
+    Ok((real, argv))
+}
+
+/// `program` as the OS would find it: a path as is, a bare name on PATH.
+fn which(program: &Path) -> Option<PathBuf> {
+    if program.components().count() > 1 {
+        return program.is_file().then(|| program.to_path_buf());
+    }
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join(program))
+            .find(|p| p.is_file())
+    })
+}
+
+/// Becomes the real nvcc; returns only when that fails.
+fn become_nvcc(real: &Path, args: &[OsString]) -> i32 {
+    use std::os::unix::process::CommandExt;
+    let e = Command::new(real).args(args).exec();
+    refuse(&format!("cannot run {}: {e}", real.display()))
+}
+
+pub fn main() -> i32 {
+    let (real, args) = match resolve(std::env::args_os().skip(1).collect()) {
+        Ok(r) => r,
+        Err(why) => return refuse(&why),
+    };
+    let trace = std::env::var("KWB_TRACE").unwrap_or_default();
+    if trace.trim().is_empty() {
+        return become_nvcc(&real, &args);
+    }
+    match instrumented(&trace, &args) {
+        Ok(Some(new)) => run(&real, &new),
+        Ok(None) => become_nvcc(&real, &args),
+        Err(why) => refuse(&why),
+    }
+}
+
+/// A source compiled instead of the original, and the overlay headers with it.
+struct Prepared {
+    args: Vec<String>,
+    /// (copy, original) path pairs, to put dependency files back on the originals.
+    renames: Vec<(PathBuf, PathBuf)>,
+    dependency_file: Option<String>,
+}
+
+fn run(real: &Path, p: &Prepared) -> i32 {
+    let status = Command::new(real).args(&p.args).status();
+    match status {
+        Ok(s) if s.success() => {
+            if let Some(d) = &p.dependency_file {
+                restore_dependencies(Path::new(d), &p.renames);
+            }
+            0
+        }
+        Ok(s) => s.code().unwrap_or(1),
+        Err(e) => refuse(&format!("cannot run {}: {e}", real.display())),
+    }
+}
+
+/// Names the originals, not the copies, in the dependency file nvcc wrote, so the
+/// build's incremental rebuilds follow the user's files.
+fn restore_dependencies(file: &Path, renames: &[(PathBuf, PathBuf)]) {
+    let Ok(mut text) = std::fs::read_to_string(file) else {
+        return;
+    };
+    for (copy, original) in renames {
+        text = text.replace(&copy.display().to_string(), &original.display().to_string());
+    }
+    let _ = crate::output::write_atomically(file, text.as_bytes());
+}
+
+/// The new command line, or `None` when nothing in this command is to be
+/// instrumented (it then runs unchanged).
+fn instrumented(trace: &str, args: &[OsString]) -> Result<Option<Prepared>, String> {
+    let text = match trace.trim().strip_prefix('@') {
+        Some(file) => {
+            std::fs::read_to_string(file.trim()).map_err(|e| format!("KWB_TRACE=@{file}: {e}"))?
+        }
+        None => trace.to_owned(),
+    };
+    let spec = Spec::parse(&text).map_err(|e| format!("KWB_TRACE: {e}"))?;
+    let args: Vec<String> = args
+        .iter()
+        .map(|a| {
+            a.to_str()
+                .map(str::to_owned)
+                .ok_or_else(|| format!("an argument is not UTF-8: {}", a.to_string_lossy()))
+        })
+        .collect::<Result<_, _>>()?;
+    let mut read = |file: &str| -> Result<Vec<String>, String> {
+        let text = std::fs::read_to_string(file).map_err(|e| format!("{file}: {e}"))?;
+        let mut words = Vec::new();
+        for line in text.lines() {
+            words.extend(
+                kwb_extract::compile_db::split_command(line).map_err(|e| format!("{file}: {e}"))?,
+            );
+        }
+        Ok(words)
+    };
+    let command = NvccCommand::parse(NvccCommand::expand(&args, &mut read)?);
+    if command.mode != Mode::Compile {
+        return Ok(None);
+    }
+    let cache = kwb_toolchain::cache::cache_dir(&kwb_toolchain::Env::from_process())
+        .map_err(|e| e.to_string())?
+        .join("nvcc");
+    let mut replacements = Vec::new();
+    let mut renames = Vec::new();
+    let mut overlay_dir = None;
+    for &index in &command.cuda_sources {
+        let source = PathBuf::from(&command.args[index]);
+        let Some(done) = instrument_source(&source, &command, &spec, &cache)? else {
+            continue;
+        };
+        renames.push((done.copy.clone(), absolute(&source)));
+        renames.extend(done.headers);
+        replacements.push((index, done.copy));
+        if done.overlay.is_some() {
+            overlay_dir = done.overlay;
+        }
+    }
+    if replacements.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(Prepared {
+        args: command.rewritten(&replacements, overlay_dir.as_deref()),
+        renames,
+        dependency_file: command
+            .writes_dependencies
+            .then(|| command.dependency_file.clone())
+            .flatten(),
+    }))
+}
+
+fn absolute(p: &Path) -> PathBuf {
+    p.canonicalize().unwrap_or_else(|_| p.to_path_buf())
+}
+
+/// One instrumented source in the cache.
+struct Done {
+    copy: PathBuf,
+    overlay: Option<PathBuf>,
+    /// (copy, original) of each overlay header.
+    headers: Vec<(PathBuf, PathBuf)>,
+}
+
+/// FNV-1a over the parts, each terminated.
+fn key(parts: &[&[u8]]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for part in parts {
+        for b in part.iter().chain(&[0xff]) {
+            h ^= u64::from(*b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    h
+}
+
+/// Instruments `source` (and its overlay headers) into the cache, or finds it there;
+/// `None` when it holds no targeted site.
+fn instrument_source(
+    source: &Path,
+    command: &NvccCommand,
+    spec: &Spec,
+    cache: &Path,
+) -> Result<Option<Done>, String> {
+    let Ok(text) = std::fs::read_to_string(source) else {
+        return Ok(None); // nvcc will say what is wrong with it
+    };
+    let original = absolute(source);
+    let config = kwb_instrument::Config {
+        file_name: original.display().to_string(),
+        ..spec.config.clone()
+    };
+    let traced = match kwb_instrument::instrument(&text, &config) {
+        Ok((traced, plan)) => Some((traced, plan.probes.len())),
+        Err(kwb_instrument::InstrumentError::NothingToProbe)
+        | Err(kwb_instrument::InstrumentError::UnknownKernel { .. }) => None,
+        Err(e) => return Err(format!("{}: {e}", source.display())),
+    };
+    let dir_of = |p: &Path| {
+        p.parent()
+            .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
+    };
+    let mut roots: Vec<PathBuf> = command.includes.iter().map(PathBuf::from).collect();
+    roots.push(dir_of(source));
+    let version = env!("CARGO_PKG_VERSION");
+    let includes = command.includes.join("\u{1f}");
+    let entry = cache.join(format!(
+        "{:016x}",
+        key(&[
+            version.as_bytes(),
+            spec.canonical.as_bytes(),
+            original.display().to_string().as_bytes(),
+            text.as_bytes(),
+            includes.as_bytes(),
+        ])
+    ));
+    let name = source
+        .file_name()
+        .map_or_else(|| "source.cu".into(), |n| n.to_os_string());
+    // Built in a private folder, then renamed into place whole: parallel builds of
+    // the same source race harmlessly (the loser's folder is dropped).
+    let staging = cache.join(format!(
+        ".staging-{}-{}",
+        std::process::id(),
+        key(&[entry.display().to_string().as_bytes()])
+    ));
+    let _ = std::fs::remove_dir_all(&staging);
+    let overlay_in = |dir: &Path| dir.join("overlay");
+    let copies = if spec.overlay {
+        crate::commands::overlay::plan(
+            source,
+            &text,
+            &roots,
+            &overlay_in(&staging),
+            &kwb_instrument::Config {
+                lenient_gate: true,
+                ..config.clone()
+            },
+            traced.as_ref().map_or(0, |t| t.1 as u32),
+        )
+    } else {
+        Vec::new()
+    };
+    if traced.is_none() && copies.is_empty() {
+        if let Some(kernel) = &spec.config.kernel
+            && kwb_syntax::identifiers(&text).any(|w| w == kernel)
+        {
+            return Err(format!(
+                "{}: KWB_TRACE names kernel `{kernel}` and this source uses it, but kwb finds no site to probe in it{}",
+                source.display(),
+                if spec.overlay {
+                    " or in the headers it includes"
+                } else {
+                    " (overlay=off)"
+                }
+            ));
+        }
+        return Ok(None);
+    }
+    let copy_in = |dir: &Path| dir.join("tu").join(&name);
+    let headers: Vec<(PathBuf, PathBuf)> = copies
+        .iter()
+        .filter_map(|(w, _)| {
+            let relative = w.copy.strip_prefix(overlay_in(&staging)).ok()?;
+            Some((overlay_in(&entry).join(relative), absolute(&w.source)))
+        })
+        .collect();
+    if !entry.join(".complete").is_file() {
+        let write = |path: &Path, bytes: &[u8]| -> Result<(), String> {
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent)
+                    .map_err(|e| format!("{}: {e}", parent.display()))?;
+            }
+            std::fs::write(path, bytes).map_err(|e| format!("{}: {e}", path.display()))
+        };
+        // An uninstrumented source still names itself for nvcc's messages.
+        let tu_text = match &traced {
+            Some((t, _)) => t.clone(),
+            None => format!("#line 1 \"{}\"\n{text}", original.display()),
+        };
+        write(&copy_in(&staging), tu_text.as_bytes())?;
+        for (w, traced_header) in &copies {
+            write(&w.copy, traced_header.as_bytes())?;
+        }
+        write(&staging.join(".complete"), b"")?;
+        if std::fs::rename(&staging, &entry).is_err() {
+            // Another build put the same entry in place first.
+            let _ = std::fs::remove_dir_all(&staging);
+            if !entry.join(".complete").is_file() {
+                return Err(format!("cannot put {} in place", entry.display()));
+            }
+        }
+    } else {
+        let _ = std::fs::remove_dir_all(&staging);
+    }
+    {
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
+            "kwb-nvcc: {}: {} probes{} ({})",
+            source.display(),
+            traced.as_ref().map_or(0, |t| t.1),
+            if headers.is_empty() {
+                String::new()
+            } else {
+                format!(", {} instrumented headers", headers.len())
+            },
+            entry.display()
+        );
+    }
+    Ok(Some(Done {
+        copy: copy_in(&entry),
+        overlay: (!headers.is_empty()).then(|| overlay_in(&entry)),
+        headers,
+    }))
+}

@@ -1,0 +1,318 @@
+//! End-to-end tests of `kwb-nvcc`, the precompile hook: with a stand-in nvcc that
+//! records what it was given (always), and a real Makefile build with the project's
+//! nvcc (with `KWB_RUN_SLOW_TESTS=1`, as `cargo xtask test` sets it): disabled, the
+//! build is the plain build (same command lines, identical SASS); enabled, the
+//! targeted kernel's TU carries probes, the other TU is untouched, the dependency file
+//! names the original files; a bad `KWB_TRACE` fails the build.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const HOOK: &str = env!("CARGO_BIN_EXE_kwb-nvcc");
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
+}
+
+/// A folder with a stand-in `nvcc` on its `bin/` that records its arguments (one a
+/// line) and its environment's size, and writes `-MF`'s file naming its inputs.
+fn stand_in() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let script = format!(
+        "#!/bin/sh\nprintf '%s\\n' \"$@\" > {0}/args.txt\nenv | sort > {0}/env.txt\n\
+         dep=''; prev=''; for a in \"$@\"; do [ \"$prev\" = -MF ] && dep=$a; prev=$a; done\n\
+         if [ -n \"$dep\" ]; then printf 'k.o: %s\\n' \"$*\" > \"$dep\"; fi\nexit 0\n",
+        dir.path().display()
+    );
+    std::fs::write(bin.join("nvcc"), script).unwrap();
+    Command::new("chmod")
+        .arg("+x")
+        .arg(bin.join("nvcc"))
+        .status()
+        .unwrap();
+    std::fs::copy(
+        root().join("kernels/mma_sync/gemm.cu"),
+        dir.path().join("gemm.cu"),
+    )
+    .unwrap();
+    std::fs::copy(
+        root().join("kernels/common/kwb_harness.cuh"),
+        dir.path().join("kwb_harness.cuh"),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("plain.cu"),
+        "__global__ void k(float* x) { x[0] = 1.f; }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("user.cu"),
+        "__global__ void gemm_mma_sync(float* x) { x[threadIdx.x] = 0.f; }\n",
+    )
+    .unwrap();
+    dir
+}
+
+struct Run {
+    code: i32,
+    stderr: String,
+}
+
+fn hook(dir: &Path, trace: Option<&str>, args: &[&str]) -> Run {
+    let path = format!(
+        "{}:{}",
+        dir.join("bin").display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut c = Command::new(HOOK);
+    c.args(args)
+        .current_dir(dir)
+        .env("PATH", path)
+        .env("KWB_CACHE_DIR", dir.join("cache"))
+        .env_remove("KWB_TRACE")
+        .env_remove("KWB_NVCC_REAL");
+    if let Some(t) = trace {
+        c.env("KWB_TRACE", t);
+    }
+    let out = c.output().unwrap();
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+fn recorded(dir: &Path) -> Vec<String> {
+    std::fs::read_to_string(dir.join("args.txt"))
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn disabled_it_is_nvcc_with_the_same_arguments_and_writes_nothing() {
+    let d = stand_in();
+    let args = [
+        "nvcc", "-O3", "-Iinc", "-DX=1", "-c", "gemm.cu", "-o", "g.o",
+    ];
+    let r = hook(d.path(), None, &args);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(recorded(d.path()), &args[1..]);
+    assert!(r.stderr.is_empty(), "{}", r.stderr);
+    assert!(!d.path().join("cache").exists(), "no file of its own");
+    // As a drop-in through KWB_NVCC_REAL, the same.
+    let out = Command::new(HOOK)
+        .args(&args[1..])
+        .current_dir(d.path())
+        .env("KWB_NVCC_REAL", d.path().join("bin/nvcc"))
+        .env_remove("KWB_TRACE")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(recorded(d.path()), &args[1..]);
+}
+
+#[test]
+fn enabled_it_compiles_an_instrumented_copy_and_puts_dependencies_back() {
+    let d = stand_in();
+    let trace = "kernel=gemm_mma_sync;probe=accumulator";
+    let r = hook(
+        d.path(),
+        Some(trace),
+        &[
+            "nvcc", "-O3", "-MD", "-MF", "g.d", "-c", "gemm.cu", "-o", "g.o",
+        ],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stderr.contains("gemm.cu: 2 probes"), "{}", r.stderr);
+    let args = recorded(d.path());
+    assert_eq!(&args[..2], ["-I.", "-DKWB_TRACE"]);
+    let copy = args
+        .iter()
+        .find(|a| a.ends_with("/tu/gemm.cu"))
+        .expect("the copy is compiled");
+    assert!(copy.starts_with(&d.path().join("cache/nvcc").display().to_string()));
+    let text = std::fs::read_to_string(copy).unwrap();
+    assert!(text.contains("kwb::enabled"), "probes in the copy");
+    assert!(text.contains(&format!(
+        "#line 1 \"{}\"",
+        d.path().canonicalize().unwrap().join("gemm.cu").display()
+    )));
+    // The dependency file names the original, not the copy.
+    let deps = std::fs::read_to_string(d.path().join("g.d")).unwrap();
+    assert!(!deps.contains("/tu/gemm.cu"), "{deps}");
+    assert!(
+        deps.contains(
+            &d.path()
+                .canonicalize()
+                .unwrap()
+                .join("gemm.cu")
+                .display()
+                .to_string()
+        ),
+        "{deps}"
+    );
+    // A second build (other flags, same source, spec and include folders) compiles
+    // the same cached copy.
+    let again = hook(d.path(), Some(trace), &["nvcc", "-O2", "-c", "gemm.cu"]);
+    assert_eq!(again.code, 0);
+    assert!(recorded(d.path()).contains(copy));
+    assert_eq!(
+        std::fs::read_dir(d.path().join("cache/nvcc"))
+            .unwrap()
+            .count(),
+        1
+    );
+}
+
+#[test]
+fn what_it_cannot_instrument_fails_the_build_and_the_rest_passes_through() {
+    let d = stand_in();
+    let trace = "kernel=gemm_mma_sync";
+    // A source without the kernel compiles untouched.
+    let r = hook(d.path(), Some(trace), &["nvcc", "-c", "plain.cu"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(recorded(d.path()), ["-c", "plain.cu"]);
+    // Dependency-only and preprocess-only commands pass through.
+    for mode in ["-M", "-E"] {
+        let r = hook(d.path(), Some(trace), &["nvcc", mode, "gemm.cu"]);
+        assert_eq!(r.code, 0);
+        assert_eq!(recorded(d.path()), [mode, "gemm.cu"]);
+    }
+    // A source that has the kernel but nothing to probe in it: refused.
+    let r = hook(d.path(), Some(trace), &["nvcc", "-c", "user.cu"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("names kernel `gemm_mma_sync`"),
+        "{}",
+        r.stderr
+    );
+    // A bad spec, a missing real nvcc, no nvcc named: refused with a message.
+    let r = hook(
+        d.path(),
+        Some("kernel=k;colour=red"),
+        &["nvcc", "-c", "gemm.cu"],
+    );
+    assert_eq!(r.code, 2);
+    assert!(
+        r.stderr.contains("`colour` is not a KWB_TRACE key"),
+        "{}",
+        r.stderr
+    );
+    let r = hook(d.path(), None, &["-c", "gemm.cu"]);
+    assert_eq!(r.code, 2);
+    assert!(r.stderr.contains("which nvcc?"), "{}", r.stderr);
+    let r = hook(d.path(), None, &["/no/such/nvcc", "-c", "gemm.cu"]);
+    assert_eq!(r.code, 2);
+    assert!(r.stderr.contains("is not there"), "{}", r.stderr);
+    // A real nvcc that is kwb-nvcc itself.
+    let out = Command::new(HOOK)
+        .args(["-c", "gemm.cu"])
+        .current_dir(d.path())
+        .env("KWB_NVCC_REAL", HOOK)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is kwb-nvcc itself"));
+}
+
+/// `make -C out -f tests/hook/make/Makefile` with `NVCC` and, when given, `KWB_TRACE`.
+fn make(out: &Path, nvcc: &str, trace: Option<&str>, cache: &Path) -> std::process::Output {
+    std::fs::create_dir_all(out).unwrap();
+    let mut c = Command::new("make");
+    c.arg("-C")
+        .arg(out)
+        .arg("-f")
+        .arg(root().join("tests/hook/make/Makefile"))
+        .arg(format!("ROOT={}", root().display()))
+        .arg(format!("NVCC={nvcc}"))
+        .args(["-j2", "--no-print-directory"])
+        .env("KWB_CACHE_DIR", cache)
+        .env_remove("KWB_TRACE");
+    if let Some(t) = trace {
+        c.env("KWB_TRACE", t);
+    }
+    c.output().unwrap()
+}
+
+#[test]
+fn a_makefile_build_is_the_plain_build_when_disabled_and_carries_probes_when_enabled() {
+    if std::env::var("KWB_RUN_SLOW_TESTS").as_deref() != Ok("1") {
+        return;
+    }
+    let env = kwb_toolchain::Env::from_process();
+    let toolchain = kwb_toolchain::toolchain(&env).unwrap();
+    let nvcc = toolchain.nvcc.display().to_string();
+    let d = tempfile::tempdir().unwrap();
+    let cache = d.path().join("cache");
+    let sass =
+        |o: &Path| kwb_toolchain::sass_instructions(&kwb_toolchain::sass(&toolchain, o).unwrap());
+    let plain = make(&d.path().join("plain"), &nvcc, None, &cache);
+    assert!(
+        plain.status.success(),
+        "{}",
+        String::from_utf8_lossy(&plain.stderr)
+    );
+    let launcher = format!("{HOOK} {nvcc}");
+    let off = make(&d.path().join("off"), &launcher, None, &cache);
+    assert!(
+        off.status.success(),
+        "{}",
+        String::from_utf8_lossy(&off.stderr)
+    );
+    assert!(!cache.exists(), "disabled, the hook writes nothing");
+    for o in ["gemm.o", "scalar.o"] {
+        assert_eq!(
+            sass(&d.path().join("plain").join(o)),
+            sass(&d.path().join("off").join(o)),
+            "{o}: disabled, the same SASS as the plain build"
+        );
+    }
+    let on = make(
+        &d.path().join("on"),
+        &launcher,
+        Some("kernel=gemm_mma_sync;probe=accumulator,epilogue"),
+        &cache,
+    );
+    let stderr = String::from_utf8_lossy(&on.stderr);
+    assert!(on.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("gemm.cu:") && stderr.contains("probes"),
+        "{stderr}"
+    );
+    assert_ne!(
+        sass(&d.path().join("plain/gemm.o")),
+        sass(&d.path().join("on/gemm.o")),
+        "enabled, the targeted kernel carries probes"
+    );
+    assert_eq!(
+        sass(&d.path().join("plain/scalar.o")),
+        sass(&d.path().join("on/scalar.o")),
+        "the TU without the kernel is untouched"
+    );
+    let deps = std::fs::read_to_string(d.path().join("on/gemm.d")).unwrap();
+    assert!(
+        deps.contains(
+            &root()
+                .join("kernels/mma_sync/gemm.cu")
+                .display()
+                .to_string()
+        ),
+        "{deps}"
+    );
+    assert!(!deps.contains("/tu/"), "{deps}");
+    // A bad spec fails the build.
+    let bad = make(
+        &d.path().join("bad"),
+        &launcher,
+        Some("kernel=gemm_mma_sync;colour=red"),
+        &cache,
+    );
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("not a KWB_TRACE key"));
+}
