@@ -4,6 +4,9 @@
 //! 1. `kwb sites --json` over every CUTLASS header (target ≤ 3 s wall).
 //! 2. `kwb sites` against `nvcc -E` on one kernel translation unit (target ≥ 20×).
 //!
+//! 3. With `--hook`: `kwb-nvcc` in front of nvcc on the cutlass3x_sm90 translation
+//!    unit, disabled (target ≤ 1.01×) and enabled (target ≤ 1.05×), against plain nvcc.
+//!
 //! Each command runs `--runs` times after one warm-up; the median wall time counts.
 
 use std::path::{Path, PathBuf};
@@ -61,6 +64,76 @@ pub fn run(root: &Path, runs: usize) -> Result {
     println!(
         "{TU}: kwb sites median {one:.3} s, nvcc -E median {nvcc:.3} s: {:.1}× (target ≥ 20×)",
         nvcc / one
+    );
+    Ok(())
+}
+
+/// `kwb-nvcc` against plain nvcc, side by side, on the suite's CUTLASS 3.x TU.
+pub fn hook(root: &Path, runs: usize) -> Result {
+    let (toolchain, cutlass) = tools()?;
+    let cutlass = cutlass.ok_or_else(|| Failure("CUTLASS headers not found".to_owned()))?;
+    let status = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+        .args([
+            "build",
+            "--release",
+            "--quiet",
+            "-p",
+            "kwb",
+            "--bin",
+            "kwb-nvcc",
+        ])
+        .current_dir(root)
+        .status()
+        .map_err(|e| Failure(format!("cannot run cargo: {e}")))?;
+    if !status.success() {
+        return Err(Failure(
+            "cargo build --release -p kwb --bin kwb-nvcc failed".to_owned(),
+        ));
+    }
+    let hook = root.join("target/release/kwb-nvcc");
+    let out = tempfile::tempdir().map_err(|e| Failure(e.to_string()))?;
+    let mut args: Vec<String> = vec![
+        "-std=c++17".into(),
+        "-O3".into(),
+        "-arch=sm_90a".into(),
+        "--expt-relaxed-constexpr".into(),
+        "-DKWB_DEFECT=none".into(),
+        format!("-I{}", root.join("kernels/common").display()),
+        format!("-I{}", cutlass.include.display()),
+    ];
+    if let Some(util) = &cutlass.util_include {
+        args.push(format!("-I{}", util.display()));
+    }
+    args.extend([
+        "-c".into(),
+        root.join("kernels/cutlass3x_sm90/gemm.cu")
+            .display()
+            .to_string(),
+        "-o".into(),
+        out.path().join("gemm.o").display().to_string(),
+    ]);
+    let command = |hooked: bool, trace: Option<&str>| {
+        let mut c = if hooked {
+            let mut c = Command::new(&hook);
+            c.arg(&toolchain.nvcc);
+            c
+        } else {
+            Command::new(&toolchain.nvcc)
+        };
+        c.args(&args).env("KWB_CACHE_DIR", out.path().join("cache"));
+        match trace {
+            Some(t) => c.env("KWB_TRACE", t),
+            None => c.env_remove("KWB_TRACE"),
+        };
+        c
+    };
+    let plain = median(&mut command(false, None), runs)?;
+    let off = median(&mut command(true, None), runs)?;
+    let on = median(&mut command(true, Some("probe=accumulator,epilogue")), runs)?;
+    println!(
+        "kernels/cutlass3x_sm90/gemm.cu -c: nvcc median {plain:.2} s; kwb-nvcc disabled {off:.2} s ({:.3}×, target ≤ 1.01×); enabled (probe=accumulator,epilogue, the CUTLASS collective through the overlay) {on:.2} s ({:.3}×, target ≤ 1.05×)",
+        off / plain,
+        on / plain
     );
     Ok(())
 }

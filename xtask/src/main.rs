@@ -55,6 +55,10 @@ enum Task {
         /// Timed runs of each command (after one warm-up)
         #[arg(long, default_value_t = 5)]
         runs: usize,
+        /// Instead: kwb-nvcc against plain nvcc on the cutlass3x_sm90 translation unit
+        /// (disabled and enabled), side by side
+        #[arg(long)]
+        hook: bool,
     },
     /// Compile every variant of kernels/suite.toml for every architecture of its family
     Kernels {
@@ -147,7 +151,8 @@ fn main() -> ExitCode {
         Task::Test => ci::run(&project_root()),
         Task::Tidy => tidy::run(&project_root()),
         Task::Demo => demo::run(&project_root()),
-        Task::Bench { runs } => bench::run(&project_root(), runs),
+        Task::Bench { runs, hook: false } => bench::run(&project_root(), runs),
+        Task::Bench { runs, hook: true } => bench::hook(&project_root(), runs),
         Task::Kernels { jobs, family } => kernels::run(
             &project_root(),
             &kernels::Build {

@@ -237,48 +237,111 @@ fn instrument_source(
         file_name: original.display().to_string(),
         ..spec.config.clone()
     };
-    let traced = match kwb_instrument::instrument(&text, &config) {
+    let mut roots: Vec<PathBuf> = command.includes.iter().map(PathBuf::from).collect();
+    roots.push(
+        source
+            .parent()
+            .map_or_else(|| PathBuf::from("."), Path::to_path_buf),
+    );
+    // The entry depends on the source, the spec, the include folders and, with an
+    // overlay, every header the source reaches through them.
+    let mut parts: Vec<Vec<u8>> = vec![
+        env!("CARGO_PKG_VERSION").as_bytes().to_vec(),
+        spec.canonical.as_bytes().to_vec(),
+        original.display().to_string().into_bytes(),
+        text.as_bytes().to_vec(),
+        command.includes.join("\u{1f}").into_bytes(),
+    ];
+    if spec.overlay {
+        for header in crate::commands::overlay::followed(source, &text, &roots) {
+            let content = std::fs::read(&header).unwrap_or_default();
+            parts.push(format!("{}\u{1f}{:016x}", header.display(), key(&[&content])).into_bytes());
+        }
+    }
+    let refs: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();
+    let entry = cache.join(format!("{:016x}", key(&refs)));
+    // A complete entry is used as it is: nothing is instrumented again.
+    let (probes, headers) = match read_entry(&entry) {
+        Some(found) => found,
+        None => match build_entry(
+            source, &text, &original, spec, &config, &roots, cache, &entry,
+        )? {
+            Some(built) => built,
+            None => return Ok(None),
+        },
+    };
+    {
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
+            "kwb-nvcc: {}: {probes} probes{} ({})",
+            source.display(),
+            if headers.is_empty() {
+                String::new()
+            } else {
+                format!(", {} instrumented headers", headers.len())
+            },
+            entry.display()
+        );
+    }
+    Ok(Some(Done {
+        copy: entry
+            .join("tu")
+            .join(source.file_name().unwrap_or_default()),
+        overlay: (!headers.is_empty()).then(|| entry.join("overlay")),
+        headers,
+    }))
+}
+
+/// A cache entry's probe count and (copy, original) header pairs.
+type Sites = (usize, Vec<(PathBuf, PathBuf)>);
+
+/// The probe count and the (copy, original) header pairs of a complete entry.
+fn read_entry(entry: &Path) -> Option<Sites> {
+    let text = std::fs::read_to_string(entry.join("sites.txt")).ok()?;
+    let mut lines = text.lines();
+    let probes = lines.next()?.parse().ok()?;
+    let headers = lines
+        .filter_map(|l| l.split_once('\t'))
+        .map(|(copy, original)| (entry.join("overlay").join(copy), PathBuf::from(original)))
+        .collect();
+    Some((probes, headers))
+}
+
+/// Instruments `source` and its overlay headers into `entry` (built in a private
+/// folder and renamed into place whole, so parallel builds of the same source race
+/// harmlessly; `sites.txt`, written last, marks it complete); `None` when nothing in
+/// them is targeted.
+#[allow(clippy::too_many_arguments)]
+fn build_entry(
+    source: &Path,
+    text: &str,
+    original: &Path,
+    spec: &Spec,
+    config: &kwb_instrument::Config,
+    roots: &[PathBuf],
+    cache: &Path,
+    entry: &Path,
+) -> Result<Option<Sites>, String> {
+    let traced = match kwb_instrument::instrument(text, config) {
         Ok((traced, plan)) => Some((traced, plan.probes.len())),
         Err(kwb_instrument::InstrumentError::NothingToProbe)
         | Err(kwb_instrument::InstrumentError::UnknownKernel { .. }) => None,
         Err(e) => return Err(format!("{}: {e}", source.display())),
     };
-    let dir_of = |p: &Path| {
-        p.parent()
-            .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
-    };
-    let mut roots: Vec<PathBuf> = command.includes.iter().map(PathBuf::from).collect();
-    roots.push(dir_of(source));
-    let version = env!("CARGO_PKG_VERSION");
-    let includes = command.includes.join("\u{1f}");
-    let entry = cache.join(format!(
-        "{:016x}",
-        key(&[
-            version.as_bytes(),
-            spec.canonical.as_bytes(),
-            original.display().to_string().as_bytes(),
-            text.as_bytes(),
-            includes.as_bytes(),
-        ])
-    ));
-    let name = source
-        .file_name()
-        .map_or_else(|| "source.cu".into(), |n| n.to_os_string());
-    // Built in a private folder, then renamed into place whole: parallel builds of
-    // the same source race harmlessly (the loser's folder is dropped).
     let staging = cache.join(format!(
         ".staging-{}-{}",
         std::process::id(),
         key(&[entry.display().to_string().as_bytes()])
     ));
     let _ = std::fs::remove_dir_all(&staging);
-    let overlay_in = |dir: &Path| dir.join("overlay");
+    let overlay = staging.join("overlay");
     let copies = if spec.overlay {
         crate::commands::overlay::plan(
             source,
-            &text,
-            &roots,
-            &overlay_in(&staging),
+            text,
+            roots,
+            &overlay,
             &kwb_instrument::Config {
                 lenient_gate: true,
                 ..config.clone()
@@ -290,7 +353,7 @@ fn instrument_source(
     };
     if traced.is_none() && copies.is_empty() {
         if let Some(kernel) = &spec.config.kernel
-            && kwb_syntax::identifiers(&text).any(|w| w == kernel)
+            && kwb_syntax::identifiers(text).any(|w| w == kernel)
         {
             return Err(format!(
                 "{}: KWB_TRACE names kernel `{kernel}` and this source uses it, but kwb finds no site to probe in it{}",
@@ -304,60 +367,40 @@ fn instrument_source(
         }
         return Ok(None);
     }
-    let copy_in = |dir: &Path| dir.join("tu").join(&name);
-    let headers: Vec<(PathBuf, PathBuf)> = copies
-        .iter()
-        .filter_map(|(w, _)| {
-            let relative = w.copy.strip_prefix(overlay_in(&staging)).ok()?;
-            Some((overlay_in(&entry).join(relative), absolute(&w.source)))
-        })
-        .collect();
-    if !entry.join(".complete").is_file() {
-        let write = |path: &Path, bytes: &[u8]| -> Result<(), String> {
-            if let Some(parent) = path.parent() {
-                std::fs::create_dir_all(parent)
-                    .map_err(|e| format!("{}: {e}", parent.display()))?;
-            }
-            std::fs::write(path, bytes).map_err(|e| format!("{}: {e}", path.display()))
-        };
-        // An uninstrumented source still names itself for nvcc's messages.
-        let tu_text = match &traced {
-            Some((t, _)) => t.clone(),
-            None => format!("#line 1 \"{}\"\n{text}", original.display()),
-        };
-        write(&copy_in(&staging), tu_text.as_bytes())?;
-        for (w, traced_header) in &copies {
-            write(&w.copy, traced_header.as_bytes())?;
+    let write = |path: &Path, bytes: &[u8]| -> Result<(), String> {
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
         }
-        write(&staging.join(".complete"), b"")?;
-        if std::fs::rename(&staging, &entry).is_err() {
-            // Another build put the same entry in place first.
-            let _ = std::fs::remove_dir_all(&staging);
-            if !entry.join(".complete").is_file() {
-                return Err(format!("cannot put {} in place", entry.display()));
-            }
+        std::fs::write(path, bytes).map_err(|e| format!("{}: {e}", path.display()))
+    };
+    // An uninstrumented source still names itself for nvcc's messages.
+    let (tu_text, probes) = match &traced {
+        Some((t, n)) => (t.clone(), *n),
+        None => (format!("#line 1 \"{}\"\n{text}", original.display()), 0),
+    };
+    write(
+        &staging
+            .join("tu")
+            .join(source.file_name().unwrap_or_default()),
+        tu_text.as_bytes(),
+    )?;
+    let mut sites = format!("{probes}\n");
+    let mut headers = Vec::new();
+    for (w, traced_header) in &copies {
+        write(&w.copy, traced_header.as_bytes())?;
+        if let Ok(relative) = w.copy.strip_prefix(&overlay) {
+            let source = absolute(&w.source);
+            sites.push_str(&format!("{}\t{}\n", relative.display(), source.display()));
+            headers.push((entry.join("overlay").join(relative), source));
         }
-    } else {
+    }
+    write(&staging.join("sites.txt"), sites.as_bytes())?;
+    if std::fs::rename(&staging, entry).is_err() {
+        // Another build put the same entry in place first.
         let _ = std::fs::remove_dir_all(&staging);
+        if !entry.join("sites.txt").is_file() {
+            return Err(format!("cannot put {} in place", entry.display()));
+        }
     }
-    {
-        use std::io::Write;
-        let _ = writeln!(
-            std::io::stderr(),
-            "kwb-nvcc: {}: {} probes{} ({})",
-            source.display(),
-            traced.as_ref().map_or(0, |t| t.1),
-            if headers.is_empty() {
-                String::new()
-            } else {
-                format!(", {} instrumented headers", headers.len())
-            },
-            entry.display()
-        );
-    }
-    Ok(Some(Done {
-        copy: copy_in(&entry),
-        overlay: (!headers.is_empty()).then(|| overlay_in(&entry)),
-        headers,
-    }))
+    Ok(Some((probes, headers)))
 }

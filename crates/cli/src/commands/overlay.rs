@@ -86,6 +86,15 @@ fn headers(file: &Path, source: &str, roots: &[PathBuf]) -> Vec<Found> {
     found
 }
 
+/// Every header `file` (text `source`) includes through `roots`, transitively: what
+/// an overlay of it depends on (a cache of one must change when any of them does).
+pub fn followed(file: &Path, source: &str, roots: &[PathBuf]) -> Vec<PathBuf> {
+    headers(file, source, roots)
+        .into_iter()
+        .map(|f| f.path)
+        .collect()
+}
+
 /// Instruments every header `file` includes that has something to probe, with
 /// `config` (its gate only where it reaches), ids from `first_id` on; returns the
 /// copies to write, in id order.
