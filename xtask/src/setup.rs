@@ -30,12 +30,20 @@ pub fn run() -> Result<Installed> {
         println!("kwb toolchain already installed in {}", target.display());
     } else {
         let start = Instant::now();
-        install(&target)?;
+        install(&target, pins::PINS, &pins::pin_list())?;
         let seconds = start.elapsed().as_secs_f64();
         println!(
             "installed kwb toolchain in {} ({seconds:.1} s)",
             target.display()
         );
+    }
+
+    let tools = cache::tools_dir(&cache_dir);
+    if cache::is_installed_with(&tools, &pins::tools_list()) {
+        println!("build tools already installed in {}", tools.display());
+    } else {
+        install(&tools, pins::BUILD_TOOLS, &pins::tools_list())?;
+        println!("installed build tools (cmake) in {}", tools.display());
     }
 
     // Discover from the cache alone, so a KWB_CUDA_HOME set elsewhere cannot hide a
@@ -56,12 +64,13 @@ pub fn run() -> Result<Installed> {
     Ok(installed)
 }
 
-/// Installs every pin into `target` through a `.partial` sibling folder.
-fn install(target: &Path) -> Result {
+/// Installs `pins` into `target` through a `.partial` sibling folder, marked with
+/// `list` last.
+fn install(target: &Path, pins: &[pins::Pin], list: &str) -> Result {
     let partial = partial_dir(target);
     remove_if_present(&partial)?;
     fs::create_dir_all(&partial).map_err(|e| io_failure("create", &partial, e))?;
-    println!("installing {} pinned packages with pip", pins::PINS.len());
+    println!("installing {} pinned packages with pip", pins.len());
 
     let mut pip = Command::new("python3");
     pip.args([
@@ -74,7 +83,7 @@ fn install(target: &Path) -> Result {
     ])
     .arg("--target")
     .arg(&partial)
-    .args(pins::PINS.iter().map(pins::Pin::requirement));
+    .args(pins.iter().map(pins::Pin::requirement));
     let status = pip
         .status()
         .map_err(|e| Failure(format!("cannot run python3 -m pip: {e}")))?;
@@ -84,7 +93,7 @@ fn install(target: &Path) -> Result {
         )));
     }
 
-    cache::write_marker(&partial)?;
+    cache::write_marker_with(&partial, list)?;
     // The final folder has no marker here: whatever it holds is unfinished.
     remove_if_present(target)?;
     fs::rename(&partial, target).map_err(|e| io_failure("rename", &partial, e))

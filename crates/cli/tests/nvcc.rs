@@ -316,3 +316,79 @@ fn a_makefile_build_is_the_plain_build_when_disabled_and_carries_probes_when_ena
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("not a KWB_TRACE key"));
 }
+
+#[test]
+fn a_cmake_build_with_the_launcher_is_the_plain_build_when_disabled() {
+    if std::env::var("KWB_RUN_SLOW_TESTS").as_deref() != Ok("1") {
+        return;
+    }
+    let env = kwb_toolchain::Env::from_process();
+    let toolchain = kwb_toolchain::toolchain(&env).unwrap();
+    let cmake =
+        kwb_toolchain::cache::cmake(&env).expect("the pinned cmake: run `cargo xtask setup`");
+    let d = tempfile::tempdir().unwrap();
+    let cache = d.path().join("cache");
+    // Configures and builds the project into `name`; the object files' SASS.
+    let build = |name: &str, launcher: bool, trace: Option<&str>| {
+        let out = d.path().join(name);
+        let mut configure = Command::new(&cmake);
+        configure
+            .arg("-S")
+            .arg(root().join("tests/hook/cmake"))
+            .arg("-B")
+            .arg(&out)
+            .arg(format!("-DKWB_ROOT={}", root().display()))
+            .arg(format!(
+                "-DCMAKE_CUDA_COMPILER={}",
+                toolchain.nvcc.display()
+            ));
+        if launcher {
+            configure.arg(format!("-DCMAKE_CUDA_COMPILER_LAUNCHER={HOOK}"));
+        }
+        let c = configure
+            .env_remove("KWB_TRACE")
+            .env("KWB_CACHE_DIR", &cache)
+            .output()
+            .unwrap();
+        assert!(c.status.success(), "{}", String::from_utf8_lossy(&c.stderr));
+        let mut b = Command::new(&cmake);
+        b.arg("--build")
+            .arg(&out)
+            .args(["-j", "2"])
+            .env("KWB_CACHE_DIR", &cache)
+            .env_remove("KWB_TRACE");
+        if let Some(t) = trace {
+            b.env("KWB_TRACE", t);
+        }
+        let built = b.output().unwrap();
+        assert!(
+            built.status.success(),
+            "{}",
+            String::from_utf8_lossy(&built.stdout)
+        );
+        let object = |rel: &str| {
+            let o = out
+                .join("CMakeFiles/kernels.dir")
+                .join(root().strip_prefix("/").unwrap())
+                .join(rel);
+            kwb_toolchain::sass_instructions(&kwb_toolchain::sass(&toolchain, &o).unwrap())
+        };
+        (
+            object("kernels/mma_sync/gemm.cu.o"),
+            object("fixtures/sites/scalar_fma.cu.o"),
+            String::from_utf8_lossy(&built.stderr).into_owned(),
+        )
+    };
+    let plain = build("plain", false, None);
+    let off = build("off", true, None);
+    assert_eq!(
+        (&plain.0, &plain.1),
+        (&off.0, &off.1),
+        "disabled: the plain build's SASS"
+    );
+    assert!(!cache.exists(), "disabled, the hook writes nothing");
+    let on = build("on", true, Some("kernel=gemm_mma_sync;probe=accumulator"));
+    assert!(on.2.contains("probes"), "{}", on.2);
+    assert_ne!(plain.0, on.0, "enabled: the targeted TU carries probes");
+    assert_eq!(plain.1, on.1, "the other TU is untouched");
+}

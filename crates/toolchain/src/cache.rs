@@ -8,7 +8,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use crate::pins::{pin_hash, pin_list};
+use crate::pins::{pin_hash, pin_list, tools_hash, tools_list};
 use crate::{Env, Error, Result};
 
 /// The name of the marker file written into a finished install.
@@ -31,16 +31,38 @@ pub fn toolchain_dir(cache: &Path) -> PathBuf {
 
 /// Whether `target` holds a finished install of the current pins.
 pub fn is_installed(target: &Path) -> bool {
+    is_installed_with(target, &pin_list())
+}
+
+/// Whether `target` holds a finished install of the packages `list` names.
+pub fn is_installed_with(target: &Path, list: &str) -> bool {
     match fs::read_to_string(target.join(MARKER)) {
-        Ok(text) => text == pin_list(),
+        Ok(text) => text == list,
         Err(_) => false,
     }
 }
 
 /// Marks `target` as a finished install of the current pins. Call it last.
 pub fn write_marker(target: &Path) -> Result<()> {
+    write_marker_with(target, &pin_list())
+}
+
+/// Marks `target` as a finished install of the packages `list` names. Call it last.
+pub fn write_marker_with(target: &Path, list: &str) -> Result<()> {
     let path = target.join(MARKER);
-    fs::write(&path, pin_list()).map_err(|source| Error::Io { path, source })
+    fs::write(&path, list).map_err(|source| Error::Io { path, source })
+}
+
+/// The install folder of the build tools inside `cache`: `tools-<hash>`.
+pub fn tools_dir(cache: &Path) -> PathBuf {
+    cache.join(format!("tools-{}", tools_hash()))
+}
+
+/// The pinned `cmake` of a finished build-tools install in the cache named by `env`.
+pub fn cmake(env: &crate::Env) -> Option<PathBuf> {
+    let dir = tools_dir(&cache_dir(env).ok()?);
+    let cmake = dir.join("cmake").join("data").join("bin").join("cmake");
+    (is_installed_with(&dir, &tools_list()) && cmake.is_file()).then_some(cmake)
 }
 
 /// The CUDA home inside a pip `--target` folder: `nvidia/cu13`, holding `bin/nvcc`.

@@ -32,6 +32,20 @@ pub const PINS: &[Pin] = &[
     pin("nvidia-cutlass", "4.2.0.0"),
 ];
 
+/// Build tools the project's own tests drive (the precompile hook's CMake project),
+/// installed apart from the toolchain so that pinning one never reinstalls the other.
+pub const BUILD_TOOLS: &[Pin] = &[pin("cmake", "4.1.2")];
+
+/// [`BUILD_TOOLS`] as pip requirements, one per line; the content of their marker.
+pub fn tools_list() -> String {
+    requirements_text(BUILD_TOOLS)
+}
+
+/// The short hash of [`tools_list`]: it names the build tools' cache subfolder.
+pub fn tools_hash() -> String {
+    short_hash(&tools_list())
+}
+
 const fn pin(name: &'static str, version: &'static str) -> Pin {
     Pin { name, version }
 }
