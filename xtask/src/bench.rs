@@ -127,23 +127,43 @@ pub fn hook(root: &Path, runs: usize) -> Result {
         };
         c
     };
-    let plain = median(&mut command(false, None), runs)?;
-    let off = median(&mut command(true, None), runs)?;
-    let on = median(&mut command(true, Some("probe=accumulator,epilogue")), runs)?;
+    // Interleaved (plain, disabled, enabled; again), so that the machine's drift
+    // falls on all three alike; the first round warms up (and fills the hook's cache).
+    let mut commands = [
+        command(false, None),
+        command(true, None),
+        command(true, Some("probe=accumulator,epilogue")),
+    ];
+    let mut times: [Vec<f64>; 3] = Default::default();
+    for round in 0..=runs.max(1) {
+        for (c, t) in commands.iter_mut().zip(times.iter_mut()) {
+            let seconds = median(c, 0)?;
+            if round > 0 {
+                t.push(seconds);
+            }
+        }
+    }
+    let mid = |t: &mut Vec<f64>| {
+        t.sort_by(f64::total_cmp);
+        t[t.len() / 2]
+    };
+    let (plain, off, on) = (mid(&mut times[0]), mid(&mut times[1]), mid(&mut times[2]));
     println!(
-        "kernels/cutlass3x_sm90/gemm.cu -c: nvcc median {plain:.2} s; kwb-nvcc disabled {off:.2} s ({:.3}×, target ≤ 1.01×); enabled (probe=accumulator,epilogue, the CUTLASS collective through the overlay) {on:.2} s ({:.3}×, target ≤ 1.05×)",
+        "kernels/cutlass3x_sm90/gemm.cu -c, {runs} interleaved rounds: nvcc median {plain:.2} s; kwb-nvcc disabled {off:.2} s ({:.3}×, target ≤ 1.01×); enabled (probe=accumulator,epilogue, the CUTLASS collective through the overlay) {on:.2} s ({:.3}×, target ≤ 1.05×)",
         off / plain,
         on / plain
     );
     Ok(())
 }
 
-/// Median wall seconds of `runs` runs after one warm-up; output is discarded, and a
-/// failing run is an error unless it only reported files without kernels.
+/// Median wall seconds of `runs` runs after one warm-up (`runs` 0: one run, timed);
+/// output is discarded, and a failing run is an error unless it only reported files
+/// without kernels.
 fn median(command: &mut Command, runs: usize) -> Result<f64> {
     command.stdout(Stdio::null()).stderr(Stdio::null());
     let mut times = Vec::new();
-    for i in 0..=runs.max(1) {
+    let warm_up = usize::from(runs > 0);
+    for i in 0..runs.max(1) + warm_up {
         let started = Instant::now();
         let status = command
             .status()
@@ -154,7 +174,7 @@ fn median(command: &mut Command, runs: usize) -> Result<f64> {
                 command.get_program()
             )));
         }
-        if i > 0 {
+        if i >= warm_up {
             times.push(started.elapsed().as_secs_f64());
         }
     }
