@@ -25,17 +25,7 @@ pub struct Built {
     pub flags: Vec<String>,
 }
 
-/// FNV-1a, 64 bits: a cache key, not a security boundary.
-fn fnv(parts: &[&[u8]]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for part in parts {
-        for b in part.iter().chain(&[0xff]) {
-            h ^= u64::from(*b);
-            h = h.wrapping_mul(0x0100_0000_01b3);
-        }
-    }
-    h
-}
+use kwb_toolchain::cache::content_key as fnv;
 
 /// The flags of the manifest's build, plus the CUTLASS include folder kwb knows of
 /// (last, so it never shadows one the build names).
@@ -175,15 +165,4 @@ fn settle(
         path: target.to_path_buf(),
         source: e,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_key_separates_its_parts() {
-        assert_ne!(fnv(&[b"ab", b"c"]), fnv(&[b"a", b"bc"]));
-        assert_eq!(fnv(&[b"x"]), fnv(&[b"x"]));
-    }
 }

@@ -135,18 +135,7 @@ fn without_a_gpu_the_reproducer_is_still_built_and_cached() {
     }
     let (dir, _m) = extracted("mma_sync", "gemm_mma_sync");
     let cache = tempfile::tempdir().unwrap();
-    let options = RunOptions {
-        rungs: vec![Rung::Ones],
-        request: request(),
-        timeout: Duration::from_secs(10),
-        grid: None,
-        block: None,
-        smem: None,
-        worker: vec!["false".to_owned()],
-        cache: cache.path().to_path_buf(),
-        reference: ReferenceOn::Host,
-        dump: None,
-    };
+    let options = options(cache.path());
     let e = run(dir.path(), &options).unwrap_err();
     assert!(matches!(e, GpuError::NoDriver { .. }), "{e}");
     let built: Vec<_> = std::fs::read_dir(cache.path()).unwrap().collect();
@@ -211,18 +200,7 @@ fn a_reproducer_nvcc_rejects_is_reported_with_its_words_and_nothing_is_cached() 
     let (dir, _m) = extracted("mma_sync", "gemm_mma_sync");
     std::fs::write(dir.path().join("repro.cu"), "this is not C++;\n").unwrap();
     let cache = tempfile::tempdir().unwrap();
-    let options = RunOptions {
-        rungs: vec![Rung::Ones],
-        request: request(),
-        timeout: Duration::from_secs(10),
-        grid: None,
-        block: None,
-        smem: None,
-        worker: vec!["false".to_owned()],
-        cache: cache.path().to_path_buf(),
-        reference: ReferenceOn::Host,
-        dump: None,
-    };
+    let options = options(cache.path());
     match run(dir.path(), &options) {
         Err(GpuError::Build { stderr, .. }) => assert!(stderr.contains("error"), "{stderr}"),
         other => panic!("expected a build error, got {other:?}"),
@@ -231,5 +209,21 @@ fn a_reproducer_nvcc_rejects_is_reported_with_its_words_and_nothing_is_cached() 
     for entry in std::fs::read_dir(cache.path()).unwrap() {
         let files: Vec<_> = std::fs::read_dir(entry.unwrap().path()).unwrap().collect();
         assert!(files.is_empty(), "{files:?}");
+    }
+}
+
+/// The ones rung with the host reference, a worker that is never started, `cache`.
+fn options(cache: &Path) -> RunOptions {
+    RunOptions {
+        rungs: vec![Rung::Ones],
+        request: request(),
+        timeout: Duration::from_secs(10),
+        grid: None,
+        block: None,
+        smem: None,
+        worker: vec!["false".to_owned()],
+        cache: cache.to_path_buf(),
+        reference: ReferenceOn::Host,
+        dump: None,
     }
 }

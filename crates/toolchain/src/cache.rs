@@ -53,6 +53,20 @@ pub fn write_marker_with(target: &Path, list: &str) -> Result<()> {
     fs::write(&path, list).map_err(|source| Error::Io { path, source })
 }
 
+/// The key of a cache entry made from `parts`: FNV-1a over each part followed by a
+/// separator byte no UTF-8 text holds, so ("ab", "c") and ("a", "bc") differ. A cache
+/// key, not a security boundary.
+pub fn content_key(parts: &[&[u8]]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for part in parts {
+        for b in part.iter().chain(&[0xff]) {
+            h ^= u64::from(*b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    h
+}
+
 /// The install folder of the build tools inside `cache`: `tools-<hash>`.
 pub fn tools_dir(cache: &Path) -> PathBuf {
     cache.join(format!("tools-{}", tools_hash()))
@@ -79,6 +93,12 @@ pub fn cutlass_source(target: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn content_keys_separate_their_parts() {
+        assert_ne!(content_key(&[b"ab", b"c"]), content_key(&[b"a", b"bc"]));
+        assert_eq!(content_key(&[b"x"]), content_key(&[b"x"]));
+    }
 
     fn env(kwb: Option<&str>, xdg: Option<&str>, home: Option<&str>) -> Env {
         Env {

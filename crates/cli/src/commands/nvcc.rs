@@ -209,17 +209,7 @@ struct Done {
     headers: Vec<(PathBuf, PathBuf)>,
 }
 
-/// FNV-1a over the parts, each terminated.
-fn key(parts: &[&[u8]]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for part in parts {
-        for b in part.iter().chain(&[0xff]) {
-            h ^= u64::from(*b);
-            h = h.wrapping_mul(0x0100_0000_01b3);
-        }
-    }
-    h
-}
+use kwb_toolchain::cache::content_key as key;
 
 /// Instruments `source` (and its overlay headers) into the cache, or finds it there;
 /// `None` when it holds no targeted site.
