@@ -392,3 +392,53 @@ fn a_cmake_build_with_the_launcher_is_the_plain_build_when_disabled() {
     assert_ne!(plain.0, on.0, "enabled: the targeted TU carries probes");
     assert_eq!(plain.1, on.1, "the other TU is untouched");
 }
+
+#[test]
+fn parallel_builds_of_one_source_share_one_complete_entry() {
+    let d = stand_in();
+    let trace = "kernel=gemm_mma_sync;probe=accumulator";
+    let path = format!(
+        "{}:{}",
+        d.path().join("bin").display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    // Eight builds of the same source at once (as `make -j8` of one file into several
+    // objects): every one succeeds and compiles a complete copy.
+    let children: Vec<_> = (0..8)
+        .map(|i| {
+            Command::new(HOOK)
+                .args(["nvcc", "-c", "gemm.cu", "-o", &format!("g{i}.o")])
+                .current_dir(d.path())
+                .env("PATH", &path)
+                .env("KWB_CACHE_DIR", d.path().join("cache"))
+                .env("KWB_TRACE", trace)
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for child in children {
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let entries: Vec<_> = std::fs::read_dir(d.path().join("cache/nvcc"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(
+        entries.len(),
+        1,
+        "one entry, no staging folder left: {entries:?}"
+    );
+    let copy = entries[0].join("tu/gemm.cu");
+    assert!(
+        std::fs::read_to_string(copy)
+            .unwrap()
+            .contains("kwb::enabled")
+    );
+    assert!(entries[0].join("sites.txt").is_file());
+}
