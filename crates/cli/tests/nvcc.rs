@@ -25,7 +25,8 @@ fn stand_in() -> tempfile::TempDir {
     std::fs::create_dir_all(&bin).unwrap();
     let script = format!(
         "#!/bin/sh\nprintf '%s\\n' \"$@\" > {0}/args.txt\nenv | sort > {0}/env.txt\n\
-         dep=''; prev=''; for a in \"$@\"; do [ \"$prev\" = -MF ] && dep=$a; prev=$a; done\n\
+         dep=''; md=''; out=''; prev=''; for a in \"$@\"; do [ \"$prev\" = -MF ] && dep=$a; [ \"$prev\" = -o ] && out=$a; [ \"$a\" = -MD ] && md=1; prev=$a; done\n\
+         if [ -z \"$dep\" ] && [ -n \"$md\" ] && [ -n \"$out\" ]; then dep=${{out%.*}}.d; fi\n\
          if [ -n \"$dep\" ]; then printf 'k.o: %s\\n' \"$*\" > \"$dep\"; fi\nexit 0\n",
         dir.path().display()
     );
@@ -157,6 +158,15 @@ fn enabled_it_compiles_an_instrumented_copy_and_puts_dependencies_back() {
         ),
         "{deps}"
     );
+    // -MD without -MF: nvcc names the file after the output; it is put back too.
+    let r = hook(
+        d.path(),
+        Some(trace),
+        &["nvcc", "-MD", "-c", "gemm.cu", "-o", "k2.o"],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let deps = std::fs::read_to_string(d.path().join("k2.d")).unwrap();
+    assert!(!deps.contains("/tu/gemm.cu"), "{deps}");
     // A second build (other flags, same source, spec and include folders) compiles
     // the same cached copy.
     let again = hook(d.path(), Some(trace), &["nvcc", "-O2", "-c", "gemm.cu"]);

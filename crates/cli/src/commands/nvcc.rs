@@ -190,11 +190,26 @@ fn instrumented(trace: &str, args: &[OsString]) -> Result<Option<Prepared>, Stri
     Ok(Some(Prepared {
         args: command.rewritten(&replacements, overlay_dir.as_deref()),
         renames,
-        dependency_file: command
-            .writes_dependencies
-            .then(|| command.dependency_file.clone())
-            .flatten(),
+        dependency_file: dependency_file(&command),
     }))
+}
+
+/// The dependency file a compile writes: `-MF`'s, else (as nvcc does for `-MD`) the
+/// output's name with `.d` for its extension, the output defaulting to the first
+/// source's stem with `.o`.
+fn dependency_file(command: &NvccCommand) -> Option<String> {
+    if !command.writes_dependencies {
+        return None;
+    }
+    if let Some(f) = &command.dependency_file {
+        return Some(f.clone());
+    }
+    let output = command.output.clone().or_else(|| {
+        let first = command.cuda_sources.first()?;
+        let stem = Path::new(&command.args[*first]).file_stem()?;
+        Some(format!("{}.o", stem.to_string_lossy()))
+    })?;
+    Some(Path::new(&output).with_extension("d").display().to_string())
 }
 
 fn absolute(p: &Path) -> PathBuf {
