@@ -31,7 +31,7 @@ pub enum ExtractError {
     #[error("no argument for template parameter `{param}` of `{kernel}`, and it has no default")]
     MissingArgument { kernel: String, param: String },
     #[error(
-        "the launch of `{kernel}` at line {line} leaves its template arguments (from `{param}` on) to be deduced from the call, which kwb-extract does not do"
+        "the launch of `{kernel}` at line {line} leaves template argument `{param}` to be deduced from the call, and no argument's declared type shows it"
     )]
     #[diagnostic(help(
         "give the instantiation with --template '{kernel}<ARGS…>', the types and values the call deduces"

@@ -16,6 +16,7 @@
 
 pub mod compile_db;
 mod constants;
+mod deduce;
 mod descriptors;
 mod emit;
 mod error;
@@ -185,9 +186,28 @@ pub fn extract(source: &str, request: &Request) -> Result<Extraction, ExtractErr
     }
     let mut args = Vec::new();
     for (i, p) in def.template_params.iter().enumerate() {
+        // A launch that names no template argument leaves them to deduction from the
+        // call's arguments: a type parameter is read off the argument's declared type.
+        let deduced = match (&launch, written.get(i)) {
+            (Some(l), None) if l.template_args.is_empty() && p.kind == "type" => l
+                .function
+                .as_ref()
+                .and_then(|f| crate::tree::function_at(&parsed, f))
+                .and_then(|f| deduce::deduce(&parsed, f, l.at, &p.name, &def.params, &l.args)),
+            _ => None,
+        };
+        if let Some(ty) = deduced {
+            args.push(TemplateArg {
+                name: p.name.clone(),
+                kind: p.kind.to_owned(),
+                written: "(deduced from the launch's arguments)".to_owned(),
+                value: None,
+                emitted: ty,
+                unfolded: None,
+            });
+            continue;
+        }
         let Some(text) = written.get(i).cloned().or_else(|| p.default.clone()) else {
-            // A launch that names no template argument lets the compiler deduce them
-            // from the call's arguments, which this extractor does not do.
             if let Some(l) = launch.as_ref().filter(|l| l.template_args.is_empty()) {
                 return Err(ExtractError::Deduced {
                     kernel: short,

@@ -131,15 +131,32 @@ fn a_file_without_kernels_says_so() {
 }
 
 #[test]
-fn arguments_left_to_deduction_are_named_as_such() {
-    let src = "template <class T>\n__global__ void copy(T const* in, T* out) { out[0] = in[0]; }\n\
-               void run(float const* a, float* b) { copy<<<1, 32>>>(a, b); }\n";
-    match extract(src, &request("copy")) {
+fn type_arguments_left_to_deduction_are_read_off_the_arguments() {
+    let src = "template <class T, class U>\n__global__ void copy(T const* in, U* out) { out[0] = in[0]; }\n\
+               void run(float const* a, int n) {\n  double* b = nullptr;\n  copy<<<1, 32>>>(a, b);\n}\n";
+    let x = extract(src, &request("copy")).unwrap();
+    assert_eq!(x.instantiation, "copy<float, double>");
+    assert_eq!(x.args[0].written, "(deduced from the launch's arguments)");
+    // A cast says its type.
+    let cast = src.replace("(a, b)", "(reinterpret_cast<const __half*>(a), b)");
+    assert_eq!(
+        extract(&cast, &request("copy")).unwrap().instantiation,
+        "copy<__half, double>"
+    );
+    // An argument whose type is not written is not guessed.
+    let unknown = src.replace("(a, b)", "(a, get())");
+    match extract(&unknown, &request("copy")) {
         Err(ExtractError::Deduced { line, param, .. }) => {
-            assert_eq!((line, param.as_str()), (3, "T"))
+            assert_eq!((line, param.as_str()), (5, "U"))
         }
         other => panic!("{other:?}"),
     }
+    // A value parameter is not deduced.
+    let value = "template <int N>\n__global__ void k(float* x) { x[0] = N; }\nvoid run(float* x) { k<<<1, 1>>>(x); }\n";
+    assert!(matches!(
+        extract(value, &request("k")),
+        Err(ExtractError::Deduced { .. })
+    ));
 }
 
 #[test]
