@@ -92,12 +92,24 @@ pub struct RungReport {
     pub reference_ms: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub launch: Option<Launch>,
+    /// The first mismatch's output and answer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first: Option<Mismatch>,
     /// Outputs the kernel never wrote, when there are any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unwritten: Option<Unwritten>,
     /// cuda-gdb's backtraces of a hung launch.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub backtrace: Option<String>,
+}
+
+/// One output against its answer.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Mismatch {
+    pub m: usize,
+    pub n: usize,
+    pub got: f32,
+    pub want: f64,
 }
 
 /// Outputs that still hold the runner's fill after the kernel finished.
@@ -473,6 +485,7 @@ impl Judging<'_> {
             kernel_ms: None,
             reference_ms: None,
             launch: launch.map(|(grid, block, smem)| Launch { grid, block, smem }),
+            first: None,
             unwritten: None,
             backtrace: None,
         };
@@ -498,6 +511,12 @@ impl Judging<'_> {
                 };
                 let c = kwb_ladder::compare(rung, self.problem, &answer, &out.values, plan.tile)
                     .map_err(GpuError::Ladder)?;
+                report.first = c.first_mismatch.map(|(m, n)| Mismatch {
+                    m,
+                    n,
+                    got: out.values[m * plan.n + n],
+                    want: answer[m * plan.n + n],
+                });
                 if out.unwritten.iter().any(|u| *u) {
                     report.unwritten = Some(Unwritten::of(&out, &answer, plan.n));
                 }

@@ -227,3 +227,60 @@ fn options(cache: &Path) -> RunOptions {
         dump: None,
     }
 }
+
+#[test]
+fn a_finished_rung_is_judged_with_its_first_mismatch_and_unwritten_outputs() {
+    let (_d, m) = extracted("mma_sync", "gemm_mma_sync");
+    let mut r = request();
+    r.shape = (2, 3, 4);
+    let plan = Plan::new(&m, &r).unwrap();
+    let problem = plan.problem().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    // The answer of ones: alpha * K = 8 everywhere; the kernel wrote 16 at (0, 2) and
+    // never wrote (1, 1).
+    let mut out = kwb_ladder::Dtype::Bf16.encode(&[8.0, 8.0, 16.0, 8.0, 8.0, 8.0]);
+    out[8..10].fill(0xff);
+    std::fs::write(work.path().join("out.bin"), out).unwrap();
+    let answer: Vec<u8> = [8.0f64; 6].iter().flat_map(|v| v.to_le_bytes()).collect();
+    std::fs::write(work.path().join("answer.bin"), answer).unwrap();
+    let files = JobRung {
+        name: "ones".to_owned(),
+        inputs: Vec::new(),
+        fill: Vec::new(),
+        output: work.path().join("out.bin"),
+        answer: Some(work.path().join("answer.bin")),
+    };
+    let judging = Judging {
+        plan: &plan,
+        problem: &problem,
+        config_source: "",
+        timeout: Duration::from_secs(1),
+    };
+    let done = Outcome::Done {
+        ms: 0.5,
+        reference_ms: Some(1.0),
+    };
+    let report = judging
+        .judge(
+            Rung::Ones,
+            Some(([1, 1, 1], [128, 1, 1], 0)),
+            &done,
+            &files,
+            &[],
+        )
+        .unwrap();
+    assert_eq!(report.status, "fail");
+    let first = report.first.unwrap();
+    assert_eq!((first.m, first.n, first.got, first.want), (0, 2, 16.0, 8.0));
+    let unwritten = report.unwritten.unwrap();
+    assert_eq!((unwritten.count, unwritten.first), (1, (1, 1)));
+    assert_eq!(report.comparison.unwrap().mismatches, 2);
+    // A hang is reported with the timeout, not compared.
+    let hang = Outcome::Hang {
+        seconds: 2.0,
+        backtrace: None,
+    };
+    let report = judging.judge(Rung::Ones, None, &hang, &files, &[]).unwrap();
+    assert_eq!(report.status, "hang");
+    assert!(report.error.unwrap().contains("timeout 1.0 s"));
+}

@@ -383,6 +383,13 @@ fn human_report(out: &mut impl Write, r: &Report) -> std::io::Result<()> {
         match (&rung.comparison, rung.status) {
             (Some(c), _) => {
                 human(out, c)?;
+                if let Some(f) = &rung.first {
+                    writeln!(
+                        out,
+                        "  at (m, n) = ({}, {}): the kernel wrote {}, the answer is {}",
+                        f.m, f.n, f.got, f.want
+                    )?;
+                }
                 if let Some(u) = &rung.unwritten {
                     writeln!(
                         out,
