@@ -211,7 +211,7 @@ pub fn check(args: CheckArgs) -> i32 {
                     .map_err(std::io::Error::other)
                     .and_then(|()| writeln!(out))
             } else {
-                human(&mut out, &c)
+                human(&mut out, &c, None)
             };
             match (written, c.pass) {
                 (Err(_), _) => exit::INTERNAL,
@@ -265,7 +265,13 @@ fn checked(args: &CheckArgs) -> Result<Comparison, LadderCliError> {
     )?)
 }
 
-pub(crate) fn human(out: &mut impl Write, c: &Comparison) -> std::io::Result<()> {
+/// A comparison for people; `at_first` (what was written and expected there) follows
+/// the first mismatch's coordinates when the caller knows it.
+pub(crate) fn human(
+    out: &mut impl Write,
+    c: &Comparison,
+    at_first: Option<String>,
+) -> std::io::Result<()> {
     let verdict = if c.pass { "PASS" } else { "FAIL" };
     let how = if c.exact {
         "exact".to_owned()
@@ -278,7 +284,10 @@ pub(crate) fn human(out: &mut impl Write, c: &Comparison) -> std::io::Result<()>
         c.rung, c.mismatches, c.max_abs, c.rel_l2, c.ratio, c.nan, c.inf
     )?;
     if let Some((m, n)) = c.first_mismatch {
-        writeln!(out, "first mismatch at (m, n) = ({m}, {n})")?;
+        match at_first {
+            Some(detail) => writeln!(out, "first mismatch at (m, n) = ({m}, {n}): {detail}")?,
+            None => writeln!(out, "first mismatch at (m, n) = ({m}, {n})")?,
+        }
     }
     if !c.pass {
         let g = &c.tiles;

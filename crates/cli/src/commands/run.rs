@@ -382,14 +382,10 @@ fn human_report(out: &mut impl Write, r: &Report) -> std::io::Result<()> {
             .unwrap_or_default();
         match (&rung.comparison, rung.status) {
             (Some(c), _) => {
-                human(out, c)?;
-                if let Some(f) = &rung.first {
-                    writeln!(
-                        out,
-                        "  at (m, n) = ({}, {}): the kernel wrote {}, the answer is {}",
-                        f.m, f.n, f.got, f.want
-                    )?;
-                }
+                let at_first = rung
+                    .first
+                    .map(|f| format!("the kernel wrote {}, the answer is {}", f.got, f.want));
+                human(out, c, at_first)?;
                 if let Some(u) = &rung.unwritten {
                     writeln!(
                         out,
