@@ -304,10 +304,24 @@ fn planted_hang(root: &Path, options: &Options, extract: &Path, kwb: &Path) -> S
         Ok(o) => format!(
             "`kwb run fixtures/run/hang.cu's reproducer --ladder ones --timeout 5`: exit {} after {seconds:.1} s wall (build included)\n\n```\n{}\n```\n",
             o.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&o.stdout).trim_end()
+            without_machine_paths(String::from_utf8_lossy(&o.stdout).trim_end())
         ),
         Err(e) => format!("kwb run: {e}"),
     }
+}
+
+/// `text` with this machine's folders written as variables, so the report can be
+/// committed as evidence: the kwb cache, the temporary folder.
+fn without_machine_paths(text: &str) -> String {
+    let mut out = text.to_owned();
+    if let Ok(cache) = kwb_toolchain::cache::cache_dir(&kwb_toolchain::Env::from_process()) {
+        out = out.replace(&format!("{}/", cache.display()), "$KWB_CACHE_DIR/");
+    }
+    let temp = std::env::temp_dir();
+    out.replace(
+        &format!("{}/", temp.display().to_string().trim_end_matches('/')),
+        "$TMPDIR/",
+    )
 }
 
 fn report(rows: &[(usize, Row)], hang: &str, options: &Options) -> String {

@@ -48,14 +48,9 @@ fn extracted(dir: &Path, family: &str, kernel: &str) -> PathBuf {
     out
 }
 
+/// Whether this machine has a CUDA driver, by the runner's own test.
 fn driver_here() -> bool {
-    [
-        "/usr/lib/x86_64-linux-gnu/libcuda.so.1",
-        "/usr/lib64/libcuda.so.1",
-        "/usr/local/nvidia/lib64/libcuda.so.1",
-    ]
-    .iter()
-    .any(|p| Path::new(p).exists())
+    kwb_gpu::worker::driver_present().is_ok()
 }
 
 #[test]
