@@ -64,9 +64,10 @@ fn describe(flags: &CompileFlags) -> Vec<String> {
 }
 
 /// Builds `dir/repro.cu` with `flags` into the cache folder `cache`, or finds it
-/// there.
+/// there; `version` is the toolchain's nvcc version (part of the key).
 pub fn build(
     toolchain: &Toolchain,
+    version: &str,
     dir: &Path,
     flags: &CompileFlags,
     cache: &Path,
@@ -76,7 +77,6 @@ pub fn build(
         path: source.clone(),
         source: e,
     })?;
-    let version = kwb_toolchain::nvcc_version(toolchain)?;
     let described = describe(flags);
     let key = fnv(&[
         &text,
@@ -114,11 +114,11 @@ pub fn build(
 /// the cache, or found there.
 pub fn build_reference(
     toolchain: &Toolchain,
+    version: &str,
     arch: &str,
     cache: &Path,
 ) -> Result<PathBuf, GpuError> {
     const SOURCE: &str = include_str!("reference.cu");
-    let version = kwb_toolchain::nvcc_version(toolchain)?;
     let key = fnv(&[SOURCE.as_bytes(), arch.as_bytes(), version.as_bytes()]);
     let entry = cache.join(format!("reference-{key:016x}"));
     let cubin = entry.join("reference.cubin");

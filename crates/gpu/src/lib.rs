@@ -190,13 +190,8 @@ impl Report {
     /// A launch the driver refused (configuration, resources), as opposed to a kernel
     /// that ran and computed or faulted.
     pub fn launch_refused(&self) -> bool {
-        self.failed.is_some()
-            || self.rungs.iter().any(|r| {
-                r.status == "error"
-                    && r.error
-                        .as_deref()
-                        .is_some_and(|e| !e.starts_with("kernel:"))
-            })
+        // A kernel that faults is a failed rung ("fail"); "error" is every step before.
+        self.failed.is_some() || self.rungs.iter().any(|r| r.status == "error")
     }
 }
 
@@ -225,7 +220,7 @@ pub fn manifest(dir: &Path) -> Result<Manifest, GpuError> {
 /// the all-ones NaN pattern, so a kernel that reads it computes NaN.
 pub fn storage(plan: &Plan, role: Role, a: &[f32], b: &[f32], c: &[f32]) -> Vec<u8> {
     let o = plan.operand(role);
-    let dtype = o.dtype();
+    let dtype = o.dtype;
     if role == Role::C && plan.beta == 0.0 {
         return vec![0xff; o.rows * o.ld * dtype.bytes()];
     }
@@ -260,7 +255,7 @@ pub struct Output {
 /// The output from the output buffer's bytes.
 pub fn output(plan: &Plan, bytes: &[u8]) -> Output {
     let o = plan.operand(plan.output);
-    let dtype = o.dtype();
+    let dtype = o.dtype;
     let size = dtype.bytes();
     let all = dtype.decode(bytes);
     let mut out = Output {
@@ -317,10 +312,16 @@ pub fn run(dir: &Path, options: &RunOptions) -> Result<Report, GpuError> {
     let env = kwb_toolchain::Env::from_process();
     let toolchain = kwb_toolchain::toolchain(&env)?;
     let flags = compile::flags(&manifest, dir, &env);
-    let built = compile::build(&toolchain, dir, &flags, &options.cache)?;
+    let version = kwb_toolchain::nvcc_version(&toolchain)?;
+    let built = compile::build(&toolchain, &version, dir, &flags, &options.cache)?;
     let reference = match reference_function(&plan, options.reference) {
         Some(function) => Some(job::Reference {
-            cubin: compile::build_reference(&toolchain, &manifest.build.arch, &options.cache)?,
+            cubin: compile::build_reference(
+                &toolchain,
+                &version,
+                &manifest.build.arch,
+                &options.cache,
+            )?,
             function,
         }),
         None => None,
@@ -627,9 +628,9 @@ fn reference_function(plan: &Plan, on: ReferenceOn) -> Option<String> {
         ReferenceOn::Auto => macs > 1 << 27,
     };
     let (a, b, c) = (
-        plan.operand(Role::A).dtype(),
-        plan.operand(Role::B).dtype(),
-        plan.operand(Role::C).dtype(),
+        plan.operand(Role::A).dtype,
+        plan.operand(Role::B).dtype,
+        plan.operand(Role::C).dtype,
     );
     // reference.cu has A = B of one type, and C of that type or f32.
     let c = match c {

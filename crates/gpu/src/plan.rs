@@ -52,19 +52,15 @@ impl Role {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Operand {
     pub role: Role,
-    pub dtype: String,
+    pub dtype: Dtype,
     pub rows: usize,
     pub cols: usize,
     pub ld: usize,
 }
 
 impl Operand {
-    pub fn dtype(&self) -> Dtype {
-        dtype_named(&self.dtype).unwrap_or(Dtype::F32)
-    }
-
     pub fn bytes(&self) -> usize {
-        self.rows * self.ld * self.dtype().bytes()
+        self.rows * self.ld * self.dtype.bytes()
     }
 }
 
@@ -236,21 +232,21 @@ impl Plan {
         let mut operands = vec![
             Operand {
                 role: Role::A,
-                dtype: a_type.name().to_owned(),
+                dtype: a_type,
                 rows: m,
                 cols: k,
                 ld: lda,
             },
             Operand {
                 role: Role::B,
-                dtype: b_type.name().to_owned(),
+                dtype: b_type,
                 rows: n,
                 cols: k,
                 ld: ldb,
             },
             Operand {
                 role: Role::C,
-                dtype: c_type.name().to_owned(),
+                dtype: c_type,
                 rows: m,
                 cols: n,
                 ld: if output == Role::C { ldc.max(ldd) } else { ldc },
@@ -259,7 +255,7 @@ impl Plan {
         if output == Role::D {
             operands.push(Operand {
                 role: Role::D,
-                dtype: out_type.name().to_owned(),
+                dtype: out_type,
                 rows: m,
                 cols: n,
                 ld: ldd,
@@ -272,9 +268,7 @@ impl Plan {
                     .element
                     .as_deref()
                     .and_then(dtype_named)
-                    .unwrap_or(out_type)
-                    .name()
-                    .to_owned(),
+                    .unwrap_or(out_type),
                 rows: 1,
                 cols: n,
                 ld: n,
@@ -303,8 +297,8 @@ impl Plan {
 
     /// The ladder problem this plan runs.
     pub fn problem(&self) -> Result<kwb_ladder::Problem, GpuError> {
-        let input = self.operand(Role::A).dtype();
-        let output = self.operand(self.output).dtype();
+        let input = self.operand(Role::A).dtype;
+        let output = self.operand(self.output).dtype;
         let mut p = kwb_ladder::Problem::new(self.m, self.n, self.k, input, output)
             .map_err(GpuError::Ladder)?;
         p.alpha = self.alpha;

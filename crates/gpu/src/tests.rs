@@ -52,7 +52,7 @@ fn plans_of_the_suite_families() {
     let p = Plan::new(&m, &request()).unwrap();
     assert_eq!((p.lda, p.ldb, p.ldc, p.ldd), (1024, 1024, 384, 384));
     assert_eq!(p.output, Role::D);
-    assert_eq!(p.operand(Role::A).dtype, "bf16");
+    assert_eq!(p.operand(Role::A).dtype, kwb_ladder::Dtype::Bf16);
     assert_eq!(
         p.args,
         [
@@ -73,7 +73,7 @@ fn plans_of_the_suite_families() {
     let p = Plan::new(&m, &request()).unwrap();
     assert_eq!((p.lda, p.ldb, p.ldc), (1088, 1088, 448));
     assert_eq!(p.output, Role::C);
-    assert_eq!(p.operand(Role::C).dtype, "f32");
+    assert_eq!(p.operand(Role::C).dtype, kwb_ladder::Dtype::F32);
     assert_eq!(p.args[5], Arg::I32(1088));
     // tma_wgmma: the descriptors come from the launcher's encoder; lda/ldb are the
     // launcher's, so they are padded too.
@@ -82,7 +82,7 @@ fn plans_of_the_suite_families() {
     assert_eq!(p.args[0], Arg::TensorMap("kwb_encode_tmap_a".to_owned()));
     assert_eq!(p.args[1], Arg::TensorMap("kwb_encode_tmap_b".to_owned()));
     assert_eq!((p.lda, p.ldb), (1088, 1088));
-    assert_eq!(p.operand(Role::B).dtype, "bf16");
+    assert_eq!(p.operand(Role::B).dtype, kwb_ladder::Dtype::Bf16);
 }
 
 #[test]
@@ -187,10 +187,11 @@ fn the_gpu_reference_matches_the_operand_types_and_builds() {
     assert!(include_str!("reference.cu").contains(&format!("KWB_REFERENCE({name},")));
     let toolchain = kwb_toolchain::toolchain(&kwb_toolchain::Env::from_process()).unwrap();
     let cache = tempfile::tempdir().unwrap();
-    let cubin = compile::build_reference(&toolchain, "sm_90a", cache.path()).unwrap();
+    let version = kwb_toolchain::nvcc_version(&toolchain).unwrap();
+    let cubin = compile::build_reference(&toolchain, &version, "sm_90a", cache.path()).unwrap();
     assert!(std::fs::metadata(&cubin).unwrap().len() > 0);
     assert_eq!(
-        compile::build_reference(&toolchain, "sm_90a", cache.path()).unwrap(),
+        compile::build_reference(&toolchain, &version, "sm_90a", cache.path()).unwrap(),
         cubin
     );
 }

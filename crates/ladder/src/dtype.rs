@@ -1,10 +1,10 @@
 //! The element types of GEMM inputs and outputs, and rounding to them (round to
 //! nearest even, as the device converts).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// An element type of the kernel's inputs or outputs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Dtype {
     F32,

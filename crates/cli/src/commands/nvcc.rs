@@ -258,9 +258,8 @@ fn instrument_source(
         command.includes.join("\u{1f}").into_bytes(),
     ];
     if spec.overlay {
-        for header in crate::commands::overlay::followed(source, &text, &roots) {
-            let content = std::fs::read(&header).unwrap_or_default();
-            parts.push(format!("{}\u{1f}{:016x}", header.display(), key(&[&content])).into_bytes());
+        for (header, content) in crate::commands::overlay::followed(source, &text, &roots) {
+            parts.push(format!("{}\u{1f}{content:016x}", header.display()).into_bytes());
         }
     }
     let refs: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();

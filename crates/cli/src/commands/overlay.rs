@@ -28,6 +28,8 @@ pub struct Written {
 struct Found {
     path: PathBuf,
     relative: PathBuf,
+    /// `content_key` of its text, read once here.
+    key: u64,
 }
 
 /// Follows the includes of `file` (text `source`) through `roots` and returns the
@@ -72,11 +74,13 @@ fn headers(file: &Path, source: &str, roots: &[PathBuf]) -> Vec<Found> {
             let Ok(text) = std::fs::read_to_string(&canonical) else {
                 continue;
             };
+            let key = kwb_toolchain::cache::content_key(&[text.as_bytes()]);
             queue.push_back((
                 canonical.parent().unwrap_or(Path::new(".")).to_owned(),
                 text,
             ));
             found.push(Found {
+                key,
                 path: canonical,
                 relative,
             });
@@ -86,12 +90,13 @@ fn headers(file: &Path, source: &str, roots: &[PathBuf]) -> Vec<Found> {
     found
 }
 
-/// Every header `file` (text `source`) includes through `roots`, transitively: what
-/// an overlay of it depends on (a cache of one must change when any of them does).
-pub fn followed(file: &Path, source: &str, roots: &[PathBuf]) -> Vec<PathBuf> {
+/// Every header `file` (text `source`) includes through `roots`, transitively, with
+/// the `content_key` of its text: what an overlay of it depends on (a cache of one
+/// must change when any of them does).
+pub fn followed(file: &Path, source: &str, roots: &[PathBuf]) -> Vec<(PathBuf, u64)> {
     headers(file, source, roots)
         .into_iter()
-        .map(|f| f.path)
+        .map(|f| (f.path, f.key))
         .collect()
 }
 

@@ -360,12 +360,12 @@ fn human_report(out: &mut impl Write, r: &Report) -> std::io::Result<()> {
         p.k,
         p.alpha,
         p.beta,
-        p.operand(kwb_gpu::plan::Role::A).dtype,
+        p.operand(kwb_gpu::plan::Role::A).dtype.name(),
         p.lda,
-        p.operand(kwb_gpu::plan::Role::B).dtype,
+        p.operand(kwb_gpu::plan::Role::B).dtype.name(),
         p.ldb,
         p.output.name(),
-        p.operand(p.output).dtype,
+        p.operand(p.output).dtype.name(),
         p.operand(p.output).ld,
         r.device
             .as_ref()
