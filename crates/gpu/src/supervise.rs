@@ -5,7 +5,7 @@
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -40,8 +40,8 @@ pub type Config = ([u32; 3], [u32; 3], u64);
 /// What the worker did.
 #[derive(Debug, Clone, Default)]
 pub struct Supervised {
+    /// The GPU, with its compute capability.
     pub device: Option<String>,
-    pub sm: Option<(i32, i32)>,
     /// Per rung: the launch configuration it was given, and how it ended.
     pub rungs: Vec<(Option<Config>, Outcome)>,
     /// A failure before any rung (context, library, job).
@@ -106,8 +106,7 @@ pub fn supervise(
                 };
                 match event {
                     Event::Ready { device, sm } => {
-                        s.device = Some(device);
-                        s.sm = Some(sm);
+                        s.device = Some(format!("{device} (sm_{}{})", sm.0, sm.1));
                     }
                     Event::Launched {
                         rung,
@@ -164,7 +163,7 @@ pub fn supervise(
                         ));
                     }
                 }
-                kill(&mut child);
+                let _ = child.kill();
                 killed = true;
                 break;
             }
@@ -203,10 +202,6 @@ fn tail(stderr: &str) -> String {
             lines.into_iter().rev().collect::<Vec<_>>().join("\n")
         )
     }
-}
-
-fn kill(child: &mut Child) {
-    let _ = child.kill();
 }
 
 /// Every thread's backtrace of process `pid` from cuda-gdb, when it is on PATH and
@@ -314,7 +309,7 @@ mod tests {
         ];
         let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
         let s = supervise(script(&refs, 0), Path::new("j"), 2, Duration::from_secs(5)).unwrap();
-        assert_eq!(s.device.as_deref(), Some("X"));
+        assert_eq!(s.device.as_deref(), Some("X (sm_90)"));
         assert_eq!(
             s.rungs[0].1,
             Outcome::Done {
