@@ -34,7 +34,9 @@ pub use crate::descriptors::{Descriptor, Field};
 pub use crate::emit::{ENTRY, KERNEL_SYMBOL};
 pub use crate::error::ExtractError;
 pub use crate::fold::{Constants, Unfolded};
-pub use crate::host::{CONFIG, ENCODE_PREFIX, Encoder, HostEntries, PROBLEM_STRUCT};
+pub use crate::host::{
+    CONFIG, ENCODE_PREFIX, Encoder, HostEntries, PROBLEM_STRUCT, field as problem_field,
+};
 pub use crate::kernel::{KernelDef, Param};
 pub use crate::launch::{Launch, launches};
 pub use crate::standalone::MAIN_MACRO;

@@ -143,17 +143,14 @@ fn dtype_of_descriptors(manifest: &Manifest) -> Option<Dtype> {
     })
 }
 
-/// The leading-dimension field (`lda` …) a parameter named like `ldA`/`ld_b` is.
-pub fn ld_field(name: &str) -> Option<Role> {
-    match name
-        .to_ascii_lowercase()
-        .trim_start_matches("ld")
-        .trim_start_matches('_')
-    {
-        "a" => Some(Role::A),
-        "b" => Some(Role::B),
-        "c" => Some(Role::C),
-        "d" => Some(Role::D),
+/// The operand whose leading dimension parameter `p` is, by the same rule the
+/// reproducer's host entry points bind it with (`kwb_extract::problem_field`).
+pub fn ld_field(p: &Param) -> Option<Role> {
+    match kwb_extract::problem_field(p).ok()? {
+        "lda" => Some(Role::A),
+        "ldb" => Some(Role::B),
+        "ldc" => Some(Role::C),
+        "ldd" => Some(Role::D),
         _ => None,
     }
 }
@@ -188,7 +185,7 @@ impl Plan {
         };
         // Padded leading dimensions where a parameter carries them.
         let padded =
-            |r: Role| all().any(|p| p.role == "leading-dimension" && ld_field(&p.name) == Some(r));
+            |r: Role| all().any(|p| p.role == "leading-dimension" && ld_field(p) == Some(r));
         let pad = |r: Role, width: usize| {
             if padded(r) {
                 width + request.ld_pad
@@ -359,7 +356,7 @@ fn argument(
         "m" => Ok(integer(p, m)),
         "n" => Ok(integer(p, n)),
         "k" => Ok(integer(p, k)),
-        "leading-dimension" => match ld_field(&p.name) {
+        "leading-dimension" => match ld_field(p) {
             Some(r) => Ok(integer(p, ld(r))),
             None => Err(GpuError::Unfillable {
                 param: p.name.clone(),
