@@ -218,7 +218,8 @@ pub fn manifest(dir: &Path) -> Result<Manifest, GpuError> {
 /// B: K x N, C: M x N, row-major), laid out as the plan says. What the problem does
 /// not hold (padding, and all of C when beta is 0, since C must not be read then) is
 /// the all-ones NaN pattern, so a kernel that reads it computes NaN.
-pub fn storage(plan: &Plan, role: Role, a: &[f32], b: &[f32], c: &[f32]) -> Vec<u8> {
+pub fn storage(plan: &Plan, role: Role, ops: &kwb_ladder::Operands) -> Vec<u8> {
+    let (a, b, c) = (&ops.a, &ops.b, &ops.c);
     let o = plan.operand(role);
     let dtype = o.dtype;
     if role == Role::C && plan.beta == 0.0 {
@@ -235,7 +236,8 @@ pub fn storage(plan: &Plan, role: Role, a: &[f32], b: &[f32], c: &[f32]) -> Vec<
         Role::A => (0..m).for_each(|i| (0..k).for_each(|p| put(i * o.ld + p, a[i * k + p]))),
         Role::B => (0..n).for_each(|j| (0..k).for_each(|p| put(j * o.ld + p, b[p * n + j]))),
         Role::C => (0..m).for_each(|i| (0..n).for_each(|j| put(i * o.ld + j, c[i * n + j]))),
-        Role::D | Role::Bias => held.fill(true),
+        Role::Bias => (0..n).for_each(|j| put(j, ops.bias[j])),
+        Role::D => held.fill(true),
     }
     let mut bytes = dtype.encode(&values);
     let size = dtype.bytes();
@@ -504,9 +506,24 @@ impl Judging<'_> {
                             path: file.clone(),
                             source: e,
                         })?;
-                        raw.chunks_exact(8)
+                        let mut answer: Vec<f64> = raw
+                            .chunks_exact(8)
                             .map(|c| f64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
-                            .collect()
+                            .collect();
+                        // kwb's GPU reference has no bias term: it is added here, from
+                        // the very bytes the kernel was given.
+                        if let Some((_, file)) = files.inputs.iter().find(|(r, _)| *r == Role::Bias)
+                        {
+                            let bytes = std::fs::read(file).map_err(|e| GpuError::Io {
+                                path: file.clone(),
+                                source: e,
+                            })?;
+                            let bias = plan.operand(Role::Bias).dtype.decode(&bytes);
+                            for (i, v) in answer.iter_mut().enumerate() {
+                                *v += f64::from(bias[i % plan.n]);
+                            }
+                        }
+                        answer
                     }
                     None => host_answer.to_vec(),
                 };
@@ -567,6 +584,8 @@ fn prepare(
                 a: round(&d.a),
                 b: round(&d.b),
                 c: d.c.clone().unwrap_or_else(|| vec![0.0; plan.m * plan.n]),
+                // A dump carries no bias: a kernel with one gets zeros.
+                bias: vec![0.0; plan.n],
             }
         }
         _ => rung.operands(problem).map_err(GpuError::Ladder)?,
@@ -578,18 +597,19 @@ fn prepare(
             .iter()
             // C with beta = 0 is not read: the worker fills it on the device.
             .filter(|o| {
-                matches!(o.role, Role::A | Role::B) || (o.role == Role::C && plan.beta != 0.0)
+                matches!(o.role, Role::A | Role::B | Role::Bias)
+                    || (o.role == Role::C && plan.beta != 0.0)
             })
             .map(|o| {
                 let (file, ops) = (work.join(format!("rung{i}.{}.bin", o.role.name())), &ops);
                 s.spawn(move || {
-                    write(&file, &storage(plan, o.role, &ops.a, &ops.b, &ops.c))
+                    write(&file, &storage(plan, o.role, ops))
                         .map(|()| (o.role, file))
                 })
             })
             .collect();
         let answer = if host {
-            problem.reference(&ops.a, &ops.b, &ops.c)
+            problem.reference(&ops)
         } else {
             Vec::new()
         };

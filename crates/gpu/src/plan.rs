@@ -300,6 +300,7 @@ impl Plan {
             .map_err(GpuError::Ladder)?;
         p.alpha = self.alpha;
         p.beta = self.beta;
+        p.bias = self.operands.iter().any(|o| o.role == Role::Bias);
         Ok(p)
     }
 

@@ -99,15 +99,18 @@ fn storage_puts_nan_in_padding_and_b_as_n_by_k() {
     r.shape = (2, 3, 4);
     r.ld_pad = 2;
     let p = Plan::new(&m, &r).unwrap();
-    let a: Vec<f32> = (0..8).map(|v| v as f32).collect();
-    let b: Vec<f32> = (0..12).map(|v| v as f32).collect();
-    let c = vec![0.0; 6];
-    let sa = kwb_ladder::Dtype::Bf16.decode(&storage(&p, Role::A, &a, &b, &c));
+    let ops = kwb_ladder::Operands {
+        a: (0..8).map(|v| v as f32).collect(),
+        b: (0..12).map(|v| v as f32).collect(),
+        c: vec![0.0; 6],
+        bias: vec![0.0; 3],
+    };
+    let sa = kwb_ladder::Dtype::Bf16.decode(&storage(&p, Role::A, &ops));
     assert_eq!(&sa[..4], &[0.0, 1.0, 2.0, 3.0]);
     assert!(sa[4].is_nan() && sa[5].is_nan());
     assert_eq!(&sa[6..10], &[4.0, 5.0, 6.0, 7.0]);
     // B is K x N logically (b[p * 3 + j]); stored as N rows of K.
-    let sb = kwb_ladder::Dtype::Bf16.decode(&storage(&p, Role::B, &a, &b, &c));
+    let sb = kwb_ladder::Dtype::Bf16.decode(&storage(&p, Role::B, &ops));
     assert_eq!(&sb[..4], &[0.0, 3.0, 6.0, 9.0]);
     assert_eq!(&sb[6..10], &[1.0, 4.0, 7.0, 10.0]);
     // The output is read back without its padding.
@@ -123,9 +126,9 @@ fn storage_puts_nan_in_padding_and_b_as_n_by_k() {
     assert_eq!((u.count, u.first), (1, (1, 1)));
     assert!((u.ratio_as_zero - 16.0 / 21.0).abs() < 1e-12);
     // With beta = 0 all of C is the fill, as padding is.
-    let sc = storage(&p, Role::C, &a, &b, &c);
+    let sc = storage(&p, Role::C, &ops);
     assert!(sc.iter().all(|x| *x == 0xff));
-    assert!(sa_bytes_hold_fill(&storage(&p, Role::A, &a, &b, &c)));
+    assert!(sa_bytes_hold_fill(&storage(&p, Role::A, &ops)));
 }
 
 #[test]

@@ -166,7 +166,7 @@ mod tests {
 
     fn run(rung: Rung, p: &Problem, skip: Option<usize>, scale: f32) -> Comparison {
         let o = rung.operands(p).unwrap();
-        let answer = p.reference(&o.a, &o.b, &o.c);
+        let answer = p.reference(&o);
         compare(
             rung,
             p,
@@ -227,7 +227,7 @@ mod tests {
     fn nan_and_inf_never_pass_and_mark_their_tile() {
         let p = problem();
         let o = Rung::Ones.operands(&p).unwrap();
-        let answer = p.reference(&o.a, &o.b, &o.c);
+        let answer = p.reference(&o);
         let mut out: Vec<f32> = answer.iter().map(|v| *v as f32).collect();
         out[5 * 8 + 6] = f32::NAN;
         out[0] = f32::INFINITY;
@@ -245,7 +245,7 @@ mod tests {
     fn random_is_compared_within_a_tolerance() {
         let p = problem();
         let o = Rung::Random { seed: 9 }.operands(&p).unwrap();
-        let answer = p.reference(&o.a, &o.b, &o.c);
+        let answer = p.reference(&o);
         let mut out: Vec<f32> = answer
             .iter()
             .map(|v| Dtype::Bf16.round(*v as f32))

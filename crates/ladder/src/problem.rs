@@ -1,10 +1,11 @@
-//! The GEMM a rung runs: `D (M x N) = alpha * A (M x K) · B (K x N) + beta * C`, the
-//! element types, and the host reference in f64.
+//! The GEMM a rung runs: `D (M x N) = alpha * A (M x K) · B (K x N) + beta * C
+//! [+ bias]`, the element types, and the host reference in f64.
 
 use serde::Serialize;
 
 use crate::dtype::Dtype;
 use crate::error::LadderError;
+use crate::rung::Operands;
 
 /// One GEMM problem.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -18,6 +19,9 @@ pub struct Problem {
     pub input: Dtype,
     /// The type D is stored in.
     pub output: Dtype,
+    /// Whether the GEMM adds a bias vector broadcast along M (`bias[n]` to every
+    /// output of column n): a kernel or launcher that takes one.
+    pub bias: bool,
 }
 
 impl Problem {
@@ -40,12 +44,14 @@ impl Problem {
             beta: 0.0,
             input,
             output,
+            bias: false,
         })
     }
 
-    /// `D = alpha * A·B + beta * C` in f64, from the logical (row-major) operands as
-    /// the kernel sees them (already rounded to the input type).
-    pub fn reference(&self, a: &[f32], b: &[f32], c: &[f32]) -> Vec<f64> {
+    /// `D = alpha * A·B + beta * C [+ bias]` in f64, from the logical (row-major)
+    /// operands as the kernel sees them (already rounded to the input type).
+    pub fn reference(&self, o: &Operands) -> Vec<f64> {
+        let (a, b, c) = (&o.a, &o.b, &o.c);
         let (m, n, k) = (self.m, self.n, self.k);
         let mut d = vec![0.0; m * n];
         for i in 0..m {
@@ -56,6 +62,9 @@ impl Problem {
                 }
                 let c_term = c.get(i * n + j).map_or(0.0, |v| f64::from(*v));
                 d[i * n + j] = f64::from(self.alpha) * acc + f64::from(self.beta) * c_term;
+                if self.bias {
+                    d[i * n + j] += o.bias.get(j).map_or(0.0, |v| f64::from(*v));
+                }
             }
         }
         d
@@ -71,11 +80,18 @@ mod tests {
         let mut p = Problem::new(2, 2, 3, Dtype::F32, Dtype::F32).unwrap();
         p.alpha = 2.0;
         p.beta = 0.5;
-        let a = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0];
-        let b = [1.0, 0.0, 0.0, 1.0, 1.0, 1.0];
-        let c = [2.0, 2.0, 2.0, 2.0];
-        // A·B = [[4, 5], [10, 11]].
-        assert_eq!(p.reference(&a, &b, &c), vec![9.0, 11.0, 21.0, 23.0]);
+        let mut o = Operands {
+            a: vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0],
+            b: vec![1.0, 0.0, 0.0, 1.0, 1.0, 1.0],
+            c: vec![2.0, 2.0, 2.0, 2.0],
+            bias: vec![10.0, 20.0],
+        };
+        // A·B = [[4, 5], [10, 11]]; the bias is added only to a problem that has one.
+        assert_eq!(p.reference(&o), vec![9.0, 11.0, 21.0, 23.0]);
+        p.bias = true;
+        assert_eq!(p.reference(&o), vec![19.0, 31.0, 31.0, 43.0]);
+        o.bias.clear();
+        assert_eq!(p.reference(&o), vec![9.0, 11.0, 21.0, 23.0]);
         assert!(Problem::new(0, 1, 1, Dtype::F32, Dtype::F32).is_err());
     }
 }

@@ -9,19 +9,21 @@ use crate::problem::Problem;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case", tag = "rung")]
 pub enum Rung {
-    /// A = B = 0: D = beta * C (here 0).
+    /// A = B = C = bias = 0: D = 0.
     Zeros,
-    /// A = B = 1: every output is alpha * K.
+    /// A = B = C = bias = 1: every output is alpha * K + beta (+ 1 with a bias).
     Ones,
     /// A(m, k) = a sequence of small integers, B = the identity (K x N, ones where
-    /// k == n): D(m, n) = alpha * A(m, n) for n < K, else 0. A wrong, shifted or
-    /// transposed tile shows where it lands.
+    /// k == n), C = bias = 0: D(m, n) = alpha * A(m, n) for n < K, else 0. A wrong,
+    /// shifted or transposed tile shows where it lands.
     SeqIdentity,
-    /// A(m, k) = 1 where k == K0, else 0; B(k, n) small integers: D(m, n) = alpha *
-    /// B(K0, n). A dropped or repeated K slice (or pipeline stage) holding K0 shows.
+    /// A(m, k) = 1 where k == K0, else 0; B(k, n) small integers, C = bias = 0:
+    /// D(m, n) = alpha * B(K0, n). A dropped or repeated K slice (or pipeline stage)
+    /// holding K0 shows.
     OnehotK { k0: usize },
-    /// Integers in [-2, 2] from a seeded generator: fp32 sums are exact for K up to
-    /// 2^21.
+    /// Integers in [-2, 2] from a seeded generator (A, B, then C and bias): fp32
+    /// sums are exact for K up to 2^21. A transposed C or a bias broadcast along the
+    /// wrong axis shows here.
     SmallInt { seed: u64 },
     /// Uniform in [-1, 1) from a seeded generator: compared with a tolerance.
     Random { seed: u64 },
@@ -31,13 +33,15 @@ pub enum Rung {
     Dump,
 }
 
-/// The logical operands of a rung, row-major (A: M x K, B: K x N, C: M x N), each
-/// value already rounded to the problem's input type.
+/// The logical operands of a rung, row-major (A: M x K, B: K x N, C: M x N, bias: N),
+/// each value already rounded to the problem's input type. C counts only where beta
+/// is not 0, the bias only where the problem has one.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Operands {
     pub a: Vec<f32>,
     pub b: Vec<f32>,
     pub c: Vec<f32>,
+    pub bias: Vec<f32>,
 }
 
 /// A small deterministic generator (SplitMix64): the same seed, the same inputs, on
@@ -124,11 +128,15 @@ impl Rung {
         let round = |v: f32| problem.input.round(v);
         let mut a = vec![0.0; m * k];
         let mut b = vec![0.0; k * n];
+        let mut c = vec![0.0; m * n];
+        let mut bias = vec![0.0; n];
         match self {
             Rung::Zeros => {}
             Rung::Ones => {
                 a.fill(1.0);
                 b.fill(1.0);
+                c.fill(1.0);
+                bias.fill(1.0);
             }
             Rung::SeqIdentity => {
                 for i in 0..m {
@@ -155,21 +163,19 @@ impl Rung {
             }
             Rung::SmallInt { seed } => {
                 let mut g = SplitMix(seed);
-                a.iter_mut().for_each(|v| *v = g.integer(2));
-                b.iter_mut().for_each(|v| *v = g.integer(2));
+                for v in a.iter_mut().chain(&mut b).chain(&mut c).chain(&mut bias) {
+                    *v = g.integer(2);
+                }
             }
             Rung::Random { seed } => {
                 let mut g = SplitMix(seed);
-                a.iter_mut().for_each(|v| *v = round(g.uniform()));
-                b.iter_mut().for_each(|v| *v = round(g.uniform()));
+                for v in a.iter_mut().chain(&mut b).chain(&mut c).chain(&mut bias) {
+                    *v = round(g.uniform());
+                }
             }
             Rung::Dump => return Err(LadderError::DumpHasNoGenerator),
         }
-        Ok(Operands {
-            a,
-            b,
-            c: vec![0.0; m * n],
-        })
+        Ok(Operands { a, b, c, bias })
     }
 }
 
@@ -208,9 +214,14 @@ mod tests {
         let p = problem(5, 6, 4);
         let d = |r: Rung| {
             let o = r.operands(&p).unwrap();
-            p.reference(&o.a, &o.b, &o.c)
+            p.reference(&o)
         };
         assert!(d(Rung::Ones).iter().all(|v| *v == 4.0));
+        // With beta and a bias, ones gives alpha * K + beta + 1.
+        let mut q = p.clone();
+        (q.alpha, q.beta, q.bias) = (2.0, 0.5, true);
+        let o = Rung::Ones.operands(&q).unwrap();
+        assert!(q.reference(&o).iter().all(|v| *v == 9.5));
         assert!(d(Rung::Zeros).iter().all(|v| *v == 0.0));
         // seq-identity: D(m, n) = A(m, n) for n < K, 0 beyond.
         let s = d(Rung::SeqIdentity);
@@ -222,7 +233,7 @@ mod tests {
         }
         // onehot-k: every row is B's row K0.
         let o = Rung::OnehotK { k0: 2 }.operands(&p).unwrap();
-        let h = p.reference(&o.a, &o.b, &o.c);
+        let h = p.reference(&o);
         for i in 0..5 {
             for j in 0..6 {
                 assert_eq!(h[i * 6 + j], f64::from(o.b[2 * 6 + j]));
@@ -236,10 +247,12 @@ mod tests {
         let p = problem(8, 8, 8);
         let a = Rung::SmallInt { seed: 3 }.operands(&p).unwrap();
         assert_eq!(a, Rung::SmallInt { seed: 3 }.operands(&p).unwrap());
-        assert!(
-            a.a.iter()
-                .all(|v| (-2.0..=2.0).contains(v) && v.fract() == 0.0)
-        );
+        for v in [&a.a, &a.b, &a.c, &a.bias] {
+            assert!(v.iter().all(|v| (-2.0..=2.0).contains(v) && v.fract() == 0.0));
+        }
+        // C and the bias are not constant, so a transposed C or a bias broadcast
+        // along the wrong axis changes the answer.
+        assert!(a.c.iter().any(|v| *v != a.c[0]) && a.bias.iter().any(|v| *v != a.bias[0]));
         let r = Rung::Random { seed: 3 }.operands(&p).unwrap();
         assert!(
             r.a.iter()

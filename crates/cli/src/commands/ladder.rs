@@ -156,7 +156,7 @@ pub fn write(args: WriteArgs) -> i32 {
         }
     };
     let answer: Vec<f32> = p
-        .reference(&o.a, &o.b, &o.c)
+        .reference(&o)
         .iter()
         .map(|v| {
             if ladder.rung.exact() {
@@ -255,7 +255,7 @@ fn checked(args: &CheckArgs) -> Result<Comparison, LadderCliError> {
             n: p.n,
         });
     }
-    let answer = p.reference(&o.a, &o.b, &o.c);
+    let answer = p.reference(&o);
     Ok(kwb_ladder::compare(
         ladder.rung,
         &p,
