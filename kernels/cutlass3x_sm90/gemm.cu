@@ -186,24 +186,22 @@ DeviceMatrix device_matrix(int rows, int cols, size_t elem_bytes, int ld) {
   return mat;
 }
 
-// D = alpha * A B^T + beta * C + bias, with A: M x K, B: N x K, C, D: M x N.
-void run_gemm(DeviceMatrix const& a, DeviceMatrix const& b, DeviceMatrix const& c,
-              ElementBias const* bias, DeviceMatrix const& d, float alpha, float beta) {
-  const int m = a.rows;
-  const int n = d.cols<ElementD>();
-  int k = a.cols<ElementA>();
-  if constexpr (kDefect == Defect::k_from_d_elem) k = a.cols<ElementD>();
+// D = alpha * A B^T + beta * C + bias, with A: M x K (rows lda elements apart), B: N x K,
+// C, D: M x N. The launcher a library exposes: raw device pointers and sizes.
+void run_gemm(const ElementA* A, int64_t lda, const ElementB* B, const ElementC* C,
+              const ElementBias* bias, ElementD* D, int m, int n, int k, float alpha, float beta) {
+  const size_t a_row_bytes = size_t(k) * sizeof(ElementA);
+  int k_problem = int(a_row_bytes / sizeof(ElementA));
+  if constexpr (kDefect == Defect::k_from_d_elem) k_problem = int(a_row_bytes / sizeof(ElementD));
 
   StrideA stride_a;
   if constexpr (kDefect == Defect::a_pitch_ignored) {
-    stride_a = cutlass::make_cute_packed_stride(StrideA{}, cute::make_shape(m, k, 1));
+    stride_a = cutlass::make_cute_packed_stride(StrideA{}, cute::make_shape(m, k_problem, 1));
   } else {
-    stride_a = cute::make_stride(a.ld<ElementA>(), cute::Int<1>{}, int64_t(0));
+    stride_a = cute::make_stride(lda, cute::Int<1>{}, int64_t(0));
   }
-  const StrideB stride_b =
-      cutlass::make_cute_packed_stride(StrideB{}, cute::make_shape(b.rows, b.cols<ElementB>(), 1));
-  const StrideC stride_c =
-      cutlass::make_cute_packed_stride(StrideC{}, cute::make_shape(c.rows, c.cols<ElementC>(), 1));
+  const StrideB stride_b = cutlass::make_cute_packed_stride(StrideB{}, cute::make_shape(n, k, 1));
+  const StrideC stride_c = cutlass::make_cute_packed_stride(StrideC{}, cute::make_shape(m, n, 1));
   const StrideD stride_d = cutlass::make_cute_packed_stride(StrideD{}, cute::make_shape(m, n, 1));
 
   AffineScalars scalars{alpha, beta};
@@ -217,15 +215,15 @@ void run_gemm(DeviceMatrix const& a, DeviceMatrix const& b, DeviceMatrix const& 
 
   typename Gemm::Arguments args{
       cutlass::gemm::GemmUniversalMode::kGemm,
-      {m, n, k, 1},
-      {a.data<ElementA>(), stride_a, b.data<ElementB>(), stride_b},
+      {m, n, k_problem, 1},
+      {A, stride_a, B, stride_b},
       {{
            {},                                  // accumulator
            {},                                  // C
            {bias, ElementBias(0), {}},          // bias
            scalars,                             // AffineBias
        },
-       c.data<ElementC>(), stride_c, d.data<ElementD>(), stride_d},
+       C, stride_c, D, stride_d},
       hw_info};
 
   Gemm gemm;
@@ -294,7 +292,8 @@ int main(int argc, char** argv) {
                               cudaMemcpyHostToDevice));
     KWB_CUDA_CHECK(cudaMemset(d.ptr, 0xff, d.bytes()));  // NaN until written
 
-    run_gemm(a, b, c, bias, d, alpha, beta);
+    run_gemm(a.data<ElementA>(), a.ld<ElementA>(), b.data<ElementB>(), c.data<ElementC>(), bias,
+             d.data<ElementD>(), M, N, K, alpha, beta);
 
     std::vector<float> out(size_t(M) * N);
     KWB_CUDA_CHECK(cudaMemcpy(out.data(), d.ptr, d.bytes(), cudaMemcpyDeviceToHost));

@@ -17,6 +17,13 @@ const FAMILIES: &[(&str, &str, &str)] = &[
     ("tma_wgmma_sm90", "gemm_wgmma_tma", "gemm_wgmma_tma"),
     ("megakernel", "megakernel", "megakernel"),
     ("cute_sm80", "gemm_cute_sm80", "gemm_sm80::gemm_cute_sm80"),
+    // A library kernel behind CUTLASS's adapter: no launch site, its Params built by
+    // the adapter from the launcher's own Arguments.
+    (
+        "cutlass3x_sm90",
+        "Gemm",
+        "cutlass::device_kernel<typename Gemm::GemmKernel>",
+    ),
 ];
 
 fn request(family: &str, kernel: &str) -> Request {
@@ -37,8 +44,28 @@ fn suite_reproducers() {
     for (family, kernel, instantiation) in FAMILIES {
         let x = extract(&source(family), &request(family, kernel)).unwrap();
         assert_eq!(&x.instantiation, instantiation, "{family}");
-        let launch = x.launch.as_ref().expect("a launch site");
-        assert_eq!(launch.args.len(), x.kernel.params.len(), "{family}");
+        match (&x.launch, &x.host.params) {
+            (Some(launch), None) => {
+                assert_eq!(launch.args.len(), x.kernel.params.len(), "{family}")
+            }
+            (None, Some(params)) => {
+                assert_eq!(x.kernel.params.len(), 1, "{family}");
+                assert!(
+                    params.arguments.contains("Gemm::Arguments args"),
+                    "{family}"
+                );
+                // The launcher's adjustments after declaring a value are copied too.
+                for line in [
+                    "if constexpr (kDefect == Defect::k_from_d_elem) k_problem =",
+                    "if constexpr (kDefect == Defect::alpha_beta_swapped) scalars =",
+                    "hw_info.sm_count =",
+                    "KWB_CUDA_CHECK(cudaGetDevice(&device));",
+                ] {
+                    assert!(x.repro.contains(line), "{family}: {line}");
+                }
+            }
+            other => panic!("{family}: {other:?}"),
+        }
         // The host harness is left out (the one main() is the reproducer's own,
         // behind its macro); the kernel is in.
         assert_eq!(
@@ -47,7 +74,12 @@ fn suite_reproducers() {
             "{family}"
         );
         assert!(!x.repro.contains("parse_args("), "{family}");
-        assert!(x.repro.contains(&format!("{}(", x.kernel.name)), "{family}");
+        // The kernel's definition, or (behind an adapter) the instantiation it launches.
+        assert!(
+            x.repro.contains(&format!("{}(", x.kernel.name))
+                || x.repro.contains(&format!("&{}", x.instantiation)),
+            "{family}"
+        );
         insta::assert_snapshot!(format!("extract_{family}"), x.repro);
     }
 }
@@ -99,7 +131,10 @@ fn every_reproducer_compiles_alone() {
                             repo_root().join("kernels").join(family),
                             repo_root().join("kernels/common"),
                             cutlass.include.clone(),
-                        ],
+                        ]
+                        .into_iter()
+                        .chain(cutlass.util_include.clone())
+                        .collect(),
                         defines: std::iter::once("KWB_DEFECT=none".to_owned())
                             .chain(x.host.main.clone())
                             .collect(),

@@ -132,23 +132,52 @@ fn one(
         seconds: 0.0,
     };
     let Some(kernel) = &family.kernel else {
-        row.note = "not reproduced: a library kernel behind an adapter (no __global__ in the file; the Params-blob path is not built yet)".to_owned();
+        row.note = "not reproduced: the family names no kernel for kwb-extract".to_owned();
         return row;
     };
     let dir = options.out.join(&v.family).join(&v.defect);
     let _ = std::fs::remove_dir_all(&dir);
+    // The production build's flags reach kwb-extract the way a user's do: through a
+    // compile database with the family's nvcc command.
+    let source = format!("kernels/{}", family.source);
+    let db = options
+        .out
+        .join(&v.family)
+        .join(format!("{}.compile_commands.json", v.defect));
+    let flags = match crate::suite::flags(root, family, v, &family.arches[0], cutlass) {
+        Ok(f) => f,
+        Err(e) => {
+            row.note = format!("flags: {e}");
+            return row;
+        }
+    };
+    let mut command = vec![
+        "nvcc".to_owned(),
+        format!("-arch={}", flags.arch),
+        format!("-std={}", flags.std),
+    ];
+    command.extend(flags.includes.iter().map(|i| format!("-I{}", i.display())));
+    command.extend(flags.defines.iter().map(|d| format!("-D{d}")));
+    command.extend(flags.extra.iter().cloned());
+    command.extend(["-c".to_owned(), source.clone()]);
+    let entry = serde_json::json!([{
+        "directory": root.display().to_string(),
+        "file": source,
+        "arguments": command,
+    }]);
+    if let Err(e) = std::fs::create_dir_all(options.out.join(&v.family))
+        .and_then(|()| std::fs::write(&db, entry.to_string()))
+    {
+        row.note = format!("{}: {e}", db.display());
+        return row;
+    }
     let mut x = Command::new(extract);
     x.current_dir(root)
-        .arg(format!("kernels/{}", family.source))
-        .args(["--kernel", kernel, "-I", "kernels/common"])
-        .arg(format!("-DKWB_DEFECT={}", v.defect))
+        .arg(&source)
+        .args(["--kernel", kernel, "-p"])
+        .arg(&db)
         .arg("-o")
         .arg(&dir);
-    if family.cutlass
-        && let Some(c) = cutlass
-    {
-        x.arg("-I").arg(&c.include);
-    }
     match x.output() {
         Ok(o) if o.status.success() => {}
         Ok(o) => {

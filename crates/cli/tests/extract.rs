@@ -149,6 +149,31 @@ fn bad_input_gets_a_clear_message_and_writes_nothing() {
         let out = args.last().unwrap();
         assert!(!dir.path().join(out).exists(), "{args:?} wrote {out}");
     }
+    // A library kernel behind an adapter: the file must build its Arguments.
+    std::fs::write(
+        dir.path().join("adapter.cu"),
+        "#include \"cutlass/gemm/device/gemm_universal_adapter.h\"\n\
+         using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;\n\
+         void run() { Gemm gemm; }\n",
+    )
+    .unwrap();
+    let run = extract(dir.path(), &["adapter.cu", "--kernel", "Gemm", "-o", "o9"]);
+    assert_eq!(run.code, 3, "{}", run.stderr);
+    assert!(
+        run.stderr.contains(
+            "no function in this file declares the adapter's arguments, `Gemm::Arguments`"
+        ),
+        "{}",
+        run.stderr
+    );
+    assert!(!dir.path().join("o9").exists());
+    let run = extract(dir.path(), &["adapter.cu", "--kernel", "gemm", "-o", "o10"]);
+    assert_eq!(run.code, 3, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("library kernels behind an adapter (--kernel ALIAS): Gemm (= cutlass::gemm::device::GemmUniversalAdapter<Kernel>)"),
+        "{}",
+        run.stderr
+    );
     // A kernel without template parameters needs no launch.
     let run = extract(dir.path(), &["k.cu", "--kernel", "plain", "-o", "o8"]);
     assert_eq!(run.code, 0, "{}", run.stderr);

@@ -79,18 +79,35 @@ pub fn config(parsed: &Parsed, launch: &Launch, constants: &Constants) -> Vec<Co
         .collect()
 }
 
-/// The reproducer: a header, the kept items verbatim (each under the lines it came
+/// The reproducer: `header`, the kept items verbatim (each under the lines it came
 /// from, namespaces reopened around kept members), and the entry points. Also the
 /// copied line ranges.
 pub fn repro(
     parsed: &Parsed,
     items: &[Item],
     kept: &BTreeSet<usize>,
+    file: &str,
+    header: &str,
+    entries: &str,
+) -> (String, Vec<(usize, usize)>) {
+    let mut out = header.to_owned();
+    out.push_str(
+        "// Everything below up to the entry points is copied verbatim from the file, each block\n// under the lines it came from; what the kernel does not use is left out.\n\n",
+    );
+    let mut copied = Vec::new();
+    emit_items(parsed, items, kept, file, &mut out, &mut copied);
+    out.push_str(entries);
+    (out, copied)
+}
+
+/// The reproducer's header: where it comes from, the instantiation, its launch and
+/// template arguments, the `-D`s.
+pub fn header(
     request: &Request,
     instantiation: &str,
     launch: Option<&Launch>,
     args: &[TemplateArg],
-) -> (String, Vec<(usize, usize)>) {
+) -> String {
     let file = &request.file_name;
     let mut out = String::new();
     out.push_str(&format!(
@@ -122,12 +139,16 @@ pub fn repro(
             .collect();
         out.push_str(&format!("// with {}\n", d.join(" ")));
     }
-    out.push_str(
-        "// Everything below up to the entry points is copied verbatim from the file, each block\n// under the lines it came from; what the kernel does not use is left out.\n\n",
-    );
-    let mut copied = Vec::new();
-    emit_items(parsed, items, kept, file, &mut out, &mut copied);
-    out.push_str(&format!(
+    out
+}
+
+/// The entry points of a `__global__` instantiation: its address, and a launch of it
+/// (`launch` the statement that launches `kernel` with `config`, when not a plain
+/// `cudaLaunchKernel`).
+pub fn entry_points(instantiation: &str, launch: Option<&str>) -> String {
+    let launch =
+        launch.unwrap_or("return cudaLaunchKernel(kernel, grid, block, args, smem, stream);");
+    format!(
         "// kwb-extract: entry points with C linkage, so a runner needs no name mangling.\n\
          extern \"C\" const void* {KERNEL_SYMBOL}() {{\n  return reinterpret_cast<const void*>(&{instantiation});\n}}\n\n\
          extern \"C\" cudaError_t {ENTRY}(dim3 grid, dim3 block, size_t smem, cudaStream_t stream,\n                                  void** args) {{\n  \
@@ -135,9 +156,8 @@ pub fn repro(
          if (smem > 48 * 1024) {{\n    \
          const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,\n                                               static_cast<int>(smem));\n    \
          if (e != cudaSuccess) return e;\n  }}\n  \
-         return cudaLaunchKernel(kernel, grid, block, args, smem, stream);\n}}\n"
-    ));
-    (out, copied)
+         {launch}\n}}\n"
+    )
 }
 
 fn emit_items(

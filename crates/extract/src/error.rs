@@ -41,6 +41,16 @@ pub enum ExtractError {
         line: usize,
         param: String,
     },
+    #[error("no function in this file declares the adapter's arguments, `{wanted}`")]
+    #[diagnostic(help(
+        "kwb-extract builds the kernel's Params from the launcher's own `{wanted}` (`typename {wanted} args{{…}};`) through the adapter `{alias}`: extract the file whose function declares them"
+    ))]
+    NoArguments { alias: String, wanted: String },
+    #[error("`{wanted}` is declared at several places (lines {lines})")]
+    #[diagnostic(help(
+        "kwb-extract reproduces one launch: extract a file (or a copy of it) with the one launcher whose arguments you suspect"
+    ))]
+    AmbiguousArguments { wanted: String, lines: String },
     #[error(
         "template argument `{param}` = `{written}` depends on `{name}`, which only the launching function defines, and it does not fold: {why}"
     )]

@@ -52,6 +52,29 @@ pub struct HostEntries {
     /// leading dimensions a runner must honour even where the kernel takes neither.
     #[serde(default)]
     pub launcher: Vec<Param>,
+    /// For a library kernel behind an adapter: the entry points that build its
+    /// Params blob with the adapter's own host code.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub params: Option<ParamsEntries>,
+}
+
+/// `int FILL(const kwb_problem*, void* workspace, void* out, const char** why)`
+/// writes the kernel's Params (`SIZE()` bytes, 64-byte aligned) from the launcher's
+/// own Arguments through the adapter (0 on success; 1 the adapter refused the
+/// problem, 2 its initialize failed; `why` its status text);
+/// `int WORKSPACE(const kwb_problem*, unsigned long long* bytes)` gives the device
+/// workspace it needs, which the runner allocates zeroed.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ParamsEntries {
+    /// The adapter, as the file declares it (`Gemm = cutlass::gemm::device::…<GemmKernel>`).
+    pub adapter: String,
+    pub fill: String,
+    pub size: String,
+    pub workspace: String,
+    /// The launcher's Arguments declaration the blob is built from, and its line.
+    pub arguments: String,
+    pub line: usize,
 }
 
 /// One descriptor-filling entry point.
@@ -80,19 +103,46 @@ pub struct Host {
 /// A top-level statement of the launcher before the launch.
 struct Statement {
     declares: Vec<String>,
+    /// Names a statement that is not a declaration writes (`x = …`, `x.f = …`,
+    /// `++x`, `f(&x)`), inside an `if constexpr` too: it is copied when one of them
+    /// is needed, so a value the launcher adjusts after declaring it is reproduced.
+    writes: Vec<String>,
     text: String,
     line: usize,
     /// `using namespace …;`: always copied.
     always: bool,
 }
 
-/// The launcher as the entry points see it.
-struct Launcher<'a> {
+/// The launcher as the entry points see it: its parameters (element types through
+/// the file's aliases) and its top-level statements before byte `before`.
+pub(crate) struct Launcher<'a> {
     file: &'a str,
-    params: Vec<Param>,
+    pub(crate) params: Vec<Param>,
     statements: Vec<Statement>,
     /// Every name the launcher declares before the launch, nested blocks included.
     locals: Vec<String>,
+}
+
+impl<'a> Launcher<'a> {
+    pub(crate) fn new(
+        parsed: &Parsed,
+        function: Node<'_>,
+        before: usize,
+        file: &'a str,
+    ) -> Launcher<'a> {
+        let mut params = crate::kernel::params_of(parsed, function).unwrap_or_default();
+        for p in &mut params {
+            if let Some(e) = &p.element {
+                p.element = Some(crate::aliases::resolve(parsed, e));
+            }
+        }
+        Launcher {
+            file,
+            params,
+            statements: statements(parsed, function, before),
+            locals: crate::constants::local_names(parsed, &function.byte_range(), before),
+        }
+    }
 }
 
 /// The host entry points for `launch` (in a function of `parsed`), whose kernel has
@@ -109,20 +159,12 @@ pub fn host(parsed: &Parsed, launch: &Launch, kernel_params: &[Param], file: &st
             .push("the launch is not inside a function".to_owned());
         return host;
     };
-    let launcher = Launcher {
-        file,
-        params: crate::kernel::params_of(parsed, function).unwrap_or_default(),
-        statements: statements(parsed, function, launch.at),
-        locals: crate::constants::local_names(parsed, &function.byte_range(), launch.at),
-    };
-    let mut text = format!(
-        "// kwb-extract: host entry points, each the launcher's own code ({file}:{}) with its\n\
-         // parameters bound from kwb_problem, so a runner transcribes nothing.\n\
-         #include <type_traits>\n\n{PROBLEM_STRUCT}\n\
-         template <class F>\nstatic int kwb_status(F&& f) {{\n  \
-         if constexpr (std::is_void_v<decltype(f())>) {{\n    f();\n    return 0;\n  }} else {{\n    \
-         return static_cast<int>(f());\n  }}\n}}\n",
-        crate::tree::line_of(&parsed.source, function.start_byte()),
+    let launcher = Launcher::new(parsed, function, launch.at, file);
+    let mut text = preamble(parsed, function, file);
+    text.push_str(
+        "template <class F>\nstatic int kwb_status(F&& f) {\n  \
+         if constexpr (std::is_void_v<decltype(f())>) {\n    f();\n    return 0;\n  } else {\n    \
+         return static_cast<int>(f());\n  }\n}\n",
     );
     let mut roots = BTreeSet::new();
     // The configuration.
@@ -199,10 +241,20 @@ pub fn host(parsed: &Parsed, launch: &Launch, kernel_params: &[Param], file: &st
     host
 }
 
+/// The head of the host half: where its code comes from, and `kwb_problem`.
+pub(crate) fn preamble(parsed: &Parsed, function: Node<'_>, file: &str) -> String {
+    format!(
+        "// kwb-extract: host entry points, each the launcher's own code ({file}:{}) with its\n\
+         // parameters bound from kwb_problem, so a runner transcribes nothing.\n\
+         #include <type_traits>\n\n{PROBLEM_STRUCT}\n",
+        crate::tree::line_of(&parsed.source, function.start_byte()),
+    )
+}
+
 impl Launcher<'_> {
     /// The bindings and copied statements that `targets` need (`excluded` names are
     /// declared by the caller), and every identifier they use.
-    fn body(
+    pub(crate) fn body(
         &self,
         targets: &[String],
         excluded: &[String],
@@ -218,6 +270,7 @@ impl Launcher<'_> {
                 let wanted = s.always
                     || s.declares
                         .iter()
+                        .chain(&s.writes)
                         .any(|d| needed.contains(d) && !excluded.contains(d));
                 if !kept[i] && wanted {
                     kept[i] = true;
@@ -345,6 +398,7 @@ fn statements(parsed: &Parsed, function: Node<'_>, before: usize) -> Vec<Stateme
             break;
         }
         let text = parsed.source[n.byte_range()].trim().to_owned();
+        let mut writes = Vec::new();
         let (declares, always) = match n.kind() {
             "declaration" => {
                 let mut c = n.walk();
@@ -366,14 +420,48 @@ fn statements(parsed: &Parsed, function: Node<'_>, before: usize) -> Vec<Stateme
                 (name.into_iter().collect(), false)
             }
             "using_declaration" => (Vec::new(), text.contains("namespace")),
+            "expression_statement" | "if_statement" => {
+                writes = written_names(parsed, n);
+                if writes.is_empty() {
+                    continue;
+                }
+                (Vec::new(), false)
+            }
             _ => continue,
         };
         out.push(Statement {
             declares,
+            writes,
             line: crate::tree::line_of(&parsed.source, n.start_byte()),
             text,
             always,
         });
+    }
+    out
+}
+
+/// The names statement `n` writes: the root of every assignment's or increment's
+/// target, and every `&x` handed to a call (an output argument).
+fn written_names(parsed: &Parsed, n: Node<'_>) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![n];
+    while let Some(x) = stack.pop() {
+        let target = match x.kind() {
+            "assignment_expression" => x.child_by_field_name("left"),
+            "update_expression" => x.child_by_field_name("argument"),
+            "pointer_expression" if parsed.source[x.byte_range()].starts_with('&') => {
+                x.child_by_field_name("argument")
+            }
+            _ => None,
+        };
+        if let Some(t) = target
+            && let Some(root) = kwb_syntax::identifiers(&parsed.source[t.byte_range()]).next()
+            && !out.iter().any(|o| o == root)
+        {
+            out.push(root.to_owned());
+        }
+        let mut cursor = x.walk();
+        stack.extend(x.named_children(&mut cursor));
     }
     out
 }

@@ -158,7 +158,8 @@ fn defines(parsed: &Parsed, node: Node<'_>) -> Vec<String> {
         | "type_definition"
         | "preproc_def"
         | "preproc_function_def"
-        | "concept_definition" => {
+        | "concept_definition"
+        | "namespace_alias_definition" => {
             if let Some(name) = node.child_by_field_name("name") {
                 out.push(last_segment(&text(name)));
             }

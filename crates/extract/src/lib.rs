@@ -14,6 +14,8 @@
 //! What cannot be resolved is named: an argument that leans on a name only the
 //! launching function defines is an error, never a guess.
 
+mod adapter;
+mod aliases;
 pub mod compile_db;
 mod constants;
 mod deduce;
@@ -35,7 +37,8 @@ pub use crate::emit::{ENTRY, KERNEL_SYMBOL};
 pub use crate::error::ExtractError;
 pub use crate::fold::{Constants, Unfolded};
 pub use crate::host::{
-    CONFIG, ENCODE_PREFIX, Encoder, HostEntries, PROBLEM_STRUCT, field as problem_field,
+    CONFIG, ENCODE_PREFIX, Encoder, HostEntries, PROBLEM_STRUCT, ParamsEntries,
+    field as problem_field,
 };
 pub use crate::kernel::{KernelDef, Param};
 pub use crate::launch::{Launch, launches};
@@ -120,11 +123,27 @@ pub fn extract(source: &str, request: &Request) -> Result<Extraction, ExtractErr
     let map = kwb_sites::kernel_map(&parsed, &[]);
     let defs = kernel::find(&parsed, &map, &name);
     let Some(def) = defs.first().cloned() else {
+        if spec_args.is_none()
+            && let Some(found) = adapter::pick(&parsed, &name)
+        {
+            return adapter::extract(&parsed, &found, request);
+        }
+        let adapters = adapter::names(&parsed);
+        let adapters = if adapters.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; library kernels behind an adapter (--kernel ALIAS): {}",
+                adapters.join(", ")
+            )
+        };
         return Err(ExtractError::UnknownKernel {
             name,
             available: match kernel::all(&map) {
-                names if names.is_empty() => "none: this file defines no __global__ function (a library kernel launched through an adapter, such as CUTLASS's GemmUniversalAdapter, is not extracted yet)".to_owned(),
-                names => names.join(", "),
+                names if names.is_empty() => {
+                    format!("none: this file defines no __global__ function{adapters}")
+                }
+                names => format!("{}{adapters}", names.join(", ")),
             },
         });
     };
@@ -286,10 +305,9 @@ pub fn extract(source: &str, request: &Request) -> Result<Extraction, ExtractErr
         &parsed,
         &all_items,
         &kept,
-        request,
-        &instantiation,
-        launch.as_ref(),
-        &args,
+        &request.file_name,
+        &emit::header(request, &instantiation, launch.as_ref(), &args),
+        &emit::entry_points(&instantiation, None),
     );
     let mut host_entries = host.entries;
     if !host.text.is_empty() {

@@ -89,7 +89,12 @@ impl Manifest {
             source: Source {
                 file: file.to_owned(),
                 kernel_line: x.kernel.line,
-                launch_line: x.launch.as_ref().map(|l| l.line),
+                // A launch site, or the Arguments an adapter's Params are built from.
+                launch_line: x.launch.as_ref().map(|l| l.line).or(x
+                    .host
+                    .params
+                    .as_ref()
+                    .map(|p| p.line)),
                 copied: x.copied.iter().map(|(a, b)| [*a, *b]).collect(),
             },
             kernel: KernelSection {

@@ -44,6 +44,25 @@ pub fn standalone(params: &[Param], host: &HostEntries) -> Result<String, String
     let mut pointers = Vec::new();
     for (i, p) in params.iter().enumerate() {
         let local = format!("kwb_arg{i}");
+        if p.role == "params" {
+            let Some(e) = &host.params else {
+                return Err(format!("nothing fills the Params blob `{}`", p.name));
+            };
+            let (fill, size, workspace) = (&e.fill, &e.size, &e.workspace);
+            args.push_str(&format!(
+                "  unsigned long long kwb_workspace_bytes = 0;\n  \
+                 if (int e = {workspace}(&p, &kwb_workspace_bytes)) {{\n    std::printf(\"KWB_REPRO {workspace} returned %d\\n\", e);\n    return 2;\n  }}\n  \
+                 void* kwb_workspace = nullptr;\n  \
+                 if (kwb_workspace_bytes > 0 && (cudaMalloc(&kwb_workspace, kwb_workspace_bytes) != cudaSuccess ||\n                                  cudaMemset(kwb_workspace, 0, kwb_workspace_bytes) != cudaSuccess)) {{\n    \
+                 std::printf(\"KWB_REPRO could not allocate %llu bytes of workspace\\n\", kwb_workspace_bytes);\n    return 2;\n  }}\n  \
+                 void* {local} = std::aligned_alloc(64, ({size}() + 63) / 64 * 64);\n  \
+                 const char* kwb_why = \"\";\n  \
+                 if (int e = {fill}(&p, kwb_workspace, {local}, &kwb_why)) {{\n    std::printf(\"KWB_REPRO {fill} returned %d: %s\\n\", e, kwb_why);\n    return 2;\n  }}\n"
+            ));
+            // The blob itself is the argument's bytes.
+            pointers.push(local);
+            continue;
+        }
         if p.role == "tma-descriptor" {
             let function = format!("{ENCODE_PREFIX}{}", p.name);
             if !host.encoders.iter().any(|e| e.function == function) {
@@ -107,7 +126,7 @@ int main(int argc, char** argv) {{
   p.A = kwb_device_filled<{a}>(size_t(p.M) * size_t(p.K), 1.0f);
   p.B = kwb_device_filled<{b}>(size_t(p.N) * size_t(p.K), 1.0f);
   p.C = kwb_device_filled<{c_type}>(mn, 0.0f);
-  p.D = {d_alloc};
+  p.D = {d_alloc};{bias_alloc}
   {out_type}* out = ({out_type}*)(p.{output});
   cudaMemset(out, 0xff, mn * sizeof({out_type}));
   if (!p.A || !p.B || !p.C || !out) {{
@@ -147,6 +166,10 @@ int main(int argc, char** argv) {{
 }}
 #endif  // {MAIN_MACRO}
 "#,
+        bias_alloc = match element("bias") {
+            Some(t) => format!("\n  p.bias = kwb_device_filled<{t}>(size_t(p.N), 0.0f);"),
+            None => String::new(),
+        },
         d_alloc = if output == "D" {
             format!("kwb_device_filled<{out_type}>(mn, 0.0f)")
         } else {

@@ -602,10 +602,7 @@ fn prepare(
             })
             .map(|o| {
                 let (file, ops) = (work.join(format!("rung{i}.{}.bin", o.role.name())), &ops);
-                s.spawn(move || {
-                    write(&file, &storage(plan, o.role, ops))
-                        .map(|()| (o.role, file))
-                })
+                s.spawn(move || write(&file, &storage(plan, o.role, ops)).map(|()| (o.role, file)))
             })
             .collect();
         let answer = if host {

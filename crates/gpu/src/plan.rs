@@ -75,6 +75,13 @@ pub enum Arg {
     F64(f64),
     /// A `CUtensorMap` filled by the reproducer's entry point of this name.
     TensorMap(String),
+    /// A library kernel's Params blob, filled by the reproducer's entry points
+    /// (`kwb_extract::ParamsEntries`) through the adapter's own host code.
+    Params {
+        fill: String,
+        size: String,
+        workspace: String,
+    },
 }
 
 /// What to run.
@@ -367,6 +374,27 @@ fn argument(
         },
         "alpha" => scalar(request.alpha),
         "beta" => scalar(request.beta),
+        "params" => manifest
+            .host
+            .params
+            .as_ref()
+            .map(|e| Arg::Params {
+                fill: e.fill.clone(),
+                size: e.size.clone(),
+                workspace: e.workspace.clone(),
+            })
+            .ok_or_else(|| GpuError::Unfillable {
+                param: p.name.clone(),
+                declaration: p.declaration.clone(),
+                why: manifest
+                    .host
+                    .unavailable
+                    .first()
+                    .cloned()
+                    .unwrap_or_else(|| {
+                        "the reproducer has no entry point that fills it".to_owned()
+                    }),
+            }),
         "tma-descriptor" => manifest
             .host
             .encoders

@@ -83,6 +83,25 @@ fn plans_of_the_suite_families() {
     assert_eq!(p.args[1], Arg::TensorMap("kwb_encode_tmap_b".to_owned()));
     assert_eq!((p.lda, p.ldb), (1088, 1088));
     assert_eq!(p.operand(Role::B).dtype, kwb_ladder::Dtype::Bf16);
+    // cutlass3x: one Params blob from the adapter; the operands and their types come
+    // from the launcher (through the file's aliases), A's pitch is padded, a bias
+    // (f32, one per column) is added to the problem.
+    let (_d, m) = extracted("cutlass3x_sm90", "Gemm");
+    let p = Plan::new(&m, &request()).unwrap();
+    assert_eq!(
+        p.args,
+        [Arg::Params {
+            fill: "kwb_params".to_owned(),
+            size: "kwb_params_size".to_owned(),
+            workspace: "kwb_workspace_size".to_owned(),
+        }]
+    );
+    assert_eq!((p.lda, p.ldb, p.ldc, p.ldd), (1088, 1024, 384, 384));
+    assert_eq!(p.operand(Role::A).dtype, kwb_ladder::Dtype::Bf16);
+    assert_eq!(p.operand(Role::D).dtype, kwb_ladder::Dtype::F32);
+    assert_eq!(p.operand(Role::Bias).dtype, kwb_ladder::Dtype::F32);
+    assert_eq!(p.output, Role::D);
+    assert!(p.problem().unwrap().bias);
 }
 
 #[test]

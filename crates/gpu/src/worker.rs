@@ -11,7 +11,7 @@
 //! stdout; the supervisor enforces the timeout by killing this process.
 #![allow(unsafe_code)]
 
-use std::ffi::c_void;
+use std::ffi::{CStr, c_char, c_void};
 use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
@@ -27,6 +27,10 @@ use crate::plan::{Arg, Role};
 type LaunchFn = unsafe extern "C" fn(Dim3, Dim3, usize, *mut c_void, *mut *mut c_void) -> i32;
 type ConfigFn = unsafe extern "C" fn(*const Problem, *mut u32, *mut u32, *mut u64) -> i32;
 type EncodeFn = unsafe extern "C" fn(*const Problem, *mut c_void) -> i32;
+type SizeFn = unsafe extern "C" fn() -> u64;
+type WorkspaceFn = unsafe extern "C" fn(*const Problem, *mut u64) -> i32;
+type FillFn =
+    unsafe extern "C" fn(*const Problem, *mut c_void, *mut c_void, *mut *const c_char) -> i32;
 
 /// Whether this machine has a CUDA driver library: `Err` says why not.
 pub fn driver_present() -> Result<(), String> {
@@ -260,6 +264,86 @@ fn run(ctx: &Arc<CudaContext>, library: &libloading::Library, job: &Job) -> Resu
                     let p: *mut TensorMap = &mut *map;
                     values.push(map);
                     p.cast()
+                }
+                Arg::Params {
+                    fill,
+                    size,
+                    workspace,
+                } => {
+                    // SAFETY: as above, the signatures of kwb_extract::ParamsEntries.
+                    let (fill_fn, size_fn, workspace_fn) = unsafe {
+                        (
+                            library.get::<FillFn>(fill.as_bytes()),
+                            library.get::<SizeFn>(size.as_bytes()),
+                            library.get::<WorkspaceFn>(workspace.as_bytes()),
+                        )
+                    };
+                    let (fill_fn, size_fn, workspace_fn) = match (fill_fn, size_fn, workspace_fn) {
+                        (Ok(f), Ok(s), Ok(w)) => (f, s, w),
+                        (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => {
+                            return Err(fail(at, "library", format!("{fill}: {e}")));
+                        }
+                    };
+                    let mut bytes = 0u64;
+                    // SAFETY: writes one value.
+                    let rc = unsafe { workspace_fn(&problem, &mut bytes) };
+                    if rc != 0 {
+                        return Err(fail(at, "params", format!("{workspace} returned {rc}")));
+                    }
+                    let space = stream
+                        .alloc_zeros::<u8>(usize::try_from(bytes).unwrap_or(usize::MAX).max(1))
+                        .map_err(|e| fail(at, "params", format!("{bytes}-byte workspace: {e}")))?;
+                    let (space_ptr, sync) = space.device_ptr(&stream);
+                    let space_ptr = space_ptr as *mut c_void;
+                    drop(sync);
+                    stream
+                        .synchronize()
+                        .map_err(|e| fail(at, "params", format!("{e}")))?;
+                    // SAFETY: returns a size.
+                    let size = usize::try_from(unsafe { size_fn() }).unwrap_or(usize::MAX);
+                    // 64-byte aligned (the Params hold CUtensorMaps), whole 128-byte units.
+                    let mut blob = vec![TensorMap([0; 16]); size.div_ceil(128).max(1)];
+                    let mut why: *const c_char = std::ptr::null();
+                    // SAFETY: the blob has at least `size` bytes, 64-byte aligned; the
+                    // workspace has `bytes` device bytes; `why` gets a static string.
+                    let rc = unsafe {
+                        fill_fn(
+                            &problem,
+                            if bytes > 0 {
+                                space_ptr
+                            } else {
+                                std::ptr::null_mut()
+                            },
+                            blob.as_mut_ptr().cast(),
+                            &mut why,
+                        )
+                    };
+                    if rc != 0 {
+                        let text = if why.is_null() {
+                            String::new()
+                        } else {
+                            // SAFETY: a NUL-terminated static string of the library.
+                            unsafe { CStr::from_ptr(why) }
+                                .to_string_lossy()
+                                .into_owned()
+                        };
+                        return Err(fail(
+                            at,
+                            "params",
+                            format!(
+                                "{fill} returned {rc} ({text}): the adapter's own {} refused the launcher's Arguments for this problem",
+                                if rc == 1 {
+                                    "can_implement"
+                                } else {
+                                    "initialize"
+                                }
+                            ),
+                        ));
+                    }
+                    let p: *mut c_void = blob.as_mut_ptr().cast();
+                    values.push(Box::new(blob));
+                    values.push(Box::new(space));
+                    p
                 }
             };
             pointers.push(pointer);

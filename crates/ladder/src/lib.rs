@@ -4,7 +4,7 @@
 //!
 //! Rungs with a closed-form answer are compared exactly (the answer rounded to the
 //! output type, integers throughout, so any difference is a defect, not noise):
-//! `zeros`, `ones` (every output is `alpha * K`), `seq-identity` (A a sequence of
+//! `zeros`, `ones` (every output is `alpha * K + beta`, + 1 with a bias), `seq-identity` (A a sequence of
 //! small integers, B the identity: the output is A itself, the recipe for spotting a
 //! wrong or transposed tile), `onehot-k:K0` (A selects the single K slice `K0`: a
 //! dropped or duplicated K slice or pipeline stage shows), `small-int:SEED`

@@ -248,7 +248,10 @@ mod tests {
         let a = Rung::SmallInt { seed: 3 }.operands(&p).unwrap();
         assert_eq!(a, Rung::SmallInt { seed: 3 }.operands(&p).unwrap());
         for v in [&a.a, &a.b, &a.c, &a.bias] {
-            assert!(v.iter().all(|v| (-2.0..=2.0).contains(v) && v.fract() == 0.0));
+            assert!(
+                v.iter()
+                    .all(|v| (-2.0..=2.0).contains(v) && v.fract() == 0.0)
+            );
         }
         // C and the bias are not constant, so a transposed C or a bias broadcast
         // along the wrong axis changes the answer.

@@ -131,7 +131,9 @@ pub fn run(args: Args) -> i32 {
         Ok(x) => x,
         Err(e) => {
             let code = match e {
-                ExtractError::UnknownKernel { .. } => exit::NO_KERNEL,
+                ExtractError::UnknownKernel { .. } | ExtractError::NoArguments { .. } => {
+                    exit::NO_KERNEL
+                }
                 _ => exit::INPUT,
             };
             render::error(Report::new(e));

@@ -1,0 +1,77 @@
+//! The file's type aliases (`using X = T;`, `typedef T X;`) outside functions, to
+//! read a launcher's element types through them (`ElementA` is `cutlass::bfloat16_t`).
+
+use kwb_syntax::Parsed;
+use tree_sitter::Node;
+
+/// Every alias outside a function body: (name, aliased type as written, node).
+pub fn all(parsed: &Parsed) -> Vec<(String, String, Node<'_>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![parsed.tree.root_node()];
+    while let Some(n) = stack.pop() {
+        match n.kind() {
+            "function_definition" => continue,
+            "alias_declaration" => {
+                if let (Some(name), Some(ty)) =
+                    (n.child_by_field_name("name"), n.child_by_field_name("type"))
+                {
+                    out.push((
+                        parsed.source[name.byte_range()].trim().to_owned(),
+                        squeeze(&parsed.source[ty.byte_range()]),
+                        n,
+                    ));
+                }
+            }
+            "type_definition" => {
+                if let (Some(name), Some(ty)) = (
+                    n.child_by_field_name("declarator"),
+                    n.child_by_field_name("type"),
+                ) {
+                    out.push((
+                        parsed.source[name.byte_range()].trim().to_owned(),
+                        squeeze(&parsed.source[ty.byte_range()]),
+                        n,
+                    ));
+                }
+            }
+            _ => {}
+        }
+        let mut cursor = n.walk();
+        stack.extend(n.named_children(&mut cursor));
+    }
+    out.sort_by_key(|(_, _, n)| n.start_byte());
+    out
+}
+
+/// `ty` with every alias it is followed through (at most 8 steps, so a cycle ends);
+/// a type that is no alias of the file comes back as written.
+pub fn resolve(parsed: &Parsed, ty: &str) -> String {
+    let aliases = all(parsed);
+    let mut current = ty.trim().to_owned();
+    for _ in 0..8 {
+        let short = current.strip_prefix("::").unwrap_or(&current);
+        match aliases.iter().find(|(name, _, _)| name == short) {
+            Some((_, value, _)) if value != &current => current = value.clone(),
+            _ => break,
+        }
+    }
+    current
+}
+
+fn squeeze(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn element_types_are_read_through_aliases() {
+        let parsed = kwb_syntax::parse(
+            "namespace {\nusing ElementA = cutlass::bfloat16_t;\nusing Input = ElementA;\ntypedef float Acc;\n}\nvoid f() { using Local = int; }\n",
+        );
+        assert_eq!(super::resolve(&parsed, "Input"), "cutlass::bfloat16_t");
+        assert_eq!(super::resolve(&parsed, "Acc"), "float");
+        assert_eq!(super::resolve(&parsed, "Local"), "Local");
+        assert_eq!(super::resolve(&parsed, "__nv_bfloat16"), "__nv_bfloat16");
+    }
+}
