@@ -227,3 +227,41 @@ fn the_manifest_round_trips() {
     );
     assert!(Manifest::from_toml("[kernel]\nsurprise = true\n").is_err());
 }
+
+/// A CUTLASS example, as its users write one: the kernel behind the adapter is
+/// extracted with its whole alias chain; the Arguments come from the example's
+/// `Options` struct, which kwb_problem cannot bind, and the manifest says so.
+#[test]
+fn a_cutlass_example_behind_the_adapter() {
+    let Some(source) = cutlass_source() else {
+        return;
+    };
+    let file = "examples/48_hopper_warp_specialized_gemm/48_hopper_warp_specialized_gemm.cu";
+    let Ok(text) = std::fs::read_to_string(source.join(file)) else {
+        return;
+    };
+    let x = extract(
+        &text,
+        &Request {
+            kernel: Some("Gemm".to_owned()),
+            file_name: file.to_owned(),
+            ..Request::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        x.instantiation,
+        "cutlass::device_kernel<typename Gemm::GemmKernel>"
+    );
+    assert!(x.host.params.is_none());
+    assert_eq!(
+        x.host.unavailable,
+        [
+            "kwb_params: the launcher's Arguments at line 349: launcher parameter `options` (`const Options &options`, role other) has no field in kwb_problem"
+        ]
+    );
+    // The host harness (Options, the main loop, the reference check) is left out.
+    assert!(!x.repro.contains("int main("));
+    assert!(!x.repro.contains("struct Options"));
+    insta::assert_snapshot!("extract_cutlass_example_48", x.repro);
+}

@@ -169,21 +169,18 @@ fn emit_items(
     copied: &mut Vec<(usize, usize)>,
 ) {
     for item in items {
-        match &item.namespace {
-            Some((header, inner)) => {
-                if !any_kept(inner, kept) {
+        match &item.scope {
+            Some(scope) => {
+                if !any_kept(&scope.items, kept) {
                     continue;
                 }
                 out.push_str(&format!(
                     "// kwb-extract: {file}:{}\n{}\n\n",
                     item.lines.0,
-                    header.trim_end()
+                    scope.open.trim_end()
                 ));
-                emit_items(parsed, inner, kept, file, out, copied);
-                out.push_str(&format!(
-                    "}}  // {}\n\n",
-                    header.trim_end().trim_end_matches('{').trim()
-                ));
+                emit_items(parsed, &scope.items, kept, file, out, copied);
+                out.push_str(&format!("{}\n\n", scope.close));
             }
             None if kept.contains(&item.range.start) => {
                 let (a, b) = item.lines;
@@ -205,8 +202,8 @@ fn emit_items(
 }
 
 fn any_kept(items: &[Item], kept: &BTreeSet<usize>) -> bool {
-    items.iter().any(|i| match &i.namespace {
-        Some((_, inner)) => any_kept(inner, kept),
+    items.iter().any(|i| match &i.scope {
+        Some(scope) => any_kept(&scope.items, kept),
         None => kept.contains(&i.range.start),
     })
 }

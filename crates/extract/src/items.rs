@@ -22,8 +22,19 @@ pub struct Item {
     /// Kept whatever the kernel uses: preprocessor lines, `using namespace`,
     /// `static_assert`.
     pub always: bool,
-    /// A namespace: its opening text (`namespace a {`) and its items.
-    pub namespace: Option<(String, Vec<Item>)>,
+    /// A scope opened up: a namespace, or an `#if`/`#ifdef` block without `#else`.
+    pub scope: Option<Scope>,
+}
+
+/// The items of a namespace or a conditional block, with the text that opens and
+/// closes it, so a reproducer keeps only the members it needs inside the same scope.
+#[derive(Debug, Clone)]
+pub struct Scope {
+    /// `namespace a {`, `#if defined(X)`.
+    pub open: String,
+    /// `}  // namespace a`, `#endif  // defined(X)`.
+    pub close: String,
+    pub items: Vec<Item>,
 }
 
 /// The items of `parsed`'s translation unit.
@@ -35,7 +46,17 @@ fn children(parsed: &Parsed, parent: Node<'_>) -> Vec<Item> {
     let src = parsed.source.as_bytes();
     let mut out = Vec::new();
     let mut cursor = parent.walk();
-    let nodes: Vec<Node<'_>> = parent.named_children(&mut cursor).collect();
+    // A conditional block's condition (or macro name) is not one of its items.
+    let condition = ["condition", "name"]
+        .iter()
+        .filter(|_| matches!(parent.kind(), "preproc_if" | "preproc_ifdef"))
+        .filter_map(|f| parent.child_by_field_name(f))
+        .map(|n| n.id())
+        .collect::<Vec<_>>();
+    let nodes: Vec<Node<'_>> = parent
+        .named_children(&mut cursor)
+        .filter(|n| !condition.contains(&n.id()))
+        .collect();
     let mut comment_start: Option<usize> = None;
     for node in nodes {
         if node.kind() == "comment" {
@@ -82,13 +103,48 @@ fn children(parsed: &Parsed, parent: Node<'_>) -> Vec<Item> {
         if node.kind() == "namespace_definition"
             && let Some(body) = node.child_by_field_name("body")
         {
-            let header = parsed.source[node.start_byte()..body.start_byte() + 1].to_owned();
+            let open = parsed.source[node.start_byte()..body.start_byte() + 1].to_owned();
+            let close = format!("}}  // {}", open.trim_end().trim_end_matches('{').trim());
             out.push(Item {
                 range: start..end,
                 lines,
                 defines: Vec::new(),
                 always: false,
-                namespace: Some((header, children(parsed, body))),
+                scope: Some(Scope {
+                    open,
+                    close,
+                    items: children(parsed, body),
+                }),
+            });
+            continue;
+        }
+        // `#if COND … #endif` (no `#else`): its members are items of their own, kept
+        // inside the same condition, so a harness behind the same `#if` stays out.
+        // A block of nothing but preprocessor lines stays whole.
+        let members = if matches!(node.kind(), "preproc_if" | "preproc_ifdef")
+            && node.child_by_field_name("alternative").is_none()
+        {
+            children(parsed, node)
+        } else {
+            Vec::new()
+        };
+        if members.iter().any(|m| !m.always || m.scope.is_some()) {
+            let text = &parsed.source[node.byte_range()];
+            let open = text.lines().next().unwrap_or("").trim_end().to_owned();
+            let close = match open.split_once(char::is_whitespace) {
+                Some((_, cond)) => format!("#endif  // {}", cond.trim()),
+                None => "#endif".to_owned(),
+            };
+            out.push(Item {
+                range: start..end,
+                lines,
+                defines: Vec::new(),
+                always: false,
+                scope: Some(Scope {
+                    open,
+                    close,
+                    items: members,
+                }),
             });
             continue;
         }
@@ -102,7 +158,7 @@ fn children(parsed: &Parsed, parent: Node<'_>) -> Vec<Item> {
             lines,
             defines: defines(parsed, node),
             always,
-            namespace: None,
+            scope: None,
         });
     }
     out
@@ -214,8 +270,8 @@ pub fn slice(parsed: &Parsed, items: &[Item], roots: &[String]) -> BTreeSet<usiz
     let mut flat: Vec<&Item> = Vec::new();
     fn walk<'i>(items: &'i [Item], out: &mut Vec<&'i Item>) {
         for item in items {
-            match &item.namespace {
-                Some((_, inner)) => walk(inner, out),
+            match &item.scope {
+                Some(scope) => walk(&scope.items, out),
                 None => out.push(item),
             }
         }
