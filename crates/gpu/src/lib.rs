@@ -566,7 +566,8 @@ impl Judging<'_> {
     }
 }
 
-/// One rung's input files in the work folder, and its host answer when `host`.
+/// One rung's input files in the work folder, and its answer: the closed form where
+/// the rung has one, else the host reference when `host` (else the GPU's, later).
 fn prepare(
     i: usize,
     rung: Rung,
@@ -590,6 +591,8 @@ fn prepare(
         }
         _ => rung.operands(problem).map_err(GpuError::Ladder)?,
     };
+    let closed = rung.answer(problem);
+    let gpu_answer = closed.is_none() && !host;
     // The operands' files are written on threads of their own, the host answer here.
     let (inputs, answer) = std::thread::scope(|s| {
         let writers: Vec<_> = plan
@@ -605,10 +608,11 @@ fn prepare(
                 s.spawn(move || write(&file, &storage(plan, o.role, ops)).map(|()| (o.role, file)))
             })
             .collect();
-        let answer = if host {
-            problem.reference(&ops)
-        } else {
-            Vec::new()
+        // A closed form needs no reference; otherwise the host's, or the GPU's later.
+        let answer = match (closed, host) {
+            (Some(a), _) => a,
+            (None, true) => problem.reference(&ops),
+            (None, false) => Vec::new(),
         };
         let inputs = writers
             .into_iter()
@@ -630,7 +634,7 @@ fn prepare(
         inputs,
         fill,
         output: work.join(format!("rung{i}.out.bin")),
-        answer: (!host).then(|| work.join(format!("rung{i}.answer.bin"))),
+        answer: gpu_answer.then(|| work.join(format!("rung{i}.answer.bin"))),
     };
     Ok((job, answer))
 }

@@ -3,8 +3,9 @@
 // over the operands exactly as the runner stored them (A: M x K, row pitch lda; B:
 // N x K, row pitch ldb; C: M x N, row pitch ldc; each of its element type), the
 // products and their sum in double, the result packed M x N doubles. C is read only
-// when beta != 0 (it holds NaN otherwise). 16 x 16 output tiles, K staged through
-// shared memory 16 at a time.
+// when beta != 0 (it holds NaN otherwise). A block of 16 x 16 threads computes a
+// 64 x 64 output tile, 4 x 4 outputs per thread (rows ty + 16 i, columns tx + 16 j),
+// K staged through shared memory 16 at a time; each output's sum runs over k in order.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -14,29 +15,53 @@ __device__ double wide(float v) { return v; }
 __device__ double wide(__nv_bfloat16 v) { return __bfloat162float(v); }
 __device__ double wide(__half v) { return __half2float(v); }
 
+constexpr int kTile = 64, kStep = 16, kPer = kTile / 16;
+
 template <class T, class TC>
 __device__ void reference(long long M, long long N, long long K, const T* A, long long lda,
                           const T* B, long long ldb, const TC* C, long long ldc, double alpha,
                           double beta, double* R) {
-  __shared__ double a[16][17];
-  __shared__ double b[16][17];
-  const long long m = blockIdx.y * 16LL + threadIdx.y;
-  const long long n = blockIdx.x * 16LL + threadIdx.x;
-  double acc = 0.0;
-  for (long long k0 = 0; k0 < K; k0 += 16) {
-    const long long ka = k0 + threadIdx.x;
-    const long long am = blockIdx.y * 16LL + threadIdx.y;
-    const long long bn = blockIdx.x * 16LL + threadIdx.y;
-    a[threadIdx.y][threadIdx.x] = (am < M && ka < K) ? wide(A[am * lda + ka]) : 0.0;
-    b[threadIdx.y][threadIdx.x] = (bn < N && ka < K) ? wide(B[bn * ldb + ka]) : 0.0;
+  // [k][row]: a thread reads 4 rows (or columns) of one k from one shared row.
+  __shared__ double a[kStep][kTile + 1];
+  __shared__ double b[kStep][kTile + 1];
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const long long m0 = blockIdx.y * (long long)kTile, n0 = blockIdx.x * (long long)kTile;
+  double acc[kPer][kPer] = {};
+  for (long long k0 = 0; k0 < K; k0 += kStep) {
+    // 64 rows x 16 k of A and of B: each thread loads 4 of each, k fastest (coalesced).
+    for (int r = ty; r < kTile; r += 16) {
+      const long long k = k0 + tx;
+      const long long am = m0 + r, bn = n0 + r;
+      a[tx][r] = (am < M && k < K) ? wide(A[am * lda + k]) : 0.0;
+      b[tx][r] = (bn < N && k < K) ? wide(B[bn * ldb + k]) : 0.0;
+    }
     __syncthreads();
-    for (int k = 0; k < 16; ++k) acc += a[threadIdx.y][k] * b[threadIdx.x][k];
+#pragma unroll
+    for (int k = 0; k < kStep; ++k) {
+      double av[kPer], bv[kPer];
+#pragma unroll
+      for (int i = 0; i < kPer; ++i) {
+        av[i] = a[k][ty + 16 * i];
+        bv[i] = b[k][tx + 16 * i];
+      }
+#pragma unroll
+      for (int i = 0; i < kPer; ++i)
+#pragma unroll
+        for (int j = 0; j < kPer; ++j) acc[i][j] += av[i] * bv[j];
+    }
     __syncthreads();
   }
-  if (m < M && n < N) {
-    double r = alpha * acc;
-    if (beta != 0.0) r += beta * wide(C[m * ldc + n]);
-    R[m * N + n] = r;
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) {
+      const long long m = m0 + ty + 16 * i, n = n0 + tx + 16 * j;
+      if (m < M && n < N) {
+        double r = alpha * acc[i][j];
+        if (beta != 0.0) r += beta * wide(C[m * ldc + n]);
+        R[m * N + n] = r;
+      }
+    }
   }
 }
 

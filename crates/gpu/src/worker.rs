@@ -411,7 +411,8 @@ fn answer(
     p: &Problem,
     plan: &crate::plan::Plan,
 ) -> Result<(), String> {
-    let tiles = |v: usize| u32::try_from(v.div_ceil(16)).unwrap_or(u32::MAX);
+    // reference.cu: 64 x 64 outputs per block of 16 x 16 threads.
+    let tiles = |v: usize| u32::try_from(v.div_ceil(64)).unwrap_or(u32::MAX);
     let config = LaunchConfig {
         grid_dim: (tiles(plan.n), tiles(plan.m), 1),
         block_dim: (16, 16, 1),

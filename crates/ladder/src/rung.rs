@@ -73,6 +73,11 @@ fn seq(m: usize, k: usize) -> f32 {
     ((m * 7 + k) % 65) as f32 - 32.0
 }
 
+/// B(k, n) of onehot-k: integers in [-8, 8] that differ along k and n.
+fn onehot_b(k: usize, n: usize) -> f32 {
+    ((k * 3 + n) % 17) as f32 - 8.0
+}
+
 impl Rung {
     /// Parses `zeros`, `ones`, `seq-identity`, `onehot-k:K0`, `small-int[:SEED]`,
     /// `random[:SEED]` (seed 1 by default).
@@ -122,6 +127,36 @@ impl Rung {
         !matches!(self, Rung::Random { .. } | Rung::Dump)
     }
 
+    /// The rung's answer in closed form, when it has one (zeros, ones, seq-identity,
+    /// onehot-k): what `problem.reference` of its operands gives, without the
+    /// O(M·N·K) sum. A test holds the two equal.
+    pub fn answer(self, problem: &Problem) -> Option<Vec<f64>> {
+        let (m, n, k) = (problem.m, problem.n, problem.k);
+        let alpha = f64::from(problem.alpha);
+        let bias = if problem.bias { 1.0 } else { 0.0 };
+        let mut d = vec![0.0; m * n];
+        match self {
+            Rung::Zeros => {}
+            Rung::Ones => d.fill(alpha * k as f64 + f64::from(problem.beta) + bias),
+            Rung::SeqIdentity => {
+                for i in 0..m {
+                    for j in 0..n.min(k) {
+                        d[i * n + j] = alpha * f64::from(seq(i, j));
+                    }
+                }
+            }
+            Rung::OnehotK { k0 } if k0 < k => {
+                for row in d.chunks_mut(n) {
+                    for (j, v) in row.iter_mut().enumerate() {
+                        *v = alpha * f64::from(onehot_b(k0, j));
+                    }
+                }
+            }
+            _ => return None,
+        }
+        Some(d)
+    }
+
     /// The operands of this rung for `problem`.
     pub fn operands(self, problem: &Problem) -> Result<Operands, LadderError> {
         let (m, n, k) = (problem.m, problem.n, problem.k);
@@ -157,7 +192,7 @@ impl Rung {
                 }
                 for p in 0..k {
                     for j in 0..n {
-                        b[p * n + j] = ((p * 3 + j) % 17) as f32 - 8.0;
+                        b[p * n + j] = onehot_b(p, j);
                     }
                 }
             }
@@ -240,6 +275,29 @@ mod tests {
             }
         }
         assert!(Rung::OnehotK { k0: 4 }.operands(&p).is_err());
+    }
+
+    #[test]
+    fn closed_form_answers_equal_the_reference() {
+        for (m, n, k) in [(5, 6, 4), (7, 3, 9), (16, 16, 16), (1, 40, 2)] {
+            for (alpha, beta, bias) in [(1.0, 0.0, false), (2.0, 0.5, true), (-3.0, 2.0, false)] {
+                let mut p = problem(m, n, k);
+                (p.alpha, p.beta, p.bias) = (alpha, beta, bias);
+                for r in [
+                    Rung::Zeros,
+                    Rung::Ones,
+                    Rung::SeqIdentity,
+                    Rung::OnehotK { k0: 0 },
+                    Rung::OnehotK { k0: k - 1 },
+                ] {
+                    let o = r.operands(&p).unwrap();
+                    assert_eq!(r.answer(&p), Some(p.reference(&o)), "{r:?} {m}x{n}x{k}");
+                }
+                assert_eq!(Rung::OnehotK { k0: k }.answer(&p), None);
+                assert_eq!(Rung::SmallInt { seed: 1 }.answer(&p), None);
+                assert_eq!(Rung::Random { seed: 1 }.answer(&p), None);
+            }
+        }
     }
 
     #[test]

@@ -155,8 +155,10 @@ pub fn write(args: WriteArgs) -> i32 {
             return exit::INPUT;
         }
     };
-    let answer: Vec<f32> = p
-        .reference(&o)
+    let answer: Vec<f32> = ladder
+        .rung
+        .answer(&p)
+        .unwrap_or_else(|| p.reference(&o))
         .iter()
         .map(|v| {
             if ladder.rung.exact() {
@@ -255,7 +257,7 @@ fn checked(args: &CheckArgs) -> Result<Comparison, LadderCliError> {
             n: p.n,
         });
     }
-    let answer = p.reference(&o);
+    let answer = ladder.rung.answer(&p).unwrap_or_else(|| p.reference(&o));
     Ok(kwb_ladder::compare(
         ladder.rung,
         &p,

@@ -66,9 +66,10 @@ pub struct Args {
     block: Option<[u32; 3]>,
     #[arg(long, value_name = "BYTES")]
     smem: Option<u64>,
-    /// Where the answers are computed: host (f64), gpu (kwb's own f64 GEMM kernel,
-    /// built apart from the kernel under test), or auto (the GPU above 2^27
-    /// multiply-adds per rung)
+    /// Where the answers of rungs without a closed form (small-int, random, dump) are
+    /// computed: host (f64), gpu (kwb's own f64 GEMM kernel, built apart from the
+    /// kernel under test), or auto (the GPU above 2^27 multiply-adds per rung).
+    /// zeros, ones, seq-identity and onehot-k are compared with their closed form
     #[arg(long, value_enum, default_value = "auto")]
     reference: Reference,
     /// Print JSON
