@@ -16,6 +16,7 @@
 
 mod adapter;
 mod aliases;
+mod codegen;
 pub mod compile_db;
 mod constants;
 mod deduce;
@@ -155,6 +156,7 @@ pub fn extract(source: &str, request: &Request) -> Result<Extraction, ExtractErr
     let mut file = constants::file_scope(&parsed, &request.defines);
     let descriptors = descriptors::descriptors(&parsed, &file);
     // The launch: the one the spec's arguments match, or the only one.
+    let mut codegen_line = None;
     let (launch, written): (Option<Launch>, Vec<String>) = match spec_args {
         Some(args) => {
             // A launch written with the same arguments gives the launch configuration.
@@ -171,9 +173,40 @@ pub fn extract(source: &str, request: &Request) -> Result<Extraction, ExtractErr
                     distinct.push(l);
                 }
             }
+            // No launch site: a string naming the instantiation (a JIT's name
+            // expression, a code generator's text) gives its arguments.
+            let strings = codegen::named(&parsed, &short);
+            let mut named: Vec<&codegen::Named> = Vec::new();
+            for s in &strings {
+                if !named.iter().any(|n| n.args == s.args) {
+                    named.push(s);
+                }
+            }
             match distinct.as_slice() {
                 [] if def.template_params.iter().all(|p| p.default.is_some()) => (None, Vec::new()),
-                [] => return Err(ExtractError::NoLaunch { kernel: short }),
+                [] => match named.as_slice() {
+                    [one] => {
+                        codegen_line = Some(one.line);
+                        (None, one.args.clone())
+                    }
+                    [] => return Err(ExtractError::NoLaunch { kernel: short }),
+                    many => {
+                        return Err(ExtractError::AmbiguousLaunch {
+                            kernel: short,
+                            launches: many
+                                .iter()
+                                .map(|n| {
+                                    format!(
+                                        "the string at line {}: <{}>",
+                                        n.line,
+                                        n.args.join(", ")
+                                    )
+                                })
+                                .collect::<Vec<_>>()
+                                .join("; "),
+                        });
+                    }
+                },
                 [one] => ((*one).clone().into(), one.template_args.clone()),
                 many => {
                     return Err(ExtractError::AmbiguousLaunch {
@@ -301,12 +334,19 @@ pub fn extract(source: &str, request: &Request) -> Result<Extraction, ExtractErr
         .unwrap_or_default();
     roots.extend(host.roots.iter().cloned());
     let kept = items::slice(&parsed, &all_items, &roots);
+    let mut header = emit::header(request, &instantiation, launch.as_ref(), &args);
+    if let Some(line) = codegen_line {
+        header.push_str(&format!(
+            "// as a string of {} names it at line {line} (no launch site: give the launch\n// configuration to the runner)\n",
+            request.file_name
+        ));
+    }
     let (mut repro, copied) = emit::repro(
         &parsed,
         &all_items,
         &kept,
         &request.file_name,
-        &emit::header(request, &instantiation, launch.as_ref(), &args),
+        &header,
         &emit::entry_points(&instantiation, None),
     );
     let mut host_entries = host.entries;

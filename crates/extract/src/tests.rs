@@ -265,3 +265,39 @@ void launch(int M, int N, int K, float alpha, const __nv_bfloat16* A,
     assert!(main.contains("void* args[] = {&kwb_arg0, &kwb_arg1, &kwb_arg2, &kwb_arg3, &kwb_arg4, &kwb_arg5, &kwb_arg6};"));
     assert!(main.trim_end().ends_with("#endif  // KWB_REPRO_MAIN"));
 }
+
+#[test]
+fn without_a_launch_a_codegen_string_names_the_instantiation() {
+    let source = r#"
+constexpr int kTile = 64;
+template <int BM, int STAGES>
+__global__ void gemm(float* d) { d[0] = BM * STAGES; }
+// A JIT registers the name expression it compiles.
+void compile(nvrtcProgram prog) { nvrtcAddNameExpression(prog, "gemm<2 * kTile, 3>"); }
+"#;
+    let x = extract(source, &request("gemm")).unwrap();
+    assert_eq!(x.instantiation, "gemm<128, 3>");
+    assert!(x.launch.is_none());
+    assert!(
+        x.repro
+            .contains("// as a string of k.cu names it at line 6"),
+        "{}",
+        x.repro
+    );
+    // Two strings with different arguments: ambiguous, each named.
+    let two = source.replace(
+        "void compile",
+        "const char* kOther = \"gemm<64, 2>\";\nvoid compile",
+    );
+    let e = extract(&two, &request("gemm")).unwrap_err().to_string();
+    assert!(
+        e.contains("is launched with different template arguments"),
+        "{e}"
+    );
+    // No string and no launch: the spec is asked for.
+    let none = source.replace("\"gemm<2 * kTile, 3>\"", "name");
+    assert!(matches!(
+        extract(&none, &request("gemm")),
+        Err(ExtractError::NoLaunch { .. })
+    ));
+}
