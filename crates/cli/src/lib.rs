@@ -6,6 +6,7 @@
     reason = "a command-line tool prints its results"
 )]
 
+pub mod cli;
 pub mod commands;
 pub mod dump;
 pub mod error;
@@ -13,4 +14,5 @@ pub mod exit;
 pub mod input;
 pub mod npy;
 pub mod output;
+pub mod progress;
 pub mod render;

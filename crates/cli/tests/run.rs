@@ -168,6 +168,12 @@ fn dumps_are_checked_exactly() {
         let r = run(&["--b-layout", "kn"]);
         assert_eq!(r.code, 7, "{}", r.stderr);
         assert!(r.stderr.contains("no CUDA driver"), "{}", r.stderr);
+        // Piped, the progress line of the long steps draws nothing.
+        assert!(
+            !r.stderr.contains('\r') && !r.stderr.contains("building the reproducer"),
+            "{:?}",
+            r.stderr
+        );
         assert!(
             r.stderr.contains("random:1, dump;"),
             "the dump rung is last: {}",

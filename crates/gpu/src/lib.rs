@@ -50,6 +50,38 @@ pub struct RunOptions {
     pub reference: ReferenceOn,
     /// Real operands the user dumped: the last rung, `dump`.
     pub dump: Option<Dump>,
+    /// Told each long step as it starts (a terminal's progress line).
+    pub progress: Progress,
+}
+
+/// Where `run` says which long step it is in: building, preparing, on the GPU,
+/// comparing. The default says nothing.
+#[derive(Clone, Default)]
+pub struct Progress(Option<std::sync::Arc<StepFn>>);
+
+/// What a [`Progress`] calls with each step's description.
+type StepFn = dyn Fn(&str) + Send + Sync;
+
+impl Progress {
+    pub fn new(f: impl Fn(&str) + Send + Sync + 'static) -> Progress {
+        Progress(Some(std::sync::Arc::new(f)))
+    }
+
+    fn step(&self, what: &str) {
+        if let Some(f) = &self.0 {
+            f(what);
+        }
+    }
+}
+
+impl std::fmt::Debug for Progress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Progress(on)"
+        } else {
+            "Progress(off)"
+        })
+    }
 }
 
 /// The user's own operands, logical and row-major (A: M x K, B: K x N, C: M x N), as
@@ -311,6 +343,9 @@ pub fn run(dir: &Path, options: &RunOptions) -> Result<Report, GpuError> {
         }
     }
     // Build first: it needs no GPU.
+    options
+        .progress
+        .step("building the reproducer (nvcc, unless cached)");
     let env = kwb_toolchain::Env::from_process();
     let toolchain = kwb_toolchain::toolchain(&env)?;
     let flags = compile::flags(&manifest, dir, &env);
@@ -337,6 +372,9 @@ pub fn run(dir: &Path, options: &RunOptions) -> Result<Report, GpuError> {
             source: e,
         })?;
     // Each rung's inputs (and host answer) are independent: prepared in parallel.
+    options
+        .progress
+        .step(&format!("preparing the inputs of {} rungs", ladder.len()));
     let prepare_started = Instant::now();
     let prepared: Vec<Result<(JobRung, Vec<f64>), GpuError>> = std::thread::scope(|s| {
         let handles: Vec<_> = ladder
@@ -406,10 +444,18 @@ pub fn run(dir: &Path, options: &RunOptions) -> Result<Report, GpuError> {
     };
     let mut command = Command::new(program);
     command.args(prefix);
+    options.progress.step(&format!(
+        "running {} rungs on the GPU (timeout {:.0} s each)",
+        ladder.len(),
+        options.timeout.as_secs_f64()
+    ));
     let worker_started = Instant::now();
     let supervised = supervise::supervise(command, &job_path, job.rungs.len(), options.timeout)
         .map_err(|e| GpuError::Worker(format!("{program}: {e}")))?;
     let worker_seconds = worker_started.elapsed().as_secs_f64();
+    options
+        .progress
+        .step("comparing the outputs with their answers");
     let compare_started = Instant::now();
     let config_source = config_source(&manifest);
     // Each finished rung is read back and compared on its own thread.

@@ -248,6 +248,7 @@ fn options(cache: &Path) -> RunOptions {
         cache: cache.to_path_buf(),
         reference: ReferenceOn::Host,
         dump: None,
+        progress: Progress::default(),
     }
 }
 

@@ -64,6 +64,9 @@ pub struct Args {
     /// Print the rewrite as a unified diff
     #[arg(long)]
     diff: bool,
+    /// Print the probes and notes of every file written as JSON on stdout
+    #[arg(long, conflicts_with = "diff")]
+    json: bool,
     /// Also write instrumented copies of the included headers that hold a mainloop
     /// (a CUTLASS collective) under DIR; build with -I DIR first
     #[arg(long, value_name = "DIR")]
@@ -199,6 +202,15 @@ pub fn run(args: Args) -> i32 {
             )
         );
     }
+    if args.json {
+        let files: Vec<(String, &kwb_instrument::Plan)> = plan
+            .iter()
+            .map(|p| (args.output.display().to_string(), p))
+            .collect();
+        if json(&mut stdout, &files).is_err() {
+            return exit::INTERNAL;
+        }
+    }
     let mut stderr = std::io::stderr().lock();
     match plan {
         Some(plan) => {
@@ -270,16 +282,20 @@ fn with_overlay(
         }
     }
     let mut stderr = std::io::stderr().lock();
-    let plans = own_plan
+    let plans: Vec<(String, &kwb_instrument::Plan)> = own_plan
         .iter()
         .map(|p| (args.output.display().to_string(), p))
         .chain(
             copies
                 .iter()
                 .map(|(w, _)| (w.copy.display().to_string(), &w.plan)),
-        );
-    for (path, plan) in plans {
-        list(&mut stderr, plan, Some(&path));
+        )
+        .collect();
+    if args.json && json(&mut std::io::stdout().lock(), &plans).is_err() {
+        return exit::INTERNAL;
+    }
+    for (path, plan) in &plans {
+        list(&mut stderr, plan, Some(path));
     }
     if own_plan.is_none() {
         let _ = writeln!(
@@ -298,6 +314,30 @@ fn with_overlay(
         dir.display()
     );
     exit::OK
+}
+
+/// `{"files": [{"path", "probes": [{"id", "kernel", "what", "line", "text"}],
+/// "notes"}]}`: every file written with its probes.
+fn json(out: &mut impl Write, files: &[(String, &kwb_instrument::Plan)]) -> std::io::Result<()> {
+    let files: Vec<serde_json::Value> = files
+        .iter()
+        .map(|(path, plan)| {
+            serde_json::json!({
+                "path": path,
+                "probes": plan.probes.iter().map(|p| serde_json::json!({
+                    "id": p.id,
+                    "kernel": p.kernel,
+                    "what": p.what,
+                    "line": p.line,
+                    "text": p.text,
+                })).collect::<Vec<_>>(),
+                "notes": plan.notes,
+            })
+        })
+        .collect();
+    serde_json::to_writer_pretty(&mut *out, &serde_json::json!({ "files": files }))
+        .map_err(std::io::Error::other)?;
+    writeln!(out)
 }
 
 /// One line per probe of `plan` (naming the file it went into, when given), then its

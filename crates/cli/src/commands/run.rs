@@ -287,6 +287,8 @@ pub fn run(args: Args) -> i32 {
             return exit::INTERNAL;
         }
     };
+    // A progress line on a terminal; nothing when stderr is piped.
+    let spinner = crate::progress::Spinner::new();
     let options = RunOptions {
         rungs: args.ladder.clone(),
         request: kwb_gpu::plan::Request {
@@ -304,8 +306,11 @@ pub fn run(args: Args) -> i32 {
         cache,
         reference: args.reference.into(),
         dump: dump.map(|(d, _)| d),
+        progress: spinner.progress(),
     };
-    match kwb_gpu::run(&args.dir, &options) {
+    let result = kwb_gpu::run(&args.dir, &options);
+    spinner.finish();
+    match result {
         Ok(report) => {
             let mut out = std::io::stdout().lock();
             let written = if args.json {
