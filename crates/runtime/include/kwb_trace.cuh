@@ -38,6 +38,14 @@
 //   KWB_TRACE_CTA_X/Y/Z the CTA the probes record at start-up (default -1: any).
 //   KWB_TRACE_K_BEGIN/END  the K tiles they record at start-up, [begin, end)
 //                       (default 0 and INT_MAX: all).
+//   KWB_TRACE_MAPPED    records go to mapped, pinned host memory instead of device
+//                       memory, so they outlive a device fault: after an illegal
+//                       address the exit flush (KWB_TRACE_OUT) still writes every
+//                       record that landed and names the last one of each warp. The
+//                       host memory is mapped at start-up when KWB_TRACE_OUT is set,
+//                       else at the first kwb::trace_reset()/set_filter()/
+//                       trace_map(); until then records go to device memory. Slower
+//                       per record (PCIe): for one CTA.
 //   KWB_TRACE_EXTERN    only with -rdc=true and several traced translation units:
 //                       every unit but one defines it, and declares the buffer
 //                       instead of defining it. In whole-program builds each unit
@@ -484,6 +492,22 @@ __device__ unsigned long long trace_tile_dropped;  // values not written: buffer
 __constant__ Filter trace_filter = {KWB_TRACE_CTA_X,   KWB_TRACE_CTA_Y, KWB_TRACE_CTA_Z,
                                     KWB_TRACE_K_BEGIN, KWB_TRACE_K_END, 1u};
 #endif
+#ifdef KWB_TRACE_MAPPED
+// The device address of the mapped host records (null until mapped: device memory).
+__device__ Record* trace_records_mapped;
+#endif
+
+namespace detail {
+// Where records go: the mapped host buffer once there is one, else device memory.
+__device__ __forceinline__ Record* records() {
+#ifdef KWB_TRACE_MAPPED
+  Record* mapped = trace_records_mapped;
+  return mapped != nullptr ? mapped : trace_records;
+#else
+  return trace_records;
+#endif
+}
+}  // namespace detail
 
 namespace detail {
 
@@ -622,7 +646,7 @@ __device__ __forceinline__ bool land(Slot& slot) {
     if (slot.lane == slot.leader) atomicAdd(&trace_dropped, 1ull);
     return false;
   }
-  slot.record = &trace_records[slot.shard * per_shard + index];
+  slot.record = &records()[slot.shard * per_shard + index];
   return true;
 }
 
@@ -808,7 +832,7 @@ __device__ __forceinline__ void keep_values(const Slot& slot, unsigned total, in
   }
   base = __shfl_sync(slot.mask, base, slot.leader);
   const bool fits = base + total <= static_cast<unsigned long long>(KWB_TRACE_TILE_CAPACITY);
-  const unsigned record = static_cast<unsigned>(slot.record - trace_records);
+  const unsigned record = static_cast<unsigned>(slot.record - records());
   const int stride = __popc(slot.mask);
   const int rank = __popc(slot.mask & slot.below);
   // Fragments: lane rank holds elements rank * per_lane + i. Tiles: lanes stride over
@@ -856,6 +880,10 @@ __device__ __forceinline__ void finish(const Slot& slot, const Stats& s, const P
          static_cast<unsigned>(p.row_bound), static_cast<unsigned>(p.row_axis));
   store4(&r->count, counted, absmax, from_order_key_bits(vmin), from_order_key_bits(vmax));
   store4(&r->nan_count, nans, infs, seen, filled);
+#ifdef KWB_TRACE_MAPPED
+  // Host memory: the body lands before the header that says it is complete.
+  __threadfence_system();
+#endif
   store4(&r->magic, record_magic, version, p.site, static_cast<unsigned>(p.kind));
 }
 
@@ -1353,6 +1381,12 @@ inline std::vector<SiteInfo>& site_registry() {
 }
 
 inline void flush_at_exit();
+inline bool write_trace(const char* path, const std::vector<Record>& records,
+                        unsigned long long dropped, TileHeader tiles,
+                        const std::vector<TileValue>& values);
+#ifdef KWB_TRACE_MAPPED
+inline bool flush_after_fault(const char* path, cudaError_t fault);
+#endif
 
 // Registers the exit flush. Handlers run in reverse order of registration, and the
 // CUDA runtime registers its own teardown, so registering again later (from the
@@ -1368,10 +1402,43 @@ inline void arm_exit_flush_late() {
 // At start-up: when KWB_TRACE_OUT asks for an exit flush, bring the CUDA runtime up
 // first, so its teardown is registered before the flush and runs after it (a flush
 // registered earlier would find the driver shutting down).
+#ifdef KWB_TRACE_MAPPED
+// The mapped host records (null until mapped).
+inline Record*& mapped_host() {
+  static Record* host = nullptr;
+  return host;
+}
+constexpr size_t mapped_bytes = sizeof(Record) * static_cast<size_t>(KWB_TRACE_CAPACITY);
+// Maps the record buffer into pinned host memory and points the device at it; true
+// once it is. Quiet on failure (records then stay in device memory).
+inline bool map_records() {
+  if (mapped_host() != nullptr) return true;
+  void* host = nullptr;
+  if (cudaHostAlloc(&host, mapped_bytes, cudaHostAllocMapped | cudaHostAllocPortable) !=
+      cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  std::memset(host, 0, mapped_bytes);
+  void* device = nullptr;
+  if (cudaHostGetDevicePointer(&device, host, 0) != cudaSuccess ||
+      cudaMemcpyToSymbol(trace_records_mapped, &device, sizeof device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    (void)cudaFreeHost(host);
+    return false;
+  }
+  mapped_host() = static_cast<Record*>(host);
+  return true;
+}
+#endif
+
 inline bool arm_exit_flush_at_start() {
   const char* path = std::getenv("KWB_TRACE_OUT");
   if (path != nullptr && *path != '\0') {
     (void)cudaFree(nullptr);
+#ifdef KWB_TRACE_MAPPED
+    (void)map_records();
+#endif
   }
   return arm_exit_flush();
 }
@@ -1399,10 +1466,23 @@ inline bool register_sites(const SiteInfo (&sites)[N]) {
   return register_sites(sites, N);
 }
 
+// With KWB_TRACE_MAPPED: maps the record buffer into host memory now (so records
+// outlive a device fault); true once it is. Without it: false, nothing to do.
+inline bool trace_map() {
+#ifdef KWB_TRACE_MAPPED
+  return detail::map_records();
+#else
+  return false;
+#endif
+}
+
 // Empties the trace buffer (cursor and dropped count); call it before the launches
 // to trace.
 inline cudaError_t trace_reset() {
   detail::arm_exit_flush_late();
+#ifdef KWB_TRACE_MAPPED
+  if (detail::map_records()) std::memset(detail::mapped_host(), 0, detail::mapped_bytes);
+#endif
   const unsigned long long zeros[KWB_TRACE_SHARDS] = {};
   const unsigned long long zero = 0;
   cudaError_t err = cudaMemcpyToSymbol(trace_cursor, zeros, sizeof zeros);
@@ -1417,6 +1497,7 @@ inline cudaError_t trace_reset() {
 // Sets the runtime filter for the following launches.
 inline cudaError_t set_filter(const Filter& filter) {
   detail::arm_exit_flush_late();
+  (void)trace_map();
   return cudaMemcpyToSymbol(trace_filter, &filter, sizeof filter);
 }
 
@@ -1434,6 +1515,11 @@ inline bool trace_flush(const char* path) {
   unsigned long long cursors[KWB_TRACE_SHARDS] = {};
   unsigned long long dropped = 0;
   cudaError_t err = cudaDeviceSynchronize();
+#ifdef KWB_TRACE_MAPPED
+  if (err != cudaSuccess && detail::mapped_host() != nullptr) {
+    return detail::flush_after_fault(path, err);
+  }
+#endif
   if (err == cudaSuccess) err = cudaMemcpyFromSymbol(cursors, trace_cursor, sizeof cursors);
   if (err == cudaSuccess) err = cudaMemcpyFromSymbol(&dropped, trace_dropped, sizeof dropped);
   // The shards' filled prefixes, one after another (each warp's records stay in the
@@ -1447,6 +1533,13 @@ inline bool trace_flush(const char* path) {
     if (n == 0) continue;
     const size_t at = records.size();
     records.resize(at + n);
+#ifdef KWB_TRACE_MAPPED
+    if (detail::mapped_host() != nullptr) {
+      std::memcpy(records.data() + at, detail::mapped_host() + static_cast<size_t>(s) * per_shard,
+                  n * sizeof(Record));
+      continue;
+    }
+#endif
     err = cudaMemcpyFromSymbol(records.data() + at, trace_records, n * sizeof(Record),
                                static_cast<size_t>(s) * per_shard * sizeof(Record));
   }
@@ -1485,16 +1578,32 @@ inline bool trace_flush(const char* path) {
 #endif
   tiles.count = values.size();
   if (err != cudaSuccess) {
-    return detail::fail("cannot read the trace buffer", cudaGetErrorString(err));
+    return detail::fail(
+        "cannot read the trace buffer (a device fault loses it; build with "
+        "-DKWB_TRACE_MAPPED to keep the records that landed)",
+        cudaGetErrorString(err));
   }
+  return detail::write_trace(path, records, dropped, tiles, values);
+}
 
+namespace detail {
+// The registered sites, one per id.
+inline std::vector<SiteInfo> sites_by_id() {
   std::vector<SiteInfo> sites = detail::site_registry();
   std::stable_sort(sites.begin(), sites.end(),
                    [](const SiteInfo& a, const SiteInfo& b) { return a.id < b.id; });
   sites.erase(std::unique(sites.begin(), sites.end(),
                           [](const SiteInfo& a, const SiteInfo& b) { return a.id == b.id; }),
               sites.end());
+  return sites;
+}
 
+// Writes the trace file: header, site table, records, full-tile section.
+inline bool write_trace(const char* path, const std::vector<Record>& records,
+                        unsigned long long dropped, TileHeader tiles,
+                        const std::vector<TileValue>& values) {
+  const size_t count = records.size();
+  const std::vector<SiteInfo> sites = sites_by_id();
   std::vector<unsigned char> table;
   for (const SiteInfo& site : sites) {
     const char* file = site.file != nullptr ? site.file : "";
@@ -1529,6 +1638,56 @@ inline bool trace_flush(const char* path) {
   if (!ok) return detail::fail("cannot write the trace file", path);
   return true;
 }
+
+#ifdef KWB_TRACE_MAPPED
+// After a device fault the device is gone, but the mapped records are host memory:
+// every complete record (its header written last) goes to the file, and stderr names
+// the fault and the last record of each warp that wrote one.
+inline bool flush_after_fault(const char* path, cudaError_t fault) {
+  const Record* host = mapped_host();
+  constexpr size_t per_shard = KWB_TRACE_CAPACITY / KWB_TRACE_SHARDS;
+  std::vector<Record> records;
+  for (size_t i = 0; i < static_cast<size_t>(KWB_TRACE_CAPACITY); ++i) {
+    if (host[i].magic == record_magic && host[i].version == version) records.push_back(host[i]);
+  }
+  TileHeader tiles{};
+  std::memcpy(tiles.magic, "KWBTILES", 8);
+  tiles.value_size = sizeof(TileValue);
+  const bool written = write_trace(path, records, 0, tiles, {});
+  std::fprintf(stderr,
+               "kwb: the device faulted (%s: %s); %zu trace records had landed in mapped host "
+               "memory%s%s\n",
+               cudaGetErrorName(fault), cudaGetErrorString(fault), records.size(),
+               written ? " and are in " : "", written ? path : "");
+  // The last record of each (CTA, warp): a warp's records fill its shard in order.
+  const std::vector<SiteInfo> sites = sites_by_id();
+  int shown = 0;
+  for (size_t shard = 0; shard < static_cast<size_t>(KWB_TRACE_SHARDS) && shown < 16; ++shard) {
+    const Record* last = nullptr;
+    for (size_t i = shard * per_shard; i < (shard + 1) * per_shard; ++i) {
+      if (host[i].magic != record_magic) break;
+      last = &host[i];
+    }
+    if (last == nullptr) continue;
+    const SiteInfo* site = nullptr;
+    for (const SiteInfo& s : sites) {
+      if (s.id == last->site) site = &s;
+    }
+    std::fprintf(stderr,
+                 "kwb:   last record of CTA (%u, %u, %u) warp %u: site %u (%s:%u `%s`), "
+                 "K tile %d, %u values, absmax %g, NaN %u, Inf %u\n",
+                 last->cta_x, last->cta_y, last->cta_z, last->warp, last->site,
+                 site != nullptr && site->file != nullptr ? site->file : "?",
+                 site != nullptr ? site->line : 0u,
+                 site != nullptr && site->text != nullptr ? site->text : "",
+                 last->k_tile, last->count, static_cast<double>(last->absmax), last->nan_count,
+                 last->inf_count);
+    ++shown;
+  }
+  return written;
+}
+#endif
+}  // namespace detail
 
 namespace detail {
 // Flushes to $KWB_TRACE_OUT once, at process exit, when it is set.
