@@ -70,7 +70,14 @@ pub fn main(path: &Path) -> i32 {
     }
     let ctx = match CudaContext::new(0) {
         Ok(c) => c,
-        Err(e) => return fail(None, "context", format!("{e}")),
+        Err(e) => {
+            let hint = if format!("{e:?}").contains("CUDA_ERROR_NO_DEVICE") {
+                ": the driver sees no GPU (check CUDA_VISIBLE_DEVICES and nvidia-smi)"
+            } else {
+                ""
+            };
+            return fail(None, "context", format!("{e}{hint}"));
+        }
     };
     // SAFETY: cudarc's event tracking only orders its own streams; this worker uses
     // one stream and synchronizes it explicitly.

@@ -435,6 +435,8 @@ fn human_report(out: &mut impl Write, r: &Report) -> std::io::Result<()> {
         "HANG"
     } else if r.passed() {
         "every rung passed"
+    } else if r.launch_refused() {
+        "nothing ran on the GPU"
     } else {
         "a rung failed"
     };
