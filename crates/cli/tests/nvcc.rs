@@ -452,3 +452,70 @@ fn parallel_builds_of_one_source_share_one_complete_entry() {
     );
     assert!(entries[0].join("sites.txt").is_file());
 }
+
+/// Two traced units in one program (tests/hook/units): through kwb-nvcc each unit is
+/// named (KWB_TRACE_UNIT), so its trace buffer and host side are its own symbols, and
+/// the program links. (On a GPU each unit writes its own trace file:
+/// docs/results/hook-units.md.)
+#[test]
+fn two_traced_units_link_into_one_program_each_with_its_own_buffer() {
+    if std::env::var("KWB_RUN_SLOW_TESTS").as_deref() != Ok("1") {
+        return;
+    }
+    let env = kwb_toolchain::Env::from_process();
+    let toolchain = kwb_toolchain::toolchain(&env).unwrap();
+    let nvcc = toolchain.nvcc.display().to_string();
+    let d = tempfile::tempdir().unwrap();
+    let units = root().join("tests/hook/units");
+    let mut objects = Vec::new();
+    for unit in ["gemm_a", "gemm_b"] {
+        let object = d.path().join(format!("{unit}.o"));
+        let out = Command::new(HOOK)
+            .arg(&nvcc)
+            .args(["-std=c++17", "-arch=sm_90a", "-O2", "-c"])
+            .arg(units.join(format!("{unit}.cu")))
+            .arg("-o")
+            .arg(&object)
+            .env("KWB_CACHE_DIR", d.path().join("cache"))
+            .env("KWB_TRACE", "probe=accumulator,epilogue;cta=all")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{unit}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        objects.push(object);
+    }
+    let program = d.path().join("units");
+    let out = Command::new(&nvcc)
+        .args(["-arch=sm_90a"])
+        .args(&objects)
+        .arg(units.join("main.cu"))
+        .arg("-o")
+        .arg(&program)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "link: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Each object holds its own buffer, in its unit's namespace.
+    let names: Vec<String> = objects
+        .iter()
+        .map(|o| {
+            let nm = Command::new("nm").arg("-C").arg(o).output().unwrap();
+            let text = String::from_utf8_lossy(&nm.stdout).into_owned();
+            text.lines()
+                .find(|l| l.ends_with("::trace_records"))
+                .unwrap_or_else(|| panic!("{}: no trace buffer\n{text}", o.display()))
+                .rsplit(' ')
+                .next()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert!(names[0].starts_with("kwb::kwb_u"), "{names:?}");
+    assert_ne!(names[0], names[1]);
+}

@@ -46,6 +46,12 @@
 //                       else at the first kwb::trace_reset()/set_filter()/
 //                       trace_map(); until then records go to device memory. Slower
 //                       per record (PCIe): for one CTA.
+//   KWB_TRACE_UNIT      a name unique to this translation unit (kwb-nvcc passes one):
+//                       every kwb symbol moves into `kwb::KWB_TRACE_UNIT`, so several
+//                       traced units in one program each keep their own buffer, site
+//                       table and flush. At exit the first unit to flush writes
+//                       $KWB_TRACE_OUT and the others $KWB_TRACE_OUT.1, .2, …;
+//                       kwb_trace_reset() and kwb_trace_flush(path) act on every unit.
 //   KWB_TRACE_EXTERN    only with -rdc=true and several traced translation units:
 //                       every unit but one defines it, and declares the buffer
 //                       instead of defining it. In whole-program builds each unit
@@ -114,7 +120,23 @@
 #endif
 #endif
 
+#if defined(KWB_TRACE) && defined(KWB_TRACE_UNIT) && !defined(__CUDACC_RTC__)
+#include <string>
+// Shared by every traced unit of a program (weak: one definition wins at link time):
+// the units' list and how many have flushed at exit.
+struct KwbTraceUnit {
+  cudaError_t (*reset)();
+  bool (*flush)(const char*);
+  KwbTraceUnit* next;
+};
+extern "C" __attribute__((weak)) KwbTraceUnit* kwb_trace_unit_list = nullptr;
+extern "C" __attribute__((weak)) int kwb_trace_units_flushed = 0;
+#endif
+
 namespace kwb {
+#ifdef KWB_TRACE_UNIT
+inline namespace KWB_TRACE_UNIT {
+#endif
 
 // True exactly when KWB_TRACE is defined: the first operand of every probe's gate.
 #ifdef KWB_TRACE
@@ -1696,9 +1718,34 @@ inline void flush_at_exit() {
   if (done) return;
   done = true;
   const char* path = std::getenv("KWB_TRACE_OUT");
-  if (path != nullptr && *path != '\0') trace_flush(path);
+  if (path == nullptr || *path == '\0') return;
+#ifdef KWB_TRACE_UNIT
+  // Units of one program flush in turn: the first to $KWB_TRACE_OUT, then .1, .2, ….
+  const int n = kwb_trace_units_flushed++;
+  if (n > 0) {
+    const std::string numbered = std::string(path) + "." + std::to_string(n);
+    if (trace_flush(numbered.c_str())) {
+      std::fprintf(stderr, "kwb: this program has several traced units; one more trace: %s\n",
+                   numbered.c_str());
+    }
+    return;
+  }
+#endif
+  trace_flush(path);
 }
 }  // namespace detail
+
+#ifdef KWB_TRACE_UNIT
+// This unit in the program's list, so kwb_trace_reset/kwb_trace_flush reach every unit.
+namespace detail {
+inline KwbTraceUnit unit_entry{&trace_reset, &trace_flush, nullptr};
+inline const bool unit_listed = [] {
+  unit_entry.next = kwb_trace_unit_list;
+  kwb_trace_unit_list = &unit_entry;
+  return true;
+}();
+}  // namespace detail
+#endif
 
 #else  // !KWB_TRACE: host stubs that do nothing.
 
@@ -1716,12 +1763,37 @@ inline bool trace_flush(const char*) { return false; }
 #endif  // KWB_TRACE
 #endif  // !__CUDACC_RTC__
 
+#ifdef KWB_TRACE_UNIT
+}  // inline namespace KWB_TRACE_UNIT
+#endif
 }  // namespace kwb
 
 #if !defined(__CUDACC_RTC__)
 // The host entry points under the names harness code uses.
+#if defined(KWB_TRACE) && defined(KWB_TRACE_UNIT)
+// Every traced unit of the program: reset them all; flush the first to `path`, the
+// others to `path`.1, .2, ….
+inline cudaError_t kwb_trace_reset() {
+  cudaError_t err = cudaSuccess;
+  for (KwbTraceUnit* u = kwb_trace_unit_list; u != nullptr; u = u->next) {
+    const cudaError_t e = u->reset();
+    if (err == cudaSuccess) err = e;
+  }
+  return err;
+}
+inline bool kwb_trace_flush(const char* path) {
+  bool ok = true;
+  int n = 0;
+  for (KwbTraceUnit* u = kwb_trace_unit_list; u != nullptr; u = u->next, ++n) {
+    const std::string name = n == 0 ? std::string(path) : std::string(path) + "." + std::to_string(n);
+    ok = u->flush(name.c_str()) && ok;
+  }
+  return ok;
+}
+#else
 inline cudaError_t kwb_trace_reset() { return kwb::trace_reset(); }
 inline bool kwb_trace_flush(const char* path) { return kwb::trace_flush(path); }
+#endif
 #endif
 
 #endif  // KWB_TRACE_CUH_

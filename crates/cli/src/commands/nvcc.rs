@@ -234,8 +234,10 @@ fn instrument_source(
     spec: &Spec,
     cache: &Path,
 ) -> Result<Option<Done>, String> {
-    let Ok(text) = std::fs::read_to_string(source) else {
-        return Ok(None); // nvcc will say what is wrong with it
+    let text = match std::fs::read(source).map(String::from_utf8) {
+        Ok(Ok(text)) => text,
+        Ok(Err(e)) => return not_utf8(source, &e, spec),
+        Err(_) => return Ok(None), // nvcc will say what is wrong with it
     };
     let original = absolute(source);
     let config = kwb_instrument::Config {
@@ -248,10 +250,24 @@ fn instrument_source(
             .parent()
             .map_or_else(|| PathBuf::from("."), Path::to_path_buf),
     );
-    // The entry depends on the source, the spec, the include folders and, with an
-    // overlay, every header the source reaches through them.
+    // The entry depends on this kwb-nvcc (its version, and the size and time of its
+    // binary, so a rebuilt kwb never reuses what an older one wrote), the source, the
+    // spec, the include folders and, with an overlay, every header the source reaches
+    // through them.
+    let build = std::env::current_exe()
+        .and_then(std::fs::metadata)
+        .map(|m| {
+            let time = m
+                .modified()
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map_or(0, |d| d.as_nanos());
+            format!("{}:{time}", m.len())
+        })
+        .unwrap_or_default();
     let mut parts: Vec<Vec<u8>> = vec![
         env!("CARGO_PKG_VERSION").as_bytes().to_vec(),
+        build.into_bytes(),
         spec.canonical.as_bytes().to_vec(),
         original.display().to_string().into_bytes(),
         text.as_bytes().to_vec(),
@@ -295,6 +311,29 @@ fn instrument_source(
         overlay: (!headers.is_empty()).then(|| entry.join("overlay")),
         headers,
     }))
+}
+
+/// A source that is not UTF-8 cannot be instrumented: refused when it holds what
+/// `spec` targets (so the build never goes on without the probes asked for), else
+/// compiled untouched.
+fn not_utf8(
+    source: &Path,
+    e: &std::string::FromUtf8Error,
+    spec: &Spec,
+) -> Result<Option<Done>, String> {
+    let text = String::from_utf8_lossy(e.as_bytes());
+    let targeted = match &spec.config.kernel {
+        Some(kernel) => kwb_syntax::identifiers(&text).any(|w| w == kernel),
+        None => kwb_instrument::instrument(&text, &spec.config).is_ok(),
+    };
+    match targeted {
+        true => Err(format!(
+            "{} is not UTF-8 (invalid byte at offset {}), so kwb cannot instrument the kernel it holds; convert it to UTF-8, e.g. `iconv -f latin1 -t utf-8`",
+            source.display(),
+            e.utf8_error().valid_up_to()
+        )),
+        false => Ok(None),
+    }
 }
 
 /// A cache entry's probe count and (copy, original) header pairs.
@@ -377,10 +416,19 @@ fn build_entry(
         }
         std::fs::write(path, bytes).map_err(|e| format!("{}: {e}", path.display()))
     };
-    // An uninstrumented source still names itself for nvcc's messages.
+    // An uninstrumented source still names itself for nvcc's messages. Every traced
+    // unit gets a name of its own (KWB_TRACE_UNIT, from its path), so the units of one
+    // program keep their own trace buffers, site tables and trace files.
+    let unit = format!(
+        "#define KWB_TRACE_UNIT kwb_u{:016x}\n",
+        key(&[absolute(original).display().to_string().as_bytes()])
+    );
     let (tu_text, probes) = match &traced {
-        Some((t, n)) => (t.clone(), *n),
-        None => (format!("#line 1 \"{}\"\n{text}", original.display()), 0),
+        Some((t, n)) => (format!("{unit}{t}"), *n),
+        None => (
+            format!("{unit}#line 1 \"{}\"\n{text}", original.display()),
+            0,
+        ),
     };
     write(
         &staging
