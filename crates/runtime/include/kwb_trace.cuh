@@ -129,8 +129,10 @@ struct KwbTraceUnit {
   bool (*flush)(const char*);
   KwbTraceUnit* next;
 };
-extern "C" __attribute__((weak)) KwbTraceUnit* kwb_trace_unit_list = nullptr;
-extern "C" __attribute__((weak)) int kwb_trace_units_flushed = 0;
+extern "C" {
+__attribute__((weak)) KwbTraceUnit* kwb_trace_unit_list = nullptr;
+__attribute__((weak)) int kwb_trace_units_flushed = 0;
+}
 #endif
 
 namespace kwb {
