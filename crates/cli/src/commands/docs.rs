@@ -101,12 +101,14 @@ pub fn man(args: &ManArgs) -> i32 {
         }));
         return exit::INPUT;
     }
-    for (file, bytes) in &pages {
-        let path = args.out.join(file);
-        if let Err(source) = crate::output::write_atomically(&path, bytes) {
-            render::error(Report::new(CliError::Unwritable { path, source }));
-            return exit::INPUT;
-        }
+    // Every page or none.
+    let files: Vec<_> = pages
+        .iter()
+        .map(|(file, bytes)| (args.out.join(file), bytes))
+        .collect();
+    if let Err((path, source)) = crate::output::write_all_atomically(&files) {
+        render::error(Report::new(CliError::Unwritable { path, source }));
+        return exit::INPUT;
     }
     let names: Vec<&str> = pages.iter().map(|(f, _)| f.as_str()).collect();
     println!(

@@ -184,10 +184,14 @@ pub fn run(args: Args) -> i32 {
     };
     let script = build_script(&build);
     let toml_text = Manifest::new(&x, &request.file_name, build).to_toml();
+    // All three files or none.
+    let files: Vec<(PathBuf, &String)> = FILES
+        .iter()
+        .map(|name| args.output.join(name))
+        .zip([&x.repro, &toml_text, &script])
+        .collect();
     let written = std::fs::create_dir_all(&args.output).and_then(|()| {
-        for (name, text) in FILES.iter().zip([&x.repro, &toml_text, &script]) {
-            crate::output::write_atomically(&args.output.join(name), text.as_bytes())?;
-        }
+        crate::output::write_all_atomically(&files).map_err(|(_, e)| e)?;
         make_executable(&args.output.join("build.sh"))
     });
     if let Err(source) = written {

@@ -263,23 +263,19 @@ fn with_overlay(
             return exit::INPUT;
         }
     }
-    if let Err(e) = write_atomically(&args.output, &text) {
-        render::error(Report::new(e));
+    // The output and every overlay copy, or none of them.
+    let mut files: Vec<(&Path, &str)> = vec![(&args.output, &text)];
+    files.extend(copies.iter().map(|(w, t)| (w.copy.as_path(), t.as_str())));
+    let written = copies
+        .iter()
+        .filter_map(|(w, _)| w.copy.parent().map(|p| (&w.copy, p)))
+        .try_for_each(|(copy, parent)| {
+            std::fs::create_dir_all(parent).map_err(|e| (copy.clone(), e))
+        })
+        .and_then(|()| crate::output::write_all_atomically(&files));
+    if let Err((path, source)) = written {
+        render::error(Report::new(OutputError::Unwritable { path, source }));
         return exit::INPUT;
-    }
-    for (written, text) in &copies {
-        let made = written
-            .copy
-            .parent()
-            .map_or(Ok(()), std::fs::create_dir_all)
-            .map_err(|source| OutputError::Unwritable {
-                path: written.copy.clone(),
-                source,
-            });
-        if let Err(e) = made.and_then(|()| write_atomically(&written.copy, text)) {
-            render::error(Report::new(e));
-            return exit::INPUT;
-        }
     }
     let mut stderr = std::io::stderr().lock();
     let plans: Vec<(String, &kwb_instrument::Plan)> = own_plan

@@ -5,7 +5,7 @@
 //! first mismatch, the output/answer ratio and a per-tile error grid.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use kwb_ladder::{Comparison, Dtype, Problem, Rung};
 use miette::{Diagnostic, Report};
@@ -139,10 +139,6 @@ impl Ladder {
     }
 }
 
-fn write_file(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<()> {
-    crate::output::write_atomically(&dir.join(name), bytes)
-}
-
 pub fn write(args: WriteArgs) -> i32 {
     let ladder = &args.ladder;
     let built = ladder
@@ -174,11 +170,13 @@ pub fn write(args: WriteArgs) -> i32 {
         ("c.npy", npy::f32_array(&[p.m, p.n], &o.c)),
         ("answer.npy", npy::f32_array(&[p.m, p.n], &answer)),
     ];
-    let written = std::fs::create_dir_all(&args.output).and_then(|()| {
-        files
-            .iter()
-            .try_for_each(|(name, bytes)| write_file(&args.output, name, bytes))
-    });
+    // All four files or none.
+    let files: Vec<_> = files
+        .iter()
+        .map(|(name, bytes)| (args.output.join(name), bytes))
+        .collect();
+    let written = std::fs::create_dir_all(&args.output)
+        .and_then(|()| crate::output::write_all_atomically(&files).map_err(|(_, e)| e));
     if let Err(source) = written {
         render::error(Report::new(crate::error::CliError::Unwritable {
             path: args.output.clone(),

@@ -6,10 +6,11 @@
 //! operand A: m, k; operand B: n, k), `NAME.grid.npy`: the values placed on those
 //! coordinates, NaN where none landed. `index.json` lists every file with its site,
 //! kind, K tile or call, CTA, warp, and the grid's axes and origin. Each file is
-//! written to a temporary name and renamed, so none is ever half written.
+//! written to a temporary name and the names are renamed into place only when all are
+//! written, so none is ever half written and a failure leaves none of them.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use kwb_runtime::{Kind, TileValue, Trace, TraceRecord};
 use serde::Serialize;
@@ -87,10 +88,6 @@ fn grid(values: &[&TileValue], axes: [usize; 2]) -> Option<([usize; 2], [i32; 2]
     Some(([rows, cols], lo, data))
 }
 
-fn write_file(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<()> {
-    crate::output::write_atomically(&dir.join(name), bytes)
-}
-
 /// The file-name stem of a record's tile.
 fn stem(record: &TraceRecord, call: Option<u32>) -> String {
     let kind = record
@@ -123,6 +120,8 @@ pub fn export(
     }
     let calls = trace.call_numbers();
     let mut entries = Vec::new();
+    // Every file is written at the end, all or none.
+    let mut files: Vec<(PathBuf, Vec<u8>)> = Vec::new();
     let mut stems: BTreeMap<String, u32> = BTreeMap::new();
     for (index, mut values) in by_record {
         let Some(record) = trace.records.get(index as usize) else {
@@ -142,18 +141,17 @@ pub fn export(
         let coords: Vec<i32> = values.iter().flat_map(|v| [v.m, v.n, v.k]).collect();
         let values_file = format!("{name}.values.npy");
         let coords_file = format!("{name}.coords.npy");
-        write_file(dir, &values_file, &npy::f32_array(&[flat.len()], &flat))?;
-        write_file(
-            dir,
-            &coords_file,
-            &npy::i32_array(&[values.len(), 3], &coords),
-        )?;
+        files.push((dir.join(&values_file), npy::f32_array(&[flat.len()], &flat)));
+        files.push((
+            dir.join(&coords_file),
+            npy::i32_array(&[values.len(), 3], &coords),
+        ));
         let axes = grid_axes(record.kind());
         let dense = axes.and_then(|a| grid(&values, a));
         let grid_file = match &dense {
             Some((shape, _, data)) => {
                 let file = format!("{name}.grid.npy");
-                write_file(dir, &file, &npy::f32_array(shape, data))?;
+                files.push((dir.join(&file), npy::f32_array(shape, data)));
                 Some(file)
             }
             None => None,
@@ -180,7 +178,8 @@ pub fn export(
         });
     }
     let index = serde_json::to_vec_pretty(&entries).map_err(std::io::Error::other)?;
-    write_file(dir, "index.json", &index)?;
+    files.push((dir.join("index.json"), index));
+    crate::output::write_all_atomically(&files).map_err(|(_, e)| e)?;
     Ok(entries)
 }
 
