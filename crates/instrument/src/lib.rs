@@ -26,7 +26,7 @@ mod probes;
 pub use error::InstrumentError;
 pub use includes::{Include, includes};
 pub use markers::{is_instrumented, strip};
-pub use plan::{Config, Plan, ProbeInfo, Probes, plan};
+pub use plan::{Config, Plan, ProbeInfo, Probes, c_string, plan};
 
 /// Instruments `source` (stripping earlier kwb insertions first) and returns the new
 /// text with the plan that produced it.

@@ -397,7 +397,7 @@ fn site_table(probes: &[ProbeInfo], file: &str, tag: u32, id_base: u32) -> Strin
 }
 
 /// `text` as the inside of a C string literal.
-fn c_string(text: &str) -> String {
+pub fn c_string(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {

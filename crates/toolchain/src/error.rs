@@ -87,6 +87,19 @@ pub enum Error {
     )]
     UnexpectedOutput { tool: &'static str, output: String },
 
+    #[error("nvcc would run `{character}` in {what} {} through its own shell", path.display())]
+    #[diagnostic(
+        code(kwb::toolchain::unsafe_path),
+        help(
+            "nvcc hands paths to its sub-steps inside a shell's double quotes, where $, ` and \" act; kwb never lets a path do that: move or rename it"
+        )
+    )]
+    UnsafePath {
+        what: &'static str,
+        path: PathBuf,
+        character: char,
+    },
+
     #[error("cannot write {}", path.display())]
     #[diagnostic(
         code(kwb::toolchain::io),

@@ -56,6 +56,7 @@ pub fn nvcc_version(toolchain: &Toolchain) -> Result<String> {
 /// Preprocesses `file` with `nvcc -E` and returns the preprocessed text. With one
 /// `-arch` this is the device pass: `__CUDA_ARCH__` is defined (900 for `sm_90a`).
 pub fn preprocess(toolchain: &Toolchain, file: &Path, flags: &CompileFlags) -> Result<String> {
+    shell_safe("the source", file)?;
     let mut command = tool_command(toolchain, &toolchain.nvcc);
     command.arg("-E").args(flag_args(flags)).arg(file);
     run("nvcc", command)
@@ -112,6 +113,21 @@ pub fn compile_cubin(
     compile(toolchain, file, flags, out, &["-cubin"])
 }
 
+/// Refuses a path nvcc would hand to a shell with a character that acts inside its
+/// double quotes (`$`, a backquote, `"`, a backslash): nvcc runs its sub-steps through
+/// `sh -c`, so such a path would run a command or break the quoting.
+pub fn shell_safe(what: &'static str, path: &Path) -> Result<()> {
+    let text = path.to_string_lossy();
+    match text.chars().find(|c| matches!(c, '$' | '`' | '"' | '\\')) {
+        Some(character) => Err(Error::UnsafePath {
+            what,
+            path: path.to_path_buf(),
+            character,
+        }),
+        None => Ok(()),
+    }
+}
+
 fn compile(
     toolchain: &Toolchain,
     file: &Path,
@@ -119,6 +135,11 @@ fn compile(
     out: &Path,
     mode: &[&str],
 ) -> Result<()> {
+    shell_safe("the source", file)?;
+    shell_safe("the output", out)?;
+    for include in &flags.includes {
+        shell_safe("the include folder", include)?;
+    }
     let mut command = tool_command(toolchain, &toolchain.nvcc);
     command
         .args(mode)
@@ -301,5 +322,59 @@ mod tests {
         };
         let err = nvcc_version(&toolchain).unwrap_err();
         assert!(matches!(err, Error::Spawn { tool: "nvcc", .. }), "{err:?}");
+    }
+
+    #[test]
+    fn a_path_nvcc_would_expand_is_refused_before_nvcc_runs() {
+        let toolchain = Toolchain {
+            home: "/nonexistent".into(),
+            nvcc: "/nonexistent/bin/nvcc".into(),
+            cuobjdump: "/nonexistent/bin/cuobjdump".into(),
+            nvdisasm: None,
+            source: crate::Discovery::KwbCudaHome,
+        };
+        let flags = CompileFlags::default();
+        for bad in ["a$(touch pwned)/k.cu", "a`id`.cu", "a\"b.cu", "a\\b.cu"] {
+            let err =
+                compile_object(&toolchain, Path::new(bad), &flags, Path::new("k.o")).unwrap_err();
+            assert!(
+                matches!(
+                    err,
+                    Error::UnsafePath {
+                        what: "the source",
+                        ..
+                    }
+                ),
+                "{bad}: {err:?}"
+            );
+        }
+        let mut with_include = flags.clone();
+        with_include.includes.push("inc$HOME".into());
+        let err = compile_object(
+            &toolchain,
+            Path::new("k.cu"),
+            &with_include,
+            Path::new("k.o"),
+        )
+        .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::UnsafePath {
+                    what: "the include folder",
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        // Spaces, semicolons and single quotes are safe: nvcc quotes them.
+        let err = compile_object(
+            &toolchain,
+            Path::new("my dir; 'x'/k.cu"),
+            &flags,
+            Path::new("k.o"),
+        )
+        .unwrap_err();
+        assert!(matches!(err, Error::Spawn { .. }), "{err:?}");
     }
 }

@@ -426,7 +426,10 @@ fn build_entry(
     let (tu_text, probes) = match &traced {
         Some((t, n)) => (format!("{unit}{t}"), *n),
         None => (
-            format!("{unit}#line 1 \"{}\"\n{text}", original.display()),
+            format!(
+                "{unit}#line 1 \"{}\"\n{text}",
+                kwb_instrument::c_string(&original.display().to_string())
+            ),
             0,
         ),
     };
