@@ -100,51 +100,16 @@ fn children(parsed: &Parsed, parent: Node<'_>) -> Vec<Item> {
             parsed.source[..own].matches('\n').count() + 1,
             end_row.max(node.start_position().row + 1),
         );
-        if node.kind() == "namespace_definition"
-            && let Some(body) = node.child_by_field_name("body")
-        {
-            let open = parsed.source[node.start_byte()..body.start_byte() + 1].to_owned();
-            let close = format!("}}  // {}", open.trim_end().trim_end_matches('{').trim());
+        // A namespace, or `#if COND … #endif` (no `#else`) holding more than
+        // preprocessor lines: its members are items of their own, kept inside the same
+        // scope, so a harness behind the same `#if` stays out.
+        if let Some(scope) = scope(parsed, node) {
             out.push(Item {
                 range: start..end,
                 lines,
                 defines: Vec::new(),
                 always: false,
-                scope: Some(Scope {
-                    open,
-                    close,
-                    items: children(parsed, body),
-                }),
-            });
-            continue;
-        }
-        // `#if COND … #endif` (no `#else`): its members are items of their own, kept
-        // inside the same condition, so a harness behind the same `#if` stays out.
-        // A block of nothing but preprocessor lines stays whole.
-        let members = if matches!(node.kind(), "preproc_if" | "preproc_ifdef")
-            && node.child_by_field_name("alternative").is_none()
-        {
-            children(parsed, node)
-        } else {
-            Vec::new()
-        };
-        if members.iter().any(|m| !m.always || m.scope.is_some()) {
-            let text = &parsed.source[node.byte_range()];
-            let open = text.lines().next().unwrap_or("").trim_end().to_owned();
-            let close = match open.split_once(char::is_whitespace) {
-                Some((_, cond)) => format!("#endif  // {}", cond.trim()),
-                None => "#endif".to_owned(),
-            };
-            out.push(Item {
-                range: start..end,
-                lines,
-                defines: Vec::new(),
-                always: false,
-                scope: Some(Scope {
-                    open,
-                    close,
-                    items: members,
-                }),
+                scope: Some(scope),
             });
             continue;
         }
@@ -162,6 +127,41 @@ fn children(parsed: &Parsed, parent: Node<'_>) -> Vec<Item> {
         });
     }
     out
+}
+
+/// `node` opened up as a scope, when it is a namespace or a conditional block worth
+/// opening (no `#else`, and a member that is not a preprocessor line).
+fn scope(parsed: &Parsed, node: Node<'_>) -> Option<Scope> {
+    if node.kind() == "namespace_definition" {
+        let body = node.child_by_field_name("body")?;
+        let open = parsed.source[node.start_byte()..body.start_byte() + 1].to_owned();
+        let close = format!("}}  // {}", open.trim_end().trim_end_matches('{').trim());
+        return Some(Scope {
+            open,
+            close,
+            items: children(parsed, body),
+        });
+    }
+    if !matches!(node.kind(), "preproc_if" | "preproc_ifdef")
+        || node.child_by_field_name("alternative").is_some()
+    {
+        return None;
+    }
+    let items = children(parsed, node);
+    if !items.iter().any(|m| !m.always || m.scope.is_some()) {
+        return None;
+    }
+    let open = parsed.source[node.byte_range()]
+        .lines()
+        .next()
+        .unwrap_or("")
+        .trim_end()
+        .to_owned();
+    let close = match open.split_once(char::is_whitespace) {
+        Some((_, cond)) => format!("#endif  // {}", cond.trim()),
+        None => "#endif".to_owned(),
+    };
+    Some(Scope { open, close, items })
 }
 
 /// Whether `text` holds a line with nothing but whitespace between two others.
