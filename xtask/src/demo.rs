@@ -17,7 +17,10 @@
 //!    `build.sh`;
 //! 6. `kwb run` on that reproducer: built into its cached library and the ladder's
 //!    inputs written; on a machine with a GPU it launches every rung and shows which
-//!    fail, without one it says so (exit 7),
+//!    fail, without one it says so (exit 7);
+//! 7. `kwb-extract` on the bundled CUTLASS 3.x GEMM behind `GemmUniversalAdapter`
+//!    (`KWB_DEFECT=k_from_d_elem`, a launcher defect): the kernel's Params come from
+//!    the adapter's own host code and the launcher's own Arguments (`[host.params]`),
 //!
 //! and says what the GPU step would add.
 
@@ -171,6 +174,47 @@ pub fn run(root: &Path) -> Result {
         Some(0 | 5 | 7) => {}
         other => return Err(Failure(format!("kwb run exited with {other:?}"))),
     }
+    // 7. A library kernel behind CUTLASS's adapter: its Params from the adapter's own
+    // host code.
+    let repro3x = out.join("repro-cutlass3x");
+    let mut command = kwb(
+        root,
+        "kwb-extract",
+        &[
+            "kernels/cutlass3x_sm90/gemm.cu",
+            "--kernel",
+            "Gemm",
+            "-D",
+            "KWB_DEFECT=k_from_d_elem",
+            "-I",
+            "kernels/common",
+            "-o",
+        ],
+    );
+    command
+        .arg(&repro3x)
+        .arg("-I")
+        .arg(&installed.cutlass.include);
+    if let Some(util) = &installed.cutlass.util_include {
+        command.arg("-I").arg(util);
+    }
+    ci::run_step(
+        "kwb-extract (bundled CUTLASS 3.x GEMM behind GemmUniversalAdapter, KWB_DEFECT=k_from_d_elem)",
+        command,
+    )?;
+    let manifest = std::fs::read_to_string(repro3x.join("kwb.toml"))
+        .map_err(|e| Failure(format!("{}: {e}", repro3x.join("kwb.toml").display())))?;
+    let params: Vec<&str> = manifest
+        .lines()
+        .skip_while(|l| *l != "[host.params]")
+        .take_while(|l| !l.is_empty())
+        .collect();
+    if params.is_empty() {
+        return Err(Failure(
+            "the adapter's reproducer has no [host.params]".to_owned(),
+        ));
+    }
+    println!("{}", params.join("\n"));
     ci::header("what the GPU step adds");
     println!(
         "Run {} on a GPU with KWB_TRACE_OUT=trace.bin, then `kwb trace show trace.bin`:\n\
@@ -185,9 +229,13 @@ pub fn run(root: &Path) -> Result {
          reproducer on six rungs: the swizzle defect passes zeros and ones (a\n\
          permutation of equal values) and fails seq-identity, onehot-k, small-int\n\
          and random (docs/results/track-b-suite.md, reproduced by `cargo xtask\n\
-         gpu-repro`).",
+         gpu-repro`). `kwb run {} --beta 0.5` fills the CUTLASS kernel's Params\n\
+         through the adapter from the launcher's own Arguments, K halved by the\n\
+         launcher's defect included: ones fails with ratio 0.5004, small-int and random\n\
+         fail, seq-identity and onehot-k:0 pass.",
         binary.display(),
-        repro.display()
+        repro.display(),
+        repro3x.display()
     );
     Ok(())
 }
