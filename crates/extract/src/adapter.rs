@@ -263,8 +263,11 @@ pub fn extract(
                 fill: FILL.to_owned(),
                 size: SIZE.to_owned(),
                 workspace: WORKSPACE.to_owned(),
+                // On one line, its `//` comments dropped.
                 arguments: parsed.source[declaration.byte_range()]
-                    .split_whitespace()
+                    .lines()
+                    .map(|l| l.split("//").next().unwrap_or(l))
+                    .flat_map(str::split_whitespace)
                     .collect::<Vec<_>>()
                     .join(" "),
                 line,
