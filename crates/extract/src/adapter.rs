@@ -264,7 +264,11 @@ pub fn extract(
                 size: SIZE.to_owned(),
                 workspace: WORKSPACE.to_owned(),
                 // On one line, its `//` comments dropped.
-                arguments: parsed.source[declaration.byte_range()]
+                arguments: parsed.source[parsed
+                    .leading_blanks(declaration.start_byte())
+                    .first()
+                    .map_or(declaration.start_byte(), |b| b.range.start)
+                    ..declaration.end_byte()]
                     .lines()
                     .map(|l| l.split("//").next().unwrap_or(l))
                     .flat_map(str::split_whitespace)

@@ -397,7 +397,13 @@ fn statements(parsed: &Parsed, function: Node<'_>, before: usize) -> Vec<Stateme
         if n.end_byte() > before {
             break;
         }
-        let text = parsed.source[n.byte_range()].trim().to_owned();
+        // From the keywords the pre-pass blanked before it (`typename`), so the copy is
+        // the statement as written.
+        let start = parsed
+            .leading_blanks(n.start_byte())
+            .first()
+            .map_or(n.start_byte(), |b| b.range.start);
+        let text = parsed.source[start..n.end_byte()].trim().to_owned();
         let mut writes = Vec::new();
         let (declares, always) = match n.kind() {
             "declaration" => {
