@@ -301,3 +301,39 @@ void compile(nvrtcProgram prog) { nvrtcAddNameExpression(prog, "gemm<2 * kTile, 
         Err(ExtractError::NoLaunch { .. })
     ));
 }
+
+#[test]
+fn a_conditional_block_is_opened_so_its_harness_stays_out() {
+    let source = r#"
+#if defined(SM90_SUPPORTED)
+constexpr int kTile = 64;
+struct Options { int m; };
+int parse(Options& o) { return o.m; }
+#endif
+#ifdef WITH_ELSE
+constexpr int kOther = 1;
+#else
+constexpr int kOther = 2;
+#endif
+template <int BM>
+__global__ void gemm(float* d) { d[0] = BM + kOther + kTile; }
+void launch(float* d) { gemm<kTile><<<1, 1>>>(d); }
+"#;
+    let x = extract(source, &request("gemm")).unwrap();
+    assert_eq!(x.instantiation, "gemm<64>");
+    // The block's member the kernel needs is kept inside its condition; the harness
+    // behind the same #if is not.
+    assert!(
+        x.repro
+            .contains("#if defined(SM90_SUPPORTED)\n\n// kwb-extract: k.cu:3\nconstexpr int kTile = 64;\n\n#endif  // defined(SM90_SUPPORTED)"),
+        "{}",
+        x.repro
+    );
+    assert!(!x.repro.contains("struct Options"), "{}", x.repro);
+    // A block with #else stays whole.
+    assert!(
+        x.repro.contains("#else\nconstexpr int kOther = 2;\n#endif"),
+        "{}",
+        x.repro
+    );
+}
