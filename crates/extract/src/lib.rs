@@ -138,6 +138,19 @@ pub fn extract(source: &str, request: &Request) -> Result<Extraction, ExtractErr
                 adapters.join(", ")
             )
         };
+        // A device function the file's kernels call: say where it runs.
+        let short = name.rsplit("::").next().unwrap_or(&name);
+        let device = map
+            .kernels
+            .iter()
+            .any(|k| k.role != "global" && k.name.rsplit("::").next() == Some(short));
+        let adapters = if device {
+            format!(
+                "{adapters}; `{short}` is a device function: it runs inside one of these kernels, which is what kwb-extract reproduces (a task of a megakernel needs its kernel and a task list, which kwb run does not build yet)"
+            )
+        } else {
+            adapters
+        };
         return Err(ExtractError::UnknownKernel {
             name,
             available: match kernel::all(&map) {

@@ -337,3 +337,25 @@ void launch(float* d) { gemm<kTile><<<1, 1>>>(d); }
         x.repro
     );
 }
+
+#[test]
+fn a_device_function_is_named_as_one() {
+    let source = r#"
+template <int K>
+__device__ void task(const float* a, const float* b, float* d) {
+  float acc = 0.0f;
+  for (int k = 0; k < K; ++k) acc += a[k] * b[k];
+  d[0] = acc;
+}
+__global__ void mega(const float* a, const float* b, float* d) { task<8>(a, b, d); }
+void launch(const float* a, const float* b, float* d) { mega<<<1, 1>>>(a, b, d); }
+"#;
+    let e = extract(source, &request("task")).unwrap_err();
+    let ExtractError::UnknownKernel { available, .. } = &e else {
+        panic!("{e:?}");
+    };
+    assert!(
+        available.starts_with("mega; `task` is a device function"),
+        "{available}"
+    );
+}
