@@ -78,7 +78,13 @@ fn sweep_one(path: &Path, config: &Config) -> Outcome {
                 .unwrap_or_default(),
         ),
         Ok(Err(InstrumentError::NothingToProbe)) => Outcome::NothingToProbe,
-        Ok(Err(e)) => Outcome::Refused(format!("{e:?}").split([' ', '{', '(']).next().unwrap_or("").to_owned()),
+        Ok(Err(e)) => Outcome::Refused(
+            format!("{e:?}")
+                .split([' ', '{', '('])
+                .next()
+                .unwrap_or("")
+                .to_owned(),
+        ),
         Ok(Ok((text, plan))) => {
             if kwb_instrument::strip(&text).ok().as_deref() != Some(source.as_str()) {
                 return Outcome::StripDiffers;
@@ -102,7 +108,12 @@ fn every_cutlass_file_is_instrumented_and_stripped_back() {
         return;
     };
     let all = files(&root);
-    assert!(all.len() > 1000, "{} files under {}", all.len(), root.display());
+    assert!(
+        all.len() > 1000,
+        "{} files under {}",
+        all.len(),
+        root.display()
+    );
     let config = Config {
         probes: Probes {
             loads: true,
