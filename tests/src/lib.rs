@@ -1,5 +1,8 @@
 //! Shared helpers of the end-to-end and snapshot tests: a compact, reviewable text
 //! form of a kernel map, and where the CUTLASS headers are.
+//! [`fuzz_props`] holds the fuzz targets' properties, shared with `fuzz/`.
+
+pub mod fuzz_props;
 
 use std::fmt::Write;
 use std::path::PathBuf;
