@@ -365,3 +365,33 @@ pub fn extract(
         repro,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_adapter_table_reads_and_names_the_alias_in_its_code() {
+        // A table that does not read would silently know no adapter.
+        let table: super::Table =
+            toml::from_str(include_str!("../../../grammars/adapters.toml")).unwrap();
+        assert!(!table.adapter.is_empty());
+        for a in &table.adapter {
+            for pattern in [&a.kernel, &a.params, &a.grid, &a.block, &a.smem, &a.cluster] {
+                assert!(pattern.contains("{adapter}"), "{}: {pattern}", a.template);
+            }
+            assert!(a.initialize.contains("{op}") && a.initialize.contains("{args}"));
+        }
+        assert_eq!(super::table().len(), table.adapter.len());
+        let parsed = kwb_syntax::parse(
+            "using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;\nusing Other = std::vector<int>;\n",
+        );
+        let found = super::found(&parsed);
+        assert_eq!(found.len(), 1);
+        assert_eq!(
+            (found[0].alias.as_str(), found[0].argument.as_str()),
+            ("Gemm", "GemmKernel")
+        );
+        assert!(super::pick(&parsed, "GemmKernel").is_some());
+        assert!(super::pick(&parsed, "cutlass::device_kernel").is_some());
+        assert!(super::pick(&parsed, "Other").is_none());
+    }
+}
