@@ -710,6 +710,12 @@ fn reference_function(plan: &Plan, on: ReferenceOn) -> Option<String> {
 
 /// Where the launch configuration came from, for a refused launch.
 fn config_source(manifest: &Manifest) -> String {
+    if let Some(p) = &manifest.host.params {
+        return format!(
+            "kwb_config: the adapter's grid, block and shared memory for the launcher's Arguments at {}:{} ({})",
+            manifest.source.file, p.line, p.adapter
+        );
+    }
     let lines: Vec<String> = manifest
         .launch
         .iter()
