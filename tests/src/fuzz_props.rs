@@ -10,7 +10,7 @@
 use std::path::Path;
 
 use kwb_cli::{dump, npy};
-use kwb_extract::manifest::{Build, Manifest};
+use kwb_extract::manifest::Manifest;
 use kwb_instrument::{Config, InstrumentError, Probes};
 
 /// A property: panics when `data` breaks it.
@@ -274,24 +274,7 @@ pub fn seeds() -> Vec<(&'static str, String, Vec<u8>)> {
     }
 
     for (family, kernel) in FAMILIES {
-        let path = root.join("kernels").join(family).join("gemm.cu");
-        let source = std::fs::read_to_string(&path).expect("a suite kernel");
-        let request = kwb_extract::Request {
-            kernel: Some((*kernel).to_owned()),
-            defines: vec![("KWB_DEFECT".to_owned(), "none".to_owned())],
-            file_name: format!("kernels/{family}/gemm.cu"),
-            ..kwb_extract::Request::default()
-        };
-        let x = kwb_extract::extract(&source, &request).expect("the suite extracts");
-        let build = Build {
-            std: "c++17".to_owned(),
-            arch: "sm_90a".to_owned(),
-            defines: vec!["KWB_DEFECT=none".to_owned()],
-            includes: vec!["kernels/common".to_owned()],
-            other: vec!["--expt-relaxed-constexpr".to_owned()],
-            from: "command line".to_owned(),
-        };
-        let m = Manifest::new(&x, &request.file_name, build);
+        let m = crate::suite_manifest(family, kernel);
         out.push((
             "manifest",
             format!("{family}.toml"),

@@ -63,3 +63,27 @@ pub fn repo_root() -> PathBuf {
         .expect("tests/ sits in the repository root")
         .to_owned()
 }
+
+/// The manifest kwb-extract writes for the suite kernel `kernel` of `family` (built
+/// correct, `KWB_DEFECT=none`), with the suite's build flags: what tests that read
+/// or perturb a real kwb.toml start from.
+pub fn suite_manifest(family: &str, kernel: &str) -> kwb_extract::manifest::Manifest {
+    let file = format!("kernels/{family}/gemm.cu");
+    let source = std::fs::read_to_string(repo_root().join(&file)).expect("a suite kernel");
+    let request = kwb_extract::Request {
+        kernel: Some(kernel.to_owned()),
+        defines: vec![("KWB_DEFECT".to_owned(), "none".to_owned())],
+        file_name: file.clone(),
+        ..kwb_extract::Request::default()
+    };
+    let x = kwb_extract::extract(&source, &request).expect("the suite extracts");
+    let build = kwb_extract::manifest::Build {
+        std: "c++17".to_owned(),
+        arch: "sm_90a".to_owned(),
+        defines: vec!["KWB_DEFECT=none".to_owned()],
+        includes: vec!["kernels/common".to_owned()],
+        other: vec!["--expt-relaxed-constexpr".to_owned()],
+        from: "command line".to_owned(),
+    };
+    kwb_extract::manifest::Manifest::new(&x, &file, build)
+}

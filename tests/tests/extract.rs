@@ -204,18 +204,9 @@ fn descriptors_are_resolved_and_their_guarded_changes_decided() {
 /// a damaged or foreign one is refused with a message.
 #[test]
 fn the_manifest_round_trips() {
-    use kwb_extract::manifest::{Build, Manifest};
+    use kwb_extract::manifest::Manifest;
     for (family, kernel, _) in FAMILIES {
-        let x = extract(&source(family), &request(family, kernel)).unwrap();
-        let build = Build {
-            std: "c++17".to_owned(),
-            arch: "sm_90a".to_owned(),
-            defines: vec!["KWB_DEFECT=none".to_owned()],
-            includes: vec!["kernels/common".to_owned()],
-            other: vec!["--expt-relaxed-constexpr".to_owned()],
-            from: "command line".to_owned(),
-        };
-        let m = Manifest::new(&x, &format!("kernels/{family}/gemm.cu"), build);
+        let m = kwb_tests::suite_manifest(family, kernel);
         let text = m.to_toml();
         assert_eq!(Manifest::from_toml(&text).unwrap(), m, "{family}");
     }

@@ -11,7 +11,7 @@
 
 use std::sync::OnceLock;
 
-use kwb_extract::manifest::{Build, Manifest};
+use kwb_extract::manifest::Manifest;
 use kwb_instrument::{Config, Probes};
 use kwb_runtime::{RECORD_MAGIC, RECORD_SIZE, SiteInfo, TileValue, Trace, TraceRecord};
 use kwb_tests::repo_root;
@@ -462,26 +462,7 @@ fn manifests() -> &'static [Manifest] {
             ("tma_wgmma_sm90", "gemm_wgmma_tma"),
         ]
         .iter()
-        .map(|(family, kernel)| {
-            let file = format!("kernels/{family}/gemm.cu");
-            let source = std::fs::read_to_string(repo_root().join(&file)).unwrap();
-            let request = kwb_extract::Request {
-                kernel: Some((*kernel).to_owned()),
-                defines: vec![("KWB_DEFECT".to_owned(), "none".to_owned())],
-                file_name: file.clone(),
-                ..kwb_extract::Request::default()
-            };
-            let x = kwb_extract::extract(&source, &request).unwrap();
-            let build = Build {
-                std: "c++17".to_owned(),
-                arch: "sm_90a".to_owned(),
-                defines: vec!["KWB_DEFECT=none".to_owned()],
-                includes: vec!["/repo/kernels/common".to_owned()],
-                other: vec!["-lineinfo".to_owned()],
-                from: "command line".to_owned(),
-            };
-            Manifest::new(&x, &file, build)
-        })
+        .map(|(family, kernel)| kwb_tests::suite_manifest(family, kernel))
         .collect()
     })
 }
