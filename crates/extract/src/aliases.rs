@@ -43,10 +43,9 @@ pub fn all(parsed: &Parsed) -> Vec<(String, String, Node<'_>)> {
     out
 }
 
-/// `ty` with every alias it is followed through (at most 8 steps, so a cycle ends);
-/// a type that is no alias of the file comes back as written.
-pub fn resolve(parsed: &Parsed, ty: &str) -> String {
-    let aliases = all(parsed);
+/// `ty` with every alias of `aliases` (the file's, from [`all`]) it is followed through
+/// (at most 8 steps, so a cycle ends); a type that is no alias comes back as written.
+pub fn resolve(aliases: &[(String, String, Node<'_>)], ty: &str) -> String {
     let mut current = ty.trim().to_owned();
     for _ in 0..8 {
         let short = current.strip_prefix("::").unwrap_or(&current);
@@ -69,9 +68,10 @@ mod tests {
         let parsed = kwb_syntax::parse(
             "namespace {\nusing ElementA = cutlass::bfloat16_t;\nusing Input = ElementA;\ntypedef float Acc;\n}\nvoid f() { using Local = int; }\n",
         );
-        assert_eq!(super::resolve(&parsed, "Input"), "cutlass::bfloat16_t");
-        assert_eq!(super::resolve(&parsed, "Acc"), "float");
-        assert_eq!(super::resolve(&parsed, "Local"), "Local");
-        assert_eq!(super::resolve(&parsed, "__nv_bfloat16"), "__nv_bfloat16");
+        let aliases = super::all(&parsed);
+        assert_eq!(super::resolve(&aliases, "Input"), "cutlass::bfloat16_t");
+        assert_eq!(super::resolve(&aliases, "Acc"), "float");
+        assert_eq!(super::resolve(&aliases, "Local"), "Local");
+        assert_eq!(super::resolve(&aliases, "__nv_bfloat16"), "__nv_bfloat16");
     }
 }

@@ -131,9 +131,12 @@ impl<'a> Launcher<'a> {
         file: &'a str,
     ) -> Launcher<'a> {
         let mut params = crate::kernel::params_of(parsed, function).unwrap_or_default();
-        for p in &mut params {
-            if let Some(e) = &p.element {
-                p.element = Some(crate::aliases::resolve(parsed, e));
+        if params.iter().any(|p| p.element.is_some()) {
+            let aliases = crate::aliases::all(parsed);
+            for p in &mut params {
+                if let Some(e) = &p.element {
+                    p.element = Some(crate::aliases::resolve(&aliases, e));
+                }
             }
         }
         Launcher {
