@@ -269,6 +269,14 @@ fn overlay_instruments_included_library_headers_without_touching_them() {
     );
     assert_eq!(kwb_instrument::strip(&copy).unwrap(), header);
     assert!(!dir.path().join("overlay/lib/thread.hpp").exists());
+    // The copies include one shared runtime in the overlay's root instead of each
+    // carrying its text.
+    assert!(copy.contains("#include \"kwb_trace.cuh\""), "{copy}");
+    assert!(!copy.contains("KWB_TRACE_CUH_"), "{copy}");
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("overlay/kwb_trace.cuh")).unwrap(),
+        kwb_runtime::HEADER
+    );
     // -I belongs to the overlay.
     let run = instrument(dir.path(), &["main.cu", "-o", "t2.cu", "-I", "inc"]);
     assert_eq!(run.code, 2, "{}", run.stderr);

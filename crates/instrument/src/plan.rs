@@ -123,6 +123,10 @@ pub struct Config {
     /// streaming tiles through shared memory), not a thread-level MMA's loop over
     /// elements: what an overlay of library headers instruments.
     pub staged_only: bool,
+    /// Emit `#include "kwb_trace.cuh"` instead of the runtime's text. For the copies of
+    /// an overlay, which share one written-out header in the overlay's root: the header
+    /// is read once per compile instead of once per instrumented header.
+    pub runtime_included: bool,
 }
 
 impl Config {
@@ -240,12 +244,16 @@ pub fn plan(parsed: &Parsed, map: &KernelMap, config: &Config) -> Result<Plan, I
         return Err(InstrumentError::NothingToProbe);
     }
     let file = c_string(&config.file_name);
+    let runtime = if config.runtime_included {
+        format!("#include \"{}\"", kwb_runtime::HEADER_NAME)
+    } else {
+        kwb_runtime::HEADER.trim_end().to_owned()
+    };
     builder.insert(
         0,
         wrap(&format!(
-            "{}{}\n#line 1 \"{file}\"\n",
-            config.defines(),
-            kwb_runtime::HEADER.trim_end()
+            "{}{runtime}\n#line 1 \"{file}\"\n",
+            config.defines()
         )),
     );
     builder.insert(

@@ -266,6 +266,10 @@ fn with_overlay(
     // The output and every overlay copy, or none of them.
     let mut files: Vec<(&Path, &str)> = vec![(&args.output, &text)];
     files.extend(copies.iter().map(|(w, t)| (w.copy.as_path(), t.as_str())));
+    let runtime = overlay::runtime_header(dir);
+    if !copies.is_empty() {
+        files.push((&runtime.0, runtime.1));
+    }
     let written = copies
         .iter()
         .filter_map(|(w, _)| w.copy.parent().map(|p| (&w.copy, p)))

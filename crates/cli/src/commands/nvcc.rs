@@ -449,6 +449,10 @@ fn build_entry(
             headers.push((entry.join("overlay").join(relative), source));
         }
     }
+    if !copies.is_empty() {
+        let (path, text) = crate::commands::overlay::runtime_header(&overlay);
+        write(&path, text.as_bytes())?;
+    }
     write(&staging.join("sites.txt"), sites.as_bytes())?;
     if std::fs::rename(&staging, entry).is_err() {
         // Another build put the same entry in place first.

@@ -4,7 +4,9 @@
 //! header; not a thread-level MMA's loop over elements). Each copy
 //! goes under DIR at its path relative to its root, so `-I DIR` first on the include
 //! path picks it up; library headers are never edited in place. Site ids continue
-//! from the input's probes, so one trace names every site.
+//! from the input's probes, so one trace names every site. The copies include the
+//! trace runtime from one `kwb_trace.cuh` in DIR's root ([`runtime_header`]) rather
+//! than each carrying its text, so a compile reads it once.
 
 use std::collections::{BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
@@ -22,6 +24,12 @@ pub struct Written {
     pub copy: PathBuf,
     /// What was inserted.
     pub plan: Plan,
+}
+
+/// The trace runtime every copy of an overlay in `dir` includes: its path and text,
+/// written with the copies.
+pub fn runtime_header(dir: &Path) -> (PathBuf, &'static str) {
+    (dir.join(kwb_runtime::HEADER_NAME), kwb_runtime::HEADER)
 }
 
 /// A header found through an include, and the root its relative path is under.
@@ -123,6 +131,7 @@ pub fn plan(
             id_base,
             lenient_gate: true,
             staged_only: true,
+            runtime_included: true,
             ..config.clone()
         };
         match kwb_instrument::instrument(&text, &config) {
