@@ -167,6 +167,85 @@ fn every_reproducer_compiles_alone() {
     assert!(failures.is_empty(), "{failures:#?}");
 }
 
+/// The megakernel's down-projection task as kernels/suite.toml has Track B reproduce
+/// it: its family's `template` and `extract_flags` (the task bindings and tile).
+fn suite_task_request() -> Request {
+    let text = std::fs::read_to_string(repo_root().join("kernels/suite.toml")).unwrap();
+    let suite: toml::Value = toml::from_str(&text).unwrap();
+    let family = &suite["families"]["megakernel"];
+    let flags: Vec<&str> = family["extract_flags"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    let mut task = kwb_extract::TaskRequest::default();
+    for pair in flags.chunks(2) {
+        match pair {
+            ["--task", binding] => {
+                let (f, v) = binding.split_once('=').unwrap();
+                task.bindings.push((f.to_owned(), v.to_owned()));
+            }
+            ["--task-tile", tile] => {
+                let (r, c) = tile.split_once(',').unwrap();
+                task.tile = Some((r.parse().unwrap(), c.parse().unwrap()));
+            }
+            other => panic!("an extract flag this test does not read: {other:?}"),
+        }
+    }
+    Request {
+        template: Some(family["template"].as_str().unwrap().to_owned()),
+        task,
+        ..request("megakernel", "megakernel")
+    }
+}
+
+/// A task of the megakernel: the kernel runs unchanged on a list of down-projection
+/// tasks only, built field by field from the bindings; with nvcc, the reproducer
+/// compiles.
+#[test]
+fn the_megakernel_task_is_reproduced_by_its_kernel_on_a_task_list() {
+    let mut r = suite_task_request();
+    r.kernel = None;
+    let x = extract(&source("megakernel"), &r).unwrap();
+    let t = x.host.tasks.as_ref().unwrap();
+    assert_eq!(t.dispatch, "task.type == TASK_LINEAR_DOWN");
+    assert_eq!(
+        x.args.iter().map(|a| a.value).collect::<Vec<_>>(),
+        [Some(6144), Some(1024), Some(16)]
+    );
+    assert_eq!(t.scratch, ["events"]);
+    // The whole kernel is there, with the up projection's instantiation it also
+    // dispatches to; the host harness and launcher are not.
+    assert!(
+        x.repro
+            .contains("megakernel(const Task* tasks, int num_tasks, int* events)")
+    );
+    assert!(!x.repro.contains("launch_mlp_megakernel"));
+    insta::assert_snapshot!("extract_megakernel_task", x.repro);
+    if std::env::var("KWB_RUN_SLOW_TESTS").as_deref() != Ok("1") {
+        return;
+    }
+    let env = Env::from_process();
+    let toolchain = kwb_toolchain::toolchain(&env).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let repro = dir.path().join("repro.cu");
+    std::fs::write(&repro, &x.repro).unwrap();
+    let flags = CompileFlags {
+        includes: vec![
+            repo_root().join("kernels/megakernel"),
+            repo_root().join("kernels/common"),
+        ],
+        defines: vec!["KWB_DEFECT=none".to_owned()],
+        extra: vec!["-O3".to_owned()],
+        ..CompileFlags::default()
+    };
+    let object = dir.path().join("repro.o");
+    kwb_toolchain::compile_object(&toolchain, &repro, &flags, &object).unwrap();
+    let sass = kwb_toolchain::sass(&toolchain, &object).unwrap();
+    assert!(sass.contains("megakernel"), "{sass}");
+}
+
 /// The TMA descriptors of the hand-written TMA families, with the `if constexpr`
 /// changes a defect makes applied when `-D` decides them.
 #[test]

@@ -116,11 +116,15 @@ fn one(
     cutlass: Option<&kwb_toolchain::CutlassDir>,
 ) -> Row {
     let started = Instant::now();
-    let expected = format!(
+    let expect = v.repro_expect.as_ref().unwrap_or(&v.expect);
+    let mut expected = format!(
         "ones {:?}, small-int {:?}, random {:?}",
-        v.expect.ones, v.expect.small_int, v.expect.random
+        expect.ones, expect.small_int, expect.random
     )
     .to_lowercase();
+    if let Some(note) = &v.repro_note {
+        expected.push_str(&format!(" (the task alone: {note})"));
+    }
     let mut row = Row {
         family: v.family.clone(),
         defect: v.defect.clone(),
@@ -131,9 +135,13 @@ fn one(
         note: String::new(),
         seconds: 0.0,
     };
-    let Some(kernel) = &family.kernel else {
-        row.note = "not reproduced: the family names no kernel for kwb-extract".to_owned();
-        return row;
+    let what = match (&family.template, &family.kernel) {
+        (Some(t), _) => ["--template", t.as_str()],
+        (None, Some(k)) => ["--kernel", k.as_str()],
+        (None, None) => {
+            row.note = "not reproduced: the family names no kernel for kwb-extract".to_owned();
+            return row;
+        }
     };
     let dir = options.out.join(&v.family).join(&v.defect);
     let _ = std::fs::remove_dir_all(&dir);
@@ -174,7 +182,9 @@ fn one(
     let mut x = Command::new(extract);
     x.current_dir(root)
         .arg(&source)
-        .args(["--kernel", kernel, "-p"])
+        .args(what)
+        .args(&family.extract_flags)
+        .arg("-p")
         .arg(&db)
         .arg("-o")
         .arg(&dir);
@@ -196,6 +206,18 @@ fn one(
         .args(["--json", "--timeout"])
         .arg(options.timeout.as_secs().to_string())
         .args(&family.run_flags)
+        .args(if family.run_shape {
+            vec![
+                "--shape".to_owned(),
+                v.shape
+                    .iter()
+                    .map(u64::to_string)
+                    .collect::<Vec<_>>()
+                    .join(","),
+            ]
+        } else {
+            Vec::new()
+        })
         .output();
     row.seconds = started.elapsed().as_secs_f64();
     let out = match out {
@@ -240,10 +262,9 @@ fn one(
     };
     let mut wrong = Vec::new();
     let mut nan_for_fail: Vec<&str> = Vec::new();
-    for ((field, rung), want) in
-        STATED
-            .iter()
-            .zip([v.expect.ones, v.expect.small_int, v.expect.random])
+    for ((field, rung), want) in STATED
+        .iter()
+        .zip([expect.ones, expect.small_int, expect.random])
     {
         match status(rung) {
             Some(got) if got == want => {}
@@ -262,7 +283,7 @@ fn one(
             .as_f64()
             .or_else(|| r["comparison"]["ratio"].as_f64())
     });
-    if let (Some([lo, hi]), Some(ratio)) = (v.expect.ratio_ones, ones_ratio)
+    if let (Some([lo, hi]), Some(ratio)) = (expect.ratio_ones, ones_ratio)
         && !nan_for_fail.contains(&"ones")
         && !(lo..=hi).contains(&ratio)
     {

@@ -47,6 +47,17 @@ pub struct Family {
     /// beta), so the manifest's symptom is the one to expect.
     #[serde(default)]
     pub run_flags: Vec<String>,
+    /// `kwb-extract --template` instead of `--kernel`: for a task of a megakernel,
+    /// the device function's instantiation as the kernel's dispatch calls it.
+    #[serde(default)]
+    pub template: Option<String>,
+    /// Further kwb-extract flags (a task's field bindings and output tile).
+    #[serde(default)]
+    pub extract_flags: Vec<String>,
+    /// Pass each variant's shape to `kwb run --shape` (a kernel whose shape is fixed
+    /// at compile time).
+    #[serde(default)]
+    pub run_shape: bool,
 }
 
 /// One (family, defect) build and what it must show.
@@ -66,6 +77,13 @@ pub struct Variant {
     /// all-ones rung is not all ones, say); it is listed, not judged.
     #[serde(default)]
     pub trace_skip: Option<String>,
+    /// What Track B's reproducer shows where it differs from `expect`: a task of a
+    /// megakernel is reproduced alone on the ladder's inputs, not as the whole program
+    /// the harness runs. `repro_note` says why.
+    #[serde(default)]
+    pub repro_expect: Option<Expect>,
+    #[serde(default)]
+    pub repro_note: Option<String>,
 }
 
 /// The outcome each input rung must have.

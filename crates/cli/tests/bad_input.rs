@@ -876,6 +876,51 @@ const CASES: &[(&str, Setup)] = &[
         .fails(INPUT, "cc.json: ")
         .absent("out")
     }),
+    ("extract: a task field the task reads is not bound", |d| {
+        copy(d, "kernels/megakernel/gemm.cu", "gemm.cu");
+        extract(&[
+            "gemm.cu",
+            "--template",
+            "linear_task<kIntermediate, kHidden, kBatchRows>",
+            "-DKWB_DEFECT=none",
+            "--task-tile",
+            "16,64",
+            "--task",
+            "out_col=n0",
+            "-o",
+            "out",
+        ])
+        .fails(INPUT, "reads task field `wait_event`")
+        .absent("out")
+    }),
+    ("extract: a task binding without a value", |d| {
+        copy(d, "kernels/megakernel/gemm.cu", "gemm.cu");
+        extract(&[
+            "gemm.cu",
+            "--template",
+            "linear_task<kIntermediate, kHidden, kBatchRows>",
+            "--task",
+            "out_col",
+            "-o",
+            "out",
+        ])
+        .fails(INPUT, "write it as FIELD=VALUE")
+        .absent("out")
+    }),
+    ("extract: a task tile that is not ROWS,COLUMNS", |d| {
+        copy(d, "kernels/megakernel/gemm.cu", "gemm.cu");
+        extract(&[
+            "gemm.cu",
+            "--template",
+            "linear_task<kIntermediate, kHidden, kBatchRows>",
+            "--task-tile",
+            "16x64",
+            "-o",
+            "out",
+        ])
+        .fails(INPUT, "write it as ROWS,COLUMNS")
+        .absent("out")
+    }),
     ("extract: an output that overwrites the input", |d| {
         copy(d, "kernels/mma_sync/gemm.cu", "repro.cu");
         extract(&["repro.cu", "--kernel", "gemm_mma_sync", "-o", "."])

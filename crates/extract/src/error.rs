@@ -63,4 +63,39 @@ pub enum ExtractError {
         name: String,
         why: String,
     },
+    #[error(
+        "`{function}` is a device function, and no __global__ function of this file calls it{with}"
+    )]
+    #[diagnostic(help("calls of it: {calls}"))]
+    NoTaskCall {
+        function: String,
+        with: String,
+        calls: String,
+    },
+    #[error("`{function}` is called with different template arguments: {calls}")]
+    #[diagnostic(help("pick one with --template '{function}<ARGS…>'"))]
+    AmbiguousTaskCall { function: String, calls: String },
+    #[error(
+        "the call of `{function}` at line {line} is not under a dispatch on a task's field (`switch (task.type) {{ case X: … }}` or `if (task.type == X)`)"
+    )]
+    #[diagnostic(help(
+        "kwb-extract reproduces a task of a megakernel by giving the kernel a list of tasks of the dispatched type; a device function called unconditionally runs inside its kernel, which --kernel reproduces"
+    ))]
+    NoDispatch { function: String, line: usize },
+    #[error("{what}")]
+    #[diagnostic(help("{help}"))]
+    TaskList { what: String, help: String },
+    #[error(
+        "`{function}` reads task field `{field}` (`{declaration}`), and no --task binding gives it"
+    )]
+    #[diagnostic(help(
+        "bind it: --task '{field}=VALUE', VALUE an operand (A, B, C, D, bias), a problem scalar (alpha, beta, M, N, K), the task's tile origin (m0, n0), a TMA descriptor of an operand (tma(A, TYPE): TYPE's own encoding function fills it) or a C++ expression (e.g. -1)"
+    ))]
+    UnboundTaskField {
+        function: String,
+        field: String,
+        declaration: String,
+    },
+    #[error("--task {binding}: {why}")]
+    BadTaskBinding { binding: String, why: String },
 }

@@ -56,6 +56,9 @@ pub struct HostEntries {
     /// Params blob with the adapter's own host code.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub params: Option<ParamsEntries>,
+    /// For a task of a megakernel: the entry points that build its task list.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tasks: Option<crate::task::TaskEntries>,
 }
 
 /// `int FILL(const kwb_problem*, void* workspace, void* out, const char** why)`

@@ -31,6 +31,7 @@ mod launch;
 pub mod manifest;
 mod scan;
 mod standalone;
+mod task;
 mod tree;
 
 pub use crate::descriptors::{Descriptor, Field};
@@ -44,6 +45,9 @@ pub use crate::host::{
 pub use crate::kernel::{KernelDef, Param};
 pub use crate::launch::{Launch, launches};
 pub use crate::standalone::MAIN_MACRO;
+pub use crate::task::{
+    SCRATCH_BYTES, TASKS_BYTES, TASKS_FILL, TaskEntries, TaskField, TaskRequest,
+};
 pub use kwb_sites::TemplateParam;
 
 /// What to extract.
@@ -57,6 +61,8 @@ pub struct Request {
     pub defines: Vec<(String, String)>,
     /// The file's name as the reproducer cites it.
     pub file_name: String,
+    /// For a device function a megakernel dispatches to: how to build its task list.
+    pub task: TaskRequest,
 }
 
 /// One template argument.
@@ -140,17 +146,16 @@ pub fn extract(source: &str, request: &Request) -> Result<Extraction, ExtractErr
         };
         // A device function the file's kernels call: say where it runs.
         let short = name.rsplit("::").next().unwrap_or(&name);
-        let device = map
+        let globals: Vec<std::ops::Range<usize>> = map
             .kernels
             .iter()
-            .any(|k| k.role != "global" && k.name.rsplit("::").next() == Some(short));
-        let adapters = if device {
-            format!(
-                "{adapters}; `{short}` is a device function: it runs inside one of these kernels, which is what kwb-extract reproduces (a task of a megakernel needs its kernel and a task list, which kwb run does not build yet)"
-            )
-        } else {
-            adapters
-        };
+            .filter(|k| k.role == "global")
+            .map(|k| k.range.clone())
+            .collect();
+        let device = task::device_function(&parsed, &globals, short).is_some();
+        if device {
+            return task::extract(&parsed, &map, request, &name, spec_args);
+        }
         return Err(ExtractError::UnknownKernel {
             name,
             available: match kernel::all(&map) {

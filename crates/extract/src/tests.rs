@@ -338,8 +338,205 @@ void launch(float* d) { gemm<kTile><<<1, 1>>>(d); }
     );
 }
 
+const MEGA: &str = r#"#include <cuda.h>
+#include <cuda_runtime.h>
+enum TaskType : int { STOP = 0, UP = 1, DOWN = 2 };
+struct Task {
+  int type, col;
+  int wait;
+  float beta;
+  const CUtensorMap* in_desc;
+  const float* bias;
+  float* out;
+  int unused;
+};
+using EncodeFn = decltype(&cuTensorMapEncodeTiled);
+template <int ROWS, int COLS>
+struct view {
+  const CUtensorMap* desc;
+  static CUresult encode(EncodeFn fn, CUtensorMap* map, const float* gmem) {
+    const cuuint64_t dims[2] = {COLS, ROWS};
+    const cuuint64_t strides[1] = {COLS * sizeof(float)};
+    const cuuint32_t box[2] = {32, 8}, elem[2] = {1, 1};
+    return fn(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, const_cast<float*>(gmem), dims, strides, box,
+              elem, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+              CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  }
+};
+constexpr int kHidden = 64, kThreads = 32;
+template <int R, int O>
+__device__ void linear(const Task& task, int* events) {
+  if (task.wait >= 0) while (atomicAdd(events, 0) < task.wait) {}
+  const float v = task.beta * task.bias[task.col] + R + O;
+  task.out[task.col + threadIdx.x] = v + (task.in_desc != nullptr);
+}
+__global__ void mega(const Task* tasks, int num_tasks, int* events) {
+  for (int t = blockIdx.x; t < num_tasks; t += gridDim.x) {
+    const Task task = tasks[t];
+    switch (task.type) {
+      case UP: linear<kHidden, 4 * kHidden>(task, events); break;
+      case DOWN: linear<4 * kHidden, kHidden>(task, events); break;
+      default: return;
+    }
+  }
+}
+void launch(const Task* tasks, int n, int* events, int ctas) {
+  const int smem = 2 * 1024;
+  mega<<<ctas, kThreads, smem>>>(tasks, n, events);
+}
+"#;
+
+fn task_request(template: &str, bindings: &[(&str, &str)]) -> Request {
+    Request {
+        template: Some(template.to_owned()),
+        file_name: "mega.cu".to_owned(),
+        task: TaskRequest {
+            bindings: bindings
+                .iter()
+                .map(|(f, v)| ((*f).to_owned(), (*v).to_owned()))
+                .collect(),
+            tile: Some((16, 32)),
+            ctas: None,
+        },
+        ..Request::default()
+    }
+}
+
+const BOUND: &[(&str, &str)] = &[
+    ("col", "n0"),
+    ("wait", "-1"),
+    ("beta", "beta"),
+    ("in_desc", "tma(A, view<16, 256>)"),
+    ("bias", "bias"),
+    ("out", "D"),
+];
+
 #[test]
-fn a_device_function_is_named_as_one() {
+fn a_task_of_a_megakernel_is_run_by_its_kernel_on_a_list_of_its_type() {
+    let x = extract(MEGA, &task_request("linear<256, 64>", BOUND)).unwrap();
+    assert_eq!(x.instantiation, "mega");
+    let t = x.host.tasks.as_ref().unwrap();
+    assert_eq!(t.function, "linear<4 * kHidden, kHidden>");
+    assert_eq!(t.dispatch, "task.type == DOWN");
+    assert_eq!(
+        (t.list.as_str(), t.count.as_deref()),
+        ("tasks", Some("num_tasks"))
+    );
+    assert_eq!(t.scratch, ["events"]);
+    assert_eq!(t.ctas, 1);
+    let how: Vec<(&str, &str, &str)> = t
+        .fields
+        .iter()
+        .map(|f| (f.name.as_str(), f.how.as_str(), f.value.as_str()))
+        .collect();
+    assert_eq!(
+        how,
+        [
+            ("type", "dispatch", "DOWN"),
+            ("col", "bound", "n0"),
+            ("wait", "bound", "-1"),
+            ("beta", "bound", "beta"),
+            ("in_desc", "bound", "tma(A, view<16, 256>)"),
+            ("bias", "bound", "bias"),
+            ("out", "bound", "D"),
+            ("unused", "unread", ""),
+        ]
+    );
+    let out = t.fields.iter().find(|f| f.name == "out").unwrap();
+    assert_eq!(
+        (out.role.as_deref(), out.element.as_deref()),
+        (Some("D"), Some("float"))
+    );
+    let roles: Vec<&str> = x.kernel.params.iter().map(|p| p.role.as_str()).collect();
+    assert_eq!(roles, ["task-list", "task-count", "scratch"]);
+    // The kernel, the task and the encoding type are copied; the launcher is not.
+    for kept in [
+        "__global__ void mega(",
+        "struct Task {",
+        "struct view {",
+        "void linear(",
+    ] {
+        assert!(x.repro.contains(kept), "{kept}: {}", x.repro);
+    }
+    assert!(!x.repro.contains("void launch("), "{}", x.repro);
+    // The list: the case label, the bindings, the descriptor through the file's own
+    // encoding function, the launch's block and shared memory.
+    for line in [
+        "kwb_t.type = (DOWN);",
+        "kwb_t.col = kwb_n0;",
+        "kwb_t.wait = (-1);",
+        "kwb_t.beta = kwb_p->beta;",
+        "kwb_t.in_desc = &kwb_device_maps[0];",
+        "kwb_t.bias = kwb_any_ptr{kwb_p->bias};",
+        "kwb_t.out = kwb_any_ptr{kwb_p->D};",
+        "view<16, 256>::encode(kwb_encode_tiled(), &kwb_maps[0], kwb_any_ptr{kwb_p->A})",
+        "const int smem = 2 * 1024;",
+        "const dim3 kwb_block = dim3(kThreads);",
+        "grid[0] = 1,",
+        "*smem_bytes = static_cast<unsigned long long>(smem);",
+        "((kwb_p->M + 16 - 1) / 16) * ((kwb_p->N + 32 - 1) / 32)",
+    ] {
+        assert!(x.repro.contains(line), "{line}: {}", x.repro);
+    }
+    assert!(!x.repro.contains("kwb_t.unused"), "{}", x.repro);
+}
+
+#[test]
+fn a_task_field_the_instantiation_reads_must_be_bound() {
+    let some: Vec<(&str, &str)> = BOUND
+        .iter()
+        .copied()
+        .filter(|(f, _)| *f != "wait")
+        .collect();
+    let e = extract(MEGA, &task_request("linear<256, 64>", &some)).unwrap_err();
+    assert!(
+        matches!(&e, ExtractError::UnboundTaskField { field, .. } if field == "wait"),
+        "{e:?}"
+    );
+    let mut typo = BOUND.to_vec();
+    typo.push(("colum", "n0"));
+    let e = extract(MEGA, &task_request("linear<256, 64>", &typo)).unwrap_err();
+    assert!(
+        matches!(&e, ExtractError::BadTaskBinding { why, .. } if why.contains("no field `colum`")),
+        "{e:?}"
+    );
+    let mut scalar = BOUND.to_vec();
+    scalar.push(("wait", "A"));
+    let e = extract(MEGA, &task_request("linear<256, 64>", &scalar)).unwrap_err();
+    assert!(
+        matches!(&e, ExtractError::BadTaskBinding { why, .. } if why.contains("not a pointer")),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn a_task_call_is_chosen_by_its_folded_arguments() {
+    // Two instantiations: --kernel alone is ambiguous, a spec picks by value.
+    let mut r = task_request("linear<256, 64>", BOUND);
+    r.template = None;
+    r.kernel = Some("linear".to_owned());
+    let e = extract(MEGA, &r).unwrap_err();
+    assert!(
+        matches!(&e, ExtractError::AmbiguousTaskCall { calls, .. }
+            if calls.contains("<kHidden, 4 * kHidden>") && calls.contains("<4 * kHidden, kHidden>")),
+        "{e:?}"
+    );
+    let x = extract(MEGA, &task_request("linear<64, 256>", BOUND)).unwrap();
+    assert_eq!(x.host.tasks.unwrap().dispatch, "task.type == UP");
+    let e = extract(MEGA, &task_request("linear<64, 64>", BOUND)).unwrap_err();
+    assert!(matches!(e, ExtractError::NoTaskCall { .. }), "{e:?}");
+    // Without a tile the tasks cannot be laid over the output.
+    let mut r = task_request("linear<256, 64>", BOUND);
+    r.task.tile = None;
+    let e = extract(MEGA, &r).unwrap_err();
+    assert!(
+        matches!(&e, ExtractError::TaskList { help, .. } if help.contains("--task-tile")),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn a_device_function_called_without_a_dispatch_is_named_as_one() {
     let source = r#"
 template <int K>
 __device__ void task(const float* a, const float* b, float* d) {
@@ -351,11 +548,8 @@ __global__ void mega(const float* a, const float* b, float* d) { task<8>(a, b, d
 void launch(const float* a, const float* b, float* d) { mega<<<1, 1>>>(a, b, d); }
 "#;
     let e = extract(source, &request("task")).unwrap_err();
-    let ExtractError::UnknownKernel { available, .. } = &e else {
-        panic!("{e:?}");
-    };
     assert!(
-        available.starts_with("mega; `task` is a device function"),
-        "{available}"
+        matches!(e, ExtractError::NoDispatch { line: 8, .. }),
+        "{e:?}"
     );
 }

@@ -82,6 +82,16 @@ pub enum Arg {
         size: String,
         workspace: String,
     },
+    /// A megakernel's task list, built by the reproducer's entry points
+    /// (`kwb_extract::TaskEntries`): its device image's address.
+    Tasks {
+        bytes: String,
+        fill: String,
+    },
+    /// The number of tasks in that list (an `int`).
+    TaskCount,
+    /// A zeroed device buffer of this many bytes (an event array, a work queue).
+    Scratch(u64),
 }
 
 /// What to run.
@@ -168,7 +178,19 @@ impl Plan {
         let (m, n, k) = request.shape;
         let kernel = &manifest.params;
         let launcher = &manifest.host.launcher;
-        let all = || kernel.iter().chain(launcher.iter());
+        // A task's fields bound to operands count as the operands' parameters.
+        let task_fields: Vec<Param> = manifest
+            .host
+            .tasks
+            .iter()
+            .flat_map(|t| t.fields.iter().filter_map(|f| f.as_param()))
+            .collect();
+        let all = || {
+            kernel
+                .iter()
+                .chain(launcher.iter())
+                .chain(task_fields.iter())
+        };
         let find = |role: &str| all().find(|p| p.role == role);
         // Element types: the kernel's parameter, else the launcher's, else the
         // descriptors', else --dtype.
@@ -395,6 +417,21 @@ fn argument(
                         "the reproducer has no entry point that fills it".to_owned()
                     }),
             }),
+        "task-list" | "task-count" | "scratch" => match &manifest.host.tasks {
+            Some(t) => Ok(match p.role.as_str() {
+                "task-list" => Arg::Tasks {
+                    bytes: t.bytes.clone(),
+                    fill: t.fill.clone(),
+                },
+                "task-count" => Arg::TaskCount,
+                _ => Arg::Scratch(t.scratch_bytes),
+            }),
+            None => Err(GpuError::Unfillable {
+                param: p.name.clone(),
+                declaration: p.declaration.clone(),
+                why: "the manifest has no [host.tasks] to build a task list from".to_owned(),
+            }),
+        },
         "tma-descriptor" => manifest
             .host
             .encoders
@@ -424,9 +461,12 @@ fn argument(
     }
 }
 
-/// The CTA tile from template arguments named like one (`BM`/`BN`, `kBlockM`/`kBlockN`,
-/// `TILE_M`/`TILE_N`), else 128 x 128.
+/// The CTA tile: a task's output tile, else from template arguments named like one
+/// (`BM`/`BN`, `kBlockM`/`kBlockN`, `TILE_M`/`TILE_N`), else 128 x 128.
 fn tile(manifest: &Manifest) -> (usize, usize) {
+    if let Some(t) = &manifest.host.tasks {
+        return (t.tile[0].max(1) as usize, t.tile[1].max(1) as usize);
+    }
     let value = |names: &[&str]| {
         manifest
             .kernel

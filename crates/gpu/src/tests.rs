@@ -111,6 +111,72 @@ fn a_parameter_kwb_cannot_fill_is_named() {
     assert!(e.contains("`tasks`"), "{e}");
 }
 
+/// The megakernel's down task: the list, its length and a zeroed scratch buffer are
+/// the kernel's arguments; the task's fields bound to operands give their types; the
+/// task's tile is the error grid's (the manifest read back from its TOML).
+#[test]
+fn a_task_of_a_megakernel_runs_on_a_task_list() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let file = "kernels/megakernel/gemm.cu";
+    let source = std::fs::read_to_string(root.join(file)).unwrap();
+    let bind = |f: &str, v: &str| (f.to_owned(), v.to_owned());
+    let x = kwb_extract::extract(
+        &source,
+        &kwb_extract::Request {
+            template: Some("linear_task<6144, 1024, 16>".to_owned()),
+            defines: vec![("KWB_DEFECT".to_owned(), "none".to_owned())],
+            file_name: file.to_owned(),
+            task: kwb_extract::TaskRequest {
+                bindings: vec![
+                    bind("out_col", "n0"),
+                    bind("wait_event", "-1"),
+                    bind("wait_count", "0"),
+                    bind("signal_event", "-1"),
+                    bind("beta", "beta"),
+                    bind("input_desc", "tma(A, DownTmas::Input)"),
+                    bind("weight_desc", "tma(B, DownTmas::Weight)"),
+                    bind("bias", "bias"),
+                    bind("output", "D"),
+                ],
+                tile: Some((16, 64)),
+                ctas: Some(2),
+            },
+            ..kwb_extract::Request::default()
+        },
+    )
+    .unwrap();
+    let build = kwb_extract::manifest::Build {
+        std: "c++17".to_owned(),
+        arch: "sm_90a".to_owned(),
+        defines: Vec::new(),
+        includes: Vec::new(),
+        other: Vec::new(),
+        from: "command line".to_owned(),
+    };
+    let text = Manifest::new(&x, file, build).to_toml();
+    let m = Manifest::from_toml(&text).unwrap();
+    let mut r = request();
+    r.shape = (16, 1024, 6144);
+    let p = Plan::new(&m, &r).unwrap();
+    assert_eq!(
+        p.args,
+        [
+            Arg::Tasks {
+                bytes: "kwb_tasks_bytes".to_owned(),
+                fill: "kwb_tasks".to_owned(),
+            },
+            Arg::TaskCount,
+            Arg::Scratch(kwb_extract::SCRATCH_BYTES),
+        ]
+    );
+    assert_eq!(p.output, Role::D);
+    assert_eq!(p.operand(Role::D).dtype, kwb_ladder::Dtype::Bf16);
+    assert_eq!(p.operand(Role::A).dtype, kwb_ladder::Dtype::Bf16);
+    assert_eq!(p.operand(Role::Bias).dtype, kwb_ladder::Dtype::Bf16);
+    assert_eq!(p.tile, (16, 64));
+    assert_eq!(m.host.tasks.as_ref().map(|t| t.ctas), Some(2));
+}
+
 #[test]
 fn storage_puts_nan_in_padding_and_b_as_n_by_k() {
     let (_d, m) = extracted("cute_sm80", "gemm_cute_sm80");

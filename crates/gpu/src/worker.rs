@@ -31,6 +31,8 @@ type SizeFn = unsafe extern "C" fn() -> u64;
 type WorkspaceFn = unsafe extern "C" fn(*const Problem, *mut u64) -> i32;
 type FillFn =
     unsafe extern "C" fn(*const Problem, *mut c_void, *mut c_void, *mut *const c_char) -> i32;
+type TasksBytesFn = unsafe extern "C" fn(*const Problem, *mut u64, *mut i32) -> i32;
+type TasksFillFn = unsafe extern "C" fn(*const Problem, *mut c_void, *mut c_void) -> i32;
 
 /// Whether this machine has a CUDA driver library: `Err` says why not.
 pub fn driver_present() -> Result<(), String> {
@@ -243,6 +245,64 @@ fn run(ctx: &Arc<CudaContext>, library: &libloading::Library, job: &Job) -> Resu
         // The arguments: each value in its own box, so its address is stable.
         let mut values: Vec<Box<dyn std::any::Any>> = Vec::new();
         let mut pointers: Vec<*mut c_void> = Vec::new();
+        // A megakernel's task list: its device image, built by the reproducer.
+        let mut tasks: Option<(*mut c_void, i32)> = None;
+        if let Some(Arg::Tasks { bytes, fill }) =
+            plan.args.iter().find(|a| matches!(a, Arg::Tasks { .. }))
+        {
+            // SAFETY: the signatures of kwb_extract::TASKS_BYTES and TASKS_FILL.
+            let (bytes_fn, fill_fn) = unsafe {
+                (
+                    library.get::<TasksBytesFn>(bytes.as_bytes()),
+                    library.get::<TasksFillFn>(fill.as_bytes()),
+                )
+            };
+            let (bytes_fn, fill_fn) = match (bytes_fn, fill_fn) {
+                (Ok(b), Ok(f)) => (b, f),
+                (Err(e), _) | (_, Err(e)) => {
+                    return Err(fail(at, "library", format!("{fill}: {e}")));
+                }
+            };
+            let (mut size, mut count) = (0u64, 0i32);
+            // SAFETY: writes one value each.
+            let rc = unsafe { bytes_fn(&problem, &mut size, &mut count) };
+            if rc != 0 || count <= 0 {
+                return Err(fail(
+                    at,
+                    "tasks",
+                    format!("{bytes} returned {rc} with {count} tasks for this problem"),
+                ));
+            }
+            let size = usize::try_from(size).unwrap_or(usize::MAX).max(1);
+            let image = stream
+                .alloc_zeros::<u8>(size)
+                .map_err(|e| fail(at, "tasks", format!("{size}-byte task list: {e}")))?;
+            let (device, sync) = image.device_ptr(&stream);
+            let device = device as *mut c_void;
+            drop(sync);
+            // 64-byte aligned, as the descriptors in it must be.
+            let mut host = vec![TensorMap([0; 16]); size.div_ceil(128)];
+            // SAFETY: `host` has at least `size` bytes, 64-byte aligned; `device` is the
+            // address the image is copied to.
+            let rc = unsafe { fill_fn(&problem, device, host.as_mut_ptr().cast()) };
+            if rc != 0 {
+                return Err(fail(
+                    at,
+                    "tasks",
+                    format!(
+                        "{fill} returned {rc}: the file's own descriptor encoding refused these parameters"
+                    ),
+                ));
+            }
+            // SAFETY: plain bytes of the image, `size` of them.
+            let bytes_of = unsafe { std::slice::from_raw_parts(host.as_ptr().cast::<u8>(), size) };
+            let mut image = image;
+            stream
+                .memcpy_htod(bytes_of, &mut image)
+                .map_err(|e| fail(at, "tasks", format!("{e}")))?;
+            values.push(Box::new(image));
+            tasks = Some((device, count));
+        }
         for (i, arg) in plan.args.iter().enumerate() {
             let name = plan.params.get(i).map_or("?", |p| p.0.as_str());
             let pointer: *mut c_void = match arg {
@@ -271,6 +331,18 @@ fn run(ctx: &Arc<CudaContext>, library: &libloading::Library, job: &Job) -> Resu
                     let p: *mut TensorMap = &mut *map;
                     values.push(map);
                     p.cast()
+                }
+                Arg::Tasks { .. } => boxed(&mut values, tasks.map_or(0u64, |t| t.0 as u64)),
+                Arg::TaskCount => boxed(&mut values, tasks.map_or(0i32, |t| t.1)),
+                Arg::Scratch(bytes) => {
+                    let size = usize::try_from(*bytes).unwrap_or(usize::MAX).max(1);
+                    let space = stream.alloc_zeros::<u8>(size).map_err(|e| {
+                        fail(at, "scratch", format!("{size} bytes for `{name}`: {e}"))
+                    })?;
+                    let (address, sync) = space.device_ptr(&stream);
+                    drop(sync);
+                    values.push(Box::new(space));
+                    boxed(&mut values, address)
                 }
                 Arg::Params {
                     fill,

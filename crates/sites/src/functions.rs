@@ -146,7 +146,9 @@ fn enclosing_class_template(node: Node<'_>) -> Option<Node<'_>> {
         .filter(|p| p.kind() == "template_declaration")
 }
 
-fn template_parameters(
+/// The parameters of the `template_declaration` `declaration`, `scope` naming whose
+/// they are (`function`, `class`).
+pub fn template_parameters(
     declaration: Node<'_>,
     parsed: &Parsed,
     scope: &'static str,

@@ -21,6 +21,7 @@ mod patterns;
 mod report;
 
 pub use error::SitesError;
+pub use functions::template_parameters;
 pub use model::{Confidence, Kernel, KernelMap, Site, SiteKind, TemplateParam};
 pub use patterns::{BUILTIN as BUILTIN_QUERIES, Pattern, builtin as builtin_pattern};
 

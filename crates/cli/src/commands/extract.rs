@@ -62,6 +62,31 @@ pub struct Args {
     /// Also print the extraction as JSON on stdout
     #[arg(long)]
     json: bool,
+    /// For a task of a megakernel (a device function the kernel dispatches to from a
+    /// task list): a field of the tasks kwb builds, FIELD=VALUE. VALUE is an operand
+    /// (A, B, C, D, bias), a problem scalar (alpha, beta, M, N, K), the task's output
+    /// tile origin (m0, n0), a TMA descriptor of an operand encoded by the file's own
+    /// encoding function for a type (tma(A, TYPE)), or a C++ expression
+    #[arg(long = "task", value_name = "FIELD=VALUE")]
+    task: Vec<String>,
+    /// For a task of a megakernel: the output tile one task computes, ROWS,COLUMNS
+    #[arg(long, value_name = "ROWS,COLUMNS", value_parser = parse_tile)]
+    task_tile: Option<(i64, i64)>,
+    /// For a task of a megakernel: CTAs of the launch [default: 1, one CTA runs every
+    /// task in turn, so what a task leaves for the next is exercised]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    task_ctas: Option<u32>,
+}
+
+fn parse_tile(text: &str) -> Result<(i64, i64), String> {
+    let parts: Vec<&str> = text.split(',').map(str::trim).collect();
+    match parts.as_slice() {
+        [r, c] => match (r.parse::<i64>(), c.parse::<i64>()) {
+            (Ok(r), Ok(c)) if r > 0 && c > 0 => Ok((r, c)),
+            _ => Err(format!("`{text}`: two positive integers, ROWS,COLUMNS")),
+        },
+        _ => Err(format!("`{text}`: write it as ROWS,COLUMNS, e.g. 16,64")),
+    }
 }
 
 pub fn run(args: Args) -> i32 {
@@ -121,11 +146,31 @@ pub fn run(args: Args) -> i32 {
             None => (d.trim().to_owned(), "1".to_owned()),
         })
         .collect();
+    let mut bindings = Vec::new();
+    for b in &args.task {
+        match b.split_once('=') {
+            Some((f, v)) if !f.trim().is_empty() && !v.trim().is_empty() => {
+                bindings.push((f.trim().to_owned(), v.trim().to_owned()));
+            }
+            _ => {
+                render::error(Report::new(ExtractError::BadTaskBinding {
+                    binding: b.clone(),
+                    why: "write it as FIELD=VALUE".to_owned(),
+                }));
+                return exit::INPUT;
+            }
+        }
+    }
     let request = Request {
         kernel: args.kernel.clone(),
         template: args.template.clone(),
         defines: defines.clone(),
         file_name: args.file.display().to_string(),
+        task: kwb_extract::TaskRequest {
+            bindings,
+            tile: args.task_tile,
+            ctas: args.task_ctas,
+        },
     };
     let x = match kwb_extract::extract(&source, &request) {
         Ok(x) => x,
@@ -235,7 +280,13 @@ fn quote(text: &str) -> String {
 }
 
 fn summary(x: &Extraction, dir: &Path) -> String {
-    let mut lines = vec![format!("instantiation: {}", x.instantiation)];
+    let mut lines = vec![match &x.host.tasks {
+        Some(t) => format!(
+            "instantiation: {}, a task of {}",
+            t.function, x.instantiation
+        ),
+        None => format!("instantiation: {}", x.instantiation),
+    }];
     for a in &x.args {
         let value = match (&a.value, &a.unfolded) {
             (Some(v), _) => format!("{v}"),
@@ -251,6 +302,24 @@ fn summary(x: &Extraction, dir: &Path) -> String {
             l.callee,
             l.config.join(", ")
         ));
+    }
+    if let Some(t) = &x.host.tasks {
+        lines.push(format!(
+            "task: called at line {} (when {}), run by launching {} on {} CTA(s) with one {} per {} x {} output tile:",
+            t.call_line, t.dispatch, x.instantiation, t.ctas, t.task_type, t.tile[0], t.tile[1]
+        ));
+        for f in &t.fields {
+            lines.push(match f.how.as_str() {
+                "unread" => format!("  {:<14} zero (not read by the task)", f.name),
+                how => format!("  {:<14} {} ({how})", f.name, f.value),
+            });
+        }
+        for p in &t.scratch {
+            lines.push(format!(
+                "  kernel parameter `{p}`: a zeroed {} KiB device buffer",
+                t.scratch_bytes / 1024
+            ));
+        }
     }
     for d in &x.descriptors {
         let show = |f: &kwb_extract::Field| f.values.join(", ");
