@@ -25,12 +25,26 @@ pub enum Rung {
     /// sums are exact for K up to 2^21. A transposed C or a bias broadcast along the
     /// wrong axis shows here.
     SmallInt { seed: u64 },
-    /// Uniform in [-1, 1) from a seeded generator: compared with a tolerance.
+    /// A and B uniform in [-1, 1) from a seeded generator; C and the bias the same
+    /// times the scale of an output ([`random_scale`]), so a C or a bias added
+    /// wrongly moves outputs by more than the tolerance they are compared with.
     Random { seed: u64 },
     /// Real data the user dumped (their operands, rounded to the input type), last on
     /// the ladder: compared with the tolerance of `random`. Its operands come from
     /// the files, never from a generator.
     Dump,
+}
+
+/// The scale of C and the bias on the random rung: the largest power of two at most
+/// the RMS of a dot product of two uniform [-1, 1) vectors of length `k` (sqrt(k) / 3),
+/// and at least 1. A power of two, so the scaled values stay exact in the input type.
+pub fn random_scale(k: usize) -> f32 {
+    let rms = (k as f64).sqrt() / 3.0;
+    let mut scale = 1.0f64;
+    while scale * 2.0 <= rms {
+        scale *= 2.0;
+    }
+    scale as f32
 }
 
 /// The logical operands of a rung, row-major (A: M x K, B: K x N, C: M x N, bias: N),
@@ -204,8 +218,12 @@ impl Rung {
             }
             Rung::Random { seed } => {
                 let mut g = SplitMix(seed);
-                for v in a.iter_mut().chain(&mut b).chain(&mut c).chain(&mut bias) {
+                for v in a.iter_mut().chain(&mut b) {
                     *v = round(g.uniform());
+                }
+                let scale = random_scale(k);
+                for v in c.iter_mut().chain(&mut bias) {
+                    *v = round(g.uniform() * scale);
                 }
             }
             Rung::Dump => return Err(LadderError::DumpHasNoGenerator),
@@ -319,6 +337,16 @@ mod tests {
             r.a.iter()
                 .all(|v| (-1.0..1.0).contains(v) && Dtype::Bf16.round(*v) == *v)
         );
+        // C and the bias at an output's scale: for K = 8, sqrt(8) / 3 < 1, so 1.
+        assert!(r.bias.iter().all(|v| (-1.0..1.0).contains(v)));
+        assert_eq!(
+            [random_scale(8), random_scale(1024), random_scale(6144)],
+            [1.0, 8.0, 16.0]
+        );
+        let wide = problem(4, 8, 6144);
+        let r = Rung::Random { seed: 3 }.operands(&wide).unwrap();
+        assert!(r.bias.iter().all(|v| (-16.0..16.0).contains(v)));
+        assert!(r.bias.iter().any(|v| v.abs() >= 1.0));
         assert_ne!(r, Rung::Random { seed: 4 }.operands(&p).unwrap());
     }
 }
