@@ -20,7 +20,12 @@
 //!    fail, without one it says so (exit 7);
 //! 7. `kwb-extract` on the bundled CUTLASS 3.x GEMM behind `GemmUniversalAdapter`
 //!    (`KWB_DEFECT=k_from_d_elem`, a launcher defect): the kernel's Params come from
-//!    the adapter's own host code and the launcher's own Arguments (`[host.params]`),
+//!    the adapter's own host code and the launcher's own Arguments (`[host.params]`);
+//! 8. `kwb-extract` on the megakernel's down-projection task (`KWB_DEFECT=
+//!    chain_fold_twice`), a device function the kernel dispatches to from a task list:
+//!    the megakernel itself runs on a list of such tasks only, each field bound with
+//!    `--task`; `kwb run` builds it and writes the ladder's inputs (the launch needs a
+//!    GPU),
 //!
 //! and says what the GPU step would add.
 
@@ -215,6 +220,69 @@ pub fn run(root: &Path) -> Result {
         ));
     }
     println!("{}", params.join("\n"));
+    // 8. A task of the megakernel: the kernel itself on a list of tasks of one type.
+    let task = out.join("repro-task");
+    let mut command = kwb(
+        root,
+        "kwb-extract",
+        &[
+            "kernels/megakernel/gemm.cu",
+            "--template",
+            "linear_task<kIntermediate, kHidden, kBatchRows>",
+            "-D",
+            "KWB_DEFECT=chain_fold_twice",
+            "-I",
+            "kernels/common",
+            "--task-tile",
+            "16,64",
+            "--task",
+            "out_col=n0",
+            "--task",
+            "wait_event=-1",
+            "--task",
+            "wait_count=0",
+            "--task",
+            "signal_event=-1",
+            "--task",
+            "beta=beta",
+            "--task",
+            "input_desc=tma(A, LinearTmas<kIntermediate, kHidden, kBatchRows>::Input)",
+            "--task",
+            "weight_desc=tma(B, LinearTmas<kIntermediate, kHidden, kBatchRows>::Weight)",
+            "--task",
+            "bias=bias",
+            "--task",
+            "output=D",
+            "-o",
+        ],
+    );
+    command.arg(&task);
+    ci::run_step(
+        "kwb-extract (the megakernel's down-projection task, KWB_DEFECT=chain_fold_twice)",
+        command,
+    )?;
+    ci::header("kwb run (the task list built, the megakernel launched on it)");
+    let mut command = kwb(
+        root,
+        "kwb",
+        &[
+            "run",
+            "--shape",
+            "16,1024,6144",
+            "--alpha",
+            "1",
+            "--beta",
+            "0",
+        ],
+    );
+    command.arg(&task);
+    let ran = command
+        .status()
+        .map_err(|e| Failure(format!("kwb run: {e}")))?;
+    match ran.code() {
+        Some(0 | 5 | 7) => {}
+        other => return Err(Failure(format!("kwb run exited with {other:?}"))),
+    }
     ci::header("what the GPU step adds");
     println!(
         "Run {} on a GPU with KWB_TRACE_OUT=trace.bin, then `kwb trace show trace.bin`:\n\
@@ -232,10 +300,14 @@ pub fn run(root: &Path) -> Result {
          gpu-repro`). `kwb run {} --beta 0.5` fills the CUTLASS kernel's Params\n\
          through the adapter from the launcher's own Arguments, K halved by the\n\
          launcher's defect included: ones fails with ratio 0.5004, small-int and random\n\
-         fail, seq-identity and onehot-k:0 pass.",
+         fail, seq-identity and onehot-k:0 pass. `kwb run {} --shape 16,1024,6144\n\
+         --alpha 1 --beta 0` runs the megakernel on its 16 down-projection tasks: the\n\
+         accumulator fold that counts the even K tiles twice fails ones with ratio\n\
+         1.5000 and every rung after it.",
         binary.display(),
         repro.display(),
-        repro3x.display()
+        repro3x.display(),
+        task.display()
     );
     Ok(())
 }

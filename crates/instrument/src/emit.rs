@@ -18,6 +18,8 @@ pub(crate) struct Emitter<'p> {
     pub notes: Vec<String>,
     /// Which array index of each fragment picks its MMA tile.
     pub tile_dims: crate::fragments::TileDims,
+    /// The kernels' CTA tile origin locals, for each record's tile_m / tile_n.
+    pub origins: crate::tile::Origins,
 }
 
 impl<'p> Emitter<'p> {
@@ -30,6 +32,7 @@ impl<'p> Emitter<'p> {
             probes: Vec::new(),
             notes: Vec::new(),
             tile_dims: crate::fragments::TileDims::default(),
+            origins: crate::tile::Origins::default(),
         }
     }
 
@@ -39,9 +42,11 @@ impl<'p> Emitter<'p> {
     }
 
     /// Inserts `body` gated on `gate` at byte `at` and records the probe.
-    /// `body` may use `{id}`-free text: the caller formats the id in.
+    /// `body` may use `{id}`-free text: the caller formats the id in. Its
+    /// [`crate::tile::TILE`] becomes the tile origin in scope at `at`.
     pub fn probe(&mut self, at: usize, gate: &str, body: &str, info: ProbeInfo) {
         debug_assert_eq!(info.id, self.next_id());
+        let body = self.origins.text(body, at);
         self.builder.insert(
             at,
             wrap(&format!(
@@ -54,7 +59,8 @@ impl<'p> Emitter<'p> {
     /// Inserts plain kwb text (a counter declaration, a trailing probe with its own
     /// spacing) at byte `at`.
     pub fn insert(&mut self, at: usize, text: &str) {
-        self.builder.insert(at, wrap(text));
+        let text = self.origins.text(text, at);
+        self.builder.insert(at, wrap(&text));
     }
 
     /// Records a probe whose text was inserted with [`Emitter::insert`].

@@ -22,6 +22,7 @@ mod nodes;
 pub mod options;
 mod plan;
 mod probes;
+mod tile;
 
 pub use error::InstrumentError;
 pub use includes::{Include, includes};

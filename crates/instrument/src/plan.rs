@@ -192,6 +192,9 @@ pub fn plan(parsed: &Parsed, map: &KernelMap, config: &Config) -> Result<Plan, I
     let tag = kwb_runtime::tag(&gate);
     let mut em = Emitter::new(parsed, tag, config.id_base);
     em.tile_dims = crate::fragments::TileDims::from_map(map, &parsed.source);
+    for kernel in &kernels {
+        em.origins.add(parsed, &kernel.range);
+    }
     let mut helpers_done = Vec::new();
     for kernel in kernels.iter().copied() {
         if let Some(g) = &config.gate {

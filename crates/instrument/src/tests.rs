@@ -394,3 +394,58 @@ fn integer_scalars_are_not_mma_data() {
         );
     }
 }
+
+/// The records carry the CTA tile's origin where the kernel holds it in a local named
+/// as in grammars/tile_origins.txt and computed from blockIdx, in scope at the probe.
+#[test]
+fn probes_pass_the_kernel_s_own_tile_origin_where_it_is_in_scope() {
+    let source = r#"__global__ void k(const float* A, float* C) {
+  __shared__ float As[16][16];
+  const int m0 = blockIdx.y * 16, n0 = blockIdx.x * 16;
+  const int row0 = 3;
+  float acc[2][4] = {};
+  for (int kt = 0; kt < 8; ++kt) {
+    As[threadIdx.y][threadIdx.x] = A[m0 + kt * 16 + threadIdx.x];
+    __syncthreads();
+    for (int k = 0; k < 16; ++k) acc[0][0] += As[threadIdx.y][k] * As[k][threadIdx.x];
+    __syncthreads();
+  }
+  C[m0 + n0 + threadIdx.x] = acc[0][0];
+}
+__global__ void late(const float* A, float* C) {
+  __shared__ float As[16][16];
+  float acc[2][4] = {};
+  for (int kt = 0; kt < 8; ++kt) {
+    As[threadIdx.y][threadIdx.x] = A[kt * 16 + threadIdx.x];
+    __syncthreads();
+    for (int k = 0; k < 16; ++k) acc[0][0] += As[threadIdx.y][k] * As[k][threadIdx.x];
+    __syncthreads();
+  }
+  { const int m0 = blockIdx.y * 16; C[m0] = 0.f; }
+  C[threadIdx.x] = acc[0][0];
+}
+"#;
+    let config = Config {
+        probes: Probes {
+            accumulator: true,
+            final_accumulator: true,
+            ..Probes::NONE
+        },
+        ..config(None)
+    };
+    let (out, plan) = instrument(source, &config).unwrap();
+    assert!(plan.probes.len() >= 4, "{:?}", plan.probes);
+    let body = &out[out.find("#line 1 \"").unwrap()..];
+    let (first, second) = body.split_at(body.find("void late(").unwrap());
+    // In `k`: both origins, the blockIdx ones (row0 is no CTA origin).
+    assert!(
+        first.contains("kwb_kt_0, static_cast<int>(m0), static_cast<int>(n0), acc"),
+        "{first}"
+    );
+    assert!(!first.contains("row0)"), "{first}");
+    // In `late`: its m0 is declared after the probes, in a block of its own.
+    assert!(second.contains(", -1, -1, acc"), "{second}");
+    assert!(!second.contains("static_cast<int>(m0)"), "{second}");
+    // Stripped, the file is the original again.
+    assert_eq!(crate::strip(&out).unwrap(), source);
+}

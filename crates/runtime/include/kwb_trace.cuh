@@ -239,8 +239,10 @@ struct alignas(8) Record {
   uint32_t lane;         // the lane that wrote the record (lowest active lane)
   uint32_t active_mask;  // the lanes that contributed values
   int32_t k_tile;        // K tile index; -1 when not in the K loop
-  int32_t tile_m;        // the CTA tile's m coordinate as the probe passed it
-  int32_t tile_n;        // the CTA tile's n coordinate as the probe passed it
+  int32_t tile_m;        // the CTA tile's first output row as the kernel computes it
+                         // (kwb-instrument passes the kernel's own origin local, e.g.
+                         // `m0 = blockIdx.y * BM`); -1 where it has none in scope
+  int32_t tile_n;        // the same for the first output column
   int32_t row_bound;     // values count only when their row < row_bound (INT_MAX: all)
   uint32_t row_axis;     // the kwb::Axis that is the row of the row filter
   uint32_t count;        // values that passed the row filter, summed over lanes

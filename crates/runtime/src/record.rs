@@ -46,9 +46,10 @@ mirror! {
         pub active_mask: u32,
         /// The K tile index; -1 outside the K loop.
         pub k_tile: i32,
-        /// The CTA tile's m coordinate as the probe passed it.
+        /// The CTA tile's first output row as the kernel computes it (the kernel's own
+        /// origin local, e.g. `m0 = blockIdx.y * BM`); -1 where none was in scope.
         pub tile_m: i32,
-        /// The CTA tile's n coordinate as the probe passed it.
+        /// The CTA tile's first output column, likewise.
         pub tile_n: i32,
         /// Values count only when their row is below this (`i32::MAX`: all rows).
         pub row_bound: i32,

@@ -68,7 +68,19 @@ struct Shown {
     tile_dropped: u64,
     /// Files written by --npy.
     npy_files: Option<usize>,
+    /// The CTAs that wrote records, with their tile origin where a probe had it.
+    ctas: Vec<Cta>,
     rows: Vec<Row>,
+}
+
+/// One CTA of the trace and the origin of its output tile (the kernel's own
+/// `m0`/`n0`-style locals, when the probes had them in scope).
+#[derive(serde::Serialize)]
+struct Cta {
+    cta: [u32; 3],
+    tile_m: Option<i32>,
+    tile_n: Option<i32>,
+    records: usize,
 }
 
 pub fn show(args: ShowArgs) -> i32 {
@@ -90,8 +102,23 @@ pub fn show(args: ShowArgs) -> i32 {
         }
     };
     let mut rows: BTreeMap<(u32, i32, Option<u32>), Row> = BTreeMap::new();
+    let mut ctas: BTreeMap<[u32; 3], Cta> = BTreeMap::new();
     let calls = trace.call_numbers();
     for (record, call) in trace.records.iter().zip(calls) {
+        let key = [record.cta_x, record.cta_y, record.cta_z];
+        let cta = ctas.entry(key).or_insert(Cta {
+            cta: key,
+            tile_m: None,
+            tile_n: None,
+            records: 0,
+        });
+        cta.records += 1;
+        if record.tile_m >= 0 {
+            cta.tile_m.get_or_insert(record.tile_m);
+        }
+        if record.tile_n >= 0 {
+            cta.tile_n.get_or_insert(record.tile_n);
+        }
         let site = trace.site(record.site);
         let call = (record.k_tile < 0 && numbered_by_call(record.kind())).then_some(call);
         let row = rows
@@ -164,6 +191,7 @@ pub fn show(args: ShowArgs) -> i32 {
         tile_values: trace.tiles.len(),
         tile_dropped: trace.tile_dropped,
         npy_files,
+        ctas: ctas.into_values().collect(),
         rows: rows.into_values().collect(),
     };
     let mut out = std::io::stdout().lock();
@@ -197,6 +225,36 @@ fn human(out: &mut impl Write, shown: &Shown) -> std::io::Result<()> {
                 .npy_files
                 .map_or(String::new(), |n| format!(", {n} files written"))
         )?;
+    }
+    // The CTAs: each with its tile origin, up to four; else how many.
+    let origin = |c: &Cta| {
+        let axis = |v: Option<i32>| v.map_or("?".to_owned(), |v| v.to_string());
+        if c.tile_m.is_none() && c.tile_n.is_none() {
+            String::new()
+        } else {
+            format!(", tile at (m {}, n {})", axis(c.tile_m), axis(c.tile_n))
+        }
+    };
+    match shown.ctas.as_slice() {
+        [] => {}
+        few if few.len() <= 4 => {
+            for c in few {
+                writeln!(
+                    out,
+                    "CTA ({}, {}, {}): {} records{}",
+                    c.cta[0],
+                    c.cta[1],
+                    c.cta[2],
+                    c.records,
+                    origin(c)
+                )?;
+            }
+        }
+        many => writeln!(
+            out,
+            "{} CTAs (--json lists each, with its tile origin where the probes had one)",
+            many.len()
+        )?,
     }
     writeln!(
         out,

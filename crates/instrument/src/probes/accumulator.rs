@@ -3,6 +3,7 @@
 //! loop, a peeled last K tile, or a fold of partial accumulator sets. Either kind may
 //! be left out; the K-tile counter is kept whenever operand probes need it.
 
+use crate::tile::TILE;
 use std::ops::Range;
 
 use kwb_sites::{Kernel, Site, SiteKind};
@@ -177,7 +178,7 @@ pub(crate) fn probe(
             em.insert(
                 body.end_byte() - 1,
                 &format!(
-                    "if constexpr (kwb::enabled && ({gate})) {{ {wait}kwb::probe({id}, kwb::Kind::Accumulator, 0x{tag:08x}u, {k_tile}, -1, -1, {acc}{coords});{bump} }} "
+                    "if constexpr (kwb::enabled && ({gate})) {{ {wait}kwb::probe({id}, kwb::Kind::Accumulator, 0x{tag:08x}u, {k_tile}, {TILE}, {acc}{coords});{bump} }} "
                 ),
             );
             em.record(ProbeInfo {
@@ -201,7 +202,7 @@ pub(crate) fn probe(
         em.insert(
             after,
             &format!(
-                " if constexpr (kwb::enabled && ({gate})) {{ {wait}kwb::probe({id}, kwb::Kind::Accumulator, 0x{tag:08x}u, -1, -1, -1, {acc}{coords}); }}"
+                " if constexpr (kwb::enabled && ({gate})) {{ {wait}kwb::probe({id}, kwb::Kind::Accumulator, 0x{tag:08x}u, -1, {TILE}, {acc}{coords}); }}"
             ),
         );
         em.record(ProbeInfo {

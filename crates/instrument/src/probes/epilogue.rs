@@ -10,6 +10,7 @@
 //! destination tensor or element itself, read back after the store by the same
 //! thread. Each probe appends one record per warp each time the store runs.
 
+use crate::tile::TILE;
 use kwb_sites::{Kernel, SiteKind};
 use kwb_syntax::Parsed;
 use tree_sitter::Node;
@@ -86,7 +87,7 @@ pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str) {
                         declaration_point(parsed, statement),
                         gate,
                         &format!(
-                            "const float kwb_v[] = {{{}}}; kwb::probe_array({id}, kwb::Kind::Epilogue, 0x{tag:08x}u, -1, -1, -1, kwb_v);",
+                            "const float kwb_v[] = {{{}}}; kwb::probe_array({id}, kwb::Kind::Epilogue, 0x{tag:08x}u, -1, {TILE}, kwb_v);",
                             list.join(", ")
                         ),
                         ProbeInfo {
@@ -110,7 +111,7 @@ pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str) {
                 em.insert(
                     statement.end_byte(),
                     &format!(
-                        " if constexpr (kwb::enabled && ({gate})) {{ kwb::probe_value({id}, kwb::Kind::Epilogue, 0x{tag:08x}u, -1, -1, -1, {destination}); }}"
+                        " if constexpr (kwb::enabled && ({gate})) {{ kwb::probe_value({id}, kwb::Kind::Epilogue, 0x{tag:08x}u, -1, {TILE}, {destination}); }}"
                     ),
                 );
                 em.record(ProbeInfo {
@@ -131,7 +132,7 @@ pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str) {
                 em.insert(
                     statement.end_byte(),
                     &format!(
-                        " if constexpr (kwb::enabled && ({gate})) {{ kwb::probe({id}, kwb::Kind::Epilogue, 0x{tag:08x}u, -1, -1, -1, {destination}{coords}); }}"
+                        " if constexpr (kwb::enabled && ({gate})) {{ kwb::probe({id}, kwb::Kind::Epilogue, 0x{tag:08x}u, -1, {TILE}, {destination}{coords}); }}"
                     ),
                 );
                 em.record(ProbeInfo {

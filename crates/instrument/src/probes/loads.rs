@@ -4,6 +4,7 @@
 //! that land in shared memory asynchronously (cp.async, TMA) are not readable where
 //! they are issued; the operand probes read those tiles after the stage's wait.
 
+use crate::tile::TILE;
 use kwb_sites::KernelMap;
 use tree_sitter::Node;
 
@@ -50,7 +51,7 @@ pub(crate) fn probe(em: &mut Emitter<'_>, map: &KernelMap, gate: Option<&str>, e
         em.insert(
             statement.end_byte(),
             &format!(
-                " if constexpr (kwb::enabled && ({gate_text})) {{ {setup}kwb::probe_as<{element}>({id}, kwb::Kind::Load, 0x{tag:08x}u, -1, -1, -1, {array}); }}"
+                " if constexpr (kwb::enabled && ({gate_text})) {{ {setup}kwb::probe_as<{element}>({id}, kwb::Kind::Load, 0x{tag:08x}u, -1, {TILE}, {array}); }}"
             ),
         );
         em.record(ProbeInfo {

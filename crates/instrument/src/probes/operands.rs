@@ -3,6 +3,7 @@
 //! device helper the kernel calls (`mma_k_tile(acc, sA, sB, …)` holding the
 //! `ldmatrix` results) are probed inside that helper.
 
+use crate::tile::TILE;
 use kwb_sites::{Kernel, KernelMap, SiteKind};
 
 use crate::cute;
@@ -187,7 +188,7 @@ fn in_function(
             let id = em.next_id();
             let call = if packed {
                 format!(
-                    "kwb::probe_as<{element}>({id}, kwb::Kind::{kind}, 0x{tag:08x}u, {k_tile}, -1, -1, {name}{coords});"
+                    "kwb::probe_as<{element}>({id}, kwb::Kind::{kind}, 0x{tag:08x}u, {k_tile}, {TILE}, {name}{coords});"
                 )
             } else {
                 // A CuTe fragment: its coordinates from the partition that made it.
@@ -198,7 +199,7 @@ fn in_function(
                         format!(", {bound}, kwb::Axis::M, {c}")
                     });
                 format!(
-                    "kwb::probe({id}, kwb::Kind::{kind}, 0x{tag:08x}u, {k_tile}, -1, -1, {name}{cute});"
+                    "kwb::probe({id}, kwb::Kind::{kind}, 0x{tag:08x}u, {k_tile}, {TILE}, {name}{cute});"
                 )
             };
             let order = if k_tile == "-1" {

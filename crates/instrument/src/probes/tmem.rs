@@ -7,6 +7,7 @@
 //! There is no per-K-tile TMEM probe: reading TMEM inside the mainloop would need the
 //! MMA's completion there, which the kernel does not wait for.
 
+use crate::tile::TILE;
 use kwb_sites::KernelMap;
 use tree_sitter::Node;
 
@@ -51,7 +52,7 @@ pub(crate) fn probe(em: &mut Emitter<'_>, map: &KernelMap, gate: Option<&str>) {
         let id = em.next_id();
         let line = load.statement.start_position().row + 1;
         let call = format!(
-            "kwb::probe_tmem<{}>({id}, kwb::Kind::Accumulator, 0x{tag:08x}u, -1, -1, -1, ({}));",
+            "kwb::probe_tmem<{}>({id}, kwb::Kind::Accumulator, 0x{tag:08x}u, -1, {TILE}, ({}));",
             load.columns, load.address
         );
         em.probe(
