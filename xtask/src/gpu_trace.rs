@@ -236,6 +236,9 @@ fn instrument(
         std::fs::write(&written.copy, traced).map_err(|e| e.to_string())?;
         probes += written.plan.probes.len();
     }
+    // The copies include the trace runtime from the overlay's root.
+    let (runtime, text_of_runtime) = kwb_cli::commands::overlay::runtime_header(&overlay);
+    std::fs::write(&runtime, text_of_runtime).map_err(|e| e.to_string())?;
     std::fs::write(&out, &text).map_err(|e| e.to_string())?;
     Ok(probes)
 }

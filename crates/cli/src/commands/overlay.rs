@@ -110,7 +110,8 @@ pub fn followed(file: &Path, source: &str, roots: &[PathBuf]) -> Vec<(PathBuf, u
 
 /// Instruments every header `file` includes that has something to probe, with
 /// `config` (its gate only where it reaches), ids from `first_id` on; returns the
-/// copies to write, in id order.
+/// copies to write, in id order. The copies include [`runtime_header`]`(dir)`, which
+/// the caller writes with them.
 pub fn plan(
     file: &Path,
     source: &str,
