@@ -83,6 +83,34 @@ pub struct TemplateArg {
     pub unfolded: Option<String>,
 }
 
+impl TemplateArg {
+    /// The argument `text` for the parameter `p`: a non-type argument folded with
+    /// `constants` where it folds (a `bool` emitted as `true`/`false`), else as written.
+    pub(crate) fn folded(constants: &Constants, p: &TemplateParam, text: String) -> TemplateArg {
+        let (value, unfolded) = if p.kind == "non-type" {
+            match constants.fold(&text) {
+                Ok(v) => (Some(v), None),
+                Err(e) => (None, Some(e.to_string())),
+            }
+        } else {
+            (None, None)
+        };
+        let emitted = match (value, p.ty.as_deref()) {
+            (Some(v), Some("bool")) => (v != 0).to_string(),
+            (Some(v), _) => v.to_string(),
+            (None, _) => text.clone(),
+        };
+        TemplateArg {
+            name: p.name.clone(),
+            kind: p.kind.to_owned(),
+            written: text,
+            value,
+            emitted,
+            unfolded,
+        }
+    }
+}
+
 /// One launch-configuration value (grid, block, shared memory, stream).
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ConfigValue {
@@ -292,38 +320,21 @@ pub fn extract(source: &str, request: &Request) -> Result<Extraction, ExtractErr
                 param: p.name.clone(),
             });
         };
-        let (value, unfolded) = if p.kind == "non-type" {
-            match file.fold(&text) {
-                Ok(v) => (Some(v), None),
-                Err(e) => (None, Some(e.to_string())),
-            }
-        } else {
-            (None, None)
-        };
-        let emitted = match (value, p.ty.as_deref()) {
-            (Some(v), Some("bool")) => (v != 0).to_string(),
-            (Some(v), _) => v.to_string(),
-            (None, _) => text.clone(),
-        };
-        if value.is_none()
+        let arg = TemplateArg::folded(&file, p, text);
+        if arg.value.is_none()
             && let Some(local) =
-                scan::identifiers(&text).find(|w| local_names.iter().any(|l| l == w))
+                scan::identifiers(&arg.written).find(|w| local_names.iter().any(|l| l == w))
         {
             return Err(ExtractError::Unresolved {
                 param: p.name.clone(),
-                written: text.clone(),
+                written: arg.written.clone(),
                 name: local.to_owned(),
-                why: unfolded.unwrap_or_else(|| "it is not an integer".to_owned()),
+                why: arg
+                    .unfolded
+                    .unwrap_or_else(|| "it is not an integer".to_owned()),
             });
         }
-        args.push(TemplateArg {
-            name: p.name.clone(),
-            kind: p.kind.to_owned(),
-            written: text,
-            value,
-            emitted,
-            unfolded,
-        });
+        args.push(arg);
     }
     let qualified = emit::qualified_name(&parsed, &def);
     let instantiation = if def.template_params.is_empty() {

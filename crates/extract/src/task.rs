@@ -948,22 +948,7 @@ pub(crate) fn extract(
             .cloned()
             .or_else(|| p.default.clone())
             .unwrap_or_default();
-        let (value, unfolded) = if p.kind == "non-type" {
-            match constants.fold(&written) {
-                Ok(v) => (Some(v), None),
-                Err(e) => (None, Some(e.to_string())),
-            }
-        } else {
-            (None, None)
-        };
-        args.push(TemplateArg {
-            name: p.name.clone(),
-            kind: p.kind.to_owned(),
-            emitted: value.map_or_else(|| written.clone(), |v| v.to_string()),
-            written,
-            value,
-            unfolded,
-        });
+        args.push(TemplateArg::folded(&constants, p, written));
     }
     let function_text = format!("{short}<{}>", call.args.join(", "));
     let qualified = crate::emit::qualified_name(parsed, &kernel);

@@ -5,15 +5,26 @@ use super::*;
 use crate::plan::Arg;
 
 fn extracted(family: &str, kernel: &str) -> (tempfile::TempDir, Manifest) {
+    extracted_as(
+        family,
+        kwb_extract::Request {
+            kernel: Some(kernel.to_owned()),
+            ..kwb_extract::Request::default()
+        },
+    )
+}
+
+/// The reproducer folder and manifest of the suite kernel of `family` for `request`
+/// (its file name set here); the manifest as read back from the kwb.toml written.
+fn extracted_as(family: &str, request: kwb_extract::Request) -> (tempfile::TempDir, Manifest) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let file = format!("kernels/{family}/gemm.cu");
     let source = std::fs::read_to_string(root.join(&file)).unwrap();
     let x = kwb_extract::extract(
         &source,
         &kwb_extract::Request {
-            kernel: Some(kernel.to_owned()),
             file_name: file.clone(),
-            ..kwb_extract::Request::default()
+            ..request
         },
     )
     .unwrap();
@@ -32,7 +43,9 @@ fn extracted(family: &str, kernel: &str) -> (tempfile::TempDir, Manifest) {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("repro.cu"), &x.repro).unwrap();
     std::fs::write(dir.path().join("kwb.toml"), manifest.to_toml()).unwrap();
-    (dir, manifest)
+    let read_back = Manifest::from_toml(&manifest.to_toml()).unwrap();
+    assert_eq!(read_back, manifest);
+    (dir, read_back)
 }
 
 fn request() -> Request {
@@ -116,16 +129,12 @@ fn a_parameter_kwb_cannot_fill_is_named() {
 /// task's tile is the error grid's (the manifest read back from its TOML).
 #[test]
 fn a_task_of_a_megakernel_runs_on_a_task_list() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let file = "kernels/megakernel/gemm.cu";
-    let source = std::fs::read_to_string(root.join(file)).unwrap();
     let bind = |f: &str, v: &str| (f.to_owned(), v.to_owned());
-    let x = kwb_extract::extract(
-        &source,
-        &kwb_extract::Request {
+    let (_d, m) = extracted_as(
+        "megakernel",
+        kwb_extract::Request {
             template: Some("linear_task<6144, 1024, 16>".to_owned()),
             defines: vec![("KWB_DEFECT".to_owned(), "none".to_owned())],
-            file_name: file.to_owned(),
             task: kwb_extract::TaskRequest {
                 bindings: vec![
                     bind("out_col", "n0"),
@@ -143,18 +152,7 @@ fn a_task_of_a_megakernel_runs_on_a_task_list() {
             },
             ..kwb_extract::Request::default()
         },
-    )
-    .unwrap();
-    let build = kwb_extract::manifest::Build {
-        std: "c++17".to_owned(),
-        arch: "sm_90a".to_owned(),
-        defines: Vec::new(),
-        includes: Vec::new(),
-        other: Vec::new(),
-        from: "command line".to_owned(),
-    };
-    let text = Manifest::new(&x, file, build).to_toml();
-    let m = Manifest::from_toml(&text).unwrap();
+    );
     let mut r = request();
     r.shape = (16, 1024, 6144);
     let p = Plan::new(&m, &r).unwrap();

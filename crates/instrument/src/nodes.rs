@@ -119,9 +119,14 @@ pub(crate) fn is_integer_scalar(parsed: &Parsed, decl: Node<'_>) -> bool {
 
 /// The innermost function definition around `node`.
 pub(crate) fn enclosing_function(node: Node<'_>) -> Option<Node<'_>> {
+    enclosing(node, "function_definition")
+}
+
+/// The innermost node of `kind` around `node` (not `node` itself).
+pub(crate) fn enclosing<'t>(node: Node<'t>, kind: &str) -> Option<Node<'t>> {
     let mut at = node.parent();
     while let Some(n) = at {
-        if n.kind() == "function_definition" {
+        if n.kind() == kind {
             return Some(n);
         }
         at = n.parent();

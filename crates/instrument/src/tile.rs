@@ -11,7 +11,8 @@ use std::ops::Range;
 use std::sync::OnceLock;
 
 use kwb_syntax::Parsed;
-use tree_sitter::Node;
+
+use crate::nodes::enclosing;
 
 /// What the probe texts write for the tile origin; [`Origins::text`] replaces it.
 pub(crate) const TILE: &str = "/*kwb:tile*/-1, -1";
@@ -79,7 +80,7 @@ impl Origins {
                 } else {
                     None
                 };
-                if let (Some(axis), Some(scope)) = (axis, block_of(node)) {
+                if let (Some(axis), Some(scope)) = (axis, enclosing(node, "compound_statement")) {
                     let declaration = node.parent().unwrap_or(node);
                     self.0.push(Origin {
                         axis,
@@ -111,16 +112,4 @@ impl Origins {
         };
         text.replace(TILE, &format!("{}, {}", axis(0), axis(1)))
     }
-}
-
-/// The compound statement a declaration is in.
-fn block_of(node: Node<'_>) -> Option<Node<'_>> {
-    let mut n = node.parent();
-    while let Some(x) = n {
-        if x.kind() == "compound_statement" {
-            return Some(x);
-        }
-        n = x.parent();
-    }
-    None
 }
