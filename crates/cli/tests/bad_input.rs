@@ -890,7 +890,10 @@ const CASES: &[(&str, Setup)] = &[
             "-o",
             "out",
         ])
-        .fails(INPUT, "reads task field `wait_event`")
+        .fails(
+            INPUT,
+            "reads task fields that no --task binding gives: `wait_event`",
+        )
         .absent("out")
     }),
     ("extract: a task binding without a value", |d| {

@@ -85,16 +85,19 @@ pub enum ExtractError {
     #[error("{what}")]
     #[diagnostic(help("{help}"))]
     TaskList { what: String, help: String },
-    #[error(
-        "`{function}` reads task field `{field}` (`{declaration}`), and no --task binding gives it"
-    )]
+    #[error("`{function}` reads task fields that no --task binding gives: {all}")]
     #[diagnostic(help(
-        "bind it: --task '{field}=VALUE', VALUE an operand (A, B, C, D, bias), a problem scalar (alpha, beta, M, N, K), the task's tile origin (m0, n0), a TMA descriptor of an operand (tma(A, TYPE): TYPE's own encoding function fills it) or a C++ expression (e.g. -1)"
+        "bind each: {suggestion} (a guess from the fields' names and types: check it; `?` where none). VALUE is an operand (A, B, C, D, bias), a problem scalar (alpha, beta, M, N, K), the task's tile origin (m0, n0), a TMA descriptor of an operand (tma(A, TYPE): TYPE's own encoding function fills it) or a C++ expression (e.g. -1)"
     ))]
     UnboundTaskField {
         function: String,
+        /// The first unbound field and its declaration.
         field: String,
         declaration: String,
+        /// Every unbound field with its declaration.
+        all: String,
+        /// `--task` flags for them, guessed.
+        suggestion: String,
     },
     #[error("--task {binding}: {why}")]
     BadTaskBinding { binding: String, why: String },

@@ -490,8 +490,18 @@ fn a_task_field_the_instantiation_reads_must_be_bound() {
         .collect();
     let e = extract(MEGA, &task_request("linear<256, 64>", &some)).unwrap_err();
     assert!(
-        matches!(&e, ExtractError::UnboundTaskField { field, .. } if field == "wait"),
+        matches!(&e, ExtractError::UnboundTaskField { field, suggestion, .. }
+            if field == "wait" && suggestion == "--task 'wait=-1'"),
         "{e:?}"
+    );
+    // Every unbound field is named at once, with a guess for each.
+    let e = extract(MEGA, &task_request("linear<256, 64>", &[])).unwrap_err();
+    let ExtractError::UnboundTaskField { suggestion, .. } = &e else {
+        panic!("{e:?}");
+    };
+    assert_eq!(
+        suggestion,
+        "--task 'col=n0' --task 'wait=-1' --task 'beta=beta' --task 'in_desc=tma(A, TYPE)' --task 'bias=bias' --task 'out=D'"
     );
     let mut typo = BOUND.to_vec();
     typo.push(("colum", "n0"));

@@ -262,6 +262,8 @@ pub(crate) fn field(
                 function: function.to_owned(),
                 field: name.to_owned(),
                 declaration: declaration.to_owned(),
+                all: format!("`{name}` (`{declaration}`)"),
+                suggestion: format!("--task '{name}={}'", suggest(name, declaration)),
             });
         }
         (None, false) => ("unread", String::new()),
@@ -284,4 +286,41 @@ pub(crate) fn field(
         role,
         element,
     })
+}
+
+/// A binding to suggest for an unbound field, from its name and type: a guess the
+/// user checks, `?` where there is none.
+pub(crate) fn suggest(name: &str, declaration: &str) -> String {
+    let lower = name.to_ascii_lowercase();
+    let has = |words: &[&str]| words.iter().any(|w| lower.contains(w));
+    if declaration.contains("CUtensorMap") {
+        let operand = if has(&["weight", "w_", "_b", "b_"]) {
+            "B"
+        } else if has(&["out", "y_", "d_"]) {
+            "D"
+        } else if has(&["in", "act", "a_", "x_"]) {
+            "A"
+        } else {
+            "?"
+        };
+        return format!("tma({operand}, TYPE)");
+    }
+    let (role, element) = crate::kernel::role(name, declaration);
+    if element.is_some() {
+        return match role {
+            "A" | "B" | "C" | "D" | "bias" => role.to_owned(),
+            _ => "?".to_owned(),
+        };
+    }
+    match role {
+        "alpha" | "beta" => role.to_owned(),
+        "m" => "M".to_owned(),
+        "n" => "N".to_owned(),
+        "k" => "K".to_owned(),
+        _ if has(&["count", "num"]) && has(&["wait", "dep", "event"]) => "0".to_owned(),
+        _ if has(&["wait", "signal", "event", "dep"]) => "-1".to_owned(),
+        _ if has(&["col", "n0", "n_off", "n_start"]) => "n0".to_owned(),
+        _ if has(&["row", "m0", "m_off", "m_start"]) => "m0".to_owned(),
+        _ => "?".to_owned(),
+    }
 }

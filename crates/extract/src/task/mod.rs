@@ -26,7 +26,7 @@ use tree_sitter::Node;
 use crate::error::ExtractError;
 use crate::kernel::{KernelDef, Param};
 use crate::{Extraction, Request, TemplateArg};
-use codegen::{Generate, encoding, field, generate, tma_binding};
+use codegen::{Generate, encoding, field, generate, suggest, tma_binding};
 pub(crate) use find::device_function;
 use find::{Call, calls, dispatch, fields_read, same_argument, struct_fields, task_variable};
 
@@ -298,10 +298,33 @@ pub(crate) fn extract(
             });
         }
     }
-    let task_fields = fields
-        .iter()
-        .map(|(n, decl)| field(short, (n, decl), read.contains(n), &d, bindings))
-        .collect::<Result<Vec<_>, _>>()?;
+    // Every field, and every unbound one named at once.
+    let mut task_fields = Vec::new();
+    let mut unbound: Vec<(String, String)> = Vec::new();
+    for (n, decl) in &fields {
+        match field(short, (n, decl), read.contains(n), &d, bindings) {
+            Ok(f) => task_fields.push(f),
+            Err(ExtractError::UnboundTaskField { .. }) => unbound.push((n.clone(), decl.clone())),
+            Err(e) => return Err(e),
+        }
+    }
+    if let Some((first, declaration)) = unbound.first() {
+        return Err(ExtractError::UnboundTaskField {
+            function: short.to_owned(),
+            field: first.clone(),
+            declaration: declaration.clone(),
+            all: unbound
+                .iter()
+                .map(|(n, d)| format!("`{n}` (`{d}`)"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            suggestion: unbound
+                .iter()
+                .map(|(n, d)| format!("--task '{n}={}'", suggest(n, d)))
+                .collect::<Vec<_>>()
+                .join(" "),
+        });
+    }
     let tile = request.task.tile.ok_or_else(|| {
         task_list(
             format!("no --task-tile: the output tile one `{short}` task computes is needed to lay the tasks over the output"),
