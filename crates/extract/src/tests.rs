@@ -563,3 +563,28 @@ void launch(const float* a, const float* b, float* d) { mega<<<1, 1>>>(a, b, d);
         "{e:?}"
     );
 }
+
+/// A field read only by a helper the task passes itself to counts as read.
+#[test]
+fn a_task_field_read_by_a_helper_must_be_bound() {
+    let source = MEGA
+        .replace("  int unused;\n", "  int unused;\n  float scale;\n")
+        .replace(
+            "template <int R, int O>\n__device__ void linear(",
+            "__device__ float scaled(const Task* t, float v) { return t->scale * v; }\ntemplate <int R, int O>\n__device__ void linear(",
+        )
+        .replace(
+            "task.out[task.col + threadIdx.x] = v +",
+            "task.out[task.col + threadIdx.x] = scaled(&task, v) +",
+        );
+    assert!(source.contains("scaled(&task, v)"));
+    let e = extract(&source, &task_request("linear<256, 64>", BOUND)).unwrap_err();
+    assert!(
+        matches!(&e, ExtractError::UnboundTaskField { field, .. } if field == "scale"),
+        "{e:?}"
+    );
+    let mut bound = BOUND.to_vec();
+    bound.push(("scale", "1.0f"));
+    let x = extract(&source, &task_request("linear<256, 64>", &bound)).unwrap();
+    assert!(x.repro.contains("kwb_t.scale = (1.0f);"), "{}", x.repro);
+}

@@ -215,13 +215,32 @@ pub(crate) fn struct_fields(parsed: &Parsed, name: &str) -> Option<Vec<(String, 
 }
 
 /// The fields `function` (a definition) reads through its parameter `param`
-/// (`param.f` or `param->f`), in first-use order.
+/// (`param.f` or `param->f`), and through the helpers it passes `param` to (`g(param)`,
+/// `g(&param)`, `g(*param)`: the helper's parameter at that position, defined in this
+/// file, to any depth), in first-use order.
 pub(crate) fn fields_read(parsed: &Parsed, function: Node<'_>, param: &str) -> Vec<String> {
-    let src = &parsed.source;
-    let Some(body) = function.child_by_field_name("body") else {
-        return Vec::new();
-    };
     let mut found: Vec<(usize, String)> = Vec::new();
+    let mut seen: Vec<(usize, String)> = Vec::new();
+    read_through(parsed, function, param, &mut found, &mut seen);
+    found.sort();
+    found.into_iter().map(|(_, n)| n).collect()
+}
+
+fn read_through(
+    parsed: &Parsed,
+    function: Node<'_>,
+    param: &str,
+    found: &mut Vec<(usize, String)>,
+    seen: &mut Vec<(usize, String)>,
+) {
+    let src = &parsed.source;
+    if seen.contains(&(function.start_byte(), param.to_owned())) {
+        return;
+    }
+    seen.push((function.start_byte(), param.to_owned()));
+    let Some(body) = function.child_by_field_name("body") else {
+        return;
+    };
     let mut stack = vec![body];
     while let Some(n) = stack.pop() {
         if n.kind() == "field_expression"
@@ -234,11 +253,32 @@ pub(crate) fn fields_read(parsed: &Parsed, function: Node<'_>, param: &str) -> V
                 found.push((n.start_byte(), name));
             }
         }
+        if n.kind() == "call_expression"
+            && let (Some(callee), Some(args)) = (
+                n.child_by_field_name("function"),
+                n.child_by_field_name("arguments"),
+            )
+        {
+            let text = &src[args.byte_range()];
+            let passed = crate::scan::split_top(&text[1..text.len().saturating_sub(1)])
+                .iter()
+                .position(|a| a.trim().trim_start_matches(['&', '*']).trim() == param);
+            let name = callee
+                .child_by_field_name("name")
+                .map_or(&src[callee.byte_range()], |x| &src[x.byte_range()]);
+            let short = name.rsplit("::").next().unwrap_or(name).trim();
+            if let Some(i) = passed
+                && let Some((helper, _)) = device_function(parsed, &[], short)
+                && let Some(p) = crate::kernel::params_of(parsed, helper)
+                    .unwrap_or_default()
+                    .get(i)
+            {
+                read_through(parsed, helper, &p.name, found, seen);
+            }
+        }
         let mut cursor = n.walk();
         stack.extend(n.named_children(&mut cursor));
     }
-    found.sort();
-    found.into_iter().map(|(_, n)| n).collect()
 }
 
 /// The definition of the function `short` (its last name part) that is not a
