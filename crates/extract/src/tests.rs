@@ -588,3 +588,80 @@ fn a_task_field_read_by_a_helper_must_be_bound() {
     let x = extract(&source, &task_request("linear<256, 64>", &bound)).unwrap();
     assert!(x.repro.contains("kwb_t.scale = (1.0f);"), "{}", x.repro);
 }
+
+/// A Mirage-style dispatch: the kernel passes the task's fields to the task function
+/// at the call (`linear_kernel<…>(td.inputs[0].base_ptr, …)`), and a binding may name a
+/// member of a field.
+#[test]
+fn a_task_called_with_its_fields_binds_them_by_member_path() {
+    let source = r#"#include <cuda_runtime.h>
+struct TensorDesc { void* base_ptr; int dim[2]; };
+struct TaskDesc {
+  int task_type;
+  int tile;
+  TensorDesc inputs[3];
+  TensorDesc outputs[1];
+  int unused;
+};
+template <int OUT, int RED>
+__device__ void linear_kernel(const void* in, const void* w, void* out, int tile) {
+  static_cast<float*>(out)[tile + threadIdx.x] =
+      static_cast<const float*>(in)[threadIdx.x] * static_cast<const float*>(w)[RED - 1] + OUT;
+}
+__global__ void persistent(const TaskDesc* tasks, int n) {
+  for (int i = blockIdx.x; i < n; i += gridDim.x) {
+    const TaskDesc& td = tasks[i];
+    switch (td.task_type) {
+      case 7:
+        linear_kernel<64, 128>(td.inputs[0].base_ptr, td.inputs[1].base_ptr,
+                               td.outputs[0].base_ptr, td.tile);
+        break;
+      default: return;
+    }
+  }
+}
+void launch(const TaskDesc* t, int n) { persistent<<<8, 128>>>(t, n); }
+"#;
+    let mut r = task_request("linear_kernel<64, 128>", &[("tile", "n0")]);
+    let e = extract(source, &r).unwrap_err();
+    assert!(
+        matches!(&e, ExtractError::UnboundTaskField { all, .. }
+            if all.contains("`inputs`") && all.contains("`outputs`") && !all.contains("unused")),
+        "{e:?}"
+    );
+    for (f, v) in [
+        ("inputs[0].base_ptr", "A"),
+        ("inputs[1].base_ptr", "B"),
+        ("outputs[0].base_ptr", "D"),
+    ] {
+        r.task.bindings.push((f.to_owned(), v.to_owned()));
+    }
+    let x = extract(source, &r).unwrap();
+    let t = x.host.tasks.as_ref().unwrap();
+    assert_eq!(t.dispatch, "td.task_type == 7");
+    for line in [
+        "kwb_t.task_type = (7);",
+        "kwb_t.tile = kwb_n0;",
+        "kwb_t.inputs[0].base_ptr = kwb_any_ptr{kwb_p->A};",
+        "kwb_t.inputs[1].base_ptr = kwb_any_ptr{kwb_p->B};",
+        "kwb_t.outputs[0].base_ptr = kwb_any_ptr{kwb_p->D};",
+    ] {
+        assert!(x.repro.contains(line), "{line}: {}", x.repro);
+    }
+    assert!(!x.repro.contains("kwb_t.unused"), "{}", x.repro);
+    // The member paths carry their operands for the runner.
+    let roles: Vec<(&str, Option<&str>)> = t
+        .fields
+        .iter()
+        .filter(|f| f.role.is_some())
+        .map(|f| (f.name.as_str(), f.role.as_deref()))
+        .collect();
+    assert_eq!(
+        roles,
+        [
+            ("inputs[0].base_ptr", Some("A")),
+            ("inputs[1].base_ptr", Some("B")),
+            ("outputs[0].base_ptr", Some("D")),
+        ]
+    );
+}

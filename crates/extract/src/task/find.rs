@@ -214,34 +214,32 @@ pub(crate) fn struct_fields(parsed: &Parsed, name: &str) -> Option<Vec<(String, 
     None
 }
 
-/// The fields `function` (a definition) reads through its parameter `param`
-/// (`param.f` or `param->f`), and through the helpers it passes `param` to (`g(param)`,
-/// `g(&param)`, `g(*param)`: the helper's parameter at that position, defined in this
-/// file, to any depth), in first-use order.
-pub(crate) fn fields_read(parsed: &Parsed, function: Node<'_>, param: &str) -> Vec<String> {
+/// The fields read through the variable `param` in `root` (`param.f`, `param->f`)
+/// and through the functions of the file `root` passes `param` to (`g(param)`,
+/// `g(&param)`, `g(*param)`: the function's parameter at that position, to any depth),
+/// in first-use order. `root` is a task's call (its arguments read fields, its callee
+/// reads the task it is passed) or a function's body.
+pub(crate) fn fields_read(parsed: &Parsed, root: Node<'_>, param: &str) -> Vec<String> {
     let mut found: Vec<(usize, String)> = Vec::new();
     let mut seen: Vec<(usize, String)> = Vec::new();
-    read_through(parsed, function, param, &mut found, &mut seen);
+    read_through(parsed, root, param, &mut found, &mut seen);
     found.sort();
     found.into_iter().map(|(_, n)| n).collect()
 }
 
 fn read_through(
     parsed: &Parsed,
-    function: Node<'_>,
+    root: Node<'_>,
     param: &str,
     found: &mut Vec<(usize, String)>,
     seen: &mut Vec<(usize, String)>,
 ) {
     let src = &parsed.source;
-    if seen.contains(&(function.start_byte(), param.to_owned())) {
+    if seen.contains(&(root.start_byte(), param.to_owned())) {
         return;
     }
-    seen.push((function.start_byte(), param.to_owned()));
-    let Some(body) = function.child_by_field_name("body") else {
-        return;
-    };
-    let mut stack = vec![body];
+    seen.push((root.start_byte(), param.to_owned()));
+    let mut stack = vec![root];
     while let Some(n) = stack.pop() {
         if n.kind() == "field_expression"
             && n.child_by_field_name("argument")
@@ -272,8 +270,9 @@ fn read_through(
                 && let Some(p) = crate::kernel::params_of(parsed, helper)
                     .unwrap_or_default()
                     .get(i)
+                && let Some(body) = helper.child_by_field_name("body")
             {
-                read_through(parsed, helper, &p.name, found, seen);
+                read_through(parsed, body, &p.name, found, seen);
             }
         }
         let mut cursor = n.walk();

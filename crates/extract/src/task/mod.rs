@@ -115,6 +115,11 @@ impl TaskField {
     }
 }
 
+/// The struct field a binding's key names: `inputs` of `inputs[0].base_ptr`.
+fn top_field(key: &str) -> &str {
+    key.split(['.', '[', '-']).next().unwrap_or(key).trim()
+}
+
 fn node_of<'t>(parsed: &'t Parsed, range: &std::ops::Range<usize>) -> Option<Node<'t>> {
     parsed
         .tree
@@ -147,13 +152,12 @@ pub(crate) fn extract(
         .filter(|k| k.role == "global")
         .map(|k| k.range.clone())
         .collect();
-    let (function, template_params) =
-        device_function(parsed, &global_ranges, short).ok_or_else(|| {
-            task_list(
-                format!("no device function `{short}`"),
-                "name it as defined",
-            )
-        })?;
+    let (_, template_params) = device_function(parsed, &global_ranges, short).ok_or_else(|| {
+        task_list(
+            format!("no device function `{short}`"),
+            "name it as defined",
+        )
+    })?;
     let globals: Vec<Node<'_>> = map
         .kernels
         .iter()
@@ -258,33 +262,12 @@ pub(crate) fn extract(
         )
     })?;
     // The device function's parameter the task is passed as.
-    let call_args: Vec<String> = call
-        .node
-        .child_by_field_name("arguments")
-        .map(|a| {
-            let t = &src[a.byte_range()];
-            crate::scan::split_top(&t[1..t.len().saturating_sub(1)])
-        })
-        .unwrap_or_default();
-    let params = crate::kernel::params_of(parsed, function).unwrap_or_default();
-    let param = call_args
-        .iter()
-        .position(|a| a.trim() == d.variable)
-        .and_then(|i| params.get(i))
-        .map(|p| p.name.clone())
-        .ok_or_else(|| {
-            task_list(
-                format!(
-                    "the call at line {} does not pass `{}` to `{short}`",
-                    call.line, d.variable
-                ),
-                "kwb-extract reads which fields the instantiation uses through the parameter the task is passed as",
-            )
-        })?;
-    let read = fields_read(parsed, function, &param);
+    // The fields the task reads: in the call's arguments, and through the task where
+    // the call passes it whole (to the device function and its helpers).
+    let read = fields_read(parsed, call.node, &d.variable);
     let bindings = &request.task.bindings;
     for (f, v) in bindings {
-        if !fields.iter().any(|(n, _)| n == f) {
+        if !fields.iter().any(|(n, _)| *n == top_field(f)) {
             return Err(ExtractError::BadTaskBinding {
                 binding: format!("{f}={v}"),
                 why: format!(
@@ -302,6 +285,26 @@ pub(crate) fn extract(
     let mut task_fields = Vec::new();
     let mut unbound: Vec<(String, String)> = Vec::new();
     for (n, decl) in &fields {
+        // Bindings of a member of the field (`inputs[0].base_ptr=A`) write it piece by
+        // piece; the element type behind such a path is not read off the struct.
+        let paths: Vec<&(String, String)> = bindings
+            .iter()
+            .filter(|(key, _)| top_field(key) == n && key != n)
+            .collect();
+        if !paths.is_empty() {
+            for (key, value) in paths {
+                task_fields.push(TaskField {
+                    name: key.clone(),
+                    declaration: decl.clone(),
+                    how: "bound".to_owned(),
+                    value: value.clone(),
+                    role: matches!(value.as_str(), "A" | "B" | "C" | "D" | "bias")
+                        .then(|| value.clone()),
+                    element: None,
+                });
+            }
+            continue;
+        }
         match field(short, (n, decl), read.contains(n), &d, bindings) {
             Ok(f) => task_fields.push(f),
             Err(ExtractError::UnboundTaskField { .. }) => unbound.push((n.clone(), decl.clone())),
@@ -375,7 +378,15 @@ pub(crate) fn extract(
     for p in &mut kernel.params {
         if p.name == list {
             p.role = "task-list".to_owned();
-        } else if p.element.is_none() && p.role == "scalar" && count.is_none() {
+        } else if p.element.is_none()
+            && matches!(
+                p.role.as_str(),
+                "scalar" | "m" | "n" | "k" | "leading-dimension"
+            )
+            && !p.declaration.contains("float")
+            && !p.declaration.contains("double")
+            && count.is_none()
+        {
             p.role = "task-count".to_owned();
             count = Some(p.name.clone());
         } else if p.element.is_some() {
