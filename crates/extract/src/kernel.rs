@@ -150,10 +150,7 @@ fn definition(parsed: &Parsed, kernel: &Kernel) -> Option<KernelDef> {
 /// The parameters of the function definition `function`, each with its role; `None`
 /// when it has no function declarator.
 pub fn params_of(parsed: &Parsed, function: tree_sitter::Node<'_>) -> Option<Vec<Param>> {
-    let mut d = function.child_by_field_name("declarator")?;
-    while d.kind() != "function_declarator" {
-        d = d.child_by_field_name("declarator")?;
-    }
+    let d = crate::tree::function_declarator(function)?;
     Some(
         d.child_by_field_name("parameters")
             .map(|p| {

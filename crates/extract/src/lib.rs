@@ -174,15 +174,10 @@ pub fn extract(source: &str, request: &Request) -> Result<Extraction, ExtractErr
         };
         // A device function the file's kernels call: say where it runs.
         let short = name.rsplit("::").next().unwrap_or(&name);
-        let globals: Vec<std::ops::Range<usize>> = map
-            .kernels
-            .iter()
-            .filter(|k| k.role == "global")
-            .map(|k| k.range.clone())
-            .collect();
-        let device = task::device_function(&parsed, &globals, short).is_some();
-        if device {
-            return task::extract(&parsed, &map, request, &name, spec_args);
+        if let Some((_, template_params)) =
+            task::device_function(&parsed, &task::global_ranges(&map), short)
+        {
+            return task::extract(&parsed, &map, request, short, &template_params, spec_args);
         }
         return Err(ExtractError::UnknownKernel {
             name,

@@ -16,6 +16,35 @@ pub fn enclosing_function(node: Node<'_>) -> Option<Node<'_>> {
     None
 }
 
+/// The `function_declarator` of the function definition `function`, under its
+/// pointer, reference and qualifier declarators.
+pub fn function_declarator(function: Node<'_>) -> Option<Node<'_>> {
+    let mut d = function.child_by_field_name("declarator")?;
+    while d.kind() != "function_declarator" {
+        d = d.child_by_field_name("declarator")?;
+    }
+    Some(d)
+}
+
+/// The last part of the name the function definition `function` declares
+/// (`encode` of `tma_2d<…>::encode`).
+pub fn function_name<'s>(parsed: &'s Parsed, function: Node<'_>) -> Option<&'s str> {
+    let name = function_declarator(function)?.child_by_field_name("declarator")?;
+    let text = &parsed.source[name.byte_range()];
+    Some(text.rsplit("::").next().unwrap_or(text).trim())
+}
+
+/// The 0-based byte where 1-based line `line` of `source` starts.
+pub fn line_start(source: &str, line: usize) -> usize {
+    match line {
+        0 | 1 => 0,
+        n => source
+            .match_indices('\n')
+            .nth(n - 2)
+            .map_or(source.len(), |(i, _)| i + 1),
+    }
+}
+
 /// The function definition at bytes `range`.
 pub fn function_at<'t>(parsed: &'t Parsed, range: &std::ops::Range<usize>) -> Option<Node<'t>> {
     parsed

@@ -33,30 +33,13 @@ pub(crate) struct Encoding {
 /// definitions holding them), when there is exactly one and every parameter of it is
 /// the driver's encoder, the map, or the global address.
 pub(crate) fn encoding(parsed: &Parsed, functions: &[Node<'_>]) -> Result<Encoding, String> {
-    let src = &parsed.source;
     let mut names: Vec<String> = Vec::new();
     let mut chosen = None;
     for f in functions {
         let Some(params) = crate::kernel::params_of(parsed, *f) else {
             continue;
         };
-        let mut d = f.child_by_field_name("declarator");
-        while let Some(x) = d {
-            if x.kind() == "function_declarator" {
-                break;
-            }
-            d = x.child_by_field_name("declarator");
-        }
-        let Some(name) = d
-            .and_then(|d| d.child_by_field_name("declarator"))
-            .map(|n| {
-                src[n.byte_range()]
-                    .rsplit("::")
-                    .next()
-                    .unwrap_or("")
-                    .to_owned()
-            })
-        else {
+        let Some(name) = crate::tree::function_name(parsed, *f).map(str::to_owned) else {
             continue;
         };
         if !names.contains(&name) {
@@ -245,27 +228,19 @@ pub(crate) fn generate(g: &Generate<'_>) -> String {
     out
 }
 
-/// Checks a field binding's name against the struct and returns the field's entry.
+/// The entry of the struct field `name` (declared `declaration`): bound, the dispatch
+/// field, or unread (zero); `None` when the task reads it and no binding gives it.
 pub(crate) fn field(
-    function: &str,
     (name, declaration): (&str, &str),
     read: bool,
     dispatch: &Dispatch,
     bindings: &[(String, String)],
-) -> Result<TaskField, ExtractError> {
+) -> Result<Option<TaskField>, ExtractError> {
     let bound = bindings.iter().rev().find(|(f, _)| f == name);
     let (how, value) = match (bound, name == dispatch.field) {
         (Some((_, v)), _) => ("bound", v.clone()),
         (None, true) => ("dispatch", dispatch.value.clone()),
-        (None, false) if read => {
-            return Err(ExtractError::UnboundTaskField {
-                function: function.to_owned(),
-                field: name.to_owned(),
-                declaration: declaration.to_owned(),
-                all: format!("`{name}` (`{declaration}`)"),
-                suggestion: format!("--task '{name}={}'", suggest(name, declaration)),
-            });
-        }
+        (None, false) if read => return Ok(None),
         (None, false) => ("unread", String::new()),
     };
     let role = matches!(value.as_str(), "A" | "B" | "C" | "D" | "bias").then(|| value.clone());
@@ -278,14 +253,14 @@ pub(crate) fn field(
             why: format!("`{declaration}` is not a pointer, so it cannot hold an operand"),
         });
     }
-    Ok(TaskField {
+    Ok(Some(TaskField {
         name: name.to_owned(),
         declaration: declaration.to_owned(),
         how: how.to_owned(),
         value,
         role,
         element,
-    })
+    }))
 }
 
 /// A binding to suggest for an unbound field, from its name and type: a guess the

@@ -280,6 +280,15 @@ fn read_through(
     }
 }
 
+/// The byte ranges of the map's `__global__` functions.
+pub(crate) fn global_ranges(map: &kwb_sites::KernelMap) -> Vec<std::ops::Range<usize>> {
+    map.kernels
+        .iter()
+        .filter(|k| k.role == "global")
+        .map(|k| k.range.clone())
+        .collect()
+}
+
 /// The definition of the function `short` (its last name part) that is not a
 /// `__global__`, with its template parameters.
 pub(crate) fn device_function<'t>(
@@ -287,22 +296,12 @@ pub(crate) fn device_function<'t>(
     globals: &[std::ops::Range<usize>],
     short: &str,
 ) -> Option<(Node<'t>, Vec<kwb_sites::TemplateParam>)> {
-    let src = &parsed.source;
     let mut stack = vec![parsed.tree.root_node()];
     while let Some(n) = stack.pop() {
         if n.kind() == "function_definition" {
-            let mut d = n.child_by_field_name("declarator");
-            while let Some(x) = d {
-                if x.kind() == "function_declarator" {
-                    break;
-                }
-                d = x.child_by_field_name("declarator");
-            }
-            let named = d
-                .and_then(|d| d.child_by_field_name("declarator"))
-                .is_some_and(|x| src[x.byte_range()].rsplit("::").next() == Some(short));
+            let named = crate::tree::function_name(parsed, n) == Some(short);
             // A kernel of the map is not a device function.
-            let at = d.map_or(n.start_byte(), |d| d.start_byte());
+            let at = crate::tree::function_declarator(n).map_or(n.start_byte(), |d| d.start_byte());
             let global = globals.iter().any(|r| r.contains(&at));
             if named && !global {
                 let params = n

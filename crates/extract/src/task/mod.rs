@@ -27,8 +27,8 @@ use crate::error::ExtractError;
 use crate::kernel::{KernelDef, Param};
 use crate::{Extraction, Request, TemplateArg};
 use codegen::{Generate, encoding, field, generate, suggest, tma_binding};
-pub(crate) use find::device_function;
 use find::{Call, calls, dispatch, fields_read, same_argument, struct_fields, task_variable};
+pub(crate) use find::{device_function, global_ranges};
 
 /// `int kwb_tasks_bytes(const kwb_problem*, unsigned long long* bytes, int* count)`:
 /// the size of the task list's device image and the number of tasks.
@@ -134,35 +134,22 @@ fn task_list(what: String, help: &str) -> ExtractError {
     }
 }
 
-/// The reproducer of the device function `name` (a task a `__global__` kernel of the
-/// file dispatches to), at the instantiation `spec_args` names or its only one.
+/// The reproducer of the device function `short` (a task a `__global__` kernel of the
+/// file dispatches to; its template parameters `template_params`), at the
+/// instantiation `spec_args` names or its only one.
 pub(crate) fn extract(
     parsed: &Parsed,
     map: &KernelMap,
     request: &Request,
-    name: &str,
+    short: &str,
+    template_params: &[kwb_sites::TemplateParam],
     spec_args: Option<Vec<String>>,
 ) -> Result<Extraction, ExtractError> {
     let src = &parsed.source;
-    let short = name.rsplit("::").next().unwrap_or(name);
     let last = |n: &str| n.rsplit("::").next().unwrap_or(n).trim().to_owned();
-    let global_ranges: Vec<std::ops::Range<usize>> = map
-        .kernels
+    let globals: Vec<Node<'_>> = global_ranges(map)
         .iter()
-        .filter(|k| k.role == "global")
-        .map(|k| k.range.clone())
-        .collect();
-    let (_, template_params) = device_function(parsed, &global_ranges, short).ok_or_else(|| {
-        task_list(
-            format!("no device function `{short}`"),
-            "name it as defined",
-        )
-    })?;
-    let globals: Vec<Node<'_>> = map
-        .kernels
-        .iter()
-        .filter(|k| k.role == "global")
-        .filter_map(|k| node_of(parsed, &k.range))
+        .filter_map(|r| node_of(parsed, r))
         .collect();
     let constants = crate::constants::file_scope(parsed, &request.defines);
     let all = calls(parsed, &globals, short);
@@ -261,7 +248,6 @@ pub(crate) fn extract(
             "kwb-extract writes the tasks field by field from the struct's definition",
         )
     })?;
-    // The device function's parameter the task is passed as.
     // The fields the task reads: in the call's arguments, and through the task where
     // the call passes it whole (to the device function and its helpers).
     let read = fields_read(parsed, call.node, &d.variable);
@@ -305,10 +291,9 @@ pub(crate) fn extract(
             }
             continue;
         }
-        match field(short, (n, decl), read.contains(n), &d, bindings) {
-            Ok(f) => task_fields.push(f),
-            Err(ExtractError::UnboundTaskField { .. }) => unbound.push((n.clone(), decl.clone())),
-            Err(e) => return Err(e),
+        match field((n, decl), read.contains(n), &d, bindings)? {
+            Some(f) => task_fields.push(f),
+            None => unbound.push((n.clone(), decl.clone())),
         }
     }
     if let Some((first, declaration)) = unbound.first() {
@@ -335,35 +320,6 @@ pub(crate) fn extract(
         )
     })?;
     let ctas = request.task.ctas.unwrap_or(1).max(1);
-    // TMA bindings go through the file's own encoding function.
-    let encoding = if task_fields.iter().any(|f| tma_binding(&f.value).is_some()) {
-        let functions: Vec<Node<'_>> = crate::descriptors::descriptors(parsed, &constants)
-            .iter()
-            .filter_map(|desc| {
-                let at = src
-                    .match_indices('\n')
-                    .nth(desc.line.saturating_sub(1))
-                    .map_or(0, |(i, _)| i);
-                parsed
-                    .tree
-                    .root_node()
-                    .descendant_for_byte_range(at, at)
-                    .and_then(crate::tree::enclosing_function)
-            })
-            .collect();
-        Some(encoding(parsed, &functions).map_err(|why| {
-            ExtractError::BadTaskBinding {
-                binding: task_fields
-                    .iter()
-                    .find(|f| tma_binding(&f.value).is_some())
-                    .map(|f| format!("{}={}", f.name, f.value))
-                    .unwrap_or_default(),
-                why,
-            }
-        })?)
-    } else {
-        None
-    };
     for f in &task_fields {
         if f.value.starts_with("tma(") && tma_binding(&f.value).is_none() {
             return Err(ExtractError::BadTaskBinding {
@@ -372,6 +328,30 @@ pub(crate) fn extract(
             });
         }
     }
+    // TMA bindings go through the file's own encoding function.
+    let descriptors = crate::descriptors::descriptors(parsed, &constants);
+    let encoding = match task_fields.iter().find(|f| tma_binding(&f.value).is_some()) {
+        Some(first) => {
+            let functions: Vec<Node<'_>> = descriptors
+                .iter()
+                .filter_map(|desc| {
+                    let at = crate::tree::line_start(src, desc.line);
+                    parsed
+                        .tree
+                        .root_node()
+                        .descendant_for_byte_range(at, at)
+                        .and_then(crate::tree::enclosing_function)
+                })
+                .collect();
+            Some(
+                encoding(parsed, &functions).map_err(|why| ExtractError::BadTaskBinding {
+                    binding: format!("{}={}", first.name, first.value),
+                    why,
+                })?,
+            )
+        }
+        None => None,
+    };
     // The kernel's parameters: the list, its length, zeroed scratch for other pointers.
     let mut count = None;
     let mut scratch = Vec::new();
@@ -499,7 +479,7 @@ pub(crate) fn extract(
         launch: Some(launch),
         config,
         copied,
-        descriptors: crate::descriptors::descriptors(parsed, &constants),
+        descriptors,
         host,
         repro,
     })
