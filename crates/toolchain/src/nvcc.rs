@@ -56,7 +56,7 @@ pub fn nvcc_version(toolchain: &Toolchain) -> Result<String> {
 /// Preprocesses `file` with `nvcc -E` and returns the preprocessed text. With one
 /// `-arch` this is the device pass: `__CUDA_ARCH__` is defined (900 for `sm_90a`).
 pub fn preprocess(toolchain: &Toolchain, file: &Path, flags: &CompileFlags) -> Result<String> {
-    shell_safe("the source", file)?;
+    paths_safe(file, None, flags)?;
     let mut command = tool_command(toolchain, &toolchain.nvcc);
     command.arg("-E").args(flag_args(flags)).arg(file);
     run("nvcc", command)
@@ -128,6 +128,19 @@ pub fn shell_safe(what: &'static str, path: &Path) -> Result<()> {
     }
 }
 
+/// [`shell_safe`] on every path an nvcc run is handed: the source, the output and
+/// the include folders.
+fn paths_safe(file: &Path, out: Option<&Path>, flags: &CompileFlags) -> Result<()> {
+    shell_safe("the source", file)?;
+    if let Some(out) = out {
+        shell_safe("the output", out)?;
+    }
+    for include in &flags.includes {
+        shell_safe("the include folder", include)?;
+    }
+    Ok(())
+}
+
 fn compile(
     toolchain: &Toolchain,
     file: &Path,
@@ -135,11 +148,7 @@ fn compile(
     out: &Path,
     mode: &[&str],
 ) -> Result<()> {
-    shell_safe("the source", file)?;
-    shell_safe("the output", out)?;
-    for include in &flags.includes {
-        shell_safe("the include folder", include)?;
-    }
+    paths_safe(file, Some(out), flags)?;
     let mut command = tool_command(toolchain, &toolchain.nvcc);
     command
         .args(mode)
@@ -357,6 +366,18 @@ mod tests {
             Path::new("k.o"),
         )
         .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::UnsafePath {
+                    what: "the include folder",
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        // `nvcc -E` gets the same check as a compile.
+        let err = preprocess(&toolchain, Path::new("k.cu"), &with_include).unwrap_err();
         assert!(
             matches!(
                 err,
