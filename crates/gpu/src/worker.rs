@@ -274,7 +274,7 @@ fn run(ctx: &Arc<CudaContext>, library: &libloading::Library, job: &Job) -> Resu
                 ));
             }
             let size = usize::try_from(size).unwrap_or(usize::MAX).max(1);
-            let image = stream
+            let mut image = stream
                 .alloc_zeros::<u8>(size)
                 .map_err(|e| fail(at, "tasks", format!("{size}-byte task list: {e}")))?;
             let (device, sync) = image.device_ptr(&stream);
@@ -296,7 +296,6 @@ fn run(ctx: &Arc<CudaContext>, library: &libloading::Library, job: &Job) -> Resu
             }
             // SAFETY: plain bytes of the image, `size` of them.
             let bytes_of = unsafe { std::slice::from_raw_parts(host.as_ptr().cast::<u8>(), size) };
-            let mut image = image;
             stream
                 .memcpy_htod(bytes_of, &mut image)
                 .map_err(|e| fail(at, "tasks", format!("{e}")))?;
