@@ -220,7 +220,17 @@ pub fn run(root: &Path) -> Result {
         ));
     }
     println!("{}", params.join("\n"));
-    // 8. A task of the megakernel: the kernel itself on a list of tasks of one type.
+    // 8. A task of the megakernel: the kernel itself on a list of tasks of one type,
+    // bound as kernels/suite.toml binds it for Track B (the flags a user would type).
+    let suite = crate::suite::Suite::load(root)?;
+    let family = suite
+        .families
+        .get("megakernel")
+        .ok_or_else(|| Failure("kernels/suite.toml has no megakernel family".to_owned()))?;
+    let template = family
+        .template
+        .as_deref()
+        .ok_or_else(|| Failure("the megakernel family names no task template".to_owned()))?;
     let task = out.join("repro-task");
     let mut command = kwb(
         root,
@@ -228,54 +238,22 @@ pub fn run(root: &Path) -> Result {
         &[
             "kernels/megakernel/gemm.cu",
             "--template",
-            "linear_task<kIntermediate, kHidden, kBatchRows>",
+            template,
             "-D",
             "KWB_DEFECT=chain_fold_twice",
             "-I",
             "kernels/common",
-            "--task-tile",
-            "16,64",
-            "--task",
-            "out_col=n0",
-            "--task",
-            "wait_event=-1",
-            "--task",
-            "wait_count=0",
-            "--task",
-            "signal_event=-1",
-            "--task",
-            "beta=beta",
-            "--task",
-            "input_desc=tma(A, LinearTmas<kIntermediate, kHidden, kBatchRows>::Input)",
-            "--task",
-            "weight_desc=tma(B, LinearTmas<kIntermediate, kHidden, kBatchRows>::Weight)",
-            "--task",
-            "bias=bias",
-            "--task",
-            "output=D",
-            "-o",
         ],
     );
+    command.args(&family.extract_flags).arg("-o");
     command.arg(&task);
     ci::run_step(
         "kwb-extract (the megakernel's down-projection task, KWB_DEFECT=chain_fold_twice)",
         command,
     )?;
     ci::header("kwb run (the task list built, the megakernel launched on it)");
-    let mut command = kwb(
-        root,
-        "kwb",
-        &[
-            "run",
-            "--shape",
-            "16,1024,6144",
-            "--alpha",
-            "1",
-            "--beta",
-            "0",
-        ],
-    );
-    command.arg(&task);
+    let mut command = kwb(root, "kwb", &["run", "--shape", "16,1024,6144"]);
+    command.args(&family.run_flags).arg(&task);
     let ran = command
         .status()
         .map_err(|e| Failure(format!("kwb run: {e}")))?;
