@@ -51,6 +51,18 @@ fn kwb(root: &Path, binary: &str, args: &[&str]) -> std::process::Command {
     ci::cargo_command(root, &all)
 }
 
+/// Runs a `kwb run` command: its rungs failing (5, as a planted defect makes them) or
+/// no GPU here (7) are expected outcomes of the demo, anything else is a failure.
+fn kwb_run(mut command: std::process::Command) -> Result {
+    let ran = command
+        .status()
+        .map_err(|e| Failure(format!("kwb run: {e}")))?;
+    match ran.code() {
+        Some(0 | 5 | 7) => Ok(()),
+        other => Err(Failure(format!("kwb run exited with {other:?}"))),
+    }
+}
+
 pub fn run(root: &Path) -> Result {
     let installed = setup::run()?;
     let collective = installed.cutlass.include.join(COLLECTIVE);
@@ -171,14 +183,7 @@ pub fn run(root: &Path) -> Result {
     ci::header("kwb run (the reproducer on the controlled-input ladder)");
     let mut command = kwb(root, "kwb", &["run"]);
     command.arg(&repro);
-    let ran = command
-        .status()
-        .map_err(|e| Failure(format!("kwb run: {e}")))?;
-    match ran.code() {
-        // 5: rungs failed, as a descriptor defect makes them; 7: no GPU here.
-        Some(0 | 5 | 7) => {}
-        other => return Err(Failure(format!("kwb run exited with {other:?}"))),
-    }
+    kwb_run(command)?;
     // 7. A library kernel behind CUTLASS's adapter: its Params from the adapter's own
     // host code.
     let repro3x = out.join("repro-cutlass3x");
@@ -254,13 +259,7 @@ pub fn run(root: &Path) -> Result {
     ci::header("kwb run (the task list built, the megakernel launched on it)");
     let mut command = kwb(root, "kwb", &["run", "--shape", "16,1024,6144"]);
     command.args(&family.run_flags).arg(&task);
-    let ran = command
-        .status()
-        .map_err(|e| Failure(format!("kwb run: {e}")))?;
-    match ran.code() {
-        Some(0 | 5 | 7) => {}
-        other => return Err(Failure(format!("kwb run exited with {other:?}"))),
-    }
+    kwb_run(command)?;
     ci::header("what the GPU step adds");
     println!(
         "Run {} on a GPU with KWB_TRACE_OUT=trace.bin, then `kwb trace show trace.bin`:\n\
