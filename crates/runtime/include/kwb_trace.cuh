@@ -347,20 +347,86 @@ struct SiteInfo {
   const char* text;
 };
 
-// The warp index of the calling thread within its CTA; probes of a shared tile are
-// usually issued by one warp: `if (kwb::warp_id() == 0) kwb::probe_tile(...)`.
-__device__ __forceinline__ int warp_id() {
-  return static_cast<int>(
-             threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) /
-         32;
+namespace detail {
+// Special registers read where they are used. A probe sits in a kernel's mainloop: had
+// it read blockIdx, threadIdx and the like as C++ values, the compiler would hoist them
+// (and what it computes from them) out of the loop and keep them in registers for the
+// whole loop, in every CTA, traced or not; that costs a wgmma kernel its occupancy. A
+// volatile read cannot be hoisted, and costs a traced warp a few cycles a probe.
+__device__ __forceinline__ unsigned tid_x() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%tid.x;" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ unsigned tid_y() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%tid.y;" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ unsigned tid_z() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%tid.z;" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ unsigned ntid_x() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%ntid.x;" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ unsigned ntid_y() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%ntid.y;" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ unsigned ntid_z() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%ntid.z;" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ unsigned ctaid_x() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%ctaid.x;" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ unsigned ctaid_y() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%ctaid.y;" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ unsigned ctaid_z() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%ctaid.z;" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ unsigned nctaid_x() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%nctaid.x;" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ unsigned nctaid_y() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%nctaid.y;" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ unsigned laneid() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%laneid;" : "=r"(r));
+  return r;
 }
 
-// The lane of the calling thread within its warp.
-__device__ __forceinline__ int lane_id() {
-  return static_cast<int>(
-             threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) %
-         32;
+// The calling thread's linear index in its CTA (the order warps are formed in).
+__device__ __forceinline__ unsigned linear_tid() {
+  return tid_x() + ntid_x() * (tid_y() + ntid_y() * tid_z());
 }
+}  // namespace detail
+
+// The warp index of the calling thread within its CTA; probes of a shared tile are
+// usually issued by one warp: `if (kwb::warp_id() == 0) kwb::probe_tile(...)`.
+__device__ __forceinline__ int warp_id() { return static_cast<int>(detail::linear_tid() / 32u); }
+
+// The lane of the calling thread within its warp (warps are formed from consecutive
+// linear thread indices, so this is the linear index modulo 32).
+__device__ __forceinline__ int lane_id() { return static_cast<int>(detail::laneid()); }
 
 // Which index of a fragment array picks the MMA tile along m or n, and how far apart
 // consecutive values of that index are. The instrumenter names the dimension (from
@@ -549,15 +615,23 @@ struct Probe {
   Axis row_axis;
 };
 
-// The claimed record and the warp's shape at the probe.
+// A record slot asked for and not yet waited for: the warp's active lanes and the
+// leader's pending atomicAdd. Only this lives across a probe's scan of its values,
+// so a probe in a mainloop costs the kernel as few registers as it can.
+struct Claim {
+  unsigned mask;                // active lanes
+  unsigned long long claimed;  // the leader's index in its shard, read only by land():
+                               // reading it earlier stalls the warp for the atomic's
+                               // whole round trip
+};
+
+// The landed record and the warp's shape at the probe.
 struct Slot {
-  Record* record;  // set by land()
-  unsigned index;  // the leader's claimed index in its shard (~0u: past its end)
-  unsigned shard;  // the warp's shard
+  Record* record;
   unsigned mask;   // active lanes
   unsigned below;  // lanes below this one
   int lane;
-  int leader;      // lowest active lane: claims and writes the record
+  int leader;      // lowest active lane: claimed and writes the record
 };
 
 // One lane's running statistics; `taken` (values sampled so far) is warp-uniform.
@@ -630,49 +704,49 @@ __device__ __forceinline__ unsigned warp_max(unsigned mask, unsigned v) {
 #endif
 }
 
-// Checks the filter and asks for a record slot: the leader's atomicAdd on the warp's
-// shard cursor is issued here and its result is read only by land(), so the round
-// trip overlaps the probe's statistics. False when the probe is filtered out.
-__device__ __forceinline__ bool begin(Slot& slot, int k_tile) {
+// Whether the filter lets a probe at `k_tile` record, from the calling CTA.
+__device__ __forceinline__ bool admitted(int k_tile) {
   const Filter& f = trace_filter;
   if (f.on == 0u) return false;
   if (f.cta_x >= 0 && blockIdx.x != static_cast<unsigned>(f.cta_x)) return false;
   if (f.cta_y >= 0 && blockIdx.y != static_cast<unsigned>(f.cta_y)) return false;
   if (f.cta_z >= 0 && blockIdx.z != static_cast<unsigned>(f.cta_z)) return false;
   if (k_tile >= 0 && (k_tile < f.k_begin || k_tile >= f.k_end)) return false;
-
-  slot.mask = __activemask();
-  const unsigned linear =
-      threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
-  slot.lane = static_cast<int>(linear % 32u);
-  slot.below = (1u << slot.lane) - 1u;
-  slot.leader = __ffs(slot.mask) - 1;
-  // This warp's shard: spreads the claims of concurrent warps over many cursors.
-  const unsigned cta = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
-  const unsigned warps = (blockDim.x * blockDim.y * blockDim.z + 31u) / 32u;
-  slot.shard =
-      (cta * warps + static_cast<unsigned>(warp_id())) % static_cast<unsigned>(KWB_TRACE_SHARDS);
-  constexpr unsigned long long per_shard = KWB_TRACE_CAPACITY / KWB_TRACE_SHARDS;
-  slot.index = 0u;
-  if (slot.lane == slot.leader) {
-    const unsigned long long claimed = atomicAdd(&trace_cursor[slot.shard], 1ull);
-    slot.index = claimed < per_shard ? static_cast<unsigned>(claimed) : ~0u;
-  }
-  slot.record = nullptr;
   return true;
 }
 
-// Waits for the slot begin() asked for. False when the buffer is full (the drop is
-// counted).
-__device__ __forceinline__ bool land(Slot& slot) {
+// The calling warp's shard: spreads the claims of concurrent warps over many cursors.
+__device__ __forceinline__ unsigned shard_of_warp() {
+  const unsigned cta = ctaid_x() + nctaid_x() * (ctaid_y() + nctaid_y() * ctaid_z());
+  const unsigned warps = (ntid_x() * ntid_y() * ntid_z() + 31u) / 32u;
+  return (cta * warps + static_cast<unsigned>(warp_id())) %
+         static_cast<unsigned>(KWB_TRACE_SHARDS);
+}
+
+// Asks for a record slot: the leader's atomicAdd on the warp's shard cursor. Only the
+// atomic is in the branch (a predicated ATOMG) and its result is first read by land(),
+// so the round trip overlaps whatever the probe does in between.
+__device__ __forceinline__ Claim claim() {
+  Claim c{__activemask(), 0ull};
+  if (lane_id() == __ffs(c.mask) - 1) c.claimed = atomicAdd(&trace_cursor[shard_of_warp()], 1ull);
+  return c;
+}
+
+// Waits for the claimed slot. False when the buffer is full (the drop is counted).
+__device__ __forceinline__ bool land(const Claim& c, Slot& slot) {
   constexpr unsigned long long per_shard = KWB_TRACE_CAPACITY / KWB_TRACE_SHARDS;
   static_assert(per_shard < 0xffffffffull, "a shard holds fewer than 2^32 - 1 records");
-  const unsigned index = __shfl_sync(slot.mask, slot.index, slot.leader);
+  slot.mask = c.mask;
+  slot.lane = lane_id();
+  slot.below = (1u << slot.lane) - 1u;
+  slot.leader = __ffs(c.mask) - 1;
+  const unsigned mine = c.claimed < per_shard ? static_cast<unsigned>(c.claimed) : ~0u;
+  const unsigned index = __shfl_sync(c.mask, mine, slot.leader);
   if (index == ~0u) {
     if (slot.lane == slot.leader) atomicAdd(&trace_dropped, 1ull);
     return false;
   }
-  slot.record = &records()[slot.shard * per_shard + index];
+  slot.record = &records()[shard_of_warp() * per_shard + index];
   return true;
 }
 
@@ -899,7 +973,7 @@ __device__ __forceinline__ void finish(const Slot& slot, const Stats& s, const P
   Record* r = slot.record;
   const unsigned taken = s.taken;
   const unsigned filled = static_cast<int>(taken) < KWB_TRACE_VALUES ? taken : KWB_TRACE_VALUES;
-  store4(&r->tag, p.tag, blockIdx.x, blockIdx.y, blockIdx.z);
+  store4(&r->tag, p.tag, ctaid_x(), ctaid_y(), ctaid_z());
   store4(&r->warp, static_cast<unsigned>(warp_id()), static_cast<unsigned>(slot.lane),
          slot.mask, static_cast<unsigned>(p.k_tile));
   store4(&r->tile_m, static_cast<unsigned>(p.tile_m), static_cast<unsigned>(p.tile_n),
@@ -920,8 +994,9 @@ __device__ __forceinline__ void finish(const Slot& slot, const Stats& s, const P
 // has landed.
 template <int N, class ValueFn, class CoordFn>
 __device__ __forceinline__ void fragment(const Probe& p, ValueFn&& value, CoordFn&& coord) {
-  Slot slot;
-  if (!begin(slot, p.k_tile)) return;
+  if (!admitted(p.k_tile)) return;
+  const Claim claimed = claim();
+  const unsigned mask = claimed.mask;
   Stats s = fresh_stats();
   bool done = false;
   if (p.row_bound == all_rows) {
@@ -932,7 +1007,7 @@ __device__ __forceinline__ void fragment(const Probe& p, ValueFn&& value, CoordF
 #pragma unroll
     for (int i = 0; i < N; ++i) quick(q[i % ways], to_float(value(i)));
     const Quick all = merged(q);
-    if (!__any_sync(slot.mask, poisoned(all))) {
+    if (!__any_sync(mask, poisoned(all))) {
       settle(s, all, static_cast<unsigned>(N));
       done = true;
     }
@@ -944,7 +1019,8 @@ __device__ __forceinline__ void fragment(const Probe& p, ValueFn&& value, CoordF
       tally(s, true, row_of(coord(i), p.row_axis) < p.row_bound, v);
     }
   }
-  if (!land(slot)) return;
+  Slot slot;
+  if (!land(claimed, slot)) return;
   if (p.row_bound == all_rows) {
     // Every value counts: the slots take element 0 of the first active lanes.
     sample_each(s, slot, INT_MAX, [&](int) { return to_float(value(0)); },
@@ -1008,27 +1084,23 @@ __device__ __forceinline__ void sample_tile(Stats& s, const Slot& slot, const Pr
   }
 }
 
-// Values shared by the warp: active lanes stride over value(i), i in [0, count).
+// Values shared by the warp: active lanes stride over value(i), i in [0, count). The
+// slot is claimed before the scan and landed after it, so only the claim lives across
+// the scan; the samples are taken once it has landed.
 template <class ValueFn, class CoordFn>
 __device__ __forceinline__ void strided(const Probe& p, int count, ValueFn&& value,
                                         CoordFn&& coord) {
-  Slot slot;
-  if (!begin(slot, p.k_tile)) return;
-  // A tile's samples are taken first: fewer registers live across the scan.
-  if (!land(slot)) return;
-  Stats s = fresh_stats();
-  sample_tile(s, slot, p, count, value, coord);
-#ifdef KWB_TRACE_FULL
-  keep_values(slot, static_cast<unsigned>(count), 0, false, value, coord);
-#endif
-  bool done = false;
+  if (!admitted(p.k_tile)) return;
+  const Claim claimed = claim();
+  Quick all = fresh_quick();
+  unsigned mine = 0;
+  bool quick_ok = false;
   if (p.row_bound == all_rows) {
-    const int stride = __popc(slot.mask);
-    const int rank = __popc(slot.mask & slot.below);
+    const int stride = __popc(claimed.mask);
+    const int rank = __popc(claimed.mask & ((1u << lane_id()) - 1u));
     Quick q[tile_ways];
 #pragma unroll
     for (int w = 0; w < tile_ways; ++w) q[w] = fresh_quick();
-    unsigned mine = 0;
 #pragma unroll 1
     for (int i = rank; i < count; i += tile_ways * stride) {
 #pragma unroll
@@ -1040,37 +1112,37 @@ __device__ __forceinline__ void strided(const Probe& p, int count, ValueFn&& val
         }
       }
     }
-    const Quick all = merged(q);
-    if (!__any_sync(slot.mask, poisoned(all))) {
-      settle(s, all, mine);
-      done = true;
-    }
+    all = merged(q);
+    quick_ok = !__any_sync(claimed.mask, poisoned(all));
   }
-  if (!done) strided_full(s, slot, p, count, value, coord);
+  Slot slot;
+  if (!land(claimed, slot)) return;
+  Stats s = fresh_stats();
+  sample_tile(s, slot, p, count, value, coord);
+#ifdef KWB_TRACE_FULL
+  keep_values(slot, static_cast<unsigned>(count), 0, false, value, coord);
+#endif
+  if (quick_ok) {
+    settle(s, all, mine);
+  } else {
+    strided_full(s, slot, p, count, value, coord);
+  }
   finish(slot, s, p);
 }
 
 // A tile of 16-bit values (bf16, half) at a 16-byte aligned address, `count` a multiple
 // of 8, all counting: lanes read 16-byte chunks (lane r chunks r, r + stride, ...) and
-// tally eight values each, an eighth of the loads of the element-wise scan.
+// tally eight values each, an eighth of the loads of the element-wise scan. Claimed
+// before the scan and landed after it, as strided() is.
 template <class T, class CoordFn>
 __device__ __forceinline__ void packed_tile(const Probe& p, const T* tile, int count,
                                             CoordFn&& coord) {
   static_assert(sizeof(T) == 2, "packed tiles hold 16-bit values");
-  Slot slot;
-  if (!begin(slot, p.k_tile)) return;
-  if (!land(slot)) return;
-  Stats s = fresh_stats();
-  const auto value = [&](int i) -> const T& { return tile[i]; };
-  sample_tile(s, slot, p, count, value, coord);
-#ifdef KWB_TRACE_FULL
-  keep_values(slot, static_cast<unsigned>(count), 0, false, value, coord);
-#endif
-  const int stride = __popc(slot.mask);
-  const int rank = __popc(slot.mask & slot.below);
+  if (!admitted(p.k_tile)) return;
+  const Claim claimed = claim();
+  const int stride = __popc(claimed.mask);
+  const int rank = __popc(claimed.mask & ((1u << lane_id()) - 1u));
   const int n = count / 8;
-  // Chunks this lane reads: rank, rank + stride, ... below n.
-  const unsigned mine = rank < n ? 8u * static_cast<unsigned>((n - 1 - rank) / stride + 1) : 0u;
   Quick q[1] = {fresh_quick()};
   const auto tally8 = [&](unsigned x, unsigned y, unsigned z, unsigned w) {
     const unsigned words[4] = {x, y, z, w};
@@ -1100,8 +1172,19 @@ __device__ __forceinline__ void packed_tile(const Probe& p, const T* tile, int c
     }
   }
   const Quick all = merged(q);
-  if (!__any_sync(slot.mask, poisoned(all))) {
-    settle(s, all, mine);
+  const bool quick_ok = !__any_sync(claimed.mask, poisoned(all));
+  Slot slot;
+  if (!land(claimed, slot)) return;
+  Stats s = fresh_stats();
+  const auto value = [&](int i) -> const T& { return tile[i]; };
+  sample_tile(s, slot, p, count, value, coord);
+#ifdef KWB_TRACE_FULL
+  keep_values(slot, static_cast<unsigned>(count), 0, false, value, coord);
+#endif
+  if (quick_ok) {
+    // Chunks this lane read: rank, rank + stride, ... below n.
+    const int r = __popc(slot.mask & slot.below);
+    settle(s, all, r < n ? 8u * static_cast<unsigned>((n - 1 - r) / stride + 1) : 0u);
   } else {
     strided_full(s, slot, p, count, value, coord);
   }
