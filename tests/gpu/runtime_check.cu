@@ -5,9 +5,12 @@
 // this file). Cases: the quick tally of a register fragment (sites 0, 9), NaN and Inf
 // that send it to the full tally (1), the row filter (2), a packed bf16 shared tile
 // (3) with NaN and -Inf (4), an unaligned tile read element-wise (5), a partial warp
-// (6), a packed half tile (7), a tile with a row filter (8), and the coordinates of an
-// mma.sync accumulator of several MMA tiles with a row bound (10).
+// (6), a packed half tile (7), a tile with a row filter (8), the coordinates of an
+// mma.sync accumulator of several MMA tiles with a row bound (10), and register
+// fragments of packed 16-bit values tallied in pairs: bf16 (11), bf16 with NaN and
+// +-Inf (12), half (13).
 #include <cstdio>
+#include <cstring>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -25,10 +28,26 @@ static const kwb::SiteInfo kwb_sites[] = {
     {8, "runtime_check.cu", 9, "tile with a row filter"},
     {9, "runtime_check.cu", 10, "finite fragment, all negative"},
     {10, "runtime_check.cu", 11, "m16n8k16 accumulator of 2 x 3 tiles, rows < 20"},
+    {11, "runtime_check.cu", 12, "bf16 register fragment"},
+    {12, "runtime_check.cu", 13, "bf16 register fragment with NaN and Inf"},
+    {13, "runtime_check.cu", 14, "half register fragment"},
 };
 [[maybe_unused]] static const bool kwb_sites_registered = kwb::register_sites(kwb_sites);
 
 constexpr uint32_t kTag = kwb::tag_of("runtime_check");
+
+// Eight 32-bit registers holding the 16 values v(i), value 2j in the low half of
+// register j (as mma.sync operand fragments hold them).
+template <class T, class F>
+__device__ void pack16(uint32_t (&words)[8], F v) {
+  for (int j = 0; j < 8; ++j) {
+    const T lo = v(2 * j), hi = v(2 * j + 1);
+    unsigned short a, b;
+    memcpy(&a, &lo, 2);
+    memcpy(&b, &hi, 2);
+    words[j] = a | (static_cast<uint32_t>(b) << 16);
+  }
+}
 
 // Coordinates (lane, -1, i) of element i of this lane's fragment.
 struct LaneRow {
@@ -113,6 +132,29 @@ __global__ void check() {
     kwb::probe(10, kwb::Kind::Accumulator, kTag, 10, 0, 0, t10, 20, kwb::Axis::M,
                kwb::MmaM16n8k16C{0, 1});
   }
+
+  // Site 11: bf16 v = lane * 16 + i - 256 (exact), read from packed registers.
+  uint32_t w11[8];
+  pack16<__nv_bfloat16>(w11, [&](int i) {
+    return __float2bfloat16(static_cast<float>(lane * 16 + i - 256));
+  });
+  if (warp == 0) kwb::probe_as<__nv_bfloat16>(11, kwb::Kind::OperandA, kTag, 11, 0, 0, w11);
+
+  // Site 12: site 11's values with +Inf at (0, 2), NaN at (3, 5), -Inf at (31, 15).
+  uint32_t w12[8];
+  pack16<__nv_bfloat16>(w12, [&](int i) {
+    float v = static_cast<float>(lane * 16 + i - 256);
+    if (lane == 0 && i == 2) v = __int_as_float(0x7f800000);
+    if (lane == 3 && i == 5) v = __int_as_float(0x7fc00000);
+    if (lane == 31 && i == 15) v = __int_as_float(0xff800000);
+    return __float2bfloat16(v);
+  });
+  if (warp == 0) kwb::probe_as<__nv_bfloat16>(12, kwb::Kind::OperandB, kTag, 12, 0, 0, w12);
+
+  // Site 13: half v = (lane * 16 + i) * 0.25 (exact), read from packed registers.
+  uint32_t w13[8];
+  pack16<__half>(w13, [&](int i) { return __float2half((lane * 16 + i) * 0.25f); });
+  if (warp == 0) kwb::probe_as<__half>(13, kwb::Kind::OperandA, kTag, 13, 0, 0, w13);
 
   // Site 6: only lanes < 20 of warp 0: v = lane + i * 0.25.
   if (warp == 0 && lane < 20) {

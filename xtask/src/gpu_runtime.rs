@@ -231,6 +231,59 @@ fn expectations() -> Vec<Expect> {
                 })
                 .collect(),
         },
+        // bf16 v = lane * 16 + i - 256 in packed registers: -256 ..= 255; the
+        // samples are element 0 of lanes 0..8.
+        Expect {
+            site: 11,
+            kind: Kind::OperandA,
+            records: 1,
+            k_tile: Some(11),
+            count: 512,
+            seen: 512,
+            vmin: -256.0,
+            vmax: 255.0,
+            absmax: 256.0,
+            nans: 0,
+            infs: 0,
+            mask: FULL,
+            quick: true,
+            samples: plain(lanes.clone().map(|l| f32::from(l) * 16.0 - 256.0)),
+        },
+        // Site 11's values with +Inf at element 2, NaN at 53, -Inf at 511: the
+        // largest finite value is 254.
+        Expect {
+            site: 12,
+            kind: Kind::OperandB,
+            records: 1,
+            k_tile: Some(12),
+            count: 512,
+            seen: 512,
+            vmin: -256.0,
+            vmax: 254.0,
+            absmax: 256.0,
+            nans: 1,
+            infs: 2,
+            mask: FULL,
+            quick: false,
+            samples: plain(lanes.clone().map(|l| f32::from(l) * 16.0 - 256.0)),
+        },
+        // half v = (lane * 16 + i) * 0.25 in packed registers: 0 ..= 127.75.
+        Expect {
+            site: 13,
+            kind: Kind::OperandA,
+            records: 1,
+            k_tile: Some(13),
+            count: 512,
+            seen: 512,
+            vmin: 0.0,
+            vmax: 127.75,
+            absmax: 127.75,
+            nans: 0,
+            infs: 0,
+            mask: FULL,
+            quick: true,
+            samples: plain(lanes.clone().map(|l| f32::from(l) * 4.0)),
+        },
         // v = -(lane * 16 + i) - 1: all negative, absmax from the minimum.
         Expect {
             site: 9,
@@ -334,7 +387,7 @@ const BUILDS: [Build; 4] = [
     Build {
         name: "4-record buffer",
         defines: &["KWB_TRACE_CAPACITY=4", "KWB_TRACE_SHARDS=1"],
-        overflow: Some((4, 8)),
+        overflow: Some((4, 11)),
         minmax: true,
         full: false,
     },
@@ -383,6 +436,14 @@ fn tile_value(site: u32, e: u32) -> (f32, [i32; 3]) {
         7 => (ef * 0.5, none),
         8 => (tile(e), [(e / 32) as i32, -1, (e % 32) as i32]),
         9 => (-ef - 1.0, none),
+        11 => (ef - 256.0, none),
+        12 => match e {
+            2 => (f32::INFINITY, none),
+            53 => (f32::NAN, none),
+            511 => (f32::NEG_INFINITY, none),
+            _ => (ef - 256.0, none),
+        },
+        13 => (ef * 0.25, none),
         10 => {
             let (lane, i) = ((e / 24) as i32, (e % 24) as i32);
             let (t, el) = (i / 4, i % 4);

@@ -620,6 +620,7 @@ struct Probe {
 // so a probe in a mainloop costs the kernel as few registers as it can.
 struct Claim {
   unsigned mask;                // active lanes
+  unsigned shard;               // the warp's shard
   unsigned long long claimed;  // the leader's index in its shard, read only by land():
                                // reading it earlier stalls the warp for the atomic's
                                // whole round trip
@@ -644,6 +645,8 @@ struct Stats {
   unsigned nans;
   unsigned infs;
   unsigned taken;
+  unsigned total;  // warp-uniform: after a quick tally, the warp's count of values (all
+                   // seen, all counted, none NaN or Inf); ~0u: add up the lanes' counts
 };
 
 template <class T>
@@ -676,6 +679,15 @@ __device__ __forceinline__ T bits_as(unsigned short bits) {
   T value;
   __builtin_memcpy(&value, &bits, sizeof bits);
   return value;
+}
+
+// The bits of a 16-bit value (a bf16 or half), as the low half of an unsigned.
+template <class T>
+__device__ __forceinline__ unsigned bits_of(const T& value) {
+  static_assert(sizeof(T) == 2, "bits_of reads 16-bit types");
+  unsigned short bits;
+  __builtin_memcpy(&bits, &value, sizeof bits);
+  return bits;
 }
 
 // Warp sums and maxima over any set of active lanes.
@@ -727,8 +739,8 @@ __device__ __forceinline__ unsigned shard_of_warp() {
 // atomic is in the branch (a predicated ATOMG) and its result is first read by land(),
 // so the round trip overlaps whatever the probe does in between.
 __device__ __forceinline__ Claim claim() {
-  Claim c{__activemask(), 0ull};
-  if (lane_id() == __ffs(c.mask) - 1) c.claimed = atomicAdd(&trace_cursor[shard_of_warp()], 1ull);
+  Claim c{__activemask(), shard_of_warp(), 0ull};
+  if (lane_id() == __ffs(c.mask) - 1) c.claimed = atomicAdd(&trace_cursor[c.shard], 1ull);
   return c;
 }
 
@@ -746,7 +758,7 @@ __device__ __forceinline__ bool land(const Claim& c, Slot& slot) {
     if (slot.lane == slot.leader) atomicAdd(&trace_dropped, 1ull);
     return false;
   }
-  slot.record = &records()[shard_of_warp() * per_shard + index];
+  slot.record = &records()[c.shard * per_shard + index];
   return true;
 }
 
@@ -767,7 +779,8 @@ inline constexpr float finite_max = 3.402823466e38f;
 
 // Fresh statistics: nothing seen, minimum +Inf, maximum -Inf.
 __device__ __forceinline__ Stats fresh_stats() {
-  return Stats{0.0f, __int_as_float(0x7f800000), __int_as_float(0xff800000), 0u, 0u, 0u, 0u, 0u};
+  return Stats{0.0f, __int_as_float(0x7f800000), __int_as_float(0xff800000), 0u, 0u, 0u, 0u, 0u,
+               ~0u};
 }
 
 // Counts one value of this lane into the statistics: the full tally, with the row
@@ -789,38 +802,45 @@ __device__ __forceinline__ void tally(Stats& s, bool valid, bool pass, float v) 
   }
 }
 
-// The quick tally, for values that all count (no row filter): per value, the
-// running maximum of |v| that propagates NaN (PTX max.NaN, one instruction with the
-// |v| folded in), plus a running minimum and maximum unless KWB_TRACE_MINMAX is 0. It
-// is exact only while every value is finite: a NaN or an Inf shows in `amax`, and
-// then the probe reads its values again through the full tally.
+// The quick tally, for values that all count (no row filter). Per value, two
+// instructions: a running minimum that ignores NaN and a running maximum that
+// propagates it (PTX max.NaN); with KWB_TRACE_MINMAX 0, one: the running maximum of
+// |v| that propagates NaN (the |v| folded into the instruction). It is exact only while
+// every value is finite: a NaN or an Inf shows in `hi` or `lo`, and then the probe reads
+// its values again through the full tally.
 struct Quick {
-  float amax;
-  float vmin;
-  float vmax;
+  float lo;  // the smallest value (+Inf: none; KWB_TRACE_MINMAX 0: unused, +Inf)
+  float hi;  // the largest value (-Inf: none), or with KWB_TRACE_MINMAX 0 the largest
+             // |v| (0: none); NaN when a value was NaN
 };
 
 __device__ __forceinline__ Quick fresh_quick() {
-  return Quick{0.0f, __int_as_float(0x7f800000), __int_as_float(0xff800000)};
+  return Quick{__int_as_float(0x7f800000),
+               KWB_TRACE_MINMAX != 0 ? __int_as_float(0xff800000) : 0.0f};
 }
 
-// max(a, |v|), NaN when either is NaN.
-__device__ __forceinline__ float max_abs_nan(float a, float v) {
+// max(a, v), NaN when either is NaN.
+__device__ __forceinline__ float max_nan(float a, float v) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   float out;
-  asm("max.NaN.f32 %0, %1, %2;" : "=f"(out) : "f"(a), "f"(fabsf(v)));
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(out) : "f"(a), "f"(v));
   return out;
 #else
-  return (a != a || v != v) ? __int_as_float(0x7fffffff) : fmaxf(a, fabsf(v));
+  return (a != a || v != v) ? __int_as_float(0x7fffffff) : fmaxf(a, v);
 #endif
 }
 
 __device__ __forceinline__ void quick(Quick& q, float v) {
-  q.amax = max_abs_nan(q.amax, v);
   if constexpr (KWB_TRACE_MINMAX != 0) {
-    q.vmin = fminf(q.vmin, v);
-    q.vmax = fmaxf(q.vmax, v);
+    q.lo = fminf(q.lo, v);
+    q.hi = max_nan(q.hi, v);
+  } else {
+    q.hi = max_nan(q.hi, fabsf(v));
   }
+}
+
+__device__ __forceinline__ Quick merged(const Quick& a, const Quick& b) {
+  return Quick{fminf(a.lo, b.lo), max_nan(a.hi, b.hi)};
 }
 
 // The ways of a quick tally combined.
@@ -828,32 +848,100 @@ template <int W>
 __device__ __forceinline__ Quick merged(const Quick (&q)[W]) {
   Quick all = q[0];
 #pragma unroll
-  for (int w = 1; w < W; ++w) {
-    all.amax = max_abs_nan(all.amax, q[w].amax);
-    all.vmin = fminf(all.vmin, q[w].vmin);
-    all.vmax = fmaxf(all.vmax, q[w].vmax);
-  }
+  for (int w = 1; w < W; ++w) all = merged(all, q[w]);
   return all;
 }
 
 // Whether a quick tally saw a NaN or an Inf.
-__device__ __forceinline__ bool poisoned(const Quick& q) { return !(q.amax <= finite_max); }
+__device__ __forceinline__ bool poisoned(const Quick& q) {
+  return !(q.hi <= finite_max) || !(q.lo >= -finite_max);
+}
+
+// Pairs of 16-bit values (bf16 or half) tallied two at a time, packed in 32-bit words
+// as the registers and shared tiles hold them: min and max.NaN on both halves in one
+// instruction each (sm_80 and newer), no conversion to float until the end. Minimum
+// and maximum of 16-bit values are 16-bit values, so this is exact.
+template <class T>
+struct Pairs {
+  unsigned lo;  // both halves' running minimum (KWB_TRACE_MINMAX 0: unused)
+  unsigned hi;  // both halves' running maximum (or of |v|), NaN-propagating
+};
+
+template <class T>
+inline constexpr bool is_bf16 = std::is_same<T, __nv_bfloat16>::value;
+template <class T>
+inline constexpr bool is_half = std::is_same<T, __half>::value;
+
+// Whether values of T can be tallied in pairs here.
+template <class T>
+inline constexpr bool pairs_tally =
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    is_bf16<T> || is_half<T>;
+#else
+    false;
+#endif
+
+template <class T>
+__device__ __forceinline__ Pairs<T> fresh_pairs() {
+  // +Inf and -Inf (or 0) in both halves.
+  constexpr unsigned pos_inf = is_bf16<T> ? 0x7f807f80u : 0x7c007c00u;
+  constexpr unsigned neg_inf = is_bf16<T> ? 0xff80ff80u : 0xfc00fc00u;
+  return Pairs<T>{pos_inf, KWB_TRACE_MINMAX != 0 ? neg_inf : 0u};
+}
+
+template <class T>
+__device__ __forceinline__ void quick_pair(Pairs<T>& q, unsigned word) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  if constexpr (KWB_TRACE_MINMAX != 0) {
+    if constexpr (is_bf16<T>) {
+      asm("min.bf16x2 %0, %1, %2;" : "=r"(q.lo) : "r"(q.lo), "r"(word));
+      asm("max.NaN.bf16x2 %0, %1, %2;" : "=r"(q.hi) : "r"(q.hi), "r"(word));
+    } else {
+      asm("min.f16x2 %0, %1, %2;" : "=r"(q.lo) : "r"(q.lo), "r"(word));
+      asm("max.NaN.f16x2 %0, %1, %2;" : "=r"(q.hi) : "r"(q.hi), "r"(word));
+    }
+  } else {
+    // |v| of both halves: clear their sign bits.
+    const unsigned magnitude = word & 0x7fff7fffu;
+    if constexpr (is_bf16<T>) {
+      asm("max.NaN.bf16x2 %0, %1, %2;" : "=r"(q.hi) : "r"(q.hi), "r"(magnitude));
+    } else {
+      asm("max.NaN.f16x2 %0, %1, %2;" : "=r"(q.hi) : "r"(q.hi), "r"(magnitude));
+    }
+  }
+#else
+  (void)q, (void)word;
+#endif
+}
+
+// The float quick tally of a pairs tally.
+template <class T>
+__device__ __forceinline__ Quick unpaired(const Pairs<T>& q) {
+  const auto half = [](unsigned word, int i) {
+    return to_float(bits_as<T>(static_cast<unsigned short>(i == 0 ? word & 0xffffu : word >> 16)));
+  };
+  return Quick{fminf(half(q.lo, 0), half(q.lo, 1)), max_nan(half(q.hi, 0), half(q.hi, 1))};
+}
 
 // The statistics of `n` finite values that all counted, from their quick tally;
-// minimum and maximum are NaN (not recorded) when KWB_TRACE_MINMAX is 0.
-__device__ __forceinline__ void settle(Stats& s, const Quick& q, unsigned n) {
+// minimum and maximum are NaN (not recorded) when KWB_TRACE_MINMAX is 0. `total` is
+// the warp's count of them (warp-uniform), so finish() need not add the lanes' counts.
+__device__ __forceinline__ void settle(Stats& s, const Quick& q, unsigned n, unsigned total) {
   s.seen = n;
   s.counted = n;
   s.nans = 0u;
   s.infs = 0u;
+  s.total = total;
   if constexpr (KWB_TRACE_MINMAX != 0) {
-    s.vmin = q.vmin;
-    s.vmax = q.vmax;
+    s.vmin = q.lo;
+    s.vmax = q.hi;
+    // max |v| = max(-min, max); 0 when the lane has none (lo +Inf, hi -Inf).
+    s.absmax = fmaxf(0.0f, fmaxf(-q.lo, q.hi));
   } else {
     s.vmin = __int_as_float(0x7fffffff);
     s.vmax = __int_as_float(0x7fffffff);
+    s.absmax = q.hi;
   }
-  s.absmax = q.amax;
 }
 
 // Samples one value of this lane into the record's first free slot. Every active lane
@@ -964,10 +1052,13 @@ __device__ __forceinline__ void finish(const Slot& slot, const Stats& s, const P
   const unsigned absmax = warp_max(slot.mask, __float_as_uint(s.absmax));
   const unsigned vmin = ~warp_max(slot.mask, ~order_key(s.vmin));
   const unsigned vmax = warp_max(slot.mask, order_key(s.vmax));
-  const unsigned seen = warp_sum(slot.mask, s.seen);
-  const unsigned counted = warp_sum(slot.mask, s.counted);
-  const unsigned nans = warp_sum(slot.mask, s.nans);
-  const unsigned infs = warp_sum(slot.mask, s.infs);
+  unsigned seen = s.total, counted = s.total, nans = 0u, infs = 0u;
+  if (s.total == ~0u) {
+    seen = warp_sum(slot.mask, s.seen);
+    counted = warp_sum(slot.mask, s.counted);
+    nans = warp_sum(slot.mask, s.nans);
+    infs = warp_sum(slot.mask, s.infs);
+  }
   if (slot.lane != slot.leader) return;
 
   Record* r = slot.record;
@@ -1000,15 +1091,32 @@ __device__ __forceinline__ void fragment(const Probe& p, ValueFn&& value, CoordF
   Stats s = fresh_stats();
   bool done = false;
   if (p.row_bound == all_rows) {
-    constexpr int ways = N < quick_ways ? N : quick_ways;
-    Quick q[ways];
+    using Element = std::decay_t<decltype(value(0))>;
+    Quick all;
+    if constexpr (pairs_tally<Element> && N % 2 == 0) {
+      // Values 2j and 2j + 1 are the halves of one 32-bit register.
+      constexpr int ways = N / 2 < quick_ways ? N / 2 : quick_ways;
+      Pairs<Element> q[ways];
 #pragma unroll
-    for (int w = 0; w < ways; ++w) q[w] = fresh_quick();
+      for (int w = 0; w < ways; ++w) q[w] = fresh_pairs<Element>();
 #pragma unroll
-    for (int i = 0; i < N; ++i) quick(q[i % ways], to_float(value(i)));
-    const Quick all = merged(q);
+      for (int j = 0; j < N / 2; ++j) {
+        quick_pair(q[j % ways], bits_of(value(2 * j)) | (bits_of(value(2 * j + 1)) << 16));
+      }
+      all = unpaired(q[0]);
+#pragma unroll
+      for (int w = 1; w < ways; ++w) all = merged(all, unpaired(q[w]));
+    } else {
+      constexpr int ways = N < quick_ways ? N : quick_ways;
+      Quick q[ways];
+#pragma unroll
+      for (int w = 0; w < ways; ++w) q[w] = fresh_quick();
+#pragma unroll
+      for (int i = 0; i < N; ++i) quick(q[i % ways], to_float(value(i)));
+      all = merged(q);
+    }
     if (!__any_sync(mask, poisoned(all))) {
-      settle(s, all, static_cast<unsigned>(N));
+      settle(s, all, static_cast<unsigned>(N), static_cast<unsigned>(N) * __popc(mask));
       done = true;
     }
   }
@@ -1123,7 +1231,7 @@ __device__ __forceinline__ void strided(const Probe& p, int count, ValueFn&& val
   keep_values(slot, static_cast<unsigned>(count), 0, false, value, coord);
 #endif
   if (quick_ok) {
-    settle(s, all, mine);
+    settle(s, all, mine, static_cast<unsigned>(count));
   } else {
     strided_full(s, slot, p, count, value, coord);
   }
@@ -1143,13 +1251,19 @@ __device__ __forceinline__ void packed_tile(const Probe& p, const T* tile, int c
   const int stride = __popc(claimed.mask);
   const int rank = __popc(claimed.mask & ((1u << lane_id()) - 1u));
   const int n = count / 8;
-  Quick q[1] = {fresh_quick()};
+  // Eight values a chunk: four words, tallied in pairs where the target can.
+  Quick q = fresh_quick();
+  Pairs<T> pairs = fresh_pairs<T>();
   const auto tally8 = [&](unsigned x, unsigned y, unsigned z, unsigned w) {
     const unsigned words[4] = {x, y, z, w};
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-      quick(q[0], to_float(bits_as<T>(static_cast<unsigned short>(words[j] & 0xffffu))));
-      quick(q[0], to_float(bits_as<T>(static_cast<unsigned short>(words[j] >> 16))));
+      if constexpr (pairs_tally<T>) {
+        quick_pair(pairs, words[j]);
+      } else {
+        quick(q, to_float(bits_as<T>(static_cast<unsigned short>(words[j] & 0xffffu))));
+        quick(q, to_float(bits_as<T>(static_cast<unsigned short>(words[j] >> 16))));
+      }
     }
   };
   if (__isShared(tile)) {
@@ -1171,7 +1285,8 @@ __device__ __forceinline__ void packed_tile(const Probe& p, const T* tile, int c
       tally8(chunk.x, chunk.y, chunk.z, chunk.w);
     }
   }
-  const Quick all = merged(q);
+  if constexpr (pairs_tally<T>) q = unpaired(pairs);
+  const Quick all = q;
   const bool quick_ok = !__any_sync(claimed.mask, poisoned(all));
   Slot slot;
   if (!land(claimed, slot)) return;
@@ -1184,7 +1299,8 @@ __device__ __forceinline__ void packed_tile(const Probe& p, const T* tile, int c
   if (quick_ok) {
     // Chunks this lane read: rank, rank + stride, ... below n.
     const int r = __popc(slot.mask & slot.below);
-    settle(s, all, r < n ? 8u * static_cast<unsigned>((n - 1 - r) / stride + 1) : 0u);
+    settle(s, all, r < n ? 8u * static_cast<unsigned>((n - 1 - r) / stride + 1) : 0u,
+           static_cast<unsigned>(count));
   } else {
     strided_full(s, slot, p, count, value, coord);
   }
