@@ -5,8 +5,7 @@
 //! hand from the formulas in that file: counts before and after the row filter,
 //! minimum, maximum, absmax, NaN and Inf counts, and the sampled values with their
 //! coordinates. It covers the quick tally and its fall-back to the full one, packed
-//! and element-wise tile reads, the row filter, a partial warp, buffer overflow (with
-//! records claimed one at a time and in chunks), chunks left partly unused, and
+//! and element-wise tile reads, the row filter, a partial warp, buffer overflow, and
 //! every value of every probe in the full-tile build.
 
 use std::path::{Path, PathBuf};
@@ -365,79 +364,44 @@ fn check_record(r: &TraceRecord, e: &Expect, minmax: bool) -> Vec<String> {
     bad
 }
 
-/// How many records a build's trace keeps.
-#[derive(Clone, Copy)]
-enum Kept {
-    /// Every expected record, none dropped.
-    All,
-    /// Exactly this many kept and dropped.
-    Exactly(usize, u64),
-    /// A full buffer of this capacity claimed in chunks: which warp's chunk comes first
-    /// is up to the GPU, so at most this many kept, and kept + dropped = all.
-    AtMost(usize),
-}
-
 /// One build of the check and what its trace must show.
 struct Build {
     name: &'static str,
     defines: &'static [&'static str],
-    kept: Kept,
+    /// Records kept and dropped (None: every expected record, none dropped).
+    overflow: Option<(usize, u64)>,
     /// Records carry minimum and maximum (not a `KWB_TRACE_MINMAX=0` build).
     minmax: bool,
     /// Every value is kept too (`KWB_TRACE_FULL`): the tile section is checked.
     full: bool,
 }
 
-const BUILDS: [Build; 6] = [
+const BUILDS: [Build; 4] = [
     Build {
         name: "default buffer",
         defines: &[],
-        kept: Kept::All,
+        overflow: None,
         minmax: true,
         full: false,
     },
     Build {
         name: "4-record buffer",
         defines: &["KWB_TRACE_CAPACITY=4", "KWB_TRACE_SHARDS=1"],
-        kept: Kept::Exactly(4, 11),
-        minmax: true,
-        full: false,
-    },
-    // Warp 0 fills four chunks of 4 with 14 records, warp 1 one with 1: five records
-    // in the shard's prefix were never written, and the flush must skip them.
-    Build {
-        name: "chunks of 4",
-        defines: &[
-            "KWB_TRACE_CAPACITY=64",
-            "KWB_TRACE_SHARDS=1",
-            "KWB_TRACE_CHUNK=4",
-        ],
-        kept: Kept::All,
-        minmax: true,
-        full: false,
-    },
-    Build {
-        name: "chunks of 4, 8-record buffer",
-        defines: &[
-            "KWB_TRACE_CAPACITY=8",
-            "KWB_TRACE_SHARDS=1",
-            "KWB_TRACE_CHUNK=4",
-        ],
-        kept: Kept::AtMost(8),
+        overflow: Some((4, 11)),
         minmax: true,
         full: false,
     },
     Build {
         name: "absmax only",
         defines: &["KWB_TRACE_MINMAX=0"],
-        kept: Kept::All,
+        overflow: None,
         minmax: false,
         full: false,
     },
     Build {
         name: "full tiles",
         defines: &["KWB_TRACE_FULL"],
-        kept: Kept::All,
+        overflow: None,
         minmax: true,
         full: true,
     },
@@ -604,28 +568,20 @@ fn run_check(binary: &Path, trace: &PathBuf) -> Result<Trace> {
 
 /// Every problem of a trace against the expectations.
 fn judge(trace: &Trace, expect: &[Expect], build: &Build) -> Vec<String> {
+    let overflow = build.overflow;
     let mut problems = Vec::new();
     let total: usize = expect.iter().map(|e| e.records).sum();
-    let got = (trace.records.len(), trace.dropped);
-    let right = match build.kept {
-        Kept::All => got == (total, 0),
-        Kept::Exactly(kept, dropped) => got == (kept, dropped),
-        Kept::AtMost(capacity) => got.0 <= capacity && got.0 as u64 + got.1 == total as u64,
-    };
-    if !right {
-        let want = match build.kept {
-            Kept::All => format!("{total} and 0"),
-            Kept::Exactly(kept, dropped) => format!("{kept} and {dropped}"),
-            Kept::AtMost(capacity) => format!("at most {capacity}, {total} in all"),
-        };
+    let (kept, dropped) = overflow.unwrap_or((total, 0));
+    if trace.records.len() != kept || trace.dropped != dropped {
         problems.push(format!(
-            "{} records and {} dropped, want {want}",
-            got.0, got.1
+            "{} records and {} dropped, want {kept} and {dropped}",
+            trace.records.len(),
+            trace.dropped
         ));
     }
     for e in expect {
         let records: Vec<_> = trace.records.iter().filter(|r| r.site == e.site).collect();
-        if matches!(build.kept, Kept::All) && records.len() != e.records {
+        if overflow.is_none() && records.len() != e.records {
             problems.push(format!(
                 "site {}: {} records, want {}",
                 e.site,

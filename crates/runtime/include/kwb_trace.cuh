@@ -19,22 +19,11 @@
 //   KWB_TRACE           turn tracing on.
 //   KWB_TRACE_CAPACITY  records the buffer holds (default 262144 = 56 MiB, 224 bytes each);
 //                       records past it are not written, only counted as dropped.
-//   KWB_TRACE_SHARDS    the buffer's shards (default 64, or the capacity if smaller),
-//                       each with its own cursor, so all-CTA tracing does not
-//                       serialize on one atomic; a shard holds capacity / shards
-//                       records (rounded down).
-//   KWB_TRACE_CHUNK     records a warp claims at once (default 16; 1 when a shard
-//                       holds fewer than 1024). A probe that waited for an atomic on
-//                       a cursor in L2 for its record would stall its warp for the
-//                       round trip, which is long while the kernel keeps L2 busy: with
-//                       chunks, a warp keeps its chunk in a table indexed by its
-//                       hardware warp slot (%smid, %warpid; an L1 hit from the warp's
-//                       own last write) and goes to the cursor once per chunk, for
-//                       shard (slot % shards). A chunk left partly unused at the end
-//                       leaves empty records in the buffer, which the flush skips.
-//                       With 1 (or on a GPU with more than 256 SMs), every record is
-//                       claimed alone from shard (linear CTA * warps per CTA + warp) %
-//                       shards.
+//   KWB_TRACE_SHARDS    the buffer's shards (default 64, or the capacity if smaller). A
+//                       warp always appends to shard (linear CTA * warps per CTA +
+//                       warp) % shards, each with its own cursor, so all-CTA tracing
+//                       does not serialize on one atomic; a shard holds capacity /
+//                       shards records (rounded down).
 //   KWB_TRACE_VALUES    values kept per record, 0..8 (default 8); the record always
 //                       has 8 slots, the rest hold value 0 and coordinates -1.
 //   KWB_TRACE_MINMAX    0: records of values that all count and are all finite
@@ -93,9 +82,6 @@
 #endif
 #ifndef KWB_TRACE_SHARDS
 #define KWB_TRACE_SHARDS (KWB_TRACE_CAPACITY < 64 ? KWB_TRACE_CAPACITY : 64)
-#endif
-#ifndef KWB_TRACE_CHUNK
-#define KWB_TRACE_CHUNK (KWB_TRACE_CAPACITY / KWB_TRACE_SHARDS >= 1024 ? 16 : 1)
 #endif
 #ifndef KWB_TRACE_VALUES
 #define KWB_TRACE_VALUES 8
@@ -178,11 +164,6 @@ static_assert(KWB_TRACE_VALUES >= 0 && KWB_TRACE_VALUES <= 8,
 static_assert(KWB_TRACE_CAPACITY > 0, "KWB_TRACE_CAPACITY must be positive");
 static_assert(KWB_TRACE_SHARDS > 0 && KWB_TRACE_SHARDS <= KWB_TRACE_CAPACITY,
               "KWB_TRACE_SHARDS must be between 1 and KWB_TRACE_CAPACITY");
-// Hardware warp slots with a chunk of their own: 64 per SM, on up to 256 SMs.
-inline constexpr unsigned chunk_slot_warps = 64;
-inline constexpr unsigned chunk_slots = 256 * chunk_slot_warps;
-static_assert(KWB_TRACE_CHUNK >= 1 && KWB_TRACE_CHUNK <= 4096,
-              "KWB_TRACE_CHUNK must be between 1 and 4096");
 
 // What a probe reads. The numbers are stored in Record::kind.
 enum class Kind : uint32_t {
@@ -427,16 +408,6 @@ __device__ __forceinline__ unsigned nctaid_y() {
   asm volatile("mov.u32 %0, %%nctaid.y;" : "=r"(r));
   return r;
 }
-__device__ __forceinline__ unsigned smid() {
-  unsigned r;
-  asm volatile("mov.u32 %0, %%smid;" : "=r"(r));
-  return r;
-}
-__device__ __forceinline__ unsigned hw_warpid() {
-  unsigned r;
-  asm volatile("mov.u32 %0, %%warpid;" : "=r"(r));
-  return r;
-}
 __device__ __forceinline__ unsigned laneid() {
   unsigned r;
   asm volatile("mov.u32 %0, %%laneid;" : "=r"(r));
@@ -595,7 +566,6 @@ extern __device__ __align__(16) Record trace_records[KWB_TRACE_CAPACITY];
 extern __device__ unsigned long long trace_cursor[KWB_TRACE_SHARDS];
 extern __device__ unsigned long long trace_dropped;
 extern __constant__ Filter trace_filter;
-extern __device__ uint4 trace_chunks[chunk_slots];
 #ifdef KWB_TRACE_FULL
 extern __device__ TileValue trace_tile_values[KWB_TRACE_TILE_CAPACITY];
 extern __device__ unsigned long long trace_tile_cursor;
@@ -606,9 +576,6 @@ extern __device__ unsigned long long trace_tile_dropped;
 __device__ __align__(16) Record trace_records[KWB_TRACE_CAPACITY];
 __device__ unsigned long long trace_cursor[KWB_TRACE_SHARDS];  // per shard: next free slot
 __device__ unsigned long long trace_dropped;  // records not written: buffer full
-// Per hardware warp slot (%smid * 64 + %warpid): the chunk its warp is filling, as
-// {tag of the warp, next index, end index, 0} in shard (slot % shards); all zero: none.
-__device__ uint4 trace_chunks[chunk_slots];
 #ifdef KWB_TRACE_FULL
 __device__ TileValue trace_tile_values[KWB_TRACE_TILE_CAPACITY];
 __device__ unsigned long long trace_tile_cursor;   // next free value
@@ -768,48 +735,12 @@ __device__ __forceinline__ unsigned shard_of_warp() {
          static_cast<unsigned>(KWB_TRACE_SHARDS);
 }
 
-// Asks for a record slot. With chunks (KWB_TRACE_CHUNK > 1), the leader takes the next
-// index of its warp slot's chunk (a load that hits L1, and a store), and only when the
-// chunk is used up, or belongs to another warp, claims a new one with an atomicAdd on
-// its shard's cursor. Otherwise (or past 256 SMs) it claims one record with the
-// atomicAdd. Only the leader's work is in the branch, and the index is first read by
-// land(), so an atomic's round trip overlaps whatever the probe does in between.
+// Asks for a record slot: the leader's atomicAdd on the warp's shard cursor. Only the
+// atomic is in the branch (a predicated ATOMG) and its result is first read by land(),
+// so the round trip overlaps whatever the probe does in between.
 __device__ __forceinline__ Claim claim() {
-  constexpr unsigned long long per_shard = KWB_TRACE_CAPACITY / KWB_TRACE_SHARDS;
-  Claim c{__activemask(), 0u, 0ull};
-  const bool leader = lane_id() == __ffs(c.mask) - 1;
-  if constexpr (KWB_TRACE_CHUNK > 1) {
-    const unsigned sm = smid();
-    const unsigned slot = sm * chunk_slot_warps + hw_warpid();
-    if (sm < chunk_slots / chunk_slot_warps && hw_warpid() < chunk_slot_warps) {
-      c.shard = slot % static_cast<unsigned>(KWB_TRACE_SHARDS);
-      if (leader) {
-        // The warp's tag: a chunk is only continued by the warp that claimed it (or one
-        // with the same tag), so no warp reads a chunk another warp may still write.
-        const unsigned cta = ctaid_x() + nctaid_x() * (ctaid_y() + nctaid_y() * ctaid_z());
-        const unsigned tag = ((cta << 5) | static_cast<unsigned>(warp_id())) + 1u;
-        uint4& chunk = trace_chunks[slot];
-        const uint4 now = chunk;
-        if (now.x == tag && now.y < now.z) {
-          c.claimed = now.y;
-          chunk.y = now.y + 1u;
-        } else {
-          const unsigned long long base =
-              atomicAdd(&trace_cursor[c.shard], static_cast<unsigned long long>(KWB_TRACE_CHUNK));
-          c.claimed = base;
-          // Past the shard's end the chunk is empty (next > end): the next probe claims
-          // again, and land() counts this record as dropped.
-          const unsigned long long end = base + KWB_TRACE_CHUNK;
-          const unsigned first = static_cast<unsigned>(base < per_shard ? base : per_shard);
-          const unsigned last = static_cast<unsigned>(end < per_shard ? end : per_shard);
-          chunk = make_uint4(tag, first + 1u, last, 0u);
-        }
-      }
-      return c;
-    }
-  }
-  c.shard = shard_of_warp();
-  if (leader) c.claimed = atomicAdd(&trace_cursor[c.shard], 1ull);
+  Claim c{__activemask(), shard_of_warp(), 0ull};
+  if (lane_id() == __ffs(c.mask) - 1) c.claimed = atomicAdd(&trace_cursor[c.shard], 1ull);
   return c;
 }
 
@@ -1781,13 +1712,6 @@ inline cudaError_t trace_reset() {
   const unsigned long long zero = 0;
   cudaError_t err = cudaMemcpyToSymbol(trace_cursor, zeros, sizeof zeros);
   if (err == cudaSuccess) err = cudaMemcpyToSymbol(trace_dropped, &zero, sizeof zero);
-  // No warp keeps a chunk, and the records are empty: a chunk's unused records must
-  // read as never written (magic 0) at the flush, not as an earlier run's.
-  void* at = nullptr;
-  if (err == cudaSuccess) err = cudaGetSymbolAddress(&at, trace_chunks);
-  if (err == cudaSuccess) err = cudaMemset(at, 0, sizeof(uint4) * chunk_slots);
-  if (err == cudaSuccess) err = cudaGetSymbolAddress(&at, trace_records);
-  if (err == cudaSuccess) err = cudaMemset(at, 0, sizeof(Record) * KWB_TRACE_CAPACITY);
 #ifdef KWB_TRACE_FULL
   if (err == cudaSuccess) err = cudaMemcpyToSymbol(trace_tile_cursor, &zero, sizeof zero);
   if (err == cudaSuccess) err = cudaMemcpyToSymbol(trace_tile_dropped, &zero, sizeof zero);
@@ -1844,16 +1768,6 @@ inline bool trace_flush(const char* path) {
     err = cudaMemcpyFromSymbol(records.data() + at, trace_records, n * sizeof(Record),
                                static_cast<size_t>(s) * per_shard * sizeof(Record));
   }
-  // Chunks leave records never written (magic 0) in the prefixes: drop them, and
-  // note each kept slot's file index for the tile values.
-  std::vector<size_t> file_index(records.size(), ~size_t{0});
-  size_t kept_records = 0;
-  for (size_t i = 0; i < records.size(); ++i) {
-    if (records[i].magic != record_magic) continue;
-    file_index[i] = kept_records;
-    records[kept_records++] = records[i];
-  }
-  records.resize(kept_records);
   const size_t count = records.size();
   // The full-tile values, their records renumbered from buffer slots to file order.
   TileHeader tiles{};
@@ -1880,9 +1794,9 @@ inline bool trace_flush(const char* path) {
     const size_t index = v.record % per_shard;
     if (shard >= static_cast<size_t>(KWB_TRACE_SHARDS)) continue;
     const size_t filled = static_cast<size_t>(cursors[shard] < per_shard ? cursors[shard] : per_shard);
-    if (index >= filled || file_index[first[shard] + index] == ~size_t{0}) continue;
+    if (index >= filled) continue;
     TileValue kept_value = v;
-    kept_value.record = static_cast<uint32_t>(file_index[first[shard] + index]);
+    kept_value.record = static_cast<uint32_t>(first[shard] + index);
     values[written++] = kept_value;
   }
   values.resize(written);
@@ -1956,6 +1870,7 @@ inline bool write_trace(const char* path, const std::vector<Record>& records,
 // the fault and the last record of each warp that wrote one.
 inline bool flush_after_fault(const char* path, cudaError_t fault) {
   const Record* host = mapped_host();
+  constexpr size_t per_shard = KWB_TRACE_CAPACITY / KWB_TRACE_SHARDS;
   std::vector<Record> records;
   for (size_t i = 0; i < static_cast<size_t>(KWB_TRACE_CAPACITY); ++i) {
     if (host[i].magic == record_magic && host[i].version == version) records.push_back(host[i]);
@@ -1969,36 +1884,30 @@ inline bool flush_after_fault(const char* path, cudaError_t fault) {
                "memory%s%s\n",
                cudaGetErrorName(fault), cudaGetErrorString(fault), records.size(),
                written ? " and are in " : "", written ? path : "");
-  // The last record of each (CTA, warp): a warp appends to one shard, in order.
-  std::vector<const Record*> last;
-  for (size_t i = 0; i < static_cast<size_t>(KWB_TRACE_CAPACITY); ++i) {
-    const Record& r = host[i];
-    if (r.magic != record_magic || r.version != version) continue;
-    bool found = false;
-    for (const Record*& l : last) {
-      if (l->cta_x == r.cta_x && l->cta_y == r.cta_y && l->cta_z == r.cta_z &&
-          l->warp == r.warp) {
-        l = &r;
-        found = true;
-      }
-    }
-    if (!found && last.size() < 16) last.push_back(&r);
-  }
+  // The last record of each (CTA, warp): a warp's records fill its shard in order.
   const std::vector<SiteInfo> sites = sites_by_id();
-  for (const Record* r : last) {
+  int shown = 0;
+  for (size_t shard = 0; shard < static_cast<size_t>(KWB_TRACE_SHARDS) && shown < 16; ++shard) {
+    const Record* last = nullptr;
+    for (size_t i = shard * per_shard; i < (shard + 1) * per_shard; ++i) {
+      if (host[i].magic != record_magic) break;
+      last = &host[i];
+    }
+    if (last == nullptr) continue;
     const SiteInfo* site = nullptr;
     for (const SiteInfo& s : sites) {
-      if (s.id == r->site) site = &s;
+      if (s.id == last->site) site = &s;
     }
     std::fprintf(stderr,
                  "kwb:   last record of CTA (%u, %u, %u) warp %u: site %u (%s:%u `%s`), "
                  "K tile %d, %u values, absmax %g, NaN %u, Inf %u\n",
-                 r->cta_x, r->cta_y, r->cta_z, r->warp, r->site,
+                 last->cta_x, last->cta_y, last->cta_z, last->warp, last->site,
                  site != nullptr && site->file != nullptr ? site->file : "?",
                  site != nullptr ? site->line : 0u,
                  site != nullptr && site->text != nullptr ? site->text : "",
-                 r->k_tile, r->count, static_cast<double>(r->absmax), r->nan_count,
-                 r->inf_count);
+                 last->k_tile, last->count, static_cast<double>(last->absmax), last->nan_count,
+                 last->inf_count);
+    ++shown;
   }
   return written;
 }
