@@ -348,11 +348,13 @@ struct SiteInfo {
 };
 
 namespace detail {
-// Special registers read where they are used. A probe sits in a kernel's mainloop: had
-// it read blockIdx, threadIdx and the like as C++ values, the compiler would hoist them
-// (and what it computes from them) out of the loop and keep them in registers for the
-// whole loop, in every CTA, traced or not; that costs a wgmma kernel its occupancy. A
-// volatile read cannot be hoisted, and costs a traced warp a few cycles a probe.
+// The thread's own special registers (its index, its lane) read where they are used. A
+// probe sits in a kernel's mainloop: had it read threadIdx as a C++ value, the compiler
+// would hoist it (and what it computes from it) out of the loop and keep it in
+// registers for the whole loop, in every CTA, traced or not; that costs a wgmma kernel
+// its occupancy. A volatile read cannot be hoisted, and costs a traced warp a few
+// cycles. (blockIdx, blockDim and gridDim are the same for the whole warp: the compiler
+// keeps them in uniform registers, which cost no occupancy.)
 __device__ __forceinline__ unsigned tid_x() {
   unsigned r;
   asm volatile("mov.u32 %0, %%tid.x;" : "=r"(r));
@@ -368,46 +370,6 @@ __device__ __forceinline__ unsigned tid_z() {
   asm volatile("mov.u32 %0, %%tid.z;" : "=r"(r));
   return r;
 }
-__device__ __forceinline__ unsigned ntid_x() {
-  unsigned r;
-  asm volatile("mov.u32 %0, %%ntid.x;" : "=r"(r));
-  return r;
-}
-__device__ __forceinline__ unsigned ntid_y() {
-  unsigned r;
-  asm volatile("mov.u32 %0, %%ntid.y;" : "=r"(r));
-  return r;
-}
-__device__ __forceinline__ unsigned ntid_z() {
-  unsigned r;
-  asm volatile("mov.u32 %0, %%ntid.z;" : "=r"(r));
-  return r;
-}
-__device__ __forceinline__ unsigned ctaid_x() {
-  unsigned r;
-  asm volatile("mov.u32 %0, %%ctaid.x;" : "=r"(r));
-  return r;
-}
-__device__ __forceinline__ unsigned ctaid_y() {
-  unsigned r;
-  asm volatile("mov.u32 %0, %%ctaid.y;" : "=r"(r));
-  return r;
-}
-__device__ __forceinline__ unsigned ctaid_z() {
-  unsigned r;
-  asm volatile("mov.u32 %0, %%ctaid.z;" : "=r"(r));
-  return r;
-}
-__device__ __forceinline__ unsigned nctaid_x() {
-  unsigned r;
-  asm volatile("mov.u32 %0, %%nctaid.x;" : "=r"(r));
-  return r;
-}
-__device__ __forceinline__ unsigned nctaid_y() {
-  unsigned r;
-  asm volatile("mov.u32 %0, %%nctaid.y;" : "=r"(r));
-  return r;
-}
 __device__ __forceinline__ unsigned laneid() {
   unsigned r;
   asm volatile("mov.u32 %0, %%laneid;" : "=r"(r));
@@ -416,7 +378,7 @@ __device__ __forceinline__ unsigned laneid() {
 
 // The calling thread's linear index in its CTA (the order warps are formed in).
 __device__ __forceinline__ unsigned linear_tid() {
-  return tid_x() + ntid_x() * (tid_y() + ntid_y() * tid_z());
+  return tid_x() + blockDim.x * (tid_y() + blockDim.y * tid_z());
 }
 }  // namespace detail
 
@@ -621,6 +583,7 @@ struct Probe {
 struct Claim {
   unsigned mask;                // active lanes
   unsigned shard;               // the warp's shard
+  int lane;                     // the calling thread's lane
   unsigned long long claimed;  // the leader's index in its shard, read only by land():
                                // reading it earlier stalls the warp for the atomic's
                                // whole round trip
@@ -729,8 +692,8 @@ __device__ __forceinline__ bool admitted(int k_tile) {
 
 // The calling warp's shard: spreads the claims of concurrent warps over many cursors.
 __device__ __forceinline__ unsigned shard_of_warp() {
-  const unsigned cta = ctaid_x() + nctaid_x() * (ctaid_y() + nctaid_y() * ctaid_z());
-  const unsigned warps = (ntid_x() * ntid_y() * ntid_z() + 31u) / 32u;
+  const unsigned cta = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+  const unsigned warps = (blockDim.x * blockDim.y * blockDim.z + 31u) / 32u;
   return (cta * warps + static_cast<unsigned>(warp_id())) %
          static_cast<unsigned>(KWB_TRACE_SHARDS);
 }
@@ -739,8 +702,8 @@ __device__ __forceinline__ unsigned shard_of_warp() {
 // atomic is in the branch (a predicated ATOMG) and its result is first read by land(),
 // so the round trip overlaps whatever the probe does in between.
 __device__ __forceinline__ Claim claim() {
-  Claim c{__activemask(), shard_of_warp(), 0ull};
-  if (lane_id() == __ffs(c.mask) - 1) c.claimed = atomicAdd(&trace_cursor[c.shard], 1ull);
+  Claim c{__activemask(), shard_of_warp(), lane_id(), 0ull};
+  if (c.lane == __ffs(c.mask) - 1) c.claimed = atomicAdd(&trace_cursor[c.shard], 1ull);
   return c;
 }
 
@@ -749,7 +712,7 @@ __device__ __forceinline__ bool land(const Claim& c, Slot& slot) {
   constexpr unsigned long long per_shard = KWB_TRACE_CAPACITY / KWB_TRACE_SHARDS;
   static_assert(per_shard < 0xffffffffull, "a shard holds fewer than 2^32 - 1 records");
   slot.mask = c.mask;
-  slot.lane = lane_id();
+  slot.lane = c.lane;
   slot.below = (1u << slot.lane) - 1u;
   slot.leader = __ffs(c.mask) - 1;
   const unsigned mine = c.claimed < per_shard ? static_cast<unsigned>(c.claimed) : ~0u;
@@ -1064,7 +1027,7 @@ __device__ __forceinline__ void finish(const Slot& slot, const Stats& s, const P
   Record* r = slot.record;
   const unsigned taken = s.taken;
   const unsigned filled = static_cast<int>(taken) < KWB_TRACE_VALUES ? taken : KWB_TRACE_VALUES;
-  store4(&r->tag, p.tag, ctaid_x(), ctaid_y(), ctaid_z());
+  store4(&r->tag, p.tag, blockIdx.x, blockIdx.y, blockIdx.z);
   store4(&r->warp, static_cast<unsigned>(warp_id()), static_cast<unsigned>(slot.lane),
          slot.mask, static_cast<unsigned>(p.k_tile));
   store4(&r->tile_m, static_cast<unsigned>(p.tile_m), static_cast<unsigned>(p.tile_n),
@@ -1205,7 +1168,7 @@ __device__ __forceinline__ void strided(const Probe& p, int count, ValueFn&& val
   bool quick_ok = false;
   if (p.row_bound == all_rows) {
     const int stride = __popc(claimed.mask);
-    const int rank = __popc(claimed.mask & ((1u << lane_id()) - 1u));
+    const int rank = __popc(claimed.mask & ((1u << claimed.lane) - 1u));
     Quick q[tile_ways];
 #pragma unroll
     for (int w = 0; w < tile_ways; ++w) q[w] = fresh_quick();
@@ -1249,7 +1212,7 @@ __device__ __forceinline__ void packed_tile(const Probe& p, const T* tile, int c
   if (!admitted(p.k_tile)) return;
   const Claim claimed = claim();
   const int stride = __popc(claimed.mask);
-  const int rank = __popc(claimed.mask & ((1u << lane_id()) - 1u));
+  const int rank = __popc(claimed.mask & ((1u << claimed.lane) - 1u));
   const int n = count / 8;
   // Eight values a chunk: four words, tallied in pairs where the target can.
   Quick q = fresh_quick();
