@@ -344,7 +344,7 @@ fn operands_alone_still_count_k_tiles() {
     @@ -8,6 +10,15 @@
          __syncthreads();
     -    for (int k = 0; k < 16; ++k) acc[0][0] += As[threadIdx.y][k] * As[k][threadIdx.x];
-    +    /*kwb:{*/if constexpr (kwb::enabled && (true)) { if (kwb::warp_id() == 0) { kwb::probe_tile(0, kwb::Kind::OperandA, 0x4db211e5u, kwb_kt_0, -1, -1, reinterpret_cast<const std::remove_all_extents_t<decltype(As)>*>(&As), static_cast<int>(sizeof(As) / sizeof(std::remove_all_extents_t<decltype(As)>))); } } /*}:kwb*/for (int k = 0; k < 16; ++k) acc[0][0] += As[threadIdx.y][k] * As[k][threadIdx.x];
+    +    /*kwb:{*/if constexpr (kwb::enabled && (true)) { if (kwb::admits(kwb_kt_0) && kwb::warp_id() == 0) { kwb::probe_tile(0, kwb::Kind::OperandA, 0x4db211e5u, kwb_kt_0, -1, -1, reinterpret_cast<const std::remove_all_extents_t<decltype(As)>*>(&As), static_cast<int>(sizeof(As) / sizeof(std::remove_all_extents_t<decltype(As)>))); } } /*}:kwb*/for (int k = 0; k < 16; ++k) acc[0][0] += As[threadIdx.y][k] * As[k][threadIdx.x];
          __syncthreads();
     -  }
     +  /*kwb:{*/if constexpr (kwb::enabled && (true)) { ++kwb_kt_0; } /*}:kwb*/}

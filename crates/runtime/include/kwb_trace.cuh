@@ -1291,6 +1291,20 @@ __device__ __forceinline__ bool packs(const T* tile, int count, int row_bound) {
 //   coord                   i -> kwb::Coord, the logical coordinates of value i
 //                           (NoCoord when only raw order is known).
 
+// Whether the runtime filter lets this CTA record at `k_tile` (always false without
+// KWB_TRACE). kwb-instrument puts a shared tile's probe, and the work of choosing the
+// warp and part of the tile it reads, behind it: a CTA the filter leaves out then does
+// nothing but this check, which the compiler hoists out of the mainloop (the CTA's
+// part of it; the K tile's is a compare).
+__device__ __forceinline__ bool admits(int k_tile) {
+#ifdef KWB_TRACE
+  return detail::admitted(k_tile);
+#else
+  (void)k_tile;
+  return false;
+#endif
+}
+
 // A register array of any rank (e.g. float acc[M][N][4]) held by each lane.
 template <class A, class CoordFn = NoCoord>
 __device__ __forceinline__ void probe_array(uint32_t site, Kind kind, uint32_t tag, int k_tile,
