@@ -8,7 +8,8 @@
 // (6), a packed half tile (7), a tile with a row filter (8), the coordinates of an
 // mma.sync accumulator of several MMA tiles with a row bound (10), and register
 // fragments of packed 16-bit values tallied in pairs: bf16 (11), bf16 with NaN and
-// +-Inf (12), half (13).
+// +-Inf (12), half (13), and sites 11 and 12's fragments again as the A and B operands
+// of one probe_as_pair, two records from one claim (14, 15).
 #include <cstdio>
 #include <cstring>
 #include <cuda_bf16.h>
@@ -31,6 +32,8 @@ static const kwb::SiteInfo kwb_sites[] = {
     {11, "runtime_check.cu", 12, "bf16 register fragment"},
     {12, "runtime_check.cu", 13, "bf16 register fragment with NaN and Inf"},
     {13, "runtime_check.cu", 14, "half register fragment"},
+    {14, "runtime_check.cu", 15, "probe_as_pair: A, bf16"},
+    {15, "runtime_check.cu", 16, "probe_as_pair: B, bf16 with NaN and Inf"},
 };
 [[maybe_unused]] static const bool kwb_sites_registered = kwb::register_sites(kwb_sites);
 
@@ -155,6 +158,9 @@ __global__ void check() {
   uint32_t w13[8];
   pack16<__half>(w13, [&](int i) { return __float2half((lane * 16 + i) * 0.25f); });
   if (warp == 0) kwb::probe_as<__half>(13, kwb::Kind::OperandA, kTag, 13, 0, 0, w13);
+
+  // Sites 14 and 15: w11 as operand A and w12 as operand B of one pair probe.
+  if (warp == 0) kwb::probe_as_pair<__nv_bfloat16>(14, 15, kTag, 14, 0, 0, w11, w12);
 
   // Site 6: only lanes < 20 of warp 0: v = lane + i * 0.25.
   if (warp == 0 && lane < 20) {

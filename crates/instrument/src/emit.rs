@@ -46,6 +46,24 @@ impl<'p> Emitter<'p> {
     /// [`crate::tile::TILE`] becomes the tile origin in scope at `at`.
     pub fn probe(&mut self, at: usize, gate: &str, body: &str, info: ProbeInfo) {
         debug_assert_eq!(info.id, self.next_id());
+        self.gated(at, gate, body);
+        self.probes.push(info);
+    }
+
+    /// Inserts one gated `body` at byte `at` that holds two probes (ids consecutive,
+    /// as `infos` are) and records both.
+    pub fn probe_pair(&mut self, at: usize, gate: &str, body: &str, infos: [ProbeInfo; 2]) {
+        let [first, second] = infos;
+        debug_assert_eq!(first.id, self.next_id());
+        debug_assert_eq!(second.id, first.id + 1);
+        self.gated(at, gate, body);
+        self.probes.push(first);
+        self.probes.push(second);
+    }
+
+    /// Inserts `body` behind the compile-time gate at byte `at`, its
+    /// [`crate::tile::TILE`] replaced by the tile origin in scope there.
+    fn gated(&mut self, at: usize, gate: &str, body: &str) {
         let body = self.origins.text(body, at);
         self.builder.insert(
             at,
@@ -53,7 +71,6 @@ impl<'p> Emitter<'p> {
                 "if constexpr (kwb::enabled && ({gate})) {{ {body} }} "
             )),
         );
-        self.probes.push(info);
     }
 
     /// Inserts plain kwb text (a counter declaration, a trailing probe with its own

@@ -194,18 +194,17 @@ fn from_call(text: &str) -> Option<Vec<(String, Dims)>> {
     Some(out)
 }
 
-/// The trailing arguments of a probe of a `role` fragment: the row bound (the
-/// `--rows` expression, or all rows), the row axis and the coordinate function with
-/// the fragment's tile dimensions. Empty when the layout is unknown: the probe then
-/// records raw order.
-pub(crate) fn probe_args(
+/// The row bound (the `--rows` expression, or all rows) and the coordinate function,
+/// with the fragment's tile dimensions, of a probe of a `role` fragment; the row axis
+/// is M. None when the layout is unknown: the probe then records raw order.
+pub(crate) fn probe_parts(
     layout: Option<Layout>,
     role: Role,
     rows: Option<&str>,
     dims: Dims,
-) -> String {
+) -> Option<(String, String)> {
     let Some(Layout::MmaSyncM16n8k16) = layout else {
-        return String::new();
+        return None;
     };
     let dim = |d: Option<usize>| d.map_or("-1".to_owned(), |d| d.to_string());
     let coord = match (role, dims) {
@@ -219,7 +218,20 @@ pub(crate) fn probe_args(
         }
     };
     let bound = rows.map_or("kwb::all_rows".to_owned(), |r| format!("({r})"));
-    format!(", {bound}, kwb::Axis::M, {coord}")
+    Some((bound, coord))
+}
+
+/// The trailing arguments of a probe of a `role` fragment ([`probe_parts`]): the row
+/// bound, the row axis and the coordinate function. Empty when the layout is unknown.
+pub(crate) fn probe_args(
+    layout: Option<Layout>,
+    role: Role,
+    rows: Option<&str>,
+    dims: Dims,
+) -> String {
+    probe_parts(layout, role, rows, dims).map_or(String::new(), |(bound, coord)| {
+        format!(", {bound}, kwb::Axis::M, {coord}")
+    })
 }
 
 #[cfg(test)]

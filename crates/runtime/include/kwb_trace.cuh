@@ -701,21 +701,25 @@ __device__ __forceinline__ unsigned shard_of_warp() {
 // Asks for a record slot: the leader's atomicAdd on the warp's shard cursor. Only the
 // atomic is in the branch (a predicated ATOMG) and its result is first read by land(),
 // so the round trip overlaps whatever the probe does in between.
-__device__ __forceinline__ Claim claim() {
+// `records` consecutive records of one shard at once (probe_as_pair: one atomic's wait
+// for two probes).
+__device__ __forceinline__ Claim claim(unsigned records = 1u) {
   Claim c{__activemask(), shard_of_warp(), lane_id(), 0ull};
-  if (c.lane == __ffs(c.mask) - 1) c.claimed = atomicAdd(&trace_cursor[c.shard], 1ull);
+  if (c.lane == __ffs(c.mask) - 1) c.claimed = atomicAdd(&trace_cursor[c.shard], records);
   return c;
 }
 
-// Waits for the claimed slot. False when the buffer is full (the drop is counted).
-__device__ __forceinline__ bool land(const Claim& c, Slot& slot) {
+// Waits for record `offset` of the claim. False when the buffer is full (the drop is
+// counted).
+__device__ __forceinline__ bool land(const Claim& c, Slot& slot, unsigned offset = 0u) {
   constexpr unsigned long long per_shard = KWB_TRACE_CAPACITY / KWB_TRACE_SHARDS;
   static_assert(per_shard < 0xffffffffull, "a shard holds fewer than 2^32 - 1 records");
   slot.mask = c.mask;
   slot.lane = c.lane;
   slot.below = (1u << slot.lane) - 1u;
   slot.leader = __ffs(c.mask) - 1;
-  const unsigned mine = c.claimed < per_shard ? static_cast<unsigned>(c.claimed) : ~0u;
+  const unsigned long long claimed = c.claimed + offset;
+  const unsigned mine = claimed < per_shard ? static_cast<unsigned>(claimed) : ~0u;
   const unsigned index = __shfl_sync(c.mask, mine, slot.leader);
   if (index == ~0u) {
     if (slot.lane == slot.leader) atomicAdd(&trace_dropped, 1ull);
@@ -1008,32 +1012,46 @@ __device__ __forceinline__ void keep_values(const Slot& slot, unsigned total, in
 #endif
 }
 
-// Reduces the statistics over the warp; the leader writes the record's fields in
-// 16-byte stores (records are 16-byte aligned: 224 bytes each in a 16-byte aligned
-// buffer), the header's first four words last.
-__device__ __forceinline__ void finish(const Slot& slot, const Stats& s, const Probe& p) {
-  const unsigned absmax = warp_max(slot.mask, __float_as_uint(s.absmax));
-  const unsigned vmin = ~warp_max(slot.mask, ~order_key(s.vmin));
-  const unsigned vmax = warp_max(slot.mask, order_key(s.vmax));
-  unsigned seen = s.total, counted = s.total, nans = 0u, infs = 0u;
-  if (s.total == ~0u) {
-    seen = warp_sum(slot.mask, s.seen);
-    counted = warp_sum(slot.mask, s.counted);
-    nans = warp_sum(slot.mask, s.nans);
-    infs = warp_sum(slot.mask, s.infs);
-  }
-  if (slot.lane != slot.leader) return;
+// A probe's statistics reduced over the warp (every lane holds them).
+struct Totals {
+  unsigned absmax;
+  unsigned vmin;  // order key
+  unsigned vmax;  // order key
+  unsigned seen;
+  unsigned counted;
+  unsigned nans;
+  unsigned infs;
+};
 
+// Reduces the statistics over the warp's active lanes `mask`.
+__device__ __forceinline__ Totals totals(unsigned mask, const Stats& s) {
+  Totals t{warp_max(mask, __float_as_uint(s.absmax)), ~warp_max(mask, ~order_key(s.vmin)),
+           warp_max(mask, order_key(s.vmax)), s.total, s.total, 0u, 0u};
+  if (s.total == ~0u) {
+    t.seen = warp_sum(mask, s.seen);
+    t.counted = warp_sum(mask, s.counted);
+    t.nans = warp_sum(mask, s.nans);
+    t.infs = warp_sum(mask, s.infs);
+  }
+  return t;
+}
+
+// The leader writes the record's fields in 16-byte stores (records are 16-byte
+// aligned: 224 bytes each in a 16-byte aligned buffer), the header's first four
+// words last.
+__device__ __forceinline__ void write(const Slot& slot, const Totals& t, unsigned taken,
+                                      const Probe& p) {
+  if (slot.lane != slot.leader) return;
   Record* r = slot.record;
-  const unsigned taken = s.taken;
   const unsigned filled = static_cast<int>(taken) < KWB_TRACE_VALUES ? taken : KWB_TRACE_VALUES;
   store4(&r->tag, p.tag, blockIdx.x, blockIdx.y, blockIdx.z);
   store4(&r->warp, static_cast<unsigned>(warp_id()), static_cast<unsigned>(slot.lane),
          slot.mask, static_cast<unsigned>(p.k_tile));
   store4(&r->tile_m, static_cast<unsigned>(p.tile_m), static_cast<unsigned>(p.tile_n),
          static_cast<unsigned>(p.row_bound), static_cast<unsigned>(p.row_axis));
-  store4(&r->count, counted, absmax, from_order_key_bits(vmin), from_order_key_bits(vmax));
-  store4(&r->nan_count, nans, infs, seen, filled);
+  store4(&r->count, t.counted, t.absmax, from_order_key_bits(t.vmin),
+         from_order_key_bits(t.vmax));
+  store4(&r->nan_count, t.nans, t.infs, t.seen, filled);
 #ifdef KWB_TRACE_MAPPED
   // Host memory: the body lands before the header that says it is complete.
   __threadfence_system();
@@ -1041,15 +1059,20 @@ __device__ __forceinline__ void finish(const Slot& slot, const Stats& s, const P
   store4(&r->magic, record_magic, version, p.site, static_cast<unsigned>(p.kind));
 }
 
+// Reduces the statistics over the warp and writes the record.
+__device__ __forceinline__ void finish(const Slot& slot, const Stats& s, const Probe& p) {
+  write(slot, totals(slot.mask, s), s.taken, p);
+}
+
 // Values held per lane: each lane looks at value(i) for i in [0, N). N is a constant
 // and the loops are unrolled, so register fragments stay in registers. Without a row
 // filter the values go through the quick tally, and through the full one only when
 // the warp saw a NaN or an Inf. The first elements are sampled last, once the slot
 // has landed.
+// The probe writes record `offset` of `claimed` (a claim made after admitted()).
 template <int N, class ValueFn, class CoordFn>
-__device__ __forceinline__ void fragment(const Probe& p, ValueFn&& value, CoordFn&& coord) {
-  if (!admitted(p.k_tile)) return;
-  const Claim claimed = claim();
+__device__ __forceinline__ void fragment_claimed(const Probe& p, ValueFn&& value, CoordFn&& coord,
+                                                 const Claim& claimed, unsigned offset) {
   const unsigned mask = claimed.mask;
   Stats s = fresh_stats();
   bool done = false;
@@ -1090,12 +1113,22 @@ __device__ __forceinline__ void fragment(const Probe& p, ValueFn&& value, CoordF
       tally(s, true, row_of(coord(i), p.row_axis) < p.row_bound, v);
     }
   }
+  // Every value counts: the warp's totals and each lane's sample (its element 0, for
+  // the first active lanes) need no record, so they are worked out while the claim's
+  // atomic is still in flight.
+  const bool early = p.row_bound == all_rows;
+  Totals t{};
+  float first = 0.0f;
+  Coord at{-1, -1, -1};
+  if (early) {
+    t = totals(mask, s);
+    first = to_float(value(0));
+    at = coord(0);
+  }
   Slot slot;
-  if (!land(claimed, slot)) return;
-  if (p.row_bound == all_rows) {
-    // Every value counts: the slots take element 0 of the first active lanes.
-    sample_each(s, slot, INT_MAX, [&](int) { return to_float(value(0)); },
-                [&](int) { return coord(0); });
+  if (!land(claimed, slot, offset)) return;
+  if (early) {
+    sample_each(s, slot, INT_MAX, [&](int) { return first; }, [&](int) { return at; });
   } else {
     clear_slots(slot);
     if constexpr (KWB_TRACE_VALUES > 0) {
@@ -1110,7 +1143,13 @@ __device__ __forceinline__ void fragment(const Probe& p, ValueFn&& value, CoordF
 #ifdef KWB_TRACE_FULL
   keep_values(slot, static_cast<unsigned>(N) * __popc(slot.mask), N, true, value, coord);
 #endif
-  finish(slot, s, p);
+  write(slot, early ? t : totals(slot.mask, s), s.taken, p);
+}
+
+template <int N, class ValueFn, class CoordFn>
+__device__ __forceinline__ void fragment(const Probe& p, ValueFn&& value, CoordFn&& coord) {
+  if (!admitted(p.k_tile)) return;
+  fragment_claimed<N>(p, value, coord, claim(), 0u);
 }
 
 // The full tally of values shared by the warp: active lanes stride over value(i),
@@ -1395,6 +1434,38 @@ __device__ __forceinline__ void probe_as(uint32_t site, Kind kind, uint32_t tag,
   probe_fragment<n>(site, kind, tag, k_tile, tile_m, tile_n,
                     [&](int i) -> const T& { return flat[i]; }, row_bound, row_axis,
                     detail::fitted<A, T>(coord));
+}
+
+// Operands A and B of one MMA read as probe_as reads each (two records, sites
+// `site_a` and `site_b`), with one claim of two records: the B probe's wait for its
+// record is then over before it starts. kwb-instrument emits this where both operands
+// are probed at the same point.
+template <class T, class FA, class FB, class CoordA = NoCoord, class CoordB = NoCoord>
+__device__ __forceinline__ void probe_as_pair(uint32_t site_a, uint32_t site_b, uint32_t tag,
+                                              int k_tile, int tile_m, int tile_n, const FA& a,
+                                              const FB& b, int row_bound = all_rows,
+                                              Axis row_axis = Axis::M,
+                                              CoordA coord_a = CoordA{},
+                                              CoordB coord_b = CoordB{}) {
+  static_assert(std::is_array<FA>::value && std::is_array<FB>::value,
+                "probe_as_pair takes C arrays");
+  static_assert(sizeof(FA) % sizeof(T) == 0 && sizeof(FB) % sizeof(T) == 0,
+                "the arrays must hold whole values of T");
+#ifdef KWB_TRACE
+  if (!detail::admitted(k_tile)) return;
+  const detail::Claim both = detail::claim(2u);
+  const T* flat_a = reinterpret_cast<const T*>(&a);
+  const T* flat_b = reinterpret_cast<const T*>(&b);
+  detail::fragment_claimed<static_cast<int>(sizeof(FA) / sizeof(T))>(
+      detail::Probe{site_a, Kind::OperandA, tag, k_tile, tile_m, tile_n, row_bound, row_axis},
+      [&](int i) -> const T& { return flat_a[i]; }, detail::fitted<FA, T>(coord_a), both, 0u);
+  detail::fragment_claimed<static_cast<int>(sizeof(FB) / sizeof(T))>(
+      detail::Probe{site_b, Kind::OperandB, tag, k_tile, tile_m, tile_n, row_bound, row_axis},
+      [&](int i) -> const T& { return flat_b[i]; }, detail::fitted<FB, T>(coord_b), both, 1u);
+#else
+  (void)site_a, (void)site_b, (void)tag, (void)k_tile, (void)tile_m, (void)tile_n, (void)a;
+  (void)b, (void)row_bound, (void)row_axis, (void)coord_a, (void)coord_b;
+#endif
 }
 
 // Waits for every wgmma of the warpgroup: a wgmma accumulator is complete only then.

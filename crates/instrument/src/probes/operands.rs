@@ -1,7 +1,9 @@
 //! Register operand probes: each fragment right before the MMA statement that
 //! consumes it — the values exactly as the MMA reads them. Fragments that live in a
 //! device helper the kernel calls (`mma_k_tile(acc, sA, sB, …)` holding the
-//! `ldmatrix` results) are probed inside that helper.
+//! `ldmatrix` results) are probed inside that helper. Where packed A and B fragments
+//! are probed at the same point, one `kwb::probe_as_pair` call probes both, with one
+//! record claim for the two.
 
 use crate::tile::TILE;
 use kwb_sites::{Kernel, KernelMap, SiteKind};
@@ -102,7 +104,7 @@ fn in_function(
     let root = parsed.tree.root_node();
     let element = mma_input_type(&parsed.source);
     let layout = fragments::layout(&parsed.source);
-    let tag = em.tag;
+    let mut operands = Vec::new();
     for site in function
         .sites
         .iter()
@@ -133,21 +135,16 @@ fn in_function(
                 .iter()
                 .any(|w| ty.split_whitespace().any(|x| x == *w))
         });
-        let kind = if letter == 'A' {
-            "OperandA"
-        } else {
-            "OperandB"
-        };
         // Coordinates only where the values are the MMA's 16-bit inputs, packed.
-        let coords = if packed {
-            fragments::probe_args(
+        let parts = if packed {
+            fragments::probe_parts(
                 layout,
                 if letter == 'A' { Role::A } else { Role::B },
                 rows,
                 em.tile_dims.of(&name),
             )
         } else {
-            String::new()
+            None
         };
         // Before the first MMA statement of each block that names the operand: every
         // path that issues an MMA on it (a defect switch may hold one of them).
@@ -185,21 +182,18 @@ fn in_function(
                 .iter()
                 .find(|(range, _)| contains(range, &statement.byte_range()))
                 .map_or("-1".to_owned(), |(_, c)| c.clone());
-            let id = em.next_id();
-            let call = if packed {
-                format!(
-                    "kwb::probe_as<{element}>({id}, kwb::Kind::{kind}, 0x{tag:08x}u, {k_tile}, {TILE}, {name}{coords});"
-                )
+            let form = if packed {
+                Form::Packed(parts.clone())
             } else {
                 // A CuTe fragment: its coordinates from the partition that made it.
-                let cute = enclosing_function(statement)
-                    .and_then(|f| cute::coords(parsed, f, &name, statement.start_byte()))
-                    .map_or(String::new(), |c| {
-                        let bound = rows.map_or("kwb::all_rows".to_owned(), |r| format!("({r})"));
-                        format!(", {bound}, kwb::Axis::M, {c}")
-                    });
-                format!(
-                    "kwb::probe({id}, kwb::Kind::{kind}, 0x{tag:08x}u, {k_tile}, {TILE}, {name}{cute});"
+                Form::Cute(
+                    enclosing_function(statement)
+                        .and_then(|f| cute::coords(parsed, f, &name, statement.start_byte()))
+                        .map_or(String::new(), |c| {
+                            let bound =
+                                rows.map_or("kwb::all_rows".to_owned(), |r| format!("({r})"));
+                            format!(", {bound}, kwb::Axis::M, {c}")
+                        }),
                 )
             };
             let order = if k_tile == "-1" {
@@ -207,22 +201,127 @@ fn in_function(
             } else {
                 ""
             };
-            em.probe(
-                declaration_point(parsed, statement),
-                gate,
-                &call,
-                ProbeInfo {
-                    id,
-                    kernel: function.name.clone(),
-                    what: format!(
-                        "operand {letter} `{name}` as the MMA at line {} reads it{order}",
-                        mma.line
-                    ),
-                    line: statement.start_position().row + 1,
-                    text: mma.text.clone(),
-                },
-            );
+            operands.push(Operand {
+                at: declaration_point(parsed, statement),
+                letter,
+                name: name.clone(),
+                k_tile,
+                form,
+                what: format!(
+                    "operand {letter} `{name}` as the MMA at line {} reads it{order}",
+                    mma.line
+                ),
+                line: statement.start_position().row + 1,
+                text: mma.text.clone(),
+            });
         }
+    }
+    emit(em, function, gate, element, operands);
+}
+
+/// How an operand fragment is read.
+#[derive(Clone, PartialEq)]
+enum Form {
+    /// Packed 16-bit values in 32-bit registers (`kwb::probe_as`), with the row bound
+    /// and coordinate function when the layout is known.
+    Packed(Option<(String, String)>),
+    /// A CuTe fragment (`kwb::probe`), with its trailing arguments.
+    Cute(String),
+}
+
+/// One operand probe, before it is emitted.
+struct Operand {
+    at: usize,
+    letter: char,
+    name: String,
+    k_tile: String,
+    form: Form,
+    what: String,
+    line: usize,
+    text: String,
+}
+
+/// Emits the operand probes in the order found, an A fragment and a packed B fragment
+/// probed at the same point, with the same K tile and row bound, as one pair.
+fn emit(
+    em: &mut Emitter<'_>,
+    function: &Kernel,
+    gate: &str,
+    element: &str,
+    operands: Vec<Operand>,
+) {
+    let tag = em.tag;
+    let mut used = vec![false; operands.len()];
+    for i in 0..operands.len() {
+        if used[i] {
+            continue;
+        }
+        used[i] = true;
+        let a = &operands[i];
+        let info = |id: u32, o: &Operand| ProbeInfo {
+            id,
+            kernel: function.name.clone(),
+            what: o.what.clone(),
+            line: o.line,
+            text: o.text.clone(),
+        };
+        let partner = match &a.form {
+            Form::Packed(parts) if a.letter == 'A' => (0..operands.len()).find(|&j| {
+                let b = &operands[j];
+                !used[j]
+                    && b.letter == 'B'
+                    && b.at == a.at
+                    && b.k_tile == a.k_tile
+                    && match (&b.form, parts) {
+                        (Form::Packed(None), None) => true,
+                        (Form::Packed(Some((bound_b, _))), Some((bound_a, _))) => {
+                            bound_a == bound_b
+                        }
+                        _ => false,
+                    }
+            }),
+            _ => None,
+        };
+        let id = em.next_id();
+        let k_tile = &a.k_tile;
+        if let Some(j) = partner {
+            used[j] = true;
+            let b = &operands[j];
+            let args = match (&a.form, &b.form) {
+                (Form::Packed(Some((bound, coord_a))), Form::Packed(Some((_, coord_b)))) => {
+                    format!(", {bound}, kwb::Axis::M, {coord_a}, {coord_b}")
+                }
+                _ => String::new(),
+            };
+            let call = format!(
+                "kwb::probe_as_pair<{element}>({id}, {}, 0x{tag:08x}u, {k_tile}, {TILE}, {}, {}{args});",
+                id + 1,
+                a.name,
+                b.name
+            );
+            em.probe_pair(a.at, gate, &call, [info(id, a), info(id + 1, b)]);
+            continue;
+        }
+        let kind = if a.letter == 'A' {
+            "OperandA"
+        } else {
+            "OperandB"
+        };
+        let name = &a.name;
+        let call = match &a.form {
+            Form::Packed(parts) => {
+                let args = parts.as_ref().map_or(String::new(), |(bound, coord)| {
+                    format!(", {bound}, kwb::Axis::M, {coord}")
+                });
+                format!(
+                    "kwb::probe_as<{element}>({id}, kwb::Kind::{kind}, 0x{tag:08x}u, {k_tile}, {TILE}, {name}{args});"
+                )
+            }
+            Form::Cute(args) => format!(
+                "kwb::probe({id}, kwb::Kind::{kind}, 0x{tag:08x}u, {k_tile}, {TILE}, {name}{args});"
+            ),
+        };
+        em.probe(a.at, gate, &call, info(id, a));
     }
 }
 
