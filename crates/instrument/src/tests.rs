@@ -449,3 +449,61 @@ __global__ void late(const float* A, float* C) {
     // Stripped, the file is the original again.
     assert_eq!(crate::strip(&out).unwrap(), source);
 }
+
+/// A CuTe kernel's origin is its CTA coordinate (made from blockIdx) times its tiler,
+/// mode by mode, where a tiling call pairs the two; a coordinate no tiling call uses
+/// gives no origin.
+#[test]
+fn cute_kernels_pass_coordinate_times_tiler_as_the_tile_origin() {
+    let source = r#"template <class TA>
+__global__ void k(const TA* A, float* C, int K) {
+  using namespace cute;
+  auto cta_tiler = make_shape(Int<128>{}, Int<64>{}, Int<32>{});
+  auto cta_coord = make_coord(blockIdx.y, blockIdx.x, _);
+  auto gC = local_tile(make_tensor(make_gmem_ptr(C), make_shape(K, K)), cta_tiler, cta_coord, Step<_1, _1, X>{});
+  __shared__ float As[16][16];
+  float acc[2][4] = {};
+  for (int kt = 0; kt < 8; ++kt) {
+    As[threadIdx.y][threadIdx.x] = A[kt * 16 + threadIdx.x];
+    __syncthreads();
+    for (int k = 0; k < 16; ++k) acc[0][0] += As[threadIdx.y][k] * As[k][threadIdx.x];
+    __syncthreads();
+  }
+  gC(threadIdx.x) = acc[0][0];
+}
+template <class TA>
+__global__ void untiled(const TA* A, float* C) {
+  auto where = cute::make_coord(blockIdx.x, blockIdx.y);
+  __shared__ float As[16][16];
+  float acc[2][4] = {};
+  for (int kt = 0; kt < 8; ++kt) {
+    As[threadIdx.y][threadIdx.x] = A[kt * 16 + threadIdx.x];
+    __syncthreads();
+    for (int k = 0; k < 16; ++k) acc[0][0] += As[threadIdx.y][k] * As[k][threadIdx.x];
+    __syncthreads();
+  }
+  C[threadIdx.x] = acc[0][0];
+}
+"#;
+    let config = Config {
+        probes: Probes {
+            accumulator: true,
+            final_accumulator: true,
+            ..Probes::NONE
+        },
+        ..config(None)
+    };
+    let (out, plan) = instrument(source, &config).unwrap();
+    assert!(plan.probes.len() >= 4, "{:?}", plan.probes);
+    let body = &out[out.find("#line 1 \"").unwrap()..];
+    let (first, second) = body.split_at(body.find("void untiled(").unwrap());
+    assert!(
+        first.contains(
+            "kwb_kt_0, static_cast<int>(cute::get<0>(cta_coord)) * static_cast<int>(cute::size<0>(cta_tiler)), static_cast<int>(cute::get<1>(cta_coord)) * static_cast<int>(cute::size<1>(cta_tiler)), acc"
+        ),
+        "{first}"
+    );
+    assert!(second.contains(", -1, -1, acc"), "{second}");
+    assert!(!second.contains("get<0>(where)"), "{second}");
+    assert_eq!(crate::strip(&out).unwrap(), source);
+}

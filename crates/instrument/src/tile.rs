@@ -3,6 +3,11 @@
 //! `grammars/tile_origins.txt` and computed from `blockIdx`
 //! (`const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;`).
 //!
+//! A CuTe kernel's origin comes from its CTA coordinate and tiler instead
+//! (`auto cta_coord = make_coord(blockIdx.y, blockIdx.x, _);` cut by
+//! `local_tile(mC, cta_tiler, cta_coord, …)`): `get<0>(cta_coord) *
+//! size<0>(cta_tiler)` and the same on mode 1.
+//!
 //! Invariant: a probe names a local only where it is in scope (declared before the
 //! probe, in a block that holds it), so the probe compiles wherever the kernel does;
 //! everywhere else the record says -1.
@@ -19,29 +24,41 @@ pub(crate) const TILE: &str = "/*kwb:tile*/-1, -1";
 
 const TABLE: &str = include_str!("../../../grammars/tile_origins.txt");
 
-/// The names of the table, per axis (m, n).
-fn names() -> &'static (Vec<String>, Vec<String>) {
-    static NAMES: OnceLock<(Vec<String>, Vec<String>)> = OnceLock::new();
-    NAMES.get_or_init(|| {
-        let (mut m, mut n) = (Vec::new(), Vec::new());
+/// The table: origin local names per axis, and CuTe's coordinate and tiling functions.
+#[derive(Default)]
+struct Table {
+    m: Vec<String>,
+    n: Vec<String>,
+    coord: Vec<String>,
+    tile: Vec<String>,
+}
+
+fn table() -> &'static Table {
+    static TABLE_WORDS: OnceLock<Table> = OnceLock::new();
+    TABLE_WORDS.get_or_init(|| {
+        let mut t = Table::default();
         for line in TABLE.lines().map(str::trim) {
             let mut words = line.split_whitespace();
-            match words.next() {
-                Some("m") => m.extend(words.map(str::to_owned)),
-                Some("n") => n.extend(words.map(str::to_owned)),
-                _ => {}
-            }
+            let list = match words.next() {
+                Some("m") => &mut t.m,
+                Some("n") => &mut t.n,
+                Some("coord") => &mut t.coord,
+                Some("tile") => &mut t.tile,
+                _ => continue,
+            };
+            list.extend(words.map(str::to_owned));
         }
-        (m, n)
+        t
     })
 }
 
-/// One local holding an origin.
+/// One origin a probe can name.
 #[derive(Debug, Clone)]
 struct Origin {
     /// 0 for m, 1 for n.
     axis: usize,
-    name: String,
+    /// The int expression of it: `static_cast<int>(m0)`, or CuTe's product.
+    expr: String,
     /// The block it is declared in, and where its declaration ends.
     scope: Range<usize>,
     after: usize,
@@ -62,7 +79,11 @@ impl Origins {
             return;
         };
         let src = &parsed.source;
-        let (m, n) = names();
+        let table = table();
+        // CuTe coordinates from blockIdx: (name, scope, end of declaration).
+        let mut coords: Vec<(String, Range<usize>, usize)> = Vec::new();
+        // Tiling calls: (tiler, coordinate).
+        let mut tilings: Vec<(String, String)> = Vec::new();
         let mut stack = vec![function];
         while let Some(node) = stack.pop() {
             if node.kind() == "init_declarator"
@@ -71,27 +92,62 @@ impl Origins {
                     node.child_by_field_name("value"),
                 )
                 && src[v.byte_range()].contains("blockIdx")
+                && let Some(scope) = enclosing(node, "compound_statement")
             {
                 let name = src[d.byte_range()].trim();
-                let axis = if m.iter().any(|x| x == name) {
+                let after = node.parent().unwrap_or(node).end_byte();
+                let axis = if table.m.iter().any(|x| x == name) {
                     Some(0)
-                } else if n.iter().any(|x| x == name) {
+                } else if table.n.iter().any(|x| x == name) {
                     Some(1)
                 } else {
                     None
                 };
-                if let (Some(axis), Some(scope)) = (axis, enclosing(node, "compound_statement")) {
-                    let declaration = node.parent().unwrap_or(node);
+                if let Some(axis) = axis {
                     self.0.push(Origin {
                         axis,
-                        name: name.to_owned(),
+                        expr: format!("static_cast<int>({name})"),
                         scope: scope.byte_range(),
-                        after: declaration.end_byte(),
+                        after,
                     });
+                } else if v.kind() == "call_expression"
+                    && callee(src, v).is_some_and(|f| table.coord.iter().any(|c| *c == f))
+                {
+                    coords.push((name.to_owned(), scope.byte_range(), after));
+                }
+            }
+            if node.kind() == "call_expression"
+                && callee(src, node).is_some_and(|f| table.tile.iter().any(|t| *t == f))
+                && let Some(args) = node.child_by_field_name("arguments")
+            {
+                let mut cursor = args.walk();
+                let args: Vec<&str> = args
+                    .named_children(&mut cursor)
+                    .map(|a| src[a.byte_range()].trim())
+                    .collect();
+                if let [_, tiler, coord, ..] = args[..]
+                    && is_identifier(tiler)
+                {
+                    tilings.push((tiler.to_owned(), coord.to_owned()));
                 }
             }
             let mut cursor = node.walk();
             stack.extend(node.named_children(&mut cursor));
+        }
+        for (coord, scope, after) in coords {
+            let Some((tiler, _)) = tilings.iter().find(|(_, c)| *c == coord) else {
+                continue;
+            };
+            for axis in 0..2 {
+                self.0.push(Origin {
+                    axis,
+                    expr: format!(
+                        "static_cast<int>(cute::get<{axis}>({coord})) * static_cast<int>(cute::size<{axis}>({tiler}))"
+                    ),
+                    scope: scope.clone(),
+                    after,
+                });
+            }
         }
     }
 
@@ -105,11 +161,23 @@ impl Origins {
                 .iter()
                 .filter(|o| o.axis == a && o.after <= at && o.scope.contains(&at))
                 .max_by_key(|o| o.after)
-                .map_or_else(
-                    || "-1".to_owned(),
-                    |o| format!("static_cast<int>({})", o.name),
-                )
+                .map_or_else(|| "-1".to_owned(), |o| o.expr.clone())
         };
         text.replace(TILE, &format!("{}, {}", axis(0), axis(1)))
     }
+}
+
+/// The name a call calls, without template arguments or namespace (`cute::make_coord`
+/// and `make_coord<…>` are `make_coord`).
+fn callee(src: &str, call: tree_sitter::Node<'_>) -> Option<String> {
+    let function = call.child_by_field_name("function")?;
+    let text = &src[function.byte_range()];
+    let text = text.split('<').next()?;
+    Some(text.rsplit("::").next()?.trim().to_owned())
+}
+
+fn is_identifier(text: &str) -> bool {
+    !text.is_empty()
+        && text.chars().all(|c| c.is_alphanumeric() || c == '_')
+        && !text.starts_with(|c: char| c.is_ascii_digit())
 }
