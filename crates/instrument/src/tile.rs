@@ -111,13 +111,13 @@ impl Origins {
                         after,
                     });
                 } else if v.kind() == "call_expression"
-                    && callee(src, v).is_some_and(|f| table.coord.iter().any(|c| *c == f))
+                    && callee(src, v).is_some_and(|f| table.coord.contains(&f))
                 {
                     coords.push((name.to_owned(), scope.byte_range(), after));
                 }
             }
             if node.kind() == "call_expression"
-                && callee(src, node).is_some_and(|f| table.tile.iter().any(|t| *t == f))
+                && callee(src, node).is_some_and(|f| table.tile.contains(&f))
                 && let Some(args) = node.child_by_field_name("arguments")
             {
                 let mut cursor = args.walk();
