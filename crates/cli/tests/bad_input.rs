@@ -25,6 +25,8 @@ use tempfile::TempDir;
 const OK: i32 = 0;
 /// Bad usage, unreadable input or unwritable output (clap's usage errors too).
 const INPUT: i32 = 2;
+/// The named kernel is not one kwb can find in the file.
+const NO_KERNEL: i32 = 3;
 /// `kwb run`: nothing could run on a GPU.
 const NO_GPU: i32 = 7;
 
@@ -821,6 +823,16 @@ const CASES: &[(&str, Setup)] = &[
         sparse(d, "huge.cu", OVERSIZED);
         extract(&["huge.cu", "--kernel", "k", "-o", "out"])
             .fails(INPUT, "over the 33554432-byte limit")
+            .absent("out")
+    }),
+    ("extract: an adapter alias inside main()", |d| {
+        put(
+            d,
+            "local.cu",
+            "int main() {\n  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;\n  return 0;\n}\n",
+        );
+        extract(&["local.cu", "--kernel", "Gemm", "-o", "out"])
+            .fails(NO_KERNEL, "`Gemm` is an adapter alias declared inside `main` (line 2)")
             .absent("out")
     }),
     ("extract: --kernel with --template", |d| {

@@ -133,6 +133,39 @@ pub fn pick<'t>(parsed: &'t Parsed, name: &str) -> Option<Found<'t>> {
     }
 }
 
+/// An adapter alias named `name` declared inside a function body, which [`found`]
+/// does not read: (alias, what it aliases, the function, its line).
+pub fn local(parsed: &Parsed, name: &str) -> Option<(String, String, String, usize)> {
+    let short = name.rsplit("::").next().unwrap_or(name).trim();
+    let mut stack = vec![parsed.tree.root_node()];
+    while let Some(n) = stack.pop() {
+        if n.kind() == "alias_declaration"
+            && let (Some(alias), Some(ty)) =
+                (n.child_by_field_name("name"), n.child_by_field_name("type"))
+            && parsed.source[alias.byte_range()].trim() == short
+            && let Some(function) = crate::tree::enclosing_function(n)
+        {
+            let written = parsed.source[ty.byte_range()]
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ");
+            if table().iter().any(|a| a.matches(&written)) {
+                return Some((
+                    short.to_owned(),
+                    written,
+                    crate::tree::function_name(parsed, function)
+                        .unwrap_or("a function")
+                        .to_owned(),
+                    crate::tree::line_of(&parsed.source, n.start_byte()),
+                ));
+            }
+        }
+        let mut cursor = n.walk();
+        stack.extend(n.named_children(&mut cursor));
+    }
+    None
+}
+
 /// The adapter aliases of a file, for a message.
 pub fn names(parsed: &Parsed) -> Vec<String> {
     found(parsed)

@@ -16,6 +16,16 @@ pub enum ExtractError {
     #[error("no __global__ function `{name}` in this file")]
     #[diagnostic(help("kernels defined here: {available}"))]
     UnknownKernel { name: String, available: String },
+    #[error("`{alias}` is an adapter alias declared inside `{function}` (line {line})")]
+    #[diagnostic(help(
+        "kwb-extract reads adapter aliases at namespace scope, where the reproducer can copy them: move `using {alias} = {written};` and the aliases it uses out of `{function}` (to namespace scope, as the CUTLASS 3.x examples do), then run it again"
+    ))]
+    LocalAdapter {
+        alias: String,
+        written: String,
+        function: String,
+        line: usize,
+    },
     #[error("`{kernel}` is a template and this file has no launch of it")]
     #[diagnostic(help("give the instantiation: --template '{kernel}<ARGS…>'"))]
     NoLaunch { kernel: String },

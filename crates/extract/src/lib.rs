@@ -163,6 +163,14 @@ pub fn extract(source: &str, request: &Request) -> Result<Extraction, ExtractErr
         {
             return adapter::extract(&parsed, &found, request);
         }
+        if let Some((alias, written, function, line)) = adapter::local(&parsed, &name) {
+            return Err(ExtractError::LocalAdapter {
+                alias,
+                written,
+                function,
+                line,
+            });
+        }
         let adapters = adapter::names(&parsed);
         let adapters = if adapters.is_empty() {
             String::new()

@@ -665,3 +665,30 @@ void launch(const TaskDesc* t, int n) { persistent<<<8, 128>>>(t, n); }
         ]
     );
 }
+
+#[test]
+fn an_adapter_alias_inside_a_function_is_named_with_where_it_is() {
+    let src = "#include <cutlass/gemm/device/gemm_universal_adapter.h>\nint main() {\n  using GemmKernel = cutlass::gemm::kernel::GemmUniversal<Shape<int,int,int,int>, M, E>;\n  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;\n  return 0;\n}\n";
+    match extract(src, &request("Gemm")) {
+        Err(ExtractError::LocalAdapter {
+            alias,
+            written,
+            function,
+            line,
+        }) => {
+            assert_eq!(alias, "Gemm");
+            assert_eq!(
+                written,
+                "cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>"
+            );
+            assert_eq!(function, "main");
+            assert_eq!(line, 4);
+        }
+        other => panic!("{other:?}"),
+    }
+    // A name no alias has is still an unknown kernel.
+    assert!(matches!(
+        extract(src, &request("Other")),
+        Err(ExtractError::UnknownKernel { .. })
+    ));
+}

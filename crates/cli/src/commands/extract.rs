@@ -176,9 +176,9 @@ pub fn run(args: Args) -> i32 {
         Ok(x) => x,
         Err(e) => {
             let code = match e {
-                ExtractError::UnknownKernel { .. } | ExtractError::NoArguments { .. } => {
-                    exit::NO_KERNEL
-                }
+                ExtractError::UnknownKernel { .. }
+                | ExtractError::NoArguments { .. }
+                | ExtractError::LocalAdapter { .. } => exit::NO_KERNEL,
                 _ => exit::INPUT,
             };
             render::error(Report::new(e));
