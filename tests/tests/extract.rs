@@ -173,7 +173,12 @@ fn suite_task_request() -> Request {
     let text = std::fs::read_to_string(repo_root().join("kernels/suite.toml")).unwrap();
     let suite: toml::Value = toml::from_str(&text).unwrap();
     let family = &suite["families"]["megakernel"];
-    let flags: Vec<&str> = family["extract_flags"]
+    task_request(&family["template"], &family["extract_flags"])
+}
+
+/// A task request from a `template` and `extract_flags` of kernels/suite.toml.
+fn task_request(template: &toml::Value, extract_flags: &toml::Value) -> Request {
+    let flags: Vec<&str> = extract_flags
         .as_array()
         .unwrap()
         .iter()
@@ -194,9 +199,76 @@ fn suite_task_request() -> Request {
         }
     }
     Request {
-        template: Some(family["template"].as_str().unwrap().to_owned()),
+        template: Some(template.as_str().unwrap().to_owned()),
         task,
         ..request("megakernel", "megakernel")
+    }
+}
+
+/// megakernel/up_weight_desc as kernels/suite.toml has Track B reproduce it: the
+/// up-projection task, its maps bound as `tma(A)` and `tma(B)`, so they are encoded
+/// with the types the launcher encodes them with under the build's `-D`s: the down
+/// projection's weight type for W_up in the defect's build, the up projection's in
+/// the correct one.
+#[test]
+fn a_task_s_maps_are_encoded_the_way_the_launcher_encodes_them() {
+    let text = std::fs::read_to_string(repo_root().join("kernels/suite.toml")).unwrap();
+    let suite: toml::Value = toml::from_str(&text).unwrap();
+    let variant = suite["variant"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| {
+            v["family"].as_str() == Some("megakernel")
+                && v["defect"].as_str() == Some("up_weight_desc")
+        })
+        .unwrap();
+    for (defect, weight) in [
+        ("up_weight_desc", "DownTmas::Weight"),
+        ("none", "UpTmas::Weight"),
+    ] {
+        let mut r = task_request(&variant["repro_template"], &variant["repro_extract_flags"]);
+        r.kernel = None;
+        r.defines = vec![("KWB_DEFECT".to_owned(), defect.to_owned())];
+        let x = extract(&source("megakernel"), &r).unwrap();
+        let t = x.host.tasks.as_ref().unwrap();
+        assert_eq!(t.dispatch, "task.type == TASK_LINEAR_UP");
+        let value = |name: &str| {
+            t.fields
+                .iter()
+                .find(|f| f.name == name)
+                .unwrap()
+                .value
+                .clone()
+        };
+        assert_eq!(value("input_desc"), "tma(A, UpTmas::Input)", "{defect}");
+        assert_eq!(
+            value("weight_desc"),
+            format!("tma(B, {weight})"),
+            "{defect}"
+        );
+        assert!(x.repro.contains(&format!(
+            "{weight}::encode(kwb_encode_tiled(), &kwb_maps[1]"
+        )));
+        if std::env::var("KWB_RUN_SLOW_TESTS").as_deref() != Ok("1") {
+            continue;
+        }
+        // With nvcc, the reproducer compiles.
+        let toolchain = kwb_toolchain::toolchain(&Env::from_process()).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let repro = dir.path().join("repro.cu");
+        std::fs::write(&repro, &x.repro).unwrap();
+        let flags = CompileFlags {
+            includes: vec![
+                repo_root().join("kernels/megakernel"),
+                repo_root().join("kernels/common"),
+            ],
+            defines: vec![format!("KWB_DEFECT={defect}")],
+            extra: vec!["-O3".to_owned()],
+            ..CompileFlags::default()
+        };
+        let object = dir.path().join("repro.o");
+        kwb_toolchain::compile_object(&toolchain, &repro, &flags, &object).unwrap();
     }
 }
 

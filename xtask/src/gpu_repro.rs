@@ -144,7 +144,8 @@ fn one(
         note: String::new(),
         seconds: 0.0,
     };
-    let what = match (&family.template, &family.kernel) {
+    let template = v.repro_template.as_ref().or(family.template.as_ref());
+    let what = match (template, &family.kernel) {
         (Some(t), _) => ["--template", t.as_str()],
         (None, Some(k)) => ["--kernel", k.as_str()],
         (None, None) => {
@@ -192,7 +193,11 @@ fn one(
     x.current_dir(root)
         .arg(&source)
         .args(what)
-        .args(&family.extract_flags)
+        .args(
+            v.repro_extract_flags
+                .as_ref()
+                .unwrap_or(&family.extract_flags),
+        )
         .arg("-p")
         .arg(&db)
         .arg("-o")
@@ -218,7 +223,9 @@ fn one(
         .args(if family.run_shape {
             vec![
                 "--shape".to_owned(),
-                v.shape
+                v.repro_shape
+                    .as_ref()
+                    .unwrap_or(&v.shape)
                     .iter()
                     .map(u64::to_string)
                     .collect::<Vec<_>>()

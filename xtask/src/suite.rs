@@ -84,6 +84,15 @@ pub struct Variant {
     pub repro_expect: Option<Expect>,
     #[serde(default)]
     pub repro_note: Option<String>,
+    /// A defect in another task of the megakernel than the family's: Track B
+    /// reproduces this task instead (`--template`), with these kwb-extract flags and
+    /// `kwb run --shape` of this problem.
+    #[serde(default)]
+    pub repro_template: Option<String>,
+    #[serde(default)]
+    pub repro_extract_flags: Option<Vec<String>>,
+    #[serde(default)]
+    pub repro_shape: Option<Vec<u64>>,
 }
 
 /// The outcome each input rung must have.

@@ -832,7 +832,10 @@ const CASES: &[(&str, Setup)] = &[
             "int main() {\n  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;\n  return 0;\n}\n",
         );
         extract(&["local.cu", "--kernel", "Gemm", "-o", "out"])
-            .fails(NO_KERNEL, "`Gemm` is an adapter alias declared inside `main` (line 2)")
+            .fails(
+                NO_KERNEL,
+                "`Gemm` is an adapter alias declared inside `main` (line 2)",
+            )
             .absent("out")
     }),
     ("extract: --kernel with --template", |d| {

@@ -97,7 +97,7 @@ pub enum ExtractError {
     TaskList { what: String, help: String },
     #[error("`{function}` reads task fields that no --task binding gives: {all}")]
     #[diagnostic(help(
-        "bind each: {suggestion} (a guess from the fields' names and types: check it; `?` where none). VALUE is an operand (A, B, C, D, bias), a problem scalar (alpha, beta, M, N, K), the task's tile origin (m0, n0), a TMA descriptor of an operand (tma(A, TYPE): TYPE's own encoding function fills it) or a C++ expression (e.g. -1)"
+        "bind each: {suggestion} (a guess from the fields' names and types: check it; `?` where none). VALUE is an operand (A, B, C, D, bias), a problem scalar (alpha, beta, M, N, K), the task's tile origin (m0, n0), a TMA descriptor of an operand (tma(A, TYPE): TYPE's own encoding function fills it; tma(A): with the type the launcher encodes it with) or a C++ expression (e.g. -1)"
     ))]
     UnboundTaskField {
         function: String,

@@ -66,7 +66,9 @@ pub struct Args {
     /// task list): a field of the tasks kwb builds, FIELD=VALUE. VALUE is an operand
     /// (A, B, C, D, bias), a problem scalar (alpha, beta, M, N, K), the task's output
     /// tile origin (m0, n0), a TMA descriptor of an operand encoded by the file's own
-    /// encoding function for a type (tma(A, TYPE)), or a C++ expression
+    /// encoding function for a type (tma(A, TYPE)) or for the type the launcher
+    /// encodes the field's map with for tasks of this type (tma(A)), or a C++
+    /// expression
     #[arg(long = "task", value_name = "FIELD=VALUE")]
     task: Vec<String>,
     /// For a task of a megakernel: the output tile one task computes, ROWS,COLUMNS

@@ -9,7 +9,8 @@
 //! a task is written from a binding the user gives (`--task FIELD=VALUE`): an operand
 //! (`A`, `B`, `C`, `D`, `bias`), a scalar of the problem (`alpha`, `beta`, `M`, `N`,
 //! `K`), the task's tile origin (`m0`, `n0`), a TMA descriptor of an operand encoded by
-//! the file's own encoding function for a type (`tma(A, TYPE)`), or any C++
+//! the file's own encoding function for a type (`tma(A, TYPE)`, or `tma(A)` for the
+//! type the launcher encodes that field's map with: `registration.rs`), or any C++
 //! expression. The dispatch field gets the case label.
 //!
 //! Invariant: every field the instantiation reads through its task parameter is the
@@ -18,6 +19,7 @@
 
 mod codegen;
 mod find;
+mod registration;
 
 use kwb_sites::KernelMap;
 use kwb_syntax::Parsed;
@@ -251,7 +253,64 @@ pub(crate) fn extract(
     // The fields the task reads: in the call's arguments, and through the task where
     // the call passes it whole (to the device function and its helpers).
     let read = fields_read(parsed, call.node, &d.variable);
-    let bindings = &request.task.bindings;
+    // TMA bindings go through the file's own encoding function.
+    let descriptors = crate::descriptors::descriptors(parsed, &constants);
+    let encoding = match request
+        .task
+        .bindings
+        .iter()
+        .find(|(_, v)| v.starts_with("tma("))
+    {
+        Some((key, value)) => {
+            let functions: Vec<Node<'_>> = descriptors
+                .iter()
+                .filter_map(|desc| {
+                    let at = crate::tree::line_start(src, desc.line);
+                    parsed
+                        .tree
+                        .root_node()
+                        .descendant_for_byte_range(at, at)
+                        .and_then(crate::tree::enclosing_function)
+                })
+                .collect();
+            Some(
+                encoding(parsed, &functions).map_err(|why| ExtractError::BadTaskBinding {
+                    binding: format!("{key}={value}"),
+                    why,
+                })?,
+            )
+        }
+        None => None,
+    };
+    // `tma(OPERAND)`: the type the launcher encodes the field's map with.
+    let mut resolved = request.task.bindings.clone();
+    for (key, value) in &mut resolved {
+        let Some(operand) = value
+            .trim()
+            .strip_prefix("tma(")
+            .and_then(|v| v.strip_suffix(')'))
+            .map(str::trim)
+            .filter(|o| matches!(*o, "A" | "B" | "C" | "D"))
+        else {
+            continue;
+        };
+        let function = encoding.as_ref().map_or("encode", |e| e.function.as_str());
+        let ty = registration::launcher_type(
+            parsed,
+            &constants,
+            &task_type,
+            &fields,
+            (&d.field, &d.value),
+            key,
+            function,
+        )
+        .map_err(|why| ExtractError::BadTaskBinding {
+            binding: format!("{key}={value}"),
+            why: format!("the type of the launcher's encoding: {why}"),
+        })?;
+        *value = format!("tma({operand}, {ty})");
+    }
+    let bindings = &resolved;
     for (f, v) in bindings {
         if !fields.iter().any(|(n, _)| *n == top_field(f)) {
             return Err(ExtractError::BadTaskBinding {
@@ -324,34 +383,10 @@ pub(crate) fn extract(
         if f.value.starts_with("tma(") && tma_binding(&f.value).is_none() {
             return Err(ExtractError::BadTaskBinding {
                 binding: format!("{}={}", f.name, f.value),
-                why: "write it as tma(OPERAND, TYPE), OPERAND one of A, B, C, D".to_owned(),
+                why: "write it as tma(OPERAND, TYPE), or tma(OPERAND) for the type the launcher encodes it with; OPERAND one of A, B, C, D".to_owned(),
             });
         }
     }
-    // TMA bindings go through the file's own encoding function.
-    let descriptors = crate::descriptors::descriptors(parsed, &constants);
-    let encoding = match task_fields.iter().find(|f| tma_binding(&f.value).is_some()) {
-        Some(first) => {
-            let functions: Vec<Node<'_>> = descriptors
-                .iter()
-                .filter_map(|desc| {
-                    let at = crate::tree::line_start(src, desc.line);
-                    parsed
-                        .tree
-                        .root_node()
-                        .descendant_for_byte_range(at, at)
-                        .and_then(crate::tree::enclosing_function)
-                })
-                .collect();
-            Some(
-                encoding(parsed, &functions).map_err(|why| ExtractError::BadTaskBinding {
-                    binding: format!("{}={}", first.name, first.value),
-                    why,
-                })?,
-            )
-        }
-        None => None,
-    };
     // The kernel's parameters: the list, its length, zeroed scratch for other pointers.
     let mut count = None;
     let mut scratch = Vec::new();
