@@ -250,26 +250,31 @@ fn a_task_s_maps_are_encoded_the_way_the_launcher_encodes_them() {
         assert!(x.repro.contains(&format!(
             "{weight}::encode(kwb_encode_tiled(), &kwb_maps[1]"
         )));
-        if std::env::var("KWB_RUN_SLOW_TESTS").as_deref() != Ok("1") {
-            continue;
+        if std::env::var("KWB_RUN_SLOW_TESTS").as_deref() == Ok("1") {
+            // With nvcc, the reproducer compiles.
+            compile_megakernel_task(&x.repro, defect);
         }
-        // With nvcc, the reproducer compiles.
-        let toolchain = kwb_toolchain::toolchain(&Env::from_process()).unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let repro = dir.path().join("repro.cu");
-        std::fs::write(&repro, &x.repro).unwrap();
-        let flags = CompileFlags {
-            includes: vec![
-                repo_root().join("kernels/megakernel"),
-                repo_root().join("kernels/common"),
-            ],
-            defines: vec![format!("KWB_DEFECT={defect}")],
-            extra: vec!["-O3".to_owned()],
-            ..CompileFlags::default()
-        };
-        let object = dir.path().join("repro.o");
-        kwb_toolchain::compile_object(&toolchain, &repro, &flags, &object).unwrap();
     }
+}
+
+/// The SASS of a megakernel task reproducer compiled with nvcc for `defect`.
+fn compile_megakernel_task(repro_text: &str, defect: &str) -> String {
+    let toolchain = kwb_toolchain::toolchain(&Env::from_process()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let repro = dir.path().join("repro.cu");
+    std::fs::write(&repro, repro_text).unwrap();
+    let flags = CompileFlags {
+        includes: vec![
+            repo_root().join("kernels/megakernel"),
+            repo_root().join("kernels/common"),
+        ],
+        defines: vec![format!("KWB_DEFECT={defect}")],
+        extra: vec!["-O3".to_owned()],
+        ..CompileFlags::default()
+    };
+    let object = dir.path().join("repro.o");
+    kwb_toolchain::compile_object(&toolchain, &repro, &flags, &object).unwrap();
+    kwb_toolchain::sass(&toolchain, &object).unwrap()
 }
 
 /// A task of the megakernel: the kernel runs unchanged on a list of down-projection
@@ -298,23 +303,7 @@ fn the_megakernel_task_is_reproduced_by_its_kernel_on_a_task_list() {
     if std::env::var("KWB_RUN_SLOW_TESTS").as_deref() != Ok("1") {
         return;
     }
-    let env = Env::from_process();
-    let toolchain = kwb_toolchain::toolchain(&env).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let repro = dir.path().join("repro.cu");
-    std::fs::write(&repro, &x.repro).unwrap();
-    let flags = CompileFlags {
-        includes: vec![
-            repo_root().join("kernels/megakernel"),
-            repo_root().join("kernels/common"),
-        ],
-        defines: vec!["KWB_DEFECT=none".to_owned()],
-        extra: vec!["-O3".to_owned()],
-        ..CompileFlags::default()
-    };
-    let object = dir.path().join("repro.o");
-    kwb_toolchain::compile_object(&toolchain, &repro, &flags, &object).unwrap();
-    let sass = kwb_toolchain::sass(&toolchain, &object).unwrap();
+    let sass = compile_megakernel_task(&x.repro, "none");
     assert!(sass.contains("megakernel"), "{sass}");
 }
 
