@@ -1,7 +1,9 @@
 //! Where the launcher registers a task's descriptors. `--task FIELD=tma(OPERAND)` (no
 //! type) binds a descriptor field the way the file's own host code fills it for tasks
 //! of the dispatched type: the task construction (`Task{TASK_LINEAR_UP, …,
-//! &b.maps[1], …}`) gives the field's element of a map array, the copy into that array
+//! &b.maps[1], …}`, `Task t = {…}`, `tasks.push_back({…})` on a vector of tasks, or
+//! field by field: `t.type = …; t.weight = …;`) gives the field's element of a map
+//! array, the copy into that array
 //! (`cudaMemcpyAsync(b.maps, host_maps, …)`) the host array, and the encoding call that
 //! writes that element (`UpTmas::Weight::encode(encode, &host_maps[1], b.w_up)`), in
 //! the `if constexpr` branch the build's `-D`s select, the type. A defect in how the
@@ -46,10 +48,20 @@ pub(crate) fn launcher_type(
     let src = &parsed.source;
     let root = parsed.tree.root_node();
     let tail = |t: &str| t.rsplit("::").next().unwrap_or(t).trim().to_owned();
-    // 1. The constructions of tasks of the dispatched type, and the field's value in each.
+    // 1. The constructions of tasks of the dispatched type, and the field's value in each:
+    // brace initializers, and tasks written field by field.
     let mut values: Vec<(String, usize)> = Vec::new();
-    for init in constructions(parsed, root, task_type) {
-        let given = initialized(parsed, init, fields);
+    let mut built: Vec<(Vec<(String, String)>, usize)> = constructions(parsed, root, task_type)
+        .into_iter()
+        .map(|init| {
+            (
+                initialized(parsed, init, fields),
+                crate::tree::line_of(src, init.start_byte()),
+            )
+        })
+        .collect();
+    built.extend(assigned(parsed, root, task_type));
+    for (given, line) in built {
         let Some((_, kind)) = given.iter().find(|(f, _)| f == dispatch_field) else {
             continue;
         };
@@ -57,7 +69,7 @@ pub(crate) fn launcher_type(
             continue;
         }
         if let Some((_, v)) = given.iter().find(|(f, _)| f == field) {
-            values.push((v.clone(), crate::tree::line_of(src, init.start_byte())));
+            values.push((v.clone(), line));
         }
     }
     if values.is_empty() {
@@ -123,7 +135,81 @@ pub(crate) fn launcher_type(
     }
 }
 
-/// The brace initializers that construct a `task_type`: `Task{…}` and `Task t = {…}`.
+/// Tasks written field by field (`Task t; t.type = TASK_X; t.w = &maps[1];`, or
+/// `tasks[i].type = …` on an array of tasks): per function and written object, the
+/// (field, value) assignments and the line of the first one.
+fn assigned(
+    parsed: &Parsed,
+    root: Node<'_>,
+    task_type: &str,
+) -> Vec<(Vec<(String, String)>, usize)> {
+    let src = &parsed.source;
+    // Variables declared as tasks (or arrays and vectors of them), per function.
+    let mut declared: Vec<(usize, String)> = Vec::new();
+    let mut writes: Vec<(usize, String, String, String, usize)> = Vec::new();
+    let mut stack = vec![root];
+    while let Some(n) = stack.pop() {
+        let function = || crate::tree::enclosing_function(n).map_or(0, |f| f.start_byte());
+        if n.kind() == "declaration"
+            && let Some(ty) = n.child_by_field_name("type")
+            && kwb_syntax::identifiers(&src[ty.byte_range()]).any(|w| w == task_type)
+        {
+            let mut cursor = n.walk();
+            for d in n.children_by_field_name("declarator", &mut cursor) {
+                let head = &src[d.byte_range()];
+                let head = head.split(['=', '[', '{', '(']).next().unwrap_or(head);
+                if let Some(name) = kwb_syntax::identifiers(head).last() {
+                    declared.push((function(), name.to_owned()));
+                }
+            }
+        }
+        if n.kind() == "assignment_expression"
+            && let (Some(left), Some(right)) = (
+                n.child_by_field_name("left"),
+                n.child_by_field_name("right"),
+            )
+            && left.kind() == "field_expression"
+            && let (Some(object), Some(field)) = (
+                left.child_by_field_name("argument"),
+                left.child_by_field_name("field"),
+            )
+        {
+            writes.push((
+                function(),
+                src[object.byte_range()].split_whitespace().collect(),
+                src[field.byte_range()].trim().to_owned(),
+                src[right.byte_range()].trim().to_owned(),
+                n.start_byte(),
+            ));
+        }
+        let mut cursor = n.walk();
+        stack.extend(n.named_children(&mut cursor));
+    }
+    writes.sort_by_key(|w| w.4);
+    let mut groups: Vec<((usize, String), Vec<(String, String)>, usize)> = Vec::new();
+    for (function, object, field, value, at) in writes {
+        // The variable written: `t` of `t`, `tasks` of `tasks[i]`.
+        let variable = object.split('[').next().unwrap_or(&object).to_owned();
+        if !declared
+            .iter()
+            .any(|(f, v)| *f == function && *v == variable)
+        {
+            continue;
+        }
+        let key = (function, object);
+        match groups.iter_mut().find(|(k, _, _)| *k == key) {
+            Some((_, given, _)) => given.push((field, value)),
+            None => groups.push((key, vec![(field, value)], crate::tree::line_of(src, at))),
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(_, given, line)| (given, line))
+        .collect()
+}
+
+/// The brace initializers that construct a `task_type`: `Task{…}`, `Task t = {…}`, and
+/// `{…}` pushed onto a `std::vector<Task>` (`tasks.push_back({…})`).
 fn constructions<'t>(parsed: &Parsed, root: Node<'t>, task_type: &str) -> Vec<Node<'t>> {
     let src = &parsed.source;
     let named = |n: Node<'_>| {
@@ -133,9 +219,47 @@ fn constructions<'t>(parsed: &Parsed, root: Node<'t>, task_type: &str) -> Vec<No
             == Some(task_type)
     };
     let mut out = Vec::new();
+    // Vectors of tasks: their names.
+    let mut vectors: Vec<String> = Vec::new();
+    let mut stack = vec![root];
+    while let Some(n) = stack.pop() {
+        if n.kind() == "declaration"
+            && let Some(ty) = n.child_by_field_name("type")
+            && src[ty.byte_range()].contains("vector")
+            && kwb_syntax::identifiers(&src[ty.byte_range()]).any(|w| w == task_type)
+        {
+            let mut cursor = n.walk();
+            for d in n.children_by_field_name("declarator", &mut cursor) {
+                let head = &src[d.byte_range()];
+                let head = head.split(['=', '{', '(']).next().unwrap_or(head);
+                if let Some(name) = kwb_syntax::identifiers(head).last() {
+                    vectors.push(name.to_owned());
+                }
+            }
+        }
+        let mut cursor = n.walk();
+        stack.extend(n.named_children(&mut cursor));
+    }
     let mut stack = vec![root];
     while let Some(n) = stack.pop() {
         match n.kind() {
+            "call_expression" => {
+                if let (Some(f), Some(args)) = (
+                    n.child_by_field_name("function"),
+                    n.child_by_field_name("arguments"),
+                ) && f.kind() == "field_expression"
+                    && let (Some(object), Some(method)) = (
+                        f.child_by_field_name("argument"),
+                        f.child_by_field_name("field"),
+                    )
+                    && matches!(&src[method.byte_range()], "push_back" | "emplace_back")
+                    && vectors.iter().any(|v| v == src[object.byte_range()].trim())
+                    && let Some(list) = args.named_child(0)
+                    && list.kind() == "initializer_list"
+                {
+                    out.push(list);
+                }
+            }
             "compound_literal_expression" => {
                 if let (Some(ty), Some(value)) = (
                     n.child_by_field_name("type"),
@@ -382,6 +506,46 @@ static void launch(EncodeFn encode, Buffers& b) {
             resolve("none", "TASK_DOWN", "w").unwrap(),
             "DownTmas::Weight"
         );
+    }
+
+    /// Tasks written field by field, and pushed onto a vector as brace lists.
+    #[test]
+    fn tasks_assigned_field_by_field_or_pushed_are_read_too() {
+        let launcher = r#"
+struct Task { int type; int col; const CUtensorMap* in; const CUtensorMap* w; };
+static void launch(EncodeFn encode, Buffers& b) {
+  CUtensorMap host_maps[4];
+  UpTmas::Weight::encode(encode, &host_maps[1], b.w_up);
+  DownTmas::Weight::encode(encode, &host_maps[3], b.w_down);
+  UpTmas::Input::encode(encode, &host_maps[0], b.x);
+  Task tasks[8];
+  for (int i = 0; i < 4; ++i) {
+    tasks[i].type = TASK_UP;
+    tasks[i].w = &b.maps[1];
+  }
+  std::vector<Task> more;
+  more.push_back({TASK_DOWN, 0, &b.maps[0], &b.maps[3]});
+  Task other;
+  other.w = &b.maps[0];
+  cudaMemcpy(b.maps, host_maps, sizeof(host_maps), cudaMemcpyHostToDevice);
+}
+"#;
+        let parsed = kwb_syntax::parse(launcher);
+        let constants = crate::constants::file_scope(&parsed, &[]);
+        let resolve = |label: &str, field: &str| {
+            launcher_type(
+                &parsed,
+                &constants,
+                "Task",
+                &fields(),
+                ("type", label),
+                field,
+                "encode",
+            )
+        };
+        assert_eq!(resolve("TASK_UP", "w").unwrap(), "UpTmas::Weight");
+        assert_eq!(resolve("TASK_DOWN", "w").unwrap(), "DownTmas::Weight");
+        assert_eq!(resolve("TASK_DOWN", "in").unwrap(), "UpTmas::Input");
     }
 
     #[test]
