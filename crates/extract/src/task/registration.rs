@@ -27,6 +27,9 @@ const COPIES: [(&str, usize, usize); 4] = [
     ("cuMemcpyHtoDAsync", 0, 1),
 ];
 
+/// The (field, value) pairs one task construction gives, and its line.
+type Built = (Vec<(String, String)>, usize);
+
 /// What a task construction writes into one field: an element of an array.
 struct Element {
     array: String,
@@ -51,7 +54,7 @@ pub(crate) fn launcher_type(
     // 1. The constructions of tasks of the dispatched type, and the field's value in each:
     // brace initializers, and tasks written field by field.
     let mut values: Vec<(String, usize)> = Vec::new();
-    let mut built: Vec<(Vec<(String, String)>, usize)> = constructions(parsed, root, task_type)
+    let mut built: Vec<Built> = constructions(parsed, root, task_type)
         .into_iter()
         .map(|init| {
             (
@@ -186,7 +189,8 @@ fn assigned(
         stack.extend(n.named_children(&mut cursor));
     }
     writes.sort_by_key(|w| w.4);
-    let mut groups: Vec<((usize, String), Vec<(String, String)>, usize)> = Vec::new();
+    // Per (function, object written): what it is given, from its first line on.
+    let mut groups: Vec<((usize, String), Built)> = Vec::new();
     for (function, object, field, value, at) in writes {
         // The variable written: `t` of `t`, `tasks` of `tasks[i]`.
         let variable = object.split('[').next().unwrap_or(&object).to_owned();
