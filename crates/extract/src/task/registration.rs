@@ -201,15 +201,12 @@ fn assigned(
             continue;
         }
         let key = (function, object);
-        match groups.iter_mut().find(|(k, _, _)| *k == key) {
-            Some((_, given, _)) => given.push((field, value)),
-            None => groups.push((key, vec![(field, value)], crate::tree::line_of(src, at))),
+        match groups.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, (given, _))) => given.push((field, value)),
+            None => groups.push((key, (vec![(field, value)], crate::tree::line_of(src, at)))),
         }
     }
-    groups
-        .into_iter()
-        .map(|(_, given, line)| (given, line))
-        .collect()
+    groups.into_iter().map(|(_, built)| built).collect()
 }
 
 /// The brace initializers that construct a `task_type`: `Task{…}`, `Task t = {…}`, and
