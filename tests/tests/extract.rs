@@ -395,4 +395,27 @@ fn a_cutlass_example_behind_the_adapter() {
     assert!(!x.repro.contains("int main("));
     assert!(!x.repro.contains("struct Options"));
     insta::assert_snapshot!("extract_cutlass_example_48", x.repro);
+    if std::env::var("KWB_RUN_SLOW_TESTS").as_deref() != Ok("1") {
+        return;
+    }
+    // With nvcc and the example's include folders, the reproducer compiles (the
+    // includes it keeps reach CUTLASS's reference utilities, which need curand's
+    // headers: the pinned toolchain has them).
+    let toolchain = kwb_toolchain::toolchain(&Env::from_process()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let repro = dir.path().join("repro.cu");
+    std::fs::write(&repro, &x.repro).unwrap();
+    let flags = CompileFlags {
+        includes: vec![
+            source.join("include"),
+            source.join("tools/util/include"),
+            source.join("examples/common"),
+        ],
+        extra: vec!["-O3".to_owned()],
+        ..CompileFlags::default()
+    };
+    let object = dir.path().join("repro.o");
+    kwb_toolchain::compile_object(&toolchain, &repro, &flags, &object).unwrap();
+    let sass = kwb_toolchain::sass(&toolchain, &object).unwrap();
+    assert!(sass.contains("device_kernel"), "no kernel in the SASS");
 }

@@ -26,6 +26,9 @@ pub const PINS: &[Pin] = &[
     pin("nvidia-cuda-crt", "13.5.37"),
     pin("nvidia-nvvm", "13.5.37"),
     pin("nvidia-cuda-runtime", "13.5.37"),
+    // curand's headers: CUTLASS's reference utilities (`tensor_fill.h`), which its
+    // examples include and their reproducers keep, include `curand_kernel.h`.
+    pin("nvidia-curand", "10.4.4.72"),
     pin("nvidia-cuda-cccl", "13.3.5.0.6"),
     pin("nvidia-cuda-cuobjdump", "13.5.37"),
     pin("nvidia-cuda-nvdisasm", "13.5.37"),
