@@ -479,8 +479,14 @@ static void launch(EncodeFn encode, Buffers& b) {
             .collect()
     }
 
-    fn resolve(defect: &str, label: &str, field: &str) -> Result<String, String> {
-        let parsed = kwb_syntax::parse(LAUNCHER);
+    /// The type for `field` of `label` tasks in `launcher`, built with KWB_DEFECT=`defect`.
+    fn resolve_in(
+        launcher: &str,
+        defect: &str,
+        label: &str,
+        field: &str,
+    ) -> Result<String, String> {
+        let parsed = kwb_syntax::parse(launcher);
         let constants =
             crate::constants::file_scope(&parsed, &[("KWB_DEFECT".to_owned(), defect.to_owned())]);
         launcher_type(
@@ -492,6 +498,10 @@ static void launch(EncodeFn encode, Buffers& b) {
             field,
             "encode",
         )
+    }
+
+    fn resolve(defect: &str, label: &str, field: &str) -> Result<String, String> {
+        resolve_in(LAUNCHER, defect, label, field)
     }
 
     #[test]
@@ -531,19 +541,7 @@ static void launch(EncodeFn encode, Buffers& b) {
   cudaMemcpy(b.maps, host_maps, sizeof(host_maps), cudaMemcpyHostToDevice);
 }
 "#;
-        let parsed = kwb_syntax::parse(launcher);
-        let constants = crate::constants::file_scope(&parsed, &[]);
-        let resolve = |label: &str, field: &str| {
-            launcher_type(
-                &parsed,
-                &constants,
-                "Task",
-                &fields(),
-                ("type", label),
-                field,
-                "encode",
-            )
-        };
+        let resolve = |label: &str, field: &str| resolve_in(launcher, "none", label, field);
         assert_eq!(resolve("TASK_UP", "w").unwrap(), "UpTmas::Weight");
         assert_eq!(resolve("TASK_DOWN", "w").unwrap(), "DownTmas::Weight");
         assert_eq!(resolve("TASK_DOWN", "in").unwrap(), "UpTmas::Input");
