@@ -54,11 +54,18 @@ pub(crate) fn launcher_type(
     // 1. The constructions of tasks of the dispatched type, and the field's value in each:
     // brace initializers, and tasks written field by field.
     let mut values: Vec<(String, usize)> = Vec::new();
+    // A brace list of a type with a constructor is the constructor's arguments, not
+    // the fields in order: only its designated fields are read then.
+    let positional = if has_constructor(parsed, root, task_type) {
+        &[][..]
+    } else {
+        fields
+    };
     let mut built: Vec<Built> = constructions(parsed, root, task_type)
         .into_iter()
         .map(|init| {
             (
-                initialized(parsed, init, fields),
+                initialized(parsed, init, positional),
                 crate::tree::line_of(src, init.start_byte()),
             )
         })
@@ -98,11 +105,24 @@ pub(crate) fn launcher_type(
     }
     let Element { array, index } = element.expect("one value at least");
     // 3. The host array copied into it.
-    let host = host_array(parsed, root, &array).ok_or_else(|| {
-        format!(
-            "no cudaMemcpy copies a host array into `{array}`, where the launcher points `{field}`"
-        )
-    })?;
+    let hosts = host_arrays(parsed, root, &array);
+    let host = match hosts.as_slice() {
+        [one] => one.clone(),
+        [] => {
+            return Err(format!(
+                "no cudaMemcpy copies a host array into `{array}`, where the launcher points `{field}`"
+            ));
+        }
+        many => {
+            return Err(format!(
+                "the launcher copies {} into `{array}`; bind `{field}` with tma(OPERAND, TYPE)",
+                many.iter()
+                    .map(|h| format!("`{h}`"))
+                    .collect::<Vec<_>>()
+                    .join(" and ")
+            ));
+        }
+    };
     // 4. The encoding calls that write host[index], in the branches the -Ds keep.
     let mut live = Vec::new();
     let mut undecided = Vec::new();
@@ -348,9 +368,40 @@ fn element_of(value: &str, constants: &Constants) -> Option<Element> {
     })
 }
 
-/// The host array a copy moves into `array`: the source of `cudaMemcpy(array, H, …)`.
-fn host_array(parsed: &Parsed, root: Node<'_>, array: &str) -> Option<String> {
+/// Whether the struct or class `name` declares a constructor.
+fn has_constructor(parsed: &Parsed, root: Node<'_>, name: &str) -> bool {
     let src = &parsed.source;
+    let mut stack = vec![root];
+    while let Some(n) = stack.pop() {
+        if matches!(n.kind(), "struct_specifier" | "class_specifier")
+            && n.child_by_field_name("name")
+                .is_some_and(|x| &src[x.byte_range()] == name)
+            && let Some(body) = n.child_by_field_name("body")
+        {
+            let mut inner = vec![body];
+            while let Some(m) = inner.pop() {
+                if m.kind() == "function_declarator"
+                    && m.child_by_field_name("declarator")
+                        .is_some_and(|d| src[d.byte_range()].trim() == name)
+                {
+                    return true;
+                }
+                let mut cursor = m.walk();
+                inner.extend(m.named_children(&mut cursor));
+            }
+            return false;
+        }
+        let mut cursor = n.walk();
+        stack.extend(n.named_children(&mut cursor));
+    }
+    false
+}
+
+/// The host arrays copies move into `array`: the sources of `cudaMemcpy(array, H, …)`,
+/// each once, in source order.
+fn host_arrays(parsed: &Parsed, root: Node<'_>, array: &str) -> Vec<String> {
+    let src = &parsed.source;
+    let mut out: Vec<(usize, String)> = Vec::new();
     let mut stack = vec![root];
     while let Some(n) = stack.pop() {
         if n.kind() == "call_expression"
@@ -369,14 +420,16 @@ fn host_array(parsed: &Parsed, root: Node<'_>, array: &str) -> Option<String> {
                 .collect();
             if args.get(*to).is_some_and(|d| plain(d) == array)
                 && let Some(source) = args.get(*from)
+                && !out.iter().any(|(_, h)| h == plain(source))
             {
-                return Some(plain(source).to_owned());
+                out.push((n.start_byte(), plain(source).to_owned()));
             }
         }
         let mut cursor = n.walk();
         stack.extend(n.named_children(&mut cursor));
     }
-    None
+    out.sort();
+    out.into_iter().map(|(_, h)| h).collect()
 }
 
 /// An array argument without `&` and `.data()`.
@@ -545,6 +598,33 @@ static void launch(EncodeFn encode, Buffers& b) {
         assert_eq!(resolve("TASK_UP", "w").unwrap(), "UpTmas::Weight");
         assert_eq!(resolve("TASK_DOWN", "w").unwrap(), "DownTmas::Weight");
         assert_eq!(resolve("TASK_DOWN", "in").unwrap(), "UpTmas::Input");
+    }
+
+    /// A task type with a constructor: its brace lists are the constructor's
+    /// arguments, so only designated fields count; two host arrays copied into the
+    /// maps are named, not chosen between.
+    #[test]
+    fn constructors_and_two_sources_are_not_guessed() {
+        let launcher = r#"
+struct Task { int type; int col; const CUtensorMap* in; const CUtensorMap* w;
+  Task(int t, const CUtensorMap* m) : type(t), col(0), in(m), w(m) {} };
+static void launch(EncodeFn encode, Buffers& b) {
+  CUtensorMap host_maps[4], spare[4];
+  UpTmas::Weight::encode(encode, &host_maps[1], b.w_up);
+  tasks[0] = Task{TASK_UP, &b.maps[1]};
+  cudaMemcpy(b.maps, host_maps, sizeof(host_maps), cudaMemcpyHostToDevice);
+}
+"#;
+        let e = resolve_in(launcher, "none", "TASK_UP", "w").unwrap_err();
+        assert!(e.contains("constructs no `Task`"), "{e}");
+        let two = format!(
+            "{LAUNCHER}\nvoid again(Buffers& b) {{ cudaMemcpy(b.maps, spare, 64, cudaMemcpyHostToDevice); }}\n"
+        );
+        let e = resolve_in(&two, "none", "TASK_UP", "w").unwrap_err();
+        assert!(
+            e.contains("copies `host_maps` and `spare` into `b.maps`"),
+            "{e}"
+        );
     }
 
     #[test]
