@@ -1356,3 +1356,36 @@ fn ladder_writes_inputs_and_checks_an_output_exactly() {
     assert!(run.stderr.contains("outside K = 4"), "{}", run.stderr);
     assert!(!d.join("x").exists(), "no output for a bad rung");
 }
+
+/// A CTA whose records carry several tile origins (a megakernel CTA runs one task per
+/// output tile) is shown with how many, and `--json` lists each.
+#[test]
+fn trace_show_says_when_a_cta_computed_several_tiles() {
+    let dir = TempDir::new().unwrap();
+    let fixture = Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../fixtures/traces"
+    ))
+    .join("mma_sync_none_ones.trace");
+    let mut trace = kwb_runtime::decode(&std::fs::read(fixture).unwrap()).unwrap();
+    for (i, r) in trace.records.iter_mut().enumerate() {
+        (r.cta_x, r.cta_y, r.cta_z) = (0, 0, 0);
+        (r.tile_m, r.tile_n) = (-1, 64 * (i % 3) as i32);
+    }
+    std::fs::write(dir.path().join("tasks.trace"), kwb_runtime::encode(&trace)).unwrap();
+    let run = kwb(dir.path(), &["trace", "show", "tasks.trace"]);
+    assert_eq!(run.code, OK, "{}", run.stderr);
+    assert!(
+        run.stdout.contains(
+            "CTA (0, 0, 0): 896 records, 3 tiles (the first at (m ?, n 0); --json lists each)"
+        ),
+        "{}",
+        run.stdout
+    );
+    let run = kwb(dir.path(), &["trace", "show", "--json", "tasks.trace"]);
+    assert_eq!(run.code, OK, "{}", run.stderr);
+    assert_eq!(
+        json(&run)["ctas"][0]["tiles"],
+        serde_json::json!([[-1, 0], [-1, 64], [-1, 128]])
+    );
+}

@@ -507,3 +507,54 @@ __global__ void untiled(const TA* A, float* C) {
     assert!(!second.contains("get<0>(where)"), "{second}");
     assert_eq!(crate::strip(&out).unwrap(), source);
 }
+
+/// A megakernel task's records carry the output column of the task it is given (a
+/// struct parameter by reference whose struct has a field named as an origin), not of
+/// the next task it is given a pointer to; a local origin in the body wins.
+#[test]
+fn a_task_s_origin_is_the_field_of_the_task_it_is_given() {
+    let source = r#"struct Task { int type; int out_col; };
+__device__ void task_fn(const Task& task, const Task* next, const float* A, float* C) {
+  __shared__ float As[16][16];
+  float acc[2][4] = {};
+  for (int kt = 0; kt < 8; ++kt) {
+    As[threadIdx.y][threadIdx.x] = A[kt * 16 + threadIdx.x];
+    __syncthreads();
+    for (int k = 0; k < 16; ++k) acc[0][0] += As[threadIdx.y][k] * As[k][threadIdx.x];
+    __syncthreads();
+  }
+  C[task.out_col + threadIdx.x] = acc[0][0];
+}
+__device__ void local_wins(const Task& task, const float* A, float* C) {
+  const int n0 = blockIdx.x * 16;
+  __shared__ float As[16][16];
+  float acc[2][4] = {};
+  for (int kt = 0; kt < 8; ++kt) {
+    As[threadIdx.y][threadIdx.x] = A[kt * 16 + threadIdx.x];
+    __syncthreads();
+    for (int k = 0; k < 16; ++k) acc[0][0] += As[threadIdx.y][k] * As[k][threadIdx.x];
+    __syncthreads();
+  }
+  C[n0 + threadIdx.x] = acc[0][0];
+}
+"#;
+    let config = Config {
+        probes: Probes {
+            accumulator: true,
+            final_accumulator: true,
+            ..Probes::NONE
+        },
+        ..config(None)
+    };
+    let (out, plan) = instrument(source, &config).unwrap();
+    assert!(plan.probes.len() >= 4, "{:?}", plan.probes);
+    let body = &out[out.find("#line 1 \"").unwrap()..];
+    let (first, second) = body.split_at(body.find("void local_wins(").unwrap());
+    assert!(
+        first.contains("kwb_kt_0, -1, static_cast<int>(task.out_col), acc"),
+        "{first}"
+    );
+    assert!(!first.contains("next.out_col"), "{first}");
+    assert!(second.contains("-1, static_cast<int>(n0), acc"), "{second}");
+    assert_eq!(crate::strip(&out).unwrap(), source);
+}

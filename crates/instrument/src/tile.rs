@@ -3,7 +3,9 @@
 //! `grammars/tile_origins.txt` and computed from `blockIdx`
 //! (`const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;`).
 //!
-//! A CuTe kernel's origin comes from its CTA coordinate and tiler instead
+//! A megakernel task's origin is a field of the task struct it takes by value or
+//! reference (`const Task& task` with `out_col`: `task.out_col`), when one parameter
+//! gives it. A CuTe kernel's origin comes from its CTA coordinate and tiler instead
 //! (`auto cta_coord = make_coord(blockIdx.y, blockIdx.x, _);` cut by
 //! `local_tile(mC, cta_tiler, cta_coord, …)`): `get<0>(cta_coord) *
 //! size<0>(cta_tiler)` and the same on mode 1.
@@ -80,6 +82,7 @@ impl Origins {
         };
         let src = &parsed.source;
         let table = table();
+        self.add_task_fields(parsed, function, table);
         // CuTe coordinates from blockIdx: (name, scope, end of declaration).
         let mut coords: Vec<(String, Range<usize>, usize)> = Vec::new();
         // Tiling calls: (tiler, coordinate).
@@ -151,6 +154,69 @@ impl Origins {
         }
     }
 
+    /// The origin fields of the structs `function` takes as parameters (a megakernel
+    /// task: `const Task& task` whose `Task` has `out_col`), in scope in its whole body;
+    /// a local declared in the body wins over them.
+    fn add_task_fields(&mut self, parsed: &Parsed, function: tree_sitter::Node<'_>, table: &Table) {
+        let src = &parsed.source;
+        // The function's declarator, under any pointer or reference declarators.
+        let mut declarator = function.child_by_field_name("declarator");
+        while let Some(d) = declarator
+            && d.kind() != "function_declarator"
+        {
+            declarator = d.child_by_field_name("declarator");
+        }
+        let (Some(declarator), Some(body)) = (declarator, function.child_by_field_name("body"))
+        else {
+            return;
+        };
+        let Some(params) = declarator.child_by_field_name("parameters") else {
+            return;
+        };
+        // (axis, expression) of each struct parameter passed by value or reference (a
+        // pointer is another task: the next one, a list).
+        let mut found: Vec<(usize, String)> = Vec::new();
+        let mut cursor = params.walk();
+        for param in params.named_children(&mut cursor) {
+            let (Some(ty), Some(declarator)) = (
+                param.child_by_field_name("type"),
+                param.child_by_field_name("declarator"),
+            ) else {
+                continue;
+            };
+            if src[declarator.byte_range()].contains('*') {
+                continue;
+            }
+            let Some(ty) = kwb_syntax::identifiers(&src[ty.byte_range()]).last() else {
+                continue;
+            };
+            let Some(name) = kwb_syntax::identifiers(&src[declarator.byte_range()]).last() else {
+                continue;
+            };
+            for field in struct_fields(parsed, ty) {
+                let axis = if table.m.contains(&field) {
+                    0
+                } else if table.n.contains(&field) {
+                    1
+                } else {
+                    continue;
+                };
+                found.push((axis, format!("static_cast<int>({name}.{field})")));
+            }
+        }
+        // Two parameters that could give one axis: neither is taken.
+        for axis in 0..2 {
+            if let [(_, expr)] = found.iter().filter(|(a, _)| *a == axis).collect::<Vec<_>>()[..] {
+                self.0.push(Origin {
+                    axis,
+                    expr: expr.clone(),
+                    scope: body.byte_range(),
+                    after: body.start_byte(),
+                });
+            }
+        }
+    }
+
     /// `text` with [`TILE`] replaced by the origin locals in scope at byte `at`.
     pub fn text(&self, text: &str, at: usize) -> String {
         if !text.contains(TILE) {
@@ -180,4 +246,40 @@ fn is_identifier(text: &str) -> bool {
     !text.is_empty()
         && text.chars().all(|c| c.is_alphanumeric() || c == '_')
         && !text.starts_with(|c: char| c.is_ascii_digit())
+}
+
+/// The field names of the struct or class `name` the file defines (none if it does
+/// not).
+fn struct_fields(parsed: &Parsed, name: &str) -> Vec<String> {
+    let src = &parsed.source;
+    let mut stack = vec![parsed.tree.root_node()];
+    while let Some(n) = stack.pop() {
+        if matches!(n.kind(), "struct_specifier" | "class_specifier")
+            && n.child_by_field_name("name")
+                .is_some_and(|x| &src[x.byte_range()] == name)
+            && let Some(body) = n.child_by_field_name("body")
+        {
+            let mut fields = Vec::new();
+            let mut cursor = body.walk();
+            for f in body.named_children(&mut cursor) {
+                if f.kind() != "field_declaration" {
+                    continue;
+                }
+                let mut c = f.walk();
+                for d in f.children_by_field_name("declarator", &mut c) {
+                    // A data member, not a member function.
+                    if d.kind() == "function_declarator" {
+                        continue;
+                    }
+                    if let Some(field) = kwb_syntax::identifiers(&src[d.byte_range()]).last() {
+                        fields.push(field.to_owned());
+                    }
+                }
+            }
+            return fields;
+        }
+        let mut cursor = n.walk();
+        stack.extend(n.named_children(&mut cursor));
+    }
+    Vec::new()
 }

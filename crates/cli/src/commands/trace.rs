@@ -74,12 +74,16 @@ struct Shown {
 }
 
 /// One CTA of the trace and the origin of its output tile (the kernel's own
-/// `m0`/`n0`-style locals, when the probes had them in scope).
+/// `m0`/`n0`-style locals, or a megakernel task's `out_col`, when the probes had them
+/// in scope): the first one, and every distinct one (a CTA of a megakernel computes
+/// a tile per task).
 #[derive(serde::Serialize)]
 struct Cta {
     cta: [u32; 3],
     tile_m: Option<i32>,
     tile_n: Option<i32>,
+    /// Every distinct (m, n) origin of its records, in record order (-1: unknown).
+    tiles: Vec<[i32; 2]>,
     records: usize,
 }
 
@@ -110,9 +114,14 @@ pub fn show(args: ShowArgs) -> i32 {
             cta: key,
             tile_m: None,
             tile_n: None,
+            tiles: Vec::new(),
             records: 0,
         });
         cta.records += 1;
+        let tile = [record.tile_m, record.tile_n];
+        if tile != [-1, -1] && !cta.tiles.contains(&tile) {
+            cta.tiles.push(tile);
+        }
         if record.tile_m >= 0 {
             cta.tile_m.get_or_insert(record.tile_m);
         }
@@ -231,6 +240,13 @@ fn human(out: &mut impl Write, shown: &Shown) -> std::io::Result<()> {
         let axis = |v: Option<i32>| v.map_or("?".to_owned(), |v| v.to_string());
         if c.tile_m.is_none() && c.tile_n.is_none() {
             String::new()
+        } else if c.tiles.len() > 1 {
+            format!(
+                ", {} tiles (the first at (m {}, n {}); --json lists each)",
+                c.tiles.len(),
+                axis(c.tile_m),
+                axis(c.tile_n)
+            )
         } else {
             format!(", tile at (m {}, n {})", axis(c.tile_m), axis(c.tile_n))
         }
