@@ -193,7 +193,7 @@ impl Origins {
             let Some(name) = kwb_syntax::identifiers(&src[declarator.byte_range()]).last() else {
                 continue;
             };
-            for field in struct_fields(parsed, ty) {
+            for (field, _) in kwb_syntax::struct_fields(parsed, ty).unwrap_or_default() {
                 let axis = if table.m.contains(&field) {
                     0
                 } else if table.n.contains(&field) {
@@ -246,40 +246,4 @@ fn is_identifier(text: &str) -> bool {
     !text.is_empty()
         && text.chars().all(|c| c.is_alphanumeric() || c == '_')
         && !text.starts_with(|c: char| c.is_ascii_digit())
-}
-
-/// The field names of the struct or class `name` the file defines (none if it does
-/// not).
-fn struct_fields(parsed: &Parsed, name: &str) -> Vec<String> {
-    let src = &parsed.source;
-    let mut stack = vec![parsed.tree.root_node()];
-    while let Some(n) = stack.pop() {
-        if matches!(n.kind(), "struct_specifier" | "class_specifier")
-            && n.child_by_field_name("name")
-                .is_some_and(|x| &src[x.byte_range()] == name)
-            && let Some(body) = n.child_by_field_name("body")
-        {
-            let mut fields = Vec::new();
-            let mut cursor = body.walk();
-            for f in body.named_children(&mut cursor) {
-                if f.kind() != "field_declaration" {
-                    continue;
-                }
-                let mut c = f.walk();
-                for d in f.children_by_field_name("declarator", &mut c) {
-                    // A data member, not a member function.
-                    if d.kind() == "function_declarator" {
-                        continue;
-                    }
-                    if let Some(field) = kwb_syntax::identifiers(&src[d.byte_range()]).last() {
-                        fields.push(field.to_owned());
-                    }
-                }
-            }
-            return fields;
-        }
-        let mut cursor = n.walk();
-        stack.extend(n.named_children(&mut cursor));
-    }
-    Vec::new()
 }

@@ -9,11 +9,13 @@ mod diagnostics;
 mod error;
 mod macros;
 mod prepass;
+mod structs;
 
 pub use diagnostics::{SyntaxDiagnostic, SyntaxDiagnosticKind};
 pub use error::SyntaxError;
 pub use macros::{MacroShape, MacroTable};
 pub use prepass::{Blank, BlankKind, Conditionals, Masked};
+pub use structs::{find_struct, has_constructor, struct_fields};
 
 use tree_sitter::{Language, Parser, Tree};
 

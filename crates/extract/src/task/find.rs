@@ -176,44 +176,6 @@ pub(crate) fn task_variable(
     None
 }
 
-/// The fields of the struct `name` (its last `::` part), as (name, declaration).
-pub(crate) fn struct_fields(parsed: &Parsed, name: &str) -> Option<Vec<(String, String)>> {
-    let src = &parsed.source;
-    let short = name.rsplit("::").next().unwrap_or(name);
-    let mut stack = vec![parsed.tree.root_node()];
-    while let Some(n) = stack.pop() {
-        if matches!(n.kind(), "struct_specifier" | "class_specifier")
-            && n.child_by_field_name("name")
-                .is_some_and(|x| &src[x.byte_range()] == short)
-            && let Some(body) = n.child_by_field_name("body")
-        {
-            let mut fields = Vec::new();
-            let mut cursor = body.walk();
-            for f in body.named_children(&mut cursor) {
-                if f.kind() != "field_declaration" {
-                    continue;
-                }
-                let Some(ty) = f.child_by_field_name("type") else {
-                    continue;
-                };
-                // Qualifiers before the type (`const`) belong to every declarator.
-                let head = src[f.start_byte()..ty.end_byte()].trim();
-                let mut c = f.walk();
-                for d in f.children_by_field_name("declarator", &mut c) {
-                    let text = &src[d.byte_range()];
-                    if let Some(field) = kwb_syntax::identifiers(text).last() {
-                        fields.push((field.to_owned(), format!("{head} {}", text.trim())));
-                    }
-                }
-            }
-            return Some(fields);
-        }
-        let mut cursor = n.walk();
-        stack.extend(n.named_children(&mut cursor));
-    }
-    None
-}
-
 /// The fields read through the variable `param` in `root` (`param.f`, `param->f`)
 /// and through the functions of the file `root` passes `param` to (`g(param)`,
 /// `g(&param)`, `g(*param)`: the function's parameter at that position, to any depth),

@@ -29,8 +29,9 @@ use crate::error::ExtractError;
 use crate::kernel::{KernelDef, Param};
 use crate::{Extraction, Request, TemplateArg};
 use codegen::{Generate, encoding, field, generate, suggest, tma_binding};
-use find::{Call, calls, dispatch, fields_read, same_argument, struct_fields, task_variable};
+use find::{Call, calls, dispatch, fields_read, same_argument, task_variable};
 pub(crate) use find::{device_function, global_ranges};
+use kwb_syntax::struct_fields;
 
 /// `int kwb_tasks_bytes(const kwb_problem*, unsigned long long* bytes, int* count)`:
 /// the size of the task list's device image and the number of tasks.

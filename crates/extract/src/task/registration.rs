@@ -56,7 +56,7 @@ pub(crate) fn launcher_type(
     let mut values: Vec<(String, usize)> = Vec::new();
     // A brace list of a type with a constructor is the constructor's arguments, not
     // the fields in order: only its designated fields are read then.
-    let positional = if has_constructor(parsed, root, task_type) {
+    let positional = if kwb_syntax::has_constructor(parsed, task_type) {
         &[][..]
     } else {
         fields
@@ -366,35 +366,6 @@ fn element_of(value: &str, constants: &Constants) -> Option<Element> {
         array: array.trim().to_owned(),
         index: constants.fold(index).ok()?,
     })
-}
-
-/// Whether the struct or class `name` declares a constructor.
-fn has_constructor(parsed: &Parsed, root: Node<'_>, name: &str) -> bool {
-    let src = &parsed.source;
-    let mut stack = vec![root];
-    while let Some(n) = stack.pop() {
-        if matches!(n.kind(), "struct_specifier" | "class_specifier")
-            && n.child_by_field_name("name")
-                .is_some_and(|x| &src[x.byte_range()] == name)
-            && let Some(body) = n.child_by_field_name("body")
-        {
-            let mut inner = vec![body];
-            while let Some(m) = inner.pop() {
-                if m.kind() == "function_declarator"
-                    && m.child_by_field_name("declarator")
-                        .is_some_and(|d| src[d.byte_range()].trim() == name)
-                {
-                    return true;
-                }
-                let mut cursor = m.walk();
-                inner.extend(m.named_children(&mut cursor));
-            }
-            return false;
-        }
-        let mut cursor = n.walk();
-        stack.extend(n.named_children(&mut cursor));
-    }
-    false
 }
 
 /// The host arrays copies move into `array`: the sources of `cudaMemcpy(array, H, …)`,
