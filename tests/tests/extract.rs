@@ -3,6 +3,8 @@
 //! (`KWB_RUN_SLOW_TESTS=1`, as `cargo xtask test` sets it), every reproducer compiles
 //! on its own and defines the C-ABI entry points.
 
+use std::path::PathBuf;
+
 use kwb_extract::{Request, extract};
 use kwb_tests::{cutlass_source, repo_root};
 use kwb_toolchain::{CompileFlags, Env};
@@ -259,16 +261,25 @@ fn a_task_s_maps_are_encoded_the_way_the_launcher_encodes_them() {
 
 /// The SASS of a megakernel task reproducer compiled with nvcc for `defect`.
 fn compile_megakernel_task(repro_text: &str, defect: &str) -> String {
+    compile_repro(
+        repro_text,
+        vec![
+            repo_root().join("kernels/megakernel"),
+            repo_root().join("kernels/common"),
+        ],
+        vec![format!("KWB_DEFECT={defect}")],
+    )
+}
+
+/// The SASS of a reproducer compiled alone with nvcc (-O3, these includes and -Ds).
+fn compile_repro(repro_text: &str, includes: Vec<PathBuf>, defines: Vec<String>) -> String {
     let toolchain = kwb_toolchain::toolchain(&Env::from_process()).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let repro = dir.path().join("repro.cu");
     std::fs::write(&repro, repro_text).unwrap();
     let flags = CompileFlags {
-        includes: vec![
-            repo_root().join("kernels/megakernel"),
-            repo_root().join("kernels/common"),
-        ],
-        defines: vec![format!("KWB_DEFECT={defect}")],
+        includes,
+        defines,
         extra: vec!["-O3".to_owned()],
         ..CompileFlags::default()
     };
@@ -401,21 +412,14 @@ fn a_cutlass_example_behind_the_adapter() {
     // With nvcc and the example's include folders, the reproducer compiles (the
     // includes it keeps reach CUTLASS's reference utilities, which need curand's
     // headers: the pinned toolchain has them).
-    let toolchain = kwb_toolchain::toolchain(&Env::from_process()).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let repro = dir.path().join("repro.cu");
-    std::fs::write(&repro, &x.repro).unwrap();
-    let flags = CompileFlags {
-        includes: vec![
+    let sass = compile_repro(
+        &x.repro,
+        vec![
             source.join("include"),
             source.join("tools/util/include"),
             source.join("examples/common"),
         ],
-        extra: vec!["-O3".to_owned()],
-        ..CompileFlags::default()
-    };
-    let object = dir.path().join("repro.o");
-    kwb_toolchain::compile_object(&toolchain, &repro, &flags, &object).unwrap();
-    let sass = kwb_toolchain::sass(&toolchain, &object).unwrap();
+        Vec::new(),
+    );
     assert!(sass.contains("device_kernel"), "no kernel in the SASS");
 }
