@@ -24,7 +24,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use kwb_runtime::{Kind, Trace, TraceRecord};
+use kwb_runtime::Trace;
 
 use crate::gpu_suite::{Ran, run_one};
 use crate::kernels::{Build, compile_all, tools};
@@ -261,61 +261,6 @@ pub(crate) struct Judged {
     pub evidence: Vec<String>,
 }
 
-/// Statistics of a set of records.
-#[derive(Default)]
-struct Stats {
-    records: usize,
-    count: u64,
-    min: Option<f32>,
-    max: Option<f32>,
-    nan: u64,
-    inf: u64,
-}
-
-impl Stats {
-    fn of<'r>(records: impl Iterator<Item = &'r TraceRecord>) -> Stats {
-        let mut s = Stats::default();
-        for r in records {
-            s.records += 1;
-            s.count += u64::from(r.count);
-            s.nan += u64::from(r.nan_count);
-            s.inf += u64::from(r.inf_count);
-            if r.vmin.is_finite() {
-                s.min = Some(s.min.map_or(r.vmin, |m| m.min(r.vmin)));
-            }
-            if r.vmax.is_finite() {
-                s.max = Some(s.max.map_or(r.vmax, |m| m.max(r.vmax)));
-            }
-        }
-        s
-    }
-
-    fn exactly(&self, v: f32) -> bool {
-        self.nan == 0 && self.inf == 0 && self.min == Some(v) && self.max == Some(v)
-    }
-
-    /// The one value every counted value has, if they all agree.
-    fn uniform(&self) -> Option<f32> {
-        (self.nan == 0 && self.inf == 0 && self.min == self.max)
-            .then_some(self.min)
-            .flatten()
-    }
-
-    fn range(&self) -> String {
-        let show = |v: Option<f32>| v.map_or("-".to_owned(), |v| format!("{v}"));
-        let mut text = format!(
-            "{}..{} over {} values",
-            show(self.min),
-            show(self.max),
-            self.count
-        );
-        if self.nan + self.inf > 0 {
-            text.push_str(&format!(", {} NaN, {} Inf", self.nan, self.inf));
-        }
-        text
-    }
-}
-
 impl Judged {
     /// No stage: why (a failed run, a missing trace), not agreeing.
     pub(crate) fn failed(stage: String) -> Judged {
@@ -372,175 +317,46 @@ pub(crate) fn judgeable<'t>(
     Ok((trace, rung))
 }
 
+/// The ones-rung trace judged by kwb-diagnose (the product's own reading), and whether
+/// that agrees with the manifest.
 fn judge(variant: &Variant, ran: &Ran, trace: std::result::Result<&Trace, &String>) -> Judged {
     let (trace, rung) = match judgeable(variant, ran, trace, "ones") {
         Ok(x) => x,
         Err(judged) => return judged,
     };
-    let of_kind = |kind: Kind| trace.records.iter().filter(move |r| r.kind() == Some(kind));
-    let mut evidence = Vec::new();
-
-    // 1. Operands: one value each on a uniform input.
-    let mut operand_bad = None;
-    let mut scale = Some(1.0_f32);
-    for (kind, letter) in [(Kind::OperandA, 'A'), (Kind::OperandB, 'B')] {
-        let s = Stats::of(of_kind(kind).filter(|r| r.count > 0));
-        if s.records == 0 {
-            // Not probed: the value the all-ones rung gives it.
-            evidence.push(format!(
-                "operand {letter}: not probed (taken as the input's 1)"
-            ));
-            continue;
-        }
-        evidence.push(format!("operand {letter}: {}", s.range()));
-        match s.uniform() {
-            Some(v) => scale = scale.map(|x| x * v),
-            None => {
-                scale = None;
-                if operand_bad.is_none() {
-                    let zeros_only = s.nan == 0 && s.inf == 0 && s.min == Some(0.0);
-                    operand_bad = Some((letter, zeros_only));
-                }
-            }
-        }
-    }
-
-    // 2. Accumulator: per K tile, then after the mainloop.
-    // K times the operand values: what every accumulator value ends at.
-    let full = scale.map(|x| x * rung.k as f32);
-    let mut tiles: Vec<(i32, Stats)> = Vec::new();
-    let mut ks: Vec<i32> = of_kind(Kind::Accumulator)
-        .filter(|r| r.k_tile >= 0)
-        .map(|r| r.k_tile)
-        .collect();
-    ks.sort_unstable();
-    ks.dedup();
-    for t in ks {
-        tiles.push((
-            t,
-            Stats::of(of_kind(Kind::Accumulator).filter(|r| r.k_tile == t)),
-        ));
-    }
-    let mut acc_bad: Option<String> = None;
-    if let Some((t0, first)) = tiles.first() {
-        // The first probed tile may be 1 (a peeled first K tile): one K tile's worth
-        // is its value over t0 + 1.
-        let step = first.max.unwrap_or(f32::NAN) / (*t0 as f32 + 1.0);
-        for (t, s) in &tiles {
-            let want = step * (*t as f32 + 1.0);
-            if !s.exactly(want) && acc_bad.is_none() {
-                acc_bad = Some(format!(
-                    "after K tile {t}: {} (expected {want} everywhere: K tile {t0} gave {} per tile)",
-                    s.range(),
-                    step
-                ));
-            }
-        }
-        evidence.push(format!(
-            "accumulator: {} K tiles probed, {} after tile {t0}, {} after tile {}",
-            tiles.len(),
-            first.range(),
-            tiles.last().map_or(String::new(), |(_, s)| s.range()),
-            tiles.last().map_or(0, |(t, _)| *t)
-        ));
-    }
-    let done = Stats::of(of_kind(Kind::Accumulator).filter(|r| r.k_tile < 0));
-    if done.records > 0 {
-        evidence.push(format!("accumulator after the mainloop: {}", done.range()));
-        let wrong_end = full.is_some_and(|f| done.max != Some(f));
-        if (wrong_end || done.nan + done.inf > 0) && acc_bad.is_none() {
-            acc_bad = Some(format!(
-                "after the mainloop: {} (expected largest value K·a·b = {})",
-                done.range(),
-                full.map_or("?".to_owned(), |f| f.to_string())
-            ));
-        }
+    let finding = kwb_diagnose::judge_ones(
+        trace,
+        &kwb_diagnose::OnesRun {
+            m: rung.m,
+            n: rung.n,
+            k: rung.k,
+            mismatches: rung.mismatches,
+            nan: rung.nan,
+            inf: rung.inf,
+            ratio: rung.ratio,
+        },
+    );
+    let padding = matches!(
+        finding.confound,
+        Some(kwb_diagnose::Confound::PaddingRows { .. })
+    );
+    let agrees = if padding {
+        // A padding confound is right exactly where the manifest plants one.
+        variant.stage == "none" && variant.symptom.starts_with("confound")
+    } else if finding.stage.is_none() {
+        variant.stage == "none" || variant.expect.ones == crate::suite::Outcome::Pass
     } else {
-        evidence.push("accumulator after the mainloop: not recorded".to_owned());
-    }
-
-    // 3. Output.
-    let epilogue = Stats::of(of_kind(Kind::Epilogue).filter(|r| r.count > 0));
-    if epilogue.records > 0 {
-        evidence.push(format!("epilogue values: {}", epilogue.range()));
-    }
-    let output_wrong = rung.mismatches > 0 || rung.nan > 0 || rung.inf > 0;
-    evidence.push(format!(
-        "output (harness): {} mismatches, {} NaN, ratio {}",
-        rung.mismatches, rung.nan, rung.ratio
-    ));
-
-    // Padding rows exist where the problem does not fill whole MMA tiles (64 covers
-    // every tile edge here); a reading over them is confounded unless row-bounded.
-    let bounded = of_kind(Kind::OperandA)
-        .chain(of_kind(Kind::OperandB))
-        .all(|r| r.row_bound().is_some());
-    let padded = rung.m % 64 != 0 || rung.n % 64 != 0;
-    let operands_probed = of_kind(Kind::OperandA)
-        .chain(of_kind(Kind::OperandB))
-        .next()
-        .is_some();
-    let manifest = variant.stage.as_str();
-    let (stage, grade, agrees) = if let Some((letter, zeros_only)) = operand_bad {
-        let operand_stage = matches!(manifest, "operand-load" | "descriptor");
-        if padded && !bounded {
-            (
-                format!(
-                    "operand-load/descriptor? (operand {letter} is not uniform, but M = {} x N = {} leaves padding rows in the MMA tiles and the trace has no row bound: padding could explain it)",
-                    rung.m, rung.n
-                ),
-                "DRAFT",
-                manifest == "none" && variant.symptom.starts_with("confound"),
-            )
-        } else if zeros_only {
-            (
-                format!(
-                    "operand-load/descriptor (operand {letter} holds zeros among equal values: padding rows or out-of-bounds fill would look the same)"
-                ),
-                "DRAFT",
-                operand_stage,
-            )
-        } else {
-            (
-                format!(
-                    "operand-load/descriptor (operand {letter} is not uniform on a uniform input)"
-                ),
-                "VERDICT",
-                operand_stage,
-            )
-        }
-    } else if let Some(why) = acc_bad.as_ref().filter(|_| !operands_probed) {
-        (
-            format!(
-                "mma or operand-load/descriptor (accumulator {why}; the operands were not probed, so the two cannot be told apart)"
-            ),
-            "DRAFT",
-            matches!(manifest, "mma" | "operand-load" | "descriptor"),
-        )
-    } else if let Some(why) = acc_bad {
-        (
-            format!("mma (operands uniform; accumulator {why})"),
-            "VERDICT",
-            manifest == "mma",
-        )
-    } else if output_wrong {
-        (
-            "epilogue (operands and accumulator exact; output wrong)".to_owned(),
-            "VERDICT",
-            manifest == "epilogue",
-        )
-    } else {
-        (
-            "nothing on ones (operands, accumulator and output exact)".to_owned(),
-            "n/a",
-            manifest == "none" || variant.expect.ones == crate::suite::Outcome::Pass,
-        )
+        finding.fits(kwb_diagnose::Stage::parse(&variant.stage))
     };
     Judged {
-        stage,
-        grade,
+        grade: if finding.stage.is_none() {
+            "n/a"
+        } else {
+            finding.status.as_str()
+        },
+        stage: finding.summary,
         agrees,
-        evidence,
+        evidence: finding.evidence,
     }
 }
 

@@ -1,0 +1,23 @@
+//! The stage verdict of `kwb diagnose`, as plain functions over what the two tracks
+//! measured (no IO, no GPU):
+//!
+//! - [`judge_ones`]: the stage a Track A trace shows on the all-ones rung, from the
+//!   closed forms of uniform inputs.
+//! - [`classify`]: the shape of a rung's error over the output (one factor, a K tile
+//!   counted twice, a row or column band, a period, a transpose, one CTA tile).
+//!
+//! Every function returns a [`Finding`]: the stage, the stages the same evidence
+//! cannot tell apart from it, VERDICT or DRAFT, and the confound that keeps a draft a
+//! draft. A wrong VERDICT is the worst bug this crate can have, so every path to one
+//! is unit-tested next to the confound that must turn it into a draft.
+
+mod pattern;
+mod stage;
+mod trace_ones;
+
+pub use crate::pattern::{Axis, Classified, ErrorGrid, Pattern, classify};
+pub use crate::stage::{Confound, Finding, Stage, Status};
+pub use crate::trace_ones::{OnesRun, judge_ones};
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,329 @@
+//! The shape of the error over the output: which outputs of a rung are wrong, and
+//! what that set looks like. A defect leaves a signature there before anyone reads a
+//! line of the kernel: one factor everywhere (alpha applied twice), a K tile counted
+//! twice (the ratio is 1 + BK/K), a band of rows (padding, a box clamp), a period
+//! (a swizzle), a transpose, one CTA tile (the scheduler or tile coordinates), or
+//! nothing regular.
+
+use serde::Serialize;
+
+/// One rung's output against its answer, row-major M x N.
+#[derive(Clone, Copy, Debug)]
+pub struct ErrorGrid<'a> {
+    pub m: usize,
+    pub n: usize,
+    /// The reduction length (for the K-residue reading).
+    pub k: usize,
+    pub output: &'a [f32],
+    pub answer: &'a [f64],
+    /// The kernel's CTA tile (rows, columns).
+    pub tile: (usize, usize),
+    /// An output is wrong when |output - answer| > tolerance (0: exact), or when it is
+    /// NaN or Inf and the answer is not the same.
+    pub tolerance: f64,
+}
+
+/// What the set of wrong outputs looks like.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "pattern", rename_all = "kebab-case")]
+pub enum Pattern {
+    /// No output is wrong.
+    None,
+    /// Every output is its answer times one factor.
+    Uniform { factor: f64 },
+    /// Every output is its answer times 1 + extra_k / K: |extra_k| more (or fewer)
+    /// products along K, a whole K tile counted twice or dropped (the last one, when
+    /// the loop's bound or the pipeline's tail is off).
+    KResidue { factor: f64, extra_k: i64 },
+    /// Every output is wrong, by no one factor (NaN everywhere, garbage).
+    Everywhere,
+    /// The output is the answer transposed.
+    Transposed,
+    /// Only outputs of one CTA tile are wrong.
+    OneTile { tile_row: usize, tile_col: usize },
+    /// Whole rows are wrong, the others right (padding rows, a box clamp).
+    RowBand { rows: Vec<(usize, usize)> },
+    /// Whole columns are wrong, the others right.
+    ColumnBand { cols: Vec<(usize, usize)> },
+    /// The wrong rows or columns recur with a period (a swizzle, an interleave).
+    Periodic { axis: Axis, period: usize },
+    /// Nothing regular.
+    Scattered { fraction: f64 },
+}
+
+/// An output axis.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Axis {
+    M,
+    N,
+}
+
+impl Pattern {
+    /// The label a report prints.
+    pub fn label(&self) -> String {
+        match self {
+            Pattern::None => "none".to_owned(),
+            Pattern::Uniform { factor } => format!("uniform {factor:.4}x"),
+            Pattern::KResidue { factor, extra_k } => format!(
+                "K residue: {extra_k:+} products along K ({factor:.4}x: a K tile counted twice or dropped)"
+            ),
+            Pattern::Everywhere => "everywhere (no one factor)".to_owned(),
+            Pattern::Transposed => "transposed".to_owned(),
+            Pattern::OneTile { tile_row, tile_col } => {
+                format!("one tile (tile row {tile_row}, tile column {tile_col})")
+            }
+            Pattern::RowBand { rows } => format!("row band (rows {})", spans(rows)),
+            Pattern::ColumnBand { cols } => format!("column band (columns {})", spans(cols)),
+            Pattern::Periodic { axis, period } => {
+                format!("periodic along {axis:?} with period {period}")
+            }
+            Pattern::Scattered { fraction } => {
+                format!("scattered ({:.1}% of outputs)", fraction * 100.0)
+            }
+        }
+    }
+}
+
+fn spans(ranges: &[(usize, usize)]) -> String {
+    ranges
+        .iter()
+        .map(|(a, b)| {
+            if a == b {
+                a.to_string()
+            } else {
+                format!("{a}..={b}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The classification of one rung's error.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Classified {
+    pub pattern: Pattern,
+    /// Wrong outputs.
+    pub wrong: usize,
+    /// Wrong outputs that are NaN or Inf.
+    pub non_finite: usize,
+}
+
+/// K steps a residue is read in: a K tile of any kernel kwb knows is a multiple.
+const K_QUANTUM: i64 = 8;
+/// Relative spread under which ratios count as one factor.
+const SAME_FACTOR: f64 = 1e-3;
+/// Share of a row's (column's) outputs that must be wrong for it to be a wrong row.
+const WHOLE_LINE: f64 = 0.9;
+
+impl ErrorGrid<'_> {
+    fn wrong(&self, i: usize) -> bool {
+        let (o, a) = (f64::from(self.output[i]), self.answer[i]);
+        if !o.is_finite() || !a.is_finite() {
+            return !(o == a || (o.is_nan() && a.is_nan()));
+        }
+        (o - a).abs() > self.tolerance
+    }
+}
+
+/// Classifies the wrong outputs of `grid`.
+pub fn classify(grid: &ErrorGrid<'_>) -> Classified {
+    let (m, n) = (grid.m, grid.n);
+    let total = m * n;
+    assert!(
+        grid.output.len() >= total && grid.answer.len() >= total,
+        "an error grid holds M x N outputs and answers"
+    );
+    let wrong: Vec<bool> = (0..total).map(|i| grid.wrong(i)).collect();
+    let count = wrong.iter().filter(|w| **w).count();
+    let non_finite = (0..total)
+        .filter(|&i| wrong[i] && !grid.output[i].is_finite())
+        .count();
+    let pattern = pattern(grid, &wrong, count);
+    Classified {
+        pattern,
+        wrong: count,
+        non_finite,
+    }
+}
+
+fn pattern(grid: &ErrorGrid<'_>, wrong: &[bool], count: usize) -> Pattern {
+    let (m, n) = (grid.m, grid.n);
+    if count == 0 {
+        return Pattern::None;
+    }
+    if let Some(p) = one_factor(grid, wrong, count) {
+        return p;
+    }
+    if transposed(grid, wrong) {
+        return Pattern::Transposed;
+    }
+    if count == m * n {
+        return Pattern::Everywhere;
+    }
+    let (bm, bn) = (grid.tile.0.max(1), grid.tile.1.max(1));
+    let tiles = m.div_ceil(bm) * n.div_ceil(bn);
+    if tiles > 1 {
+        let mut first = None;
+        let mut one = true;
+        for i in (0..m * n).filter(|&i| wrong[i]) {
+            let t = (i / n / bm, i % n / bn);
+            match first {
+                None => first = Some(t),
+                Some(f) if f != t => {
+                    one = false;
+                    break;
+                }
+                _ => {}
+            }
+        }
+        if let (true, Some((tile_row, tile_col))) = (one, first) {
+            return Pattern::OneTile { tile_row, tile_col };
+        }
+    }
+    let row_wrong: Vec<usize> = (0..m)
+        .map(|r| (0..n).filter(|&c| wrong[r * n + c]).count())
+        .collect();
+    let col_wrong: Vec<usize> = (0..n)
+        .map(|c| (0..m).filter(|&r| wrong[r * n + c]).count())
+        .collect();
+    let whole_rows: Vec<bool> = row_wrong
+        .iter()
+        .map(|&w| w as f64 >= WHOLE_LINE * n as f64)
+        .collect();
+    let whole_cols: Vec<bool> = col_wrong
+        .iter()
+        .map(|&w| w as f64 >= WHOLE_LINE * m as f64)
+        .collect();
+    // Wrong outputs only in whole wrong rows (or columns), and not all of them.
+    let rows_explain = row_wrong
+        .iter()
+        .zip(&whole_rows)
+        .all(|(&w, &whole)| w == 0 || whole);
+    let cols_explain = col_wrong
+        .iter()
+        .zip(&whole_cols)
+        .all(|(&w, &whole)| w == 0 || whole);
+    if rows_explain && whole_rows.iter().any(|w| !w) {
+        if let Some(period) = period(&whole_rows) {
+            return Pattern::Periodic {
+                axis: Axis::M,
+                period,
+            };
+        }
+        return Pattern::RowBand {
+            rows: ranges(&whole_rows),
+        };
+    }
+    if cols_explain && whole_cols.iter().any(|w| !w) {
+        if let Some(period) = period(&whole_cols) {
+            return Pattern::Periodic {
+                axis: Axis::N,
+                period,
+            };
+        }
+        return Pattern::ColumnBand {
+            cols: ranges(&whole_cols),
+        };
+    }
+    // Partial rows or columns that still recur with a period (a swizzle moves chunks
+    // of every row): the indicator of rows (columns) holding any wrong output.
+    let any_rows: Vec<bool> = row_wrong.iter().map(|&w| w > 0).collect();
+    let any_cols: Vec<bool> = col_wrong.iter().map(|&w| w > 0).collect();
+    if any_cols.iter().any(|w| !w) {
+        if let Some(period) = period(&any_cols) {
+            return Pattern::Periodic {
+                axis: Axis::N,
+                period,
+            };
+        }
+    }
+    if any_rows.iter().any(|w| !w) {
+        if let Some(period) = period(&any_rows) {
+            return Pattern::Periodic {
+                axis: Axis::M,
+                period,
+            };
+        }
+    }
+    Pattern::Scattered {
+        fraction: count as f64 / (m * n) as f64,
+    }
+}
+
+/// Every output wrong by one factor of its (nonzero, finite) answer: Uniform, or
+/// KResidue when the factor is 1 + e/K with e a whole number of K steps, at most a
+/// quarter of K (a tile or a few, not a scale).
+fn one_factor(grid: &ErrorGrid<'_>, wrong: &[bool], count: usize) -> Option<Pattern> {
+    let nonzero: Vec<usize> = (0..grid.m * grid.n)
+        .filter(|&i| grid.answer[i] != 0.0 && grid.answer[i].is_finite())
+        .collect();
+    // Every output with a nonzero answer is wrong, and only those.
+    if nonzero.is_empty() || nonzero.len() != count || nonzero.iter().any(|&i| !wrong[i]) {
+        return None;
+    }
+    let ratios: Vec<f64> = nonzero
+        .iter()
+        .map(|&i| f64::from(grid.output[i]) / grid.answer[i])
+        .collect();
+    let first = *ratios.first()?;
+    if !first.is_finite()
+        || ratios
+            .iter()
+            .any(|r| !r.is_finite() || (r - first).abs() > SAME_FACTOR * first.abs())
+    {
+        return None;
+    }
+    let factor = ratios.iter().sum::<f64>() / ratios.len() as f64;
+    let k = grid.k as f64;
+    let extra = (factor - 1.0) * k;
+    let steps = (extra / K_QUANTUM as f64).round() as i64;
+    let extra_k = steps * K_QUANTUM;
+    let on_grid = (extra - extra_k as f64).abs() <= SAME_FACTOR * k.max(1.0) * factor.abs();
+    if grid.k > 0 && steps != 0 && on_grid && (extra_k.unsigned_abs() as f64) <= k / 4.0 {
+        return Some(Pattern::KResidue { factor, extra_k });
+    }
+    Some(Pattern::Uniform { factor })
+}
+
+/// The output equals the answer transposed wherever it is wrong (square problems).
+fn transposed(grid: &ErrorGrid<'_>, wrong: &[bool]) -> bool {
+    let n = grid.n;
+    if grid.m != n || n < 2 {
+        return false;
+    }
+    (0..n * n).filter(|&i| wrong[i]).all(|i| {
+        let (r, c) = (i / n, i % n);
+        (f64::from(grid.output[i]) - grid.answer[c * n + r]).abs() <= grid.tolerance
+    })
+}
+
+/// The smallest period p (2 <= p <= len / 2) with which `set` repeats, when the set
+/// is neither empty nor everything and at least two periods show.
+fn period(set: &[bool]) -> Option<usize> {
+    let len = set.len();
+    if set.iter().all(|&b| b) || set.iter().all(|&b| !b) {
+        return None;
+    }
+    (2..=len / 2).find(|&p| (0..len - p).all(|i| set[i] == set[i + p]))
+}
+
+/// The runs of `true` in `set`, as inclusive (first, last) pairs.
+fn ranges(set: &[bool]) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut start = None;
+    for (i, &b) in set.iter().enumerate() {
+        match (b, start) {
+            (true, None) => start = Some(i),
+            (false, Some(s)) => {
+                out.push((s, i - 1));
+                start = None;
+            }
+            _ => {}
+        }
+    }
+    if let Some(s) = start {
+        out.push((s, set.len() - 1));
+    }
+    out
+}

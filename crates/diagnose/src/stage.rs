@@ -1,0 +1,135 @@
+//! The words of a diagnosis: the stages a GEMM-like kernel can be wrong in, how sure a
+//! localization is, the confounds that keep it a draft, and what one track found.
+
+use serde::Serialize;
+
+/// A stage of the kernel's data path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Stage {
+    /// The operands as the MMA consumes them differ from the inputs' tiles.
+    OperandLoad,
+    /// The TMA descriptor that drives an operand load is wrong (an operand-load
+    /// symptom whose cause is the descriptor).
+    Descriptor,
+    /// Operands right, the accumulator wrong.
+    Mma,
+    /// Accumulator right, the output wrong.
+    Epilogue,
+}
+
+impl Stage {
+    /// The name the manifest, `--json` and the reports use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Stage::OperandLoad => "operand-load",
+            Stage::Descriptor => "descriptor",
+            Stage::Mma => "mma",
+            Stage::Epilogue => "epilogue",
+        }
+    }
+
+    /// The stage named `name` (`none` and anything else: no stage).
+    pub fn parse(name: &str) -> Option<Stage> {
+        [
+            Stage::OperandLoad,
+            Stage::Descriptor,
+            Stage::Mma,
+            Stage::Epilogue,
+        ]
+        .into_iter()
+        .find(|s| s.as_str() == name)
+    }
+}
+
+/// How far a localization can be trusted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum Status {
+    /// A controlled-input rung or an unconfounded trace isolates it.
+    Verdict,
+    /// Something could explain the reading without the named stage being wrong, or
+    /// the evidence cannot tell two stages apart: the draft says which.
+    Draft,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Verdict => "VERDICT",
+            Status::Draft => "DRAFT",
+        }
+    }
+}
+
+/// What could explain a reading without a defect in the stage it points at.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Confound {
+    /// The problem leaves padding rows in the MMA tiles (BATCH < MMA_N or a shape that
+    /// is no multiple of the tile) and the trace counted every row: padding rows hold
+    /// whatever the kernel fills them with.
+    PaddingRows { m: u64, n: u64 },
+    /// The only odd values are zeros among equal ones: padding rows and
+    /// out-of-bounds fill look exactly like that.
+    ZerosAmongEqual,
+    /// The accumulator is wrong but the operands were not traced, so a wrong
+    /// operand and a wrong MMA read the same.
+    OperandsNotProbed,
+}
+
+impl Confound {
+    /// One sentence for the report.
+    pub fn describe(&self) -> String {
+        match self {
+            Confound::PaddingRows { m, n } => format!(
+                "M = {m} x N = {n} leaves padding rows in the MMA tiles and the trace has no row bound: padding could explain it"
+            ),
+            Confound::ZerosAmongEqual => {
+                "zeros among equal values: padding rows or out-of-bounds fill would look the same"
+                    .to_owned()
+            }
+            Confound::OperandsNotProbed => {
+                "the operands were not probed, so the two cannot be told apart".to_owned()
+            }
+        }
+    }
+}
+
+/// What one track says about the stage.
+///
+/// Invariant: `status` is [`Status::Verdict`] only when `stage` is `Some` and
+/// `confound` is `None`, or when `stage` is `None` and `clean` is true (the evidence
+/// shows every stage right).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Finding {
+    /// The stage the evidence points at; `None`: none.
+    pub stage: Option<Stage>,
+    /// Other stages the same evidence fits (a descriptor for an operand-load symptom).
+    pub alternatives: Vec<Stage>,
+    pub status: Status,
+    /// Every stage this evidence looked at read right.
+    pub clean: bool,
+    /// What keeps it a draft.
+    pub confound: Option<Confound>,
+    /// The K tile where the accumulator first departs from its model.
+    pub k_tile: Option<i32>,
+    /// got / expected where one factor relates them (2.000 for a doubled value).
+    pub factor: Option<f64>,
+    /// One line: the stage and why.
+    pub summary: String,
+    /// The numbers behind it.
+    pub evidence: Vec<String>,
+}
+
+impl Finding {
+    /// Whether `stage` (`None`: no defect) is what this finding says, or one of the
+    /// stages it cannot tell apart from it.
+    pub fn fits(&self, stage: Option<Stage>) -> bool {
+        match (self.stage, stage) {
+            (None, None) => true,
+            (Some(s), Some(want)) => s == want || self.alternatives.contains(&want),
+            _ => false,
+        }
+    }
+}

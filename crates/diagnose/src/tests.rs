@@ -1,0 +1,366 @@
+use kwb_runtime::{Kind, RECORD_MAGIC, Trace, TraceRecord};
+
+use crate::{Confound, OnesRun, Stage, Status, judge_ones};
+
+/// A record of `kind` at `k_tile` whose `count` values range over `min..=max`.
+fn record(kind: Kind, k_tile: i32, min: f32, max: f32, count: u32) -> TraceRecord {
+    TraceRecord {
+        magic: RECORD_MAGIC,
+        version: kwb_runtime::VERSION,
+        site: kind as u32,
+        kind: kind as u32,
+        tag: 0,
+        cta_x: 0,
+        cta_y: 0,
+        cta_z: 0,
+        warp: 0,
+        lane: 0,
+        active_mask: u32::MAX,
+        k_tile,
+        tile_m: 0,
+        tile_n: 0,
+        row_bound: i32::MAX,
+        row_axis: 0,
+        count,
+        absmax: min.abs().max(max.abs()),
+        vmin: min,
+        vmax: max,
+        nan_count: 0,
+        inf_count: 0,
+        seen: count,
+        nvalues: 0,
+        values: [0.0; 8],
+        value_m: [-1; 8],
+        value_n: [-1; 8],
+        value_k: [-1; 8],
+    }
+}
+
+fn trace(records: Vec<TraceRecord>) -> Trace {
+    Trace {
+        sites: Vec::new(),
+        records,
+        dropped: 0,
+        capacity: 1 << 16,
+        tiles: Vec::new(),
+        tile_dropped: 0,
+        tile_capacity: 0,
+    }
+}
+
+/// A clean trace of a K = 4 x 32 problem on all-ones: operands 1, the accumulator
+/// 32, 64, 96, 128 after each K tile and 128 after the mainloop, the epilogue 256
+/// (alpha 2).
+fn clean_ones() -> Vec<TraceRecord> {
+    let mut records = vec![
+        record(Kind::OperandA, 0, 1.0, 1.0, 512),
+        record(Kind::OperandB, 0, 1.0, 1.0, 512),
+    ];
+    for t in 0..4 {
+        records.push(record(
+            Kind::Accumulator,
+            t,
+            32.0 * (t + 1) as f32,
+            32.0 * (t + 1) as f32,
+            4096,
+        ));
+    }
+    records.push(record(Kind::Accumulator, -1, 128.0, 128.0, 4096));
+    records.push(record(Kind::Epilogue, -1, 256.0, 256.0, 4096));
+    records
+}
+
+fn run(m: u64, n: u64, mismatches: u64, ratio: f64) -> OnesRun {
+    OnesRun {
+        m,
+        n,
+        k: 128,
+        mismatches,
+        nan: 0,
+        inf: 0,
+        ratio,
+    }
+}
+
+#[test]
+fn a_clean_trace_on_a_right_output_is_clean_and_names_no_stage() {
+    let f = judge_ones(&trace(clean_ones()), &run(256, 256, 0, 1.0));
+    assert_eq!(f.stage, None);
+    assert!(f.clean);
+    assert_eq!(f.status, Status::Draft, "ones cannot see a permutation");
+    assert!(f.fits(None));
+}
+
+#[test]
+fn a_clean_trace_under_a_wrong_output_is_the_epilogue() {
+    let f = judge_ones(&trace(clean_ones()), &run(256, 256, 65536, 2.0));
+    assert_eq!(f.stage, Some(Stage::Epilogue));
+    assert_eq!(f.status, Status::Verdict);
+    assert_eq!(f.factor, Some(2.0));
+}
+
+#[test]
+fn an_accumulator_that_counts_a_k_tile_twice_is_the_mma_with_the_tile_and_factor() {
+    let mut records = clean_ones();
+    // K tile 2 added twice: 32, 64, 128, 160; 160 after the mainloop.
+    records[4] = record(Kind::Accumulator, 2, 128.0, 128.0, 4096);
+    records[5] = record(Kind::Accumulator, 3, 160.0, 160.0, 4096);
+    records[6] = record(Kind::Accumulator, -1, 160.0, 160.0, 4096);
+    let f = judge_ones(&trace(records), &run(256, 256, 65536, 1.25));
+    assert_eq!(f.stage, Some(Stage::Mma));
+    assert_eq!(f.status, Status::Verdict);
+    assert_eq!(f.k_tile, Some(2));
+    assert_eq!(f.factor, Some(128.0 / 96.0));
+    assert!(
+        f.summary
+            .starts_with("mma (operands uniform; accumulator after K tile 2"),
+        "{}",
+        f.summary
+    );
+}
+
+#[test]
+fn a_wrong_accumulator_without_operand_probes_is_a_draft_that_names_both_stages() {
+    let records: Vec<_> = clean_ones()
+        .into_iter()
+        .filter(|r| r.kind() == Some(Kind::Accumulator))
+        .map(|mut r| {
+            r.vmin *= 1.5;
+            r.vmax *= 1.5;
+            r
+        })
+        .collect();
+    let f = judge_ones(&trace(records), &run(256, 256, 65536, 1.5));
+    assert_eq!(f.status, Status::Draft);
+    assert_eq!(f.confound, Some(Confound::OperandsNotProbed));
+    assert!(f.fits(Some(Stage::Mma)) && f.fits(Some(Stage::OperandLoad)));
+    assert_eq!(f.factor, Some(1.5));
+}
+
+#[test]
+fn a_non_uniform_operand_is_an_operand_load_verdict_that_fits_a_descriptor_too() {
+    let mut records = clean_ones();
+    records[1] = record(Kind::OperandB, 0, 0.5, 1.0, 512);
+    let f = judge_ones(&trace(records), &run(256, 256, 100, 0.9));
+    assert_eq!(f.stage, Some(Stage::OperandLoad));
+    assert_eq!(f.status, Status::Verdict);
+    assert!(f.fits(Some(Stage::Descriptor)));
+    assert!(!f.fits(Some(Stage::Mma)));
+}
+
+#[test]
+fn zeros_among_ones_are_a_draft_padding_could_explain() {
+    let mut records = clean_ones();
+    records[0] = record(Kind::OperandA, 0, 0.0, 1.0, 512);
+    let f = judge_ones(&trace(records), &run(256, 256, 0, 1.0));
+    assert_eq!(f.status, Status::Draft);
+    assert_eq!(f.confound, Some(Confound::ZerosAmongEqual));
+}
+
+#[test]
+fn an_unbounded_trace_of_a_padded_problem_is_a_draft_naming_the_padding() {
+    // BATCH = 16 < MMA_N: rows 16.. of the tile are padding, and the trace counted them.
+    let mut records = clean_ones();
+    records[0] = record(Kind::OperandA, 0, -3.0, 1.0, 512);
+    let f = judge_ones(&trace(records.clone()), &run(16, 256, 0, 1.0));
+    assert_eq!(f.status, Status::Draft);
+    assert_eq!(f.confound, Some(Confound::PaddingRows { m: 16, n: 256 }));
+    // The same reading with the row bound is no longer confounded.
+    for r in &mut records {
+        r.row_bound = 16;
+    }
+    let bounded = judge_ones(&trace(records), &run(16, 256, 0, 1.0));
+    assert_eq!(bounded.status, Status::Verdict);
+    assert_eq!(bounded.stage, Some(Stage::OperandLoad));
+}
+
+#[test]
+fn a_nan_accumulator_is_the_mma_even_when_every_tile_before_was_right() {
+    let mut records = clean_ones();
+    records[6].nan_count = 3;
+    let f = judge_ones(&trace(records), &run(256, 256, 3, f64::NAN));
+    assert_eq!(f.stage, Some(Stage::Mma));
+    assert_eq!(f.k_tile, None);
+    assert!(f.summary.contains("after the mainloop"), "{}", f.summary);
+}
+
+mod patterns {
+    use crate::{Axis, ErrorGrid, Pattern, classify};
+
+    /// An M x N problem whose answer at (m, n) is 1 + m + 2n (no two outputs and no
+    /// output and its transpose alike), and the output `wrong` makes of it.
+    fn grid_of(
+        m: usize,
+        n: usize,
+        k: usize,
+        wrong: impl Fn(usize, usize, f64) -> f64,
+    ) -> (Vec<f32>, Vec<f64>) {
+        let answer: Vec<f64> = (0..m * n)
+            .map(|i| (1 + i / n + 2 * (i % n)) as f64)
+            .collect();
+        let output = (0..m * n)
+            .map(|i| wrong(i / n, i % n, answer[i]) as f32)
+            .collect();
+        let _ = k;
+        (output, answer)
+    }
+
+    fn label(
+        m: usize,
+        n: usize,
+        k: usize,
+        tile: (usize, usize),
+        wrong: impl Fn(usize, usize, f64) -> f64,
+    ) -> Pattern {
+        let (output, answer) = grid_of(m, n, k, wrong);
+        classify(&ErrorGrid {
+            m,
+            n,
+            k,
+            output: &output,
+            answer: &answer,
+            tile,
+            tolerance: 0.0,
+        })
+        .pattern
+    }
+
+    #[test]
+    fn a_right_output_has_no_pattern() {
+        assert_eq!(label(64, 64, 256, (32, 32), |_, _, a| a), Pattern::None);
+    }
+
+    #[test]
+    fn alpha_applied_twice_is_uniform_two() {
+        assert_eq!(
+            label(64, 64, 1024, (32, 32), |_, _, a| 2.0 * a),
+            Pattern::Uniform { factor: 2.0 }
+        );
+    }
+
+    #[test]
+    fn a_k_tile_counted_twice_or_dropped_is_a_k_residue() {
+        let twice = label(64, 64, 1024, (32, 32), |_, _, a| a * (1.0 + 32.0 / 1024.0));
+        assert!(
+            matches!(twice, Pattern::KResidue { extra_k: 32, .. }),
+            "{twice:?}"
+        );
+        let dropped = label(64, 64, 1024, (32, 32), |_, _, a| a * (1.0 - 64.0 / 1024.0));
+        assert!(
+            matches!(dropped, Pattern::KResidue { extra_k: -64, .. }),
+            "{dropped:?}"
+        );
+        // Half of K again is a scale, not a tile or a few: uniform.
+        let fold = label(64, 64, 6144, (32, 32), |_, _, a| a * 1.5);
+        assert_eq!(fold, Pattern::Uniform { factor: 1.5 });
+    }
+
+    #[test]
+    fn a_transposed_store_is_transposed() {
+        let n = 48;
+        let p = label(n, n, 64, (16, 16), |r, c, _| (1 + c + 2 * r) as f64);
+        assert_eq!(p, Pattern::Transposed);
+    }
+
+    #[test]
+    fn nan_everywhere_is_everywhere() {
+        assert_eq!(
+            label(64, 64, 64, (32, 32), |_, _, _| f64::NAN),
+            Pattern::Everywhere
+        );
+    }
+
+    #[test]
+    fn one_wrong_cta_tile_is_one_tile() {
+        let p = label(128, 128, 64, (64, 64), |r, c, a| {
+            if r >= 64 && c < 64 { a + 1.0 } else { a }
+        });
+        assert_eq!(
+            p,
+            Pattern::OneTile {
+                tile_row: 1,
+                tile_col: 0
+            }
+        );
+    }
+
+    #[test]
+    fn padding_rows_of_one_tile_are_a_row_band() {
+        // BATCH = 16 of a 64-row tile: rows 16..=63 read garbage, every column.
+        let p = label(
+            64,
+            128,
+            64,
+            (64, 64),
+            |r, _, a| if r >= 16 { 0.0 } else { a },
+        );
+        assert_eq!(
+            p,
+            Pattern::RowBand {
+                rows: vec![(16, 63)]
+            }
+        );
+        let cols = label(
+            64,
+            128,
+            64,
+            (32, 32),
+            |_, c, a| if c >= 96 { a * 3.0 } else { a },
+        );
+        assert_eq!(
+            cols,
+            Pattern::ColumnBand {
+                cols: vec![(96, 127)]
+            }
+        );
+    }
+
+    #[test]
+    fn padding_rows_in_every_tile_are_periodic() {
+        let p = label(
+            256,
+            64,
+            64,
+            (64, 64),
+            |r, _, a| if r % 64 >= 16 { 0.0 } else { a },
+        );
+        assert_eq!(
+            p,
+            Pattern::Periodic {
+                axis: Axis::M,
+                period: 64
+            }
+        );
+    }
+
+    #[test]
+    fn a_swizzle_that_moves_some_chunks_of_every_row_is_periodic_along_n() {
+        // Columns 8..16 of every 64 wrong, in half the rows: no whole row or column.
+        let p = label(128, 256, 64, (128, 128), |r, c, a| {
+            if c % 64 >= 8 && c % 64 < 16 && r % 2 == 1 {
+                a + 5.0
+            } else {
+                a
+            }
+        });
+        assert_eq!(
+            p,
+            Pattern::Periodic {
+                axis: Axis::N,
+                period: 64
+            }
+        );
+    }
+
+    #[test]
+    fn a_few_stray_outputs_are_scattered() {
+        let p = label(64, 64, 64, (32, 32), |r, c, a| {
+            if (r, c) == (3, 5) || (r, c) == (40, 61) || (r, c) == (17, 30) {
+                a - 1.0
+            } else {
+                a
+            }
+        });
+        assert!(matches!(p, Pattern::Scattered { .. }), "{p:?}");
+    }
+}

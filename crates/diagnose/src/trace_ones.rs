@@ -1,0 +1,292 @@
+//! Track A on the all-ones rung: the stage a trace shows, from the closed forms of
+//! uniform inputs alone (no dumped operands needed).
+//!
+//! 1. Every operand value the MMA consumes is the same (1 for a first layer; the
+//!    uniform output of the layer before for a chained one); otherwise the stage is
+//!    operand-load (or the TMA descriptor that drives it).
+//! 2. The accumulator after K tile t holds one value everywhere, (t + 1) times its
+//!    value after tile 0, and K·a·b after the mainloop (a, b: the operand values);
+//!    otherwise the MMA/accumulate stage over- or under-counts.
+//! 3. With both right, an output the run found wrong is the epilogue's doing.
+//! 4. With everything right the defect, if any, is invisible on all-ones (a
+//!    permutation or a shifted tile of equal values): the trace refutes nothing.
+//!
+//! A non-uniform operand is only a draft when zeros are its only odd values (padding
+//! rows and out-of-bounds fill look the same) or when the problem leaves padding rows
+//! in the MMA tiles and the trace counted every row.
+
+use kwb_runtime::{Kind, Trace, TraceRecord};
+
+use crate::stage::{Confound, Finding, Stage, Status};
+
+/// The all-ones run the trace was recorded on, as it was checked against its answer.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OnesRun {
+    pub m: u64,
+    pub n: u64,
+    pub k: u64,
+    /// Outputs that differ from the closed form (NaN and Inf included).
+    pub mismatches: u64,
+    pub nan: u64,
+    pub inf: u64,
+    /// sum |output| / sum |answer|.
+    pub ratio: f64,
+}
+
+/// The tile edge below which a problem leaves padding rows: every MMA tile of the
+/// kernels kwb knows covers a multiple of it.
+const PADDING_QUANTUM: u64 = 64;
+
+/// Statistics of a set of records.
+#[derive(Default)]
+struct Stats {
+    records: usize,
+    count: u64,
+    min: Option<f32>,
+    max: Option<f32>,
+    nan: u64,
+    inf: u64,
+}
+
+impl Stats {
+    fn of<'r>(records: impl Iterator<Item = &'r TraceRecord>) -> Stats {
+        let mut s = Stats::default();
+        for r in records {
+            s.records += 1;
+            s.count += u64::from(r.count);
+            s.nan += u64::from(r.nan_count);
+            s.inf += u64::from(r.inf_count);
+            if r.vmin.is_finite() {
+                s.min = Some(s.min.map_or(r.vmin, |m| m.min(r.vmin)));
+            }
+            if r.vmax.is_finite() {
+                s.max = Some(s.max.map_or(r.vmax, |m| m.max(r.vmax)));
+            }
+        }
+        s
+    }
+
+    fn exactly(&self, v: f32) -> bool {
+        self.nan == 0 && self.inf == 0 && self.min == Some(v) && self.max == Some(v)
+    }
+
+    /// The one value every counted value has, if they all agree.
+    fn uniform(&self) -> Option<f32> {
+        (self.nan == 0 && self.inf == 0 && self.min == self.max)
+            .then_some(self.min)
+            .flatten()
+    }
+
+    fn range(&self) -> String {
+        let show = |v: Option<f32>| v.map_or("-".to_owned(), |v| format!("{v}"));
+        let mut text = format!(
+            "{}..{} over {} values",
+            show(self.min),
+            show(self.max),
+            self.count
+        );
+        if self.nan + self.inf > 0 {
+            text.push_str(&format!(", {} NaN, {} Inf", self.nan, self.inf));
+        }
+        text
+    }
+}
+
+/// Where the accumulator first departs from its model.
+struct AccumulatorDeparture {
+    why: String,
+    k_tile: Option<i32>,
+    factor: Option<f64>,
+}
+
+/// The stage `trace` shows for a run on all-ones inputs.
+pub fn judge_ones(trace: &Trace, run: &OnesRun) -> Finding {
+    let of_kind = |kind: Kind| trace.records.iter().filter(move |r| r.kind() == Some(kind));
+    let mut evidence = Vec::new();
+
+    // 1. Operands: one value each on a uniform input.
+    let mut operand_bad = None;
+    let mut scale = Some(1.0_f32);
+    for (kind, letter) in [(Kind::OperandA, 'A'), (Kind::OperandB, 'B')] {
+        let s = Stats::of(of_kind(kind).filter(|r| r.count > 0));
+        if s.records == 0 {
+            evidence.push(format!(
+                "operand {letter}: not probed (taken as the input's 1)"
+            ));
+            continue;
+        }
+        evidence.push(format!("operand {letter}: {}", s.range()));
+        match s.uniform() {
+            Some(v) => scale = scale.map(|x| x * v),
+            None => {
+                scale = None;
+                if operand_bad.is_none() {
+                    let zeros_only = s.nan == 0 && s.inf == 0 && s.min == Some(0.0);
+                    operand_bad = Some((letter, zeros_only));
+                }
+            }
+        }
+    }
+
+    // 2. Accumulator: per K tile, then after the mainloop. K times the operand
+    // values is what every accumulator value ends at.
+    let full = scale.map(|x| x * run.k as f32);
+    let mut ks: Vec<i32> = of_kind(Kind::Accumulator)
+        .filter(|r| r.k_tile >= 0)
+        .map(|r| r.k_tile)
+        .collect();
+    ks.sort_unstable();
+    ks.dedup();
+    let tiles: Vec<(i32, Stats)> = ks
+        .into_iter()
+        .map(|t| {
+            (
+                t,
+                Stats::of(of_kind(Kind::Accumulator).filter(|r| r.k_tile == t)),
+            )
+        })
+        .collect();
+    let mut acc_bad: Option<AccumulatorDeparture> = None;
+    if let Some((t0, first)) = tiles.first() {
+        // The first probed tile may be 1 (a peeled first K tile): one K tile's worth
+        // is its value over t0 + 1.
+        let step = first.max.unwrap_or(f32::NAN) / (*t0 as f32 + 1.0);
+        for (t, s) in &tiles {
+            let want = step * (*t as f32 + 1.0);
+            if !s.exactly(want) && acc_bad.is_none() {
+                acc_bad = Some(AccumulatorDeparture {
+                    why: format!(
+                        "after K tile {t}: {} (expected {want} everywhere: K tile {t0} gave {step} per tile)",
+                        s.range()
+                    ),
+                    k_tile: Some(*t),
+                    factor: s
+                        .max
+                        .filter(|_| s.uniform().is_some() && want != 0.0)
+                        .map(|v| f64::from(v) / f64::from(want)),
+                });
+            }
+        }
+        evidence.push(format!(
+            "accumulator: {} K tiles probed, {} after tile {t0}, {} after tile {}",
+            tiles.len(),
+            first.range(),
+            tiles.last().map_or(String::new(), |(_, s)| s.range()),
+            tiles.last().map_or(0, |(t, _)| *t)
+        ));
+    }
+    let done = Stats::of(of_kind(Kind::Accumulator).filter(|r| r.k_tile < 0));
+    if done.records > 0 {
+        evidence.push(format!("accumulator after the mainloop: {}", done.range()));
+        let wrong_end = full.is_some_and(|f| done.max != Some(f));
+        if (wrong_end || done.nan + done.inf > 0) && acc_bad.is_none() {
+            acc_bad = Some(AccumulatorDeparture {
+                why: format!(
+                    "after the mainloop: {} (expected largest value K·a·b = {})",
+                    done.range(),
+                    full.map_or("?".to_owned(), |f| f.to_string())
+                ),
+                k_tile: None,
+                factor: full
+                    .zip(done.max)
+                    .filter(|(f, _)| *f != 0.0 && done.uniform().is_some())
+                    .map(|(f, v)| f64::from(v) / f64::from(f)),
+            });
+        }
+    } else {
+        evidence.push("accumulator after the mainloop: not recorded".to_owned());
+    }
+
+    // 3. Output.
+    let epilogue = Stats::of(of_kind(Kind::Epilogue).filter(|r| r.count > 0));
+    if epilogue.records > 0 {
+        evidence.push(format!("epilogue values: {}", epilogue.range()));
+    }
+    let output_wrong = run.mismatches > 0 || run.nan > 0 || run.inf > 0;
+    evidence.push(format!(
+        "output (harness): {} mismatches, {} NaN, ratio {}",
+        run.mismatches, run.nan, run.ratio
+    ));
+
+    let operands = || of_kind(Kind::OperandA).chain(of_kind(Kind::OperandB));
+    let bounded = operands().all(|r| r.row_bound().is_some());
+    let padded = run.m % PADDING_QUANTUM != 0 || run.n % PADDING_QUANTUM != 0;
+    let operands_probed = operands().next().is_some();
+    let base = Finding {
+        stage: None,
+        alternatives: Vec::new(),
+        status: Status::Draft,
+        clean: false,
+        confound: None,
+        k_tile: None,
+        factor: None,
+        summary: String::new(),
+        evidence,
+    };
+    if let Some((letter, zeros_only)) = operand_bad {
+        let mut finding = Finding {
+            stage: Some(Stage::OperandLoad),
+            alternatives: vec![Stage::Descriptor],
+            ..base
+        };
+        if padded && !bounded {
+            let confound = Confound::PaddingRows { m: run.m, n: run.n };
+            finding.summary = format!(
+                "operand-load/descriptor? (operand {letter} is not uniform, but {})",
+                confound.describe()
+            );
+            finding.confound = Some(confound);
+        } else if zeros_only {
+            finding.summary = format!(
+                "operand-load/descriptor (operand {letter} holds {})",
+                Confound::ZerosAmongEqual.describe()
+            );
+            finding.confound = Some(Confound::ZerosAmongEqual);
+        } else {
+            finding.summary = format!(
+                "operand-load/descriptor (operand {letter} is not uniform on a uniform input)"
+            );
+            finding.status = Status::Verdict;
+        }
+        finding
+    } else if let Some(acc) = acc_bad {
+        if operands_probed {
+            Finding {
+                stage: Some(Stage::Mma),
+                status: Status::Verdict,
+                k_tile: acc.k_tile,
+                factor: acc.factor,
+                summary: format!("mma (operands uniform; accumulator {})", acc.why),
+                ..base
+            }
+        } else {
+            Finding {
+                stage: Some(Stage::Mma),
+                alternatives: vec![Stage::OperandLoad, Stage::Descriptor],
+                confound: Some(Confound::OperandsNotProbed),
+                k_tile: acc.k_tile,
+                factor: acc.factor,
+                summary: format!(
+                    "mma or operand-load/descriptor (accumulator {}; {})",
+                    acc.why,
+                    Confound::OperandsNotProbed.describe()
+                ),
+                ..base
+            }
+        }
+    } else if output_wrong {
+        Finding {
+            stage: Some(Stage::Epilogue),
+            status: Status::Verdict,
+            factor: Some(run.ratio).filter(|r| r.is_finite()),
+            summary: "epilogue (operands and accumulator exact; output wrong)".to_owned(),
+            ..base
+        }
+    } else {
+        Finding {
+            clean: true,
+            summary: "nothing on ones (operands, accumulator and output exact)".to_owned(),
+            ..base
+        }
+    }
+}
