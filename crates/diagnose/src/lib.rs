@@ -5,19 +5,27 @@
 //!   closed forms of uniform inputs.
 //! - [`classify`]: the shape of a rung's error over the output (one factor, a K tile
 //!   counted twice, a row or column band, a period, a transpose, one CTA tile).
+//! - [`judge_ladder`]: the stages the controlled-input ladder's outcomes point at
+//!   (always a draft, except every rung right).
+//! - [`reconcile`]: the two together, VERDICT or DRAFT, with what is missing;
+//!   [`nan_origin`]: the first stage and K tile with a NaN or an Inf.
 //!
 //! Every function returns a [`Finding`]: the stage, the stages the same evidence
 //! cannot tell apart from it, VERDICT or DRAFT, and the confound that keeps a draft a
 //! draft. A wrong VERDICT is the worst bug this crate can have, so every path to one
 //! is unit-tested next to the confound that must turn it into a draft.
 
+mod ladder;
 mod pattern;
 mod stage;
 mod trace_ones;
+mod verdict;
 
+pub use crate::ladder::{RungOutcome, RungState, judge_ladder};
 pub use crate::pattern::{Axis, Classified, ErrorGrid, Pattern, classify};
 pub use crate::stage::{Confound, Finding, Stage, Status};
 pub use crate::trace_ones::{OnesRun, judge_ones};
+pub use crate::verdict::{NanOrigin, Verdict, nan_origin, reconcile};
 
 #[cfg(test)]
 mod tests;

@@ -364,3 +364,260 @@ mod patterns {
         assert!(matches!(p, Pattern::Scattered { .. }), "{p:?}");
     }
 }
+
+mod ladder_and_verdict {
+    use super::{clean_ones, record, run, trace};
+    use crate::{
+        Classified, Confound, Pattern, RungOutcome, RungState, Stage, Status, judge_ladder,
+        judge_ones, nan_origin, reconcile,
+    };
+    use kwb_runtime::Kind;
+
+    fn rung(name: &str, state: RungState, ratio: f64, pattern: Option<Pattern>) -> RungOutcome {
+        let wrong = if state == RungState::Fail { 100 } else { 0 };
+        RungOutcome {
+            rung: name.to_owned(),
+            state,
+            ratio,
+            mismatches: wrong,
+            non_finite: 0,
+            pattern: pattern.map(|pattern| Classified {
+                pattern,
+                wrong,
+                non_finite: 0,
+            }),
+        }
+    }
+
+    fn all_pass() -> Vec<RungOutcome> {
+        [
+            "zeros",
+            "ones",
+            "seq-identity",
+            "onehot-k:0",
+            "small-int:1",
+            "random:1",
+        ]
+        .into_iter()
+        .map(|r| rung(r, RungState::Pass, 1.0, None))
+        .collect()
+    }
+
+    fn failing(names: &[&str], ones: Option<Pattern>, ratio: f64) -> Vec<RungOutcome> {
+        all_pass()
+            .into_iter()
+            .map(|r| {
+                if names.contains(&r.rung.as_str()) {
+                    let p = if r.rung == "ones" {
+                        ones.clone()
+                    } else {
+                        Some(Pattern::Scattered { fraction: 0.5 })
+                    };
+                    rung(
+                        &r.rung,
+                        RungState::Fail,
+                        if r.rung == "ones" { ratio } else { 1.0 },
+                        p,
+                    )
+                } else {
+                    r
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_rung_right_refutes_with_a_verdict() {
+        let l = judge_ladder(&all_pass());
+        assert!(l.clean);
+        let v = reconcile(None, Some(&l));
+        assert_eq!((v.status, v.stage), (Status::Verdict, None));
+        assert!(v.summary.starts_with("refuted"), "{}", v.summary);
+    }
+
+    #[test]
+    fn the_ladder_alone_never_gives_a_stage_verdict() {
+        for (names, ones, ratio) in [
+            (
+                &["ones", "small-int:1", "random:1"][..],
+                Some(Pattern::Uniform { factor: 2.0 }),
+                2.0,
+            ),
+            (
+                &["ones", "small-int:1", "random:1"][..],
+                Some(Pattern::KResidue {
+                    factor: 1.03125,
+                    extra_k: 32,
+                }),
+                1.03125,
+            ),
+            (&["seq-identity", "small-int:1"][..], None, 1.0),
+            (&["zeros", "ones"][..], Some(Pattern::Everywhere), f64::NAN),
+            (
+                &["ones"][..],
+                Some(Pattern::RowBand {
+                    rows: vec![(16, 63)],
+                }),
+                0.25,
+            ),
+        ] {
+            let l = judge_ladder(&failing(names, ones, ratio));
+            assert_eq!(l.status, Status::Draft, "{}", l.summary);
+            let v = reconcile(None, Some(&l));
+            assert_eq!(v.status, Status::Draft, "{}", v.summary);
+            assert!(v.stage.is_some());
+            assert!(!v.missing.is_empty());
+        }
+    }
+
+    #[test]
+    fn the_ladders_readings_name_the_stages_they_cannot_tell_apart() {
+        let scale = judge_ladder(&failing(
+            &["ones", "random:1"],
+            Some(Pattern::Uniform { factor: 2.0 }),
+            2.0,
+        ));
+        assert!(scale.fits(Some(Stage::Epilogue)) && scale.fits(Some(Stage::Mma)));
+        let residue = judge_ladder(&failing(
+            &["ones", "random:1"],
+            Some(Pattern::KResidue {
+                factor: 0.96875,
+                extra_k: -32,
+            }),
+            0.96875,
+        ));
+        assert_eq!(residue.stage, Some(Stage::Mma));
+        let permuted = judge_ladder(&failing(
+            &["seq-identity", "small-int:1", "random:1"],
+            None,
+            1.0,
+        ));
+        assert_eq!(permuted.stage, Some(Stage::OperandLoad));
+        assert!(permuted.fits(Some(Stage::Descriptor)) && permuted.fits(Some(Stage::Epilogue)));
+        assert!(!permuted.fits(Some(Stage::Mma)));
+        let zeros = judge_ladder(&failing(
+            &["zeros", "ones"],
+            Some(Pattern::Everywhere),
+            f64::NAN,
+        ));
+        assert!(zeros.fits(Some(Stage::Epilogue)) && zeros.fits(Some(Stage::Mma)));
+    }
+
+    #[test]
+    fn a_hang_is_no_stage() {
+        let mut rungs = all_pass();
+        rungs[1].state = RungState::Hang;
+        let l = judge_ladder(&rungs);
+        assert_eq!((l.stage, l.clean), (None, false));
+        assert!(l.summary.contains("hung"), "{}", l.summary);
+        assert_eq!(reconcile(None, Some(&l)).status, Status::Draft);
+    }
+
+    #[test]
+    fn an_isolating_trace_the_ladder_agrees_with_is_a_verdict() {
+        let mut records = clean_ones();
+        records[5] = record(Kind::Accumulator, 3, 160.0, 160.0, 4096);
+        records[6] = record(Kind::Accumulator, -1, 160.0, 160.0, 4096);
+        let t = judge_ones(&trace(records), &run(256, 256, 65536, 1.25));
+        let l = judge_ladder(&failing(
+            &["ones", "random:1"],
+            Some(Pattern::KResidue {
+                factor: 1.25,
+                extra_k: 32,
+            }),
+            1.25,
+        ));
+        let v = reconcile(Some(&t), Some(&l));
+        assert_eq!((v.status, v.stage), (Status::Verdict, Some(Stage::Mma)));
+        assert_eq!(v.k_tile, Some(3));
+    }
+
+    #[test]
+    fn an_isolating_trace_whose_reproducer_passes_everything_is_a_draft() {
+        let t = judge_ones(&trace(clean_ones()), &run(256, 256, 65536, 2.0));
+        assert_eq!(t.status, Status::Verdict);
+        let v = reconcile(Some(&t), Some(&judge_ladder(&all_pass())));
+        assert_eq!(v.status, Status::Draft);
+        assert_eq!(v.stage, Some(Stage::Epilogue));
+        assert!(
+            v.summary.contains("outside what the reproducer replays"),
+            "{}",
+            v.summary
+        );
+    }
+
+    #[test]
+    fn a_trace_and_a_ladder_that_disagree_are_a_draft() {
+        let t = judge_ones(&trace(clean_ones()), &run(256, 256, 65536, 2.0));
+        // The ladder: ones right, permutations wrong: operand-load, not the epilogue...
+        let mut l = judge_ladder(&failing(&["seq-identity"], None, 1.0));
+        // ...and suppose it could not be an epilogue at all.
+        l.alternatives.retain(|s| *s != Stage::Epilogue);
+        let v = reconcile(Some(&t), Some(&l));
+        assert_eq!(v.status, Status::Draft);
+        assert!(v.summary.contains("disagree"), "{}", v.summary);
+    }
+
+    #[test]
+    fn the_padding_confound_with_every_rung_right_is_refuted_and_named() {
+        let mut records = clean_ones();
+        records[0] = record(Kind::OperandA, 0, -3.0, 1.0, 512);
+        let t = judge_ones(&trace(records), &run(16, 256, 0, 1.0));
+        assert_eq!(t.status, Status::Draft);
+        let v = reconcile(Some(&t), Some(&judge_ladder(&all_pass())));
+        assert_eq!((v.status, v.stage), (Status::Verdict, None));
+        assert_eq!(v.confound, Some(Confound::PaddingRows { m: 16, n: 256 }));
+        assert!(v.summary.contains("padding"), "{}", v.summary);
+    }
+
+    #[test]
+    fn a_confounded_trace_under_a_failing_ladder_stays_a_draft_and_says_how_to_resolve_it() {
+        let mut records = clean_ones();
+        records[0] = record(Kind::OperandA, 0, 0.0, 1.0, 512);
+        let t = judge_ones(&trace(records), &run(256, 256, 10, 0.99));
+        let l = judge_ladder(&failing(&["seq-identity", "small-int:1"], None, 1.0));
+        let v = reconcile(Some(&t), Some(&l));
+        assert_eq!(v.status, Status::Draft);
+        assert_eq!(v.stage, Some(Stage::OperandLoad));
+        assert!(
+            v.missing.iter().any(|m| m.contains("row bound")),
+            "{:?}",
+            v.missing
+        );
+    }
+
+    #[test]
+    fn a_trace_alone_is_a_verdict_only_when_it_isolates() {
+        let clean = judge_ones(&trace(clean_ones()), &run(256, 256, 0, 1.0));
+        let v = reconcile(Some(&clean), None);
+        assert_eq!((v.status, v.stage), (Status::Draft, None));
+        let mut records = clean_ones();
+        records[1] = record(Kind::OperandB, 0, 0.5, 1.0, 512);
+        let bad = judge_ones(&trace(records), &run(256, 256, 10, 0.9));
+        let v = reconcile(Some(&bad), None);
+        assert_eq!(
+            (v.status, v.stage),
+            (Status::Verdict, Some(Stage::OperandLoad))
+        );
+        assert_eq!(reconcile(None, None).status, Status::Draft);
+    }
+
+    #[test]
+    fn nan_origin_is_the_first_stage_and_k_tile_with_a_non_finite_value() {
+        let mut records = clean_ones();
+        assert_eq!(nan_origin(&trace(records.clone())), None);
+        records[5].nan_count = 7; // accumulator after K tile 3
+        records[4].inf_count = 1; // after K tile 2
+        records[7].nan_count = 100; // epilogue
+        let origin = nan_origin(&trace(records.clone())).unwrap();
+        assert_eq!(
+            (origin.stage, origin.k_tile, origin.count),
+            (Stage::Mma, Some(2), 1)
+        );
+        records[1].nan_count = 2; // operand B
+        assert_eq!(
+            nan_origin(&trace(records)).unwrap().stage,
+            Stage::OperandLoad
+        );
+    }
+}

@@ -1,0 +1,213 @@
+//! Track B's reading: which stages the outcomes of the controlled-input ladder point
+//! at, from which rungs fail and the shape of their error. A reproducer sees the
+//! output only, so the ladder alone names candidate stages (a DRAFT); it isolates
+//! nothing but the absence of a defect (every rung right: refuted).
+
+use serde::Serialize;
+
+use crate::pattern::{Classified, Pattern};
+use crate::stage::{Finding, Stage, Status};
+
+/// One rung as `kwb run` reported it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RungOutcome {
+    /// zeros, ones, seq-identity, onehot-k:…, small-int:…, random:…, dump.
+    pub rung: String,
+    pub state: RungState,
+    /// sum |output| / sum |answer| (NaN when not compared).
+    pub ratio: f64,
+    pub mismatches: usize,
+    pub non_finite: usize,
+    /// The shape of the error, where the outputs were compared.
+    pub pattern: Option<Classified>,
+}
+
+/// How a rung ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RungState {
+    Pass,
+    Fail,
+    /// The kernel did not finish within the timeout.
+    Hang,
+    /// The launch failed (bad configuration, illegal address, ...).
+    Error,
+}
+
+impl RungOutcome {
+    /// The rung's family, without its parameter (`onehot-k:0` → `onehot-k`).
+    fn family(&self) -> &str {
+        self.rung.split(':').next().unwrap_or(&self.rung)
+    }
+    fn failed(&self) -> bool {
+        self.state == RungState::Fail
+    }
+}
+
+/// The stages the ladder's outcomes point at.
+pub fn judge_ladder(rungs: &[RungOutcome]) -> Finding {
+    let evidence: Vec<String> = rungs.iter().map(describe).collect();
+    let base = Finding {
+        stage: None,
+        alternatives: Vec::new(),
+        status: Status::Draft,
+        clean: false,
+        confound: None,
+        k_tile: None,
+        factor: None,
+        summary: String::new(),
+        evidence,
+    };
+    let draft =
+        |stage: Stage, alternatives: Vec<Stage>, summary: String, factor: Option<f64>| Finding {
+            stage: Some(stage),
+            alternatives,
+            factor,
+            summary,
+            ..base.clone()
+        };
+    if rungs.is_empty() {
+        return Finding {
+            summary: "no rung ran".to_owned(),
+            ..base
+        };
+    }
+    if let Some(r) = rungs
+        .iter()
+        .find(|r| matches!(r.state, RungState::Hang | RungState::Error))
+    {
+        let what = if r.state == RungState::Hang {
+            "hung"
+        } else {
+            "failed to launch"
+        };
+        return Finding {
+            summary: format!(
+                "the kernel {what} on {}: not a wrong-numbers stage (see the rung's report)",
+                r.rung
+            ),
+            ..base
+        };
+    }
+    if rungs.iter().all(|r| r.state == RungState::Pass) {
+        return Finding {
+            status: Status::Verdict,
+            clean: true,
+            summary: format!(
+                "every rung right ({}): no defect in this instantiation on these inputs",
+                rungs
+                    .iter()
+                    .map(|r| r.rung.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            ..base
+        };
+    }
+    let find = |family: &str| rungs.iter().find(|r| r.family() == family);
+    let zeros = find("zeros");
+    let ones = find("ones");
+    if let Some(z) = zeros.filter(|z| z.failed()) {
+        // A = B = 0: only what the MMA starts from or the epilogue adds can be wrong.
+        return draft(
+            Stage::Epilogue,
+            vec![Stage::Mma],
+            format!(
+                "epilogue or mma: zeros fails ({} wrong{}): with A = B = 0 only the epilogue's own terms or an accumulator that does not start at zero can be wrong",
+                z.mismatches,
+                if z.non_finite > 0 {
+                    format!(", {} NaN/Inf", z.non_finite)
+                } else {
+                    String::new()
+                }
+            ),
+            None,
+        );
+    }
+    if let Some(o) = ones.filter(|o| o.failed()) {
+        let pattern = o.pattern.as_ref().map(|c| &c.pattern);
+        return match pattern {
+            Some(Pattern::KResidue { factor, extra_k }) => draft(
+                Stage::Mma,
+                Vec::new(),
+                format!(
+                    "mma: ones reads {factor:.4}x, {extra_k:+} products along K: the K loop counts a tile twice or drops one"
+                ),
+                Some(*factor),
+            ),
+            Some(Pattern::Uniform { factor }) => draft(
+                Stage::Epilogue,
+                vec![Stage::Mma],
+                format!(
+                    "epilogue or mma: ones reads {factor:.4}x everywhere: a scale applied twice (alpha, a fold) in the epilogue or the accumulation"
+                ),
+                Some(*factor),
+            ),
+            Some(
+                p @ (Pattern::RowBand { .. }
+                | Pattern::ColumnBand { .. }
+                | Pattern::Periodic { .. }),
+            ) => draft(
+                Stage::OperandLoad,
+                vec![Stage::Descriptor, Stage::Epilogue],
+                format!(
+                    "operand-load/descriptor or epilogue: ones is wrong in a {}: out-of-bounds fill or a clamped box zeroes whole operand rows, a wrong store leaves them unwritten",
+                    p.label()
+                ),
+                None,
+            ),
+            Some(p) => draft(
+                Stage::Epilogue,
+                vec![Stage::Mma, Stage::OperandLoad, Stage::Descriptor],
+                format!(
+                    "any stage: ones is wrong ({}; ratio {:.4})",
+                    p.label(),
+                    o.ratio
+                ),
+                None,
+            ),
+            None => draft(
+                Stage::Epilogue,
+                vec![Stage::Mma, Stage::OperandLoad, Stage::Descriptor],
+                format!("any stage: ones is wrong (ratio {:.4})", o.ratio),
+                None,
+            ),
+        };
+    }
+    // Ones right: the right number of products of the right size, so what is wrong
+    // is which values meet (or where results land).
+    let failing: Vec<&str> = rungs
+        .iter()
+        .filter(|r| r.failed())
+        .map(|r| r.rung.as_str())
+        .collect();
+    draft(
+        Stage::OperandLoad,
+        vec![Stage::Descriptor, Stage::Epilogue],
+        format!(
+            "operand-load/descriptor (or a permuting epilogue): ones is right but {} fail: the count of products is right, the values that meet are not",
+            failing.join(", ")
+        ),
+        None,
+    )
+}
+
+fn describe(r: &RungOutcome) -> String {
+    let state = match r.state {
+        RungState::Pass => "pass",
+        RungState::Fail => "fail",
+        RungState::Hang => "HANG",
+        RungState::Error => "error",
+    };
+    let mut line = format!("{}: {state}", r.rung);
+    if r.failed() {
+        line.push_str(&format!(", {} wrong, ratio {:.4}", r.mismatches, r.ratio));
+        if r.non_finite > 0 {
+            line.push_str(&format!(", {} NaN/Inf", r.non_finite));
+        }
+        if let Some(c) = &r.pattern {
+            line.push_str(&format!(", {}", c.pattern.label()));
+        }
+    }
+    line
+}

@@ -1,0 +1,208 @@
+//! The reconciled verdict: what the trace and the ladder say together, and how sure
+//! that is. A VERDICT needs an unconfounded trace that isolates the stage with the
+//! ladder not contradicting it, or every controlled rung right (refuted); everything
+//! else is a DRAFT that says what evidence is missing and what could explain it.
+
+use kwb_runtime::{Kind, Trace};
+use serde::Serialize;
+
+use crate::stage::{Confound, Finding, Stage, Status};
+
+/// The first place a NaN or an Inf shows in a trace, in data-path order.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct NanOrigin {
+    pub stage: Stage,
+    /// The K tile (None: outside the K loop).
+    pub k_tile: Option<i32>,
+    /// The probe site.
+    pub site: u32,
+    /// Non-finite values there, summed over the records of that site and K tile.
+    pub count: u64,
+}
+
+/// Where the first non-finite value of `trace` is: the earliest stage along the data
+/// path (operands, accumulator, epilogue) with one, and there the earliest K tile.
+pub fn nan_origin(trace: &Trace) -> Option<NanOrigin> {
+    let order = [
+        (Kind::Load, Stage::OperandLoad),
+        (Kind::OperandA, Stage::OperandLoad),
+        (Kind::OperandB, Stage::OperandLoad),
+        (Kind::Accumulator, Stage::Mma),
+        (Kind::Epilogue, Stage::Epilogue),
+    ];
+    for (kind, stage) in order {
+        let bad = trace
+            .records
+            .iter()
+            .filter(|r| r.kind() == Some(kind) && r.nan_count + r.inf_count > 0);
+        // Records of the K loop before those after it (-1), then by K tile.
+        let Some(first) = bad.min_by_key(|r| (r.k_tile < 0, r.k_tile)) else {
+            continue;
+        };
+        let count = trace
+            .records
+            .iter()
+            .filter(|r| r.kind() == Some(kind) && r.site == first.site && r.k_tile == first.k_tile)
+            .map(|r| u64::from(r.nan_count + r.inf_count))
+            .sum();
+        return Some(NanOrigin {
+            stage,
+            k_tile: first.k_tile(),
+            site: first.site,
+            count,
+        });
+    }
+    None
+}
+
+/// The reconciled stage.
+///
+/// Invariant: `status` is VERDICT only when (a) the trace's finding is a VERDICT for
+/// `stage` and the ladder, when there is one, fails in a way that fits it, or (b)
+/// `stage` is `None`, the ladder ran and every rung was right, and the trace, when
+/// there is one, shows nothing wrong or only a confound.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Verdict {
+    pub status: Status,
+    /// `None`: no defect in this instantiation (refuted), or none found.
+    pub stage: Option<Stage>,
+    /// Stages the evidence cannot tell apart from `stage`.
+    pub alternatives: Vec<Stage>,
+    pub summary: String,
+    /// A confound that explains the production symptom, or keeps the draft a draft.
+    pub confound: Option<Confound>,
+    /// What would turn a draft into a verdict.
+    pub missing: Vec<String>,
+    pub k_tile: Option<i32>,
+    pub factor: Option<f64>,
+}
+
+/// What `trace` (Track A) and `ladder` (Track B) say together.
+pub fn reconcile(trace: Option<&Finding>, ladder: Option<&Finding>) -> Verdict {
+    let mut v = Verdict {
+        status: Status::Draft,
+        stage: None,
+        alternatives: Vec::new(),
+        summary: String::new(),
+        confound: None,
+        missing: Vec::new(),
+        k_tile: None,
+        factor: None,
+    };
+    let take = |v: &mut Verdict, f: &Finding| {
+        v.stage = f.stage;
+        v.alternatives = f.alternatives.clone();
+        v.k_tile = f.k_tile;
+        v.factor = f.factor;
+        v.confound = f.confound.clone();
+    };
+    match (trace, ladder) {
+        (None, None) => {
+            v.summary = "no evidence: neither a trace nor a ladder run".to_owned();
+            v.missing.push("a trace of the kernel (kwb-instrument) or a ladder run of its reproducer (kwb run)".to_owned());
+        }
+        // An isolating trace.
+        (Some(t), l) if t.status == Status::Verdict && t.stage.is_some() => {
+            take(&mut v, t);
+            let stage = t.stage.expect("guarded");
+            match l {
+                Some(l) if l.clean => {
+                    v.summary = format!(
+                        "{} by the trace, but the reproducer passes every rung: the defect lies outside what the reproducer replays (the launcher, another instantiation), or the traced run differs from it",
+                        stage.as_str()
+                    );
+                    v.missing
+                        .push("a reproducer that fails like the traced run".to_owned());
+                }
+                Some(l) if l.stage.is_some() && !l.fits(Some(stage)) && !t.fits(l.stage) => {
+                    v.summary = format!(
+                        "{} by the trace, {} by the ladder: the two disagree",
+                        stage.as_str(),
+                        l.stage.map_or("none", Stage::as_str)
+                    );
+                    v.missing.push("a trace on the rung that fails".to_owned());
+                }
+                Some(_) | None => {
+                    v.status = Status::Verdict;
+                    v.summary = t.summary.clone();
+                    if l.is_none() {
+                        v.missing
+                            .push("a ladder run of the reproducer (corroboration only)".to_owned());
+                    }
+                }
+            }
+        }
+        // A trace that points at a stage but is confounded.
+        (Some(t), l) if t.stage.is_some() => {
+            take(&mut v, t);
+            match l {
+                Some(l) if l.clean => {
+                    // Controlled inputs are right: the confound is the symptom.
+                    v.status = Status::Verdict;
+                    v.stage = None;
+                    v.alternatives.clear();
+                    v.summary = format!(
+                        "refuted: every rung right; the trace's reading ({}) is explained by {}",
+                        t.summary,
+                        t.confound
+                            .as_ref()
+                            .map_or("its confound".to_owned(), Confound::describe)
+                    );
+                }
+                Some(l) => {
+                    v.summary = format!("{}; the ladder: {}", t.summary, l.summary);
+                    v.missing.push(unconfounded(t));
+                }
+                None => {
+                    v.summary = t.summary.clone();
+                    v.missing.push(unconfounded(t));
+                    v.missing.push("a ladder run of the reproducer".to_owned());
+                }
+            }
+        }
+        // No stage from the trace (clean on its rung) or no trace.
+        (t, Some(l)) => {
+            if l.clean {
+                v.status = Status::Verdict;
+                v.summary = match t {
+                    Some(t) if t.clean => {
+                        format!("refuted: {}; the trace shows nothing wrong", l.summary)
+                    }
+                    _ => format!("refuted: {}", l.summary),
+                };
+            } else {
+                take(&mut v, l);
+                v.summary = l.summary.clone();
+                v.missing.push(match t {
+                    Some(_) => "a trace on a rung that fails (the traced rung shows nothing wrong)"
+                        .to_owned(),
+                    None => {
+                        "a trace of the kernel on a rung that fails (kwb-instrument)".to_owned()
+                    }
+                });
+            }
+        }
+        (Some(t), None) => {
+            v.summary = t.summary.clone();
+            v.missing.push("a ladder run of the reproducer (a trace on all-ones cannot see a permutation of equal values)".to_owned());
+        }
+    }
+    v
+}
+
+/// What resolves the confound of `t`.
+fn unconfounded(t: &Finding) -> String {
+    match &t.confound {
+        Some(Confound::PaddingRows { .. }) => {
+            "a trace with the row bound (kwb-instrument --rows '< BATCH')".to_owned()
+        }
+        Some(Confound::ZerosAmongEqual) => {
+            "a trace with the row bound, or the ladder's closed forms on a shape without padding"
+                .to_owned()
+        }
+        Some(Confound::OperandsNotProbed) => {
+            "a trace with operand probes (kwb-instrument --probe operands,accumulator)".to_owned()
+        }
+        None => "an unconfounded trace".to_owned(),
+    }
+}
