@@ -33,6 +33,9 @@ pub enum Command {
     /// Track B: build a kwb-extract reproducer and run it on the controlled-input
     /// ladder on the GPU; exit 5 on a failed rung, 6 on a hang, 7 without a GPU
     Run(commands::run::Args),
+    /// The stage verdict: extract and run the instantiation on the ladder, judge a
+    /// trace, reconcile them into a VERDICT or a DRAFT
+    Diagnose(commands::diagnose::Args),
     /// The GPU half of `kwb run`, started by it in its own process
     #[command(hide = true)]
     RunWorker {
@@ -82,6 +85,7 @@ pub fn main() -> i32 {
     match cli.command {
         Command::Sites(args) => commands::sites::run(args),
         Command::Run(args) => commands::run::run(args),
+        Command::Diagnose(args) => commands::diagnose::run(args),
         Command::RunWorker { job } => commands::run::worker(job),
         Command::ParseStats(args) => commands::parse_stats::run(args),
         Command::Trace(TraceCommand::Show(args)) => commands::trace::show(args),

@@ -1,6 +1,6 @@
 //! Exit codes of every kwb binary, documented in the README.
 
-/// Success.
+/// Success (`kwb diagnose`: a VERDICT or a DRAFT was reached).
 pub const OK: i32 = 0;
 /// kwb itself failed (a bug, or stdout could not be written).
 pub const INTERNAL: i32 = 1;
@@ -22,5 +22,5 @@ pub const MISMATCH: i32 = 5;
 pub const HANG: i32 = 6;
 /// `kwb run`: nothing could run on a GPU: no CUDA driver or device here, or the
 /// driver refused the launch (configuration, resources, a descriptor the encoder
-/// refused).
+/// refused). `kwb diagnose`: no GPU for the ladder and no trace given.
 pub const NO_GPU: i32 = 7;

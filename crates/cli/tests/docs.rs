@@ -40,11 +40,12 @@ fn man_pages_for_every_command() {
     let dir = tempfile::tempdir().unwrap();
     let (code, out, err) = kwb(dir.path(), &["man", "-o", "man/man1"]);
     assert_eq!(code, 0, "{err}");
-    assert!(out.starts_with("wrote 16 man pages in man/man1"), "{out}");
+    assert!(out.starts_with("wrote 17 man pages in man/man1"), "{out}");
     let page =
         |name: &str| std::fs::read_to_string(dir.path().join("man/man1").join(name)).unwrap();
     assert!(page("kwb.1").contains(".TH kwb 1"));
     assert!(page("kwb-run.1").contains("ladder"));
+    assert!(page("kwb-diagnose.1").contains("trace"));
     assert!(page("kwb-ladder-check.1").contains("tensor"));
     assert!(page("kwb-instrument.1").contains("overlay"));
     assert!(page("kwb-extract.1").contains("compile"));

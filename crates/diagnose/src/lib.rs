@@ -9,20 +9,28 @@
 //!   (always a draft, except every rung right).
 //! - [`reconcile`]: the two together, VERDICT or DRAFT, with what is missing;
 //!   [`nan_origin`]: the first stage and K tile with a NaN or an Inf.
+//! - [`Diagnosis`] and its renderings ([`terminal`], [`markdown`]; serialized, the
+//!   JSON schema), and the heat maps ([`heat_png`], [`heat_svg`]).
 //!
 //! Every function returns a [`Finding`]: the stage, the stages the same evidence
 //! cannot tell apart from it, VERDICT or DRAFT, and the confound that keeps a draft a
 //! draft. A wrong VERDICT is the worst bug this crate can have, so every path to one
 //! is unit-tested next to the confound that must turn it into a draft.
 
+mod heat;
 mod ladder;
 mod pattern;
+mod picture;
+mod report;
 mod stage;
 mod trace_ones;
 mod verdict;
 
+pub use crate::heat::{Heat, MAX_CELLS};
 pub use crate::ladder::{RungOutcome, RungState, judge_ladder};
 pub use crate::pattern::{Axis, Classified, ErrorGrid, Pattern, classify};
+pub use crate::picture::{heat_png, heat_svg};
+pub use crate::report::{Diagnosis, Evidence, SiteRef, headline, markdown, sites_of, terminal};
 pub use crate::stage::{Confound, Finding, Stage, Status};
 pub use crate::trace_ones::{OnesRun, judge_ones};
 pub use crate::verdict::{NanOrigin, Verdict, nan_origin, reconcile};

@@ -255,26 +255,30 @@ fn pattern(grid: &ErrorGrid<'_>, wrong: &[bool], count: usize) -> Pattern {
 /// KResidue when the factor is 1 + e/K with e a whole number of K steps, at most a
 /// quarter of K (a tile or a few, not a scale).
 fn one_factor(grid: &ErrorGrid<'_>, wrong: &[bool], count: usize) -> Option<Pattern> {
-    let nonzero: Vec<usize> = (0..grid.m * grid.n)
-        .filter(|&i| grid.answer[i] != 0.0 && grid.answer[i].is_finite())
-        .collect();
-    // Every output with a nonzero answer is wrong, and only those.
-    if nonzero.is_empty() || nonzero.len() != count || nonzero.iter().any(|&i| !wrong[i]) {
+    let mut first: Option<f64> = None;
+    let (mut sum, mut nonzero) = (0.0f64, 0usize);
+    for (i, &is_wrong) in wrong.iter().enumerate().take(grid.m * grid.n) {
+        let a = grid.answer[i];
+        if a == 0.0 || !a.is_finite() {
+            continue;
+        }
+        // Every output with a nonzero answer is wrong, by the same factor.
+        if !is_wrong {
+            return None;
+        }
+        let r = f64::from(grid.output[i]) / a;
+        let f = *first.get_or_insert(r);
+        if !r.is_finite() || (r - f).abs() > SAME_FACTOR * f.abs() {
+            return None;
+        }
+        sum += r;
+        nonzero += 1;
+    }
+    // ... and only those.
+    if nonzero == 0 || nonzero != count {
         return None;
     }
-    let ratios: Vec<f64> = nonzero
-        .iter()
-        .map(|&i| f64::from(grid.output[i]) / grid.answer[i])
-        .collect();
-    let first = *ratios.first()?;
-    if !first.is_finite()
-        || ratios
-            .iter()
-            .any(|r| !r.is_finite() || (r - first).abs() > SAME_FACTOR * first.abs())
-    {
-        return None;
-    }
-    let factor = ratios.iter().sum::<f64>() / ratios.len() as f64;
+    let factor = sum / nonzero as f64;
     let k = grid.k as f64;
     let extra = (factor - 1.0) * k;
     let steps = (extra / K_QUANTUM as f64).round() as i64;

@@ -621,3 +621,53 @@ mod ladder_and_verdict {
         );
     }
 }
+
+mod pictures {
+    use crate::picture::{base64, crc32, zlib_stored};
+    use crate::{ErrorGrid, Heat, heat_png, heat_svg};
+
+    #[test]
+    fn the_encoders_agree_with_their_standards() {
+        // CRC-32 of "123456789" and the RFC 4648 examples.
+        assert_eq!(crc32(b"123456789"), 0xcbf4_3926);
+        assert_eq!(base64(b"foobar"), "Zm9vYmFy");
+        assert_eq!(base64(b"fooba"), "Zm9vYmE=");
+        assert_eq!(base64(b"foob"), "Zm9vYg==");
+        // zlib of "abc": stored block, Adler-32 0x024d0127.
+        assert_eq!(
+            zlib_stored(b"abc"),
+            vec![
+                0x78, 0x01, 1, 3, 0, 0xfc, 0xff, b'a', b'b', b'c', 0x02, 0x4d, 0x01, 0x27
+            ]
+        );
+    }
+
+    #[test]
+    fn a_heat_map_pools_the_largest_error_per_cell_and_marks_non_finite_values() {
+        let (m, n) = (600, 8);
+        let answer = vec![1.0f64; m * n];
+        let mut output = vec![1.0f32; m * n];
+        output[5 * n + 3] = 4.0; // error 3 in row 5
+        output[599 * n] = f32::NAN;
+        let h = Heat::of(&ErrorGrid {
+            m,
+            n,
+            k: 64,
+            output: &output,
+            answer: &answer,
+            tile: (128, 8),
+            tolerance: 0.0,
+        });
+        assert_eq!((h.cell, h.rows, h.cols), ((3, 1), 200, 8));
+        assert_eq!(h.values[n + 3], 3.0);
+        assert!(h.values[199 * n].is_infinite());
+        assert_eq!(h.peak(), 3.0);
+        let png = heat_png(&h);
+        assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+        // 200 x 8 cells at 2 pixels each: 16 x 400 pixels.
+        assert_eq!(&png[16..24], &[0, 0, 0, 16, 0, 0, 1, 144]);
+        let svg = heat_svg(&h, "ones <fails>");
+        assert!(svg.starts_with("<svg") && svg.contains("data:image/png;base64,iVBORw0KGgo"));
+        assert!(svg.contains("ones &lt;fails&gt;"));
+    }
+}

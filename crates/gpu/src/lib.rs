@@ -133,6 +133,13 @@ pub struct RungReport {
     /// cuda-gdb's backtraces of a hung launch.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub backtrace: Option<String>,
+    /// The shape of the error over the output, on a rung that failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pattern: Option<kwb_diagnose::Classified>,
+    /// |output - answer| over the output, pooled for a heat map, on a rung that
+    /// failed (not in the JSON: `kwb diagnose --report` draws it).
+    #[serde(skip)]
+    pub heat: Option<kwb_diagnose::Heat>,
 }
 
 /// One output against its answer.
@@ -537,6 +544,8 @@ impl Judging<'_> {
             first: None,
             unwritten: None,
             backtrace: None,
+            pattern: None,
+            heat: None,
         };
         match outcome {
             Outcome::Done { ms, reference_ms } => {
@@ -583,6 +592,19 @@ impl Judging<'_> {
                 });
                 if out.unwritten.iter().any(|u| *u) {
                     report.unwritten = Some(Unwritten::of(&out, &answer, plan.n));
+                }
+                if !c.pass {
+                    let grid = kwb_diagnose::ErrorGrid {
+                        m: plan.m,
+                        n: plan.n,
+                        k: self.problem.k,
+                        output: &out.values,
+                        answer: &answer,
+                        tile: plan.tile,
+                        tolerance: c.tolerance,
+                    };
+                    report.pattern = Some(kwb_diagnose::classify(&grid));
+                    report.heat = Some(kwb_diagnose::Heat::of(&grid));
                 }
                 report.status = if c.pass { "pass" } else { "fail" };
                 report.comparison = Some(c);

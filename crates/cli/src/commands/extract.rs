@@ -25,8 +25,22 @@ use crate::{exit, render};
 )]
 #[command(group(clap::ArgGroup::new("what").required(true).args(["kernel", "template"])))]
 pub struct Args {
+    #[command(flatten)]
+    target: Target,
+    /// The folder to write repro.cu, kwb.toml and build.sh into (created if missing)
+    #[arg(short, long, value_name = "DIR")]
+    output: PathBuf,
+    /// Also print the extraction as JSON on stdout
+    #[arg(long)]
+    json: bool,
+}
+
+/// What to extract and how the production build compiles it: the arguments
+/// kwb-extract and kwb diagnose share.
+#[derive(clap::Args)]
+pub struct Target {
     /// The source that defines and launches the kernel
-    file: PathBuf,
+    pub file: PathBuf,
     /// The kernel: its launch site in FILE gives the template arguments
     #[arg(long, value_name = "NAME")]
     kernel: Option<String>,
@@ -56,12 +70,6 @@ pub struct Args {
     /// The GPU architecture of the build [default: the database's first, else sm_90a]
     #[arg(long)]
     arch: Option<String>,
-    /// The folder to write repro.cu, kwb.toml and build.sh into (created if missing)
-    #[arg(short, long, value_name = "DIR")]
-    output: PathBuf,
-    /// Also print the extraction as JSON on stdout
-    #[arg(long)]
-    json: bool,
     /// For a task of a megakernel (a device function the kernel dispatches to from a
     /// task list): a field of the tasks kwb builds, FIELD=VALUE. VALUE is an operand
     /// (A, B, C, D, bias), a problem scalar (alpha, beta, M, N, K), the task's output
@@ -91,25 +99,27 @@ fn parse_tile(text: &str) -> Result<(i64, i64), String> {
     }
 }
 
-pub fn run(args: Args) -> i32 {
-    let source = match read_source(&args.file, DEFAULT_MAX_BYTES) {
+/// Extracts `target` into `output` (repro.cu, kwb.toml, build.sh: all three or none).
+/// A failure is rendered on stderr and returned as the exit code.
+pub fn extract_to(target: &Target, output: &Path) -> Result<Extraction, i32> {
+    let source = match read_source(&target.file, DEFAULT_MAX_BYTES) {
         Ok(s) => s,
         Err(e) => {
             render::error(Report::new(e));
-            return exit::INPUT;
+            return Err(exit::INPUT);
         }
     };
     const FILES: [&str; 3] = ["repro.cu", "kwb.toml", "build.sh"];
     if let Some(path) = FILES
         .iter()
-        .map(|name| args.output.join(name))
-        .find(|path| crate::output::same_file(&args.file, path))
+        .map(|name| output.join(name))
+        .find(|path| crate::output::same_file(&target.file, path))
     {
         render::error(Report::msg(format!(
             "{} would overwrite the input file; choose another output folder",
             path.display()
         )));
-        return exit::INPUT;
+        return Err(exit::INPUT);
     }
     let read_flags = |path: &PathBuf, from_log: bool| {
         std::fs::read_to_string(path)
@@ -117,39 +127,39 @@ pub fn run(args: Args) -> i32 {
             .and_then(|text| {
                 if from_log {
                     let here = std::env::current_dir().unwrap_or_default();
-                    kwb_extract::compile_db::flags_from_log(&text, &args.file, &here)
+                    kwb_extract::compile_db::flags_from_log(&text, &target.file, &here)
                 } else {
-                    kwb_extract::compile_db::flags_for(&text, &args.file)
+                    kwb_extract::compile_db::flags_for(&text, &target.file)
                 }
                 .map_err(|e| e.to_string())
             })
     };
-    let source_of_flags = args
+    let source_of_flags = target
         .compile_commands
         .as_ref()
         .map(|p| (p, false))
-        .or(args.flags_from.as_ref().map(|p| (p, true)));
+        .or(target.flags_from.as_ref().map(|p| (p, true)));
     let db_flags = match source_of_flags {
         None => kwb_extract::compile_db::BuildFlags::default(),
         Some((path, from_log)) => match read_flags(path, from_log) {
             Ok(f) => f,
             Err(why) => {
                 render::error(Report::msg(format!("{}: {why}", path.display())));
-                return exit::INPUT;
+                return Err(exit::INPUT);
             }
         },
     };
     let defines: Vec<(String, String)> = db_flags
         .defines
         .iter()
-        .chain(&args.defines)
+        .chain(&target.defines)
         .map(|d| match d.split_once('=') {
             Some((n, v)) => (n.trim().to_owned(), v.trim().to_owned()),
             None => (d.trim().to_owned(), "1".to_owned()),
         })
         .collect();
     let mut bindings = Vec::new();
-    for b in &args.task {
+    for b in &target.task {
         match b.split_once('=') {
             Some((f, v)) if !f.trim().is_empty() && !v.trim().is_empty() => {
                 bindings.push((f.trim().to_owned(), v.trim().to_owned()));
@@ -159,19 +169,19 @@ pub fn run(args: Args) -> i32 {
                     binding: b.clone(),
                     why: "write it as FIELD=VALUE".to_owned(),
                 }));
-                return exit::INPUT;
+                return Err(exit::INPUT);
             }
         }
     }
     let request = Request {
-        kernel: args.kernel.clone(),
-        template: args.template.clone(),
+        kernel: target.kernel.clone(),
+        template: target.template.clone(),
         defines: defines.clone(),
-        file_name: args.file.display().to_string(),
+        file_name: target.file.display().to_string(),
         task: kwb_extract::TaskRequest {
             bindings,
-            tile: args.task_tile,
-            ctas: args.task_ctas,
+            tile: target.task_tile,
+            ctas: target.task_ctas,
         },
     };
     let x = match kwb_extract::extract(&source, &request) {
@@ -184,17 +194,17 @@ pub fn run(args: Args) -> i32 {
                 _ => exit::INPUT,
             };
             render::error(Report::new(e));
-            return code;
+            return Err(code);
         }
     };
-    let mut includes: Vec<PathBuf> = args
+    let mut includes: Vec<PathBuf> = target
         .file
         .parent()
         .map(Path::to_path_buf)
         .into_iter()
         .collect();
     includes.extend(db_flags.includes.iter().map(PathBuf::from));
-    includes.extend(args.includes.iter().cloned());
+    includes.extend(target.includes.iter().cloned());
     let includes: Vec<String> = includes
         .iter()
         .map(|p| {
@@ -210,12 +220,12 @@ pub fn run(args: Args) -> i32 {
         })
         .collect();
     let build = Build {
-        std: args
+        std: target
             .std
             .clone()
             .or(db_flags.std.clone())
             .unwrap_or_else(|| "c++17".to_owned()),
-        arch: args
+        arch: target
             .arch
             .clone()
             .or(db_flags.arches.first().cloned())
@@ -234,20 +244,28 @@ pub fn run(args: Args) -> i32 {
     // All three files or none.
     let files: Vec<(PathBuf, &String)> = FILES
         .iter()
-        .map(|name| args.output.join(name))
+        .map(|name| output.join(name))
         .zip([&x.repro, &toml_text, &script])
         .collect();
-    let written = std::fs::create_dir_all(&args.output).and_then(|()| {
+    let written = std::fs::create_dir_all(output).and_then(|()| {
         crate::output::write_all_atomically(&files).map_err(|(_, e)| e)?;
-        make_executable(&args.output.join("build.sh"))
+        make_executable(&output.join("build.sh"))
     });
     if let Err(source) = written {
         render::error(Report::new(crate::error::CliError::Unwritable {
-            path: args.output.clone(),
+            path: output.to_path_buf(),
             source,
         }));
-        return exit::INPUT;
+        return Err(exit::INPUT);
     }
+    Ok(x)
+}
+
+pub fn run(args: Args) -> i32 {
+    let x = match extract_to(&args.target, &args.output) {
+        Ok(x) => x,
+        Err(code) => return code,
+    };
     let shown = if args.json {
         serde_json::to_string_pretty(&x).unwrap_or_default()
     } else {

@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub mod debug;
+pub mod diagnose;
 pub mod docs;
 pub mod extract;
 pub mod instrument;

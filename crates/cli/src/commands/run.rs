@@ -20,13 +20,8 @@ pub const DEFAULT_LADDER: &str = "zeros,ones,seq-identity,onehot-k:0,small-int,r
 pub struct Args {
     /// The reproducer folder kwb-extract wrote (repro.cu, kwb.toml)
     dir: PathBuf,
-    /// The rungs, in order: zeros, ones, seq-identity, onehot-k:K0, small-int[:SEED],
-    /// random[:SEED]
-    #[arg(long, value_delimiter = ',', value_parser = parse_rung, default_value = DEFAULT_LADDER)]
-    ladder: Vec<Rung>,
-    /// The GEMM shape M,N,K [default: the dumps', else 256,384,1024]
-    #[arg(long, value_name = "M,N,K", value_parser = parse_shape)]
-    shape: Option<(usize, usize, usize)>,
+    #[command(flatten)]
+    ladder: LadderArgs,
     /// Real data, run last as the `dump` rung: A (M x K). A .npy, a .safetensors
     /// (FILE:TENSOR names one of several), or a raw dump with --dump-dtype and --shape
     #[arg(long, value_name = "FILE", requires = "dump_b")]
@@ -43,22 +38,6 @@ pub struct Args {
     /// The element type of raw dumps (any extension but .npy and .safetensors)
     #[arg(long, value_enum, value_name = "DTYPE")]
     dump_dtype: Option<crate::dump::RawDtype>,
-    /// D = alpha * A·B + beta * C; 2 by default, so a dropped alpha shows
-    #[arg(long, default_value_t = 2.0)]
-    alpha: f32,
-    #[arg(long, default_value_t = 0.0)]
-    beta: f32,
-    /// Elements added to every leading dimension the kernel or its launcher takes
-    /// (padding holds NaN, so a pitch taken for a width shows); 0 packs them
-    #[arg(long, default_value_t = 64)]
-    ld_pad: usize,
-    /// The element type of A and B where neither the kernel nor its launcher names a
-    /// known one: bf16, f16, f32
-    #[arg(long, value_parser = parse_dtype)]
-    dtype: Option<Dtype>,
-    /// Seconds a launch may take before it is reported as HANG and killed
-    #[arg(long, default_value_t = 20.0)]
-    timeout: f64,
     /// The launch configuration, instead of the reproducer's kwb_config
     #[arg(long, value_name = "X,Y,Z", value_parser = dim3)]
     grid: Option<[u32; 3]>,
@@ -66,15 +45,43 @@ pub struct Args {
     block: Option<[u32; 3]>,
     #[arg(long, value_name = "BYTES")]
     smem: Option<u64>,
+    /// Print JSON
+    #[arg(long)]
+    json: bool,
+}
+
+/// The ladder and the problem it runs: the arguments kwb run and kwb diagnose share.
+#[derive(clap::Args)]
+pub struct LadderArgs {
+    /// The rungs, in order: zeros, ones, seq-identity, onehot-k:K0, small-int[:SEED],
+    /// random[:SEED]
+    #[arg(long, value_delimiter = ',', value_parser = parse_rung, default_value = DEFAULT_LADDER)]
+    pub ladder: Vec<Rung>,
+    /// The GEMM shape M,N,K [default: the dumps', else 256,384,1024]
+    #[arg(long, value_name = "M,N,K", value_parser = parse_shape)]
+    pub shape: Option<(usize, usize, usize)>,
+    /// D = alpha * A·B + beta * C; 2 by default, so a dropped alpha shows
+    #[arg(long, default_value_t = 2.0)]
+    pub alpha: f32,
+    #[arg(long, default_value_t = 0.0)]
+    pub beta: f32,
+    /// Elements added to every leading dimension the kernel or its launcher takes
+    /// (padding holds NaN, so a pitch taken for a width shows); 0 packs them
+    #[arg(long, default_value_t = 64)]
+    pub ld_pad: usize,
+    /// The element type of A and B where neither the kernel nor its launcher names a
+    /// known one: bf16, f16, f32
+    #[arg(long, value_parser = parse_dtype)]
+    pub dtype: Option<Dtype>,
+    /// Seconds a launch may take before it is reported as HANG and killed
+    #[arg(long, default_value_t = 20.0)]
+    pub timeout: f64,
     /// Where the answers of rungs without a closed form (small-int, random, dump) are
     /// computed: host (f64), gpu (kwb's own f64 GEMM kernel, built apart from the
     /// kernel under test), or auto (the GPU above 2^27 multiply-adds per rung).
     /// zeros, ones, seq-identity and onehot-k are compared with their closed form
     #[arg(long, value_enum, default_value = "auto")]
-    reference: Reference,
-    /// Print JSON
-    #[arg(long)]
-    json: bool,
+    pub reference: Reference,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -86,7 +93,7 @@ enum BLayout {
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
-enum Reference {
+pub enum Reference {
     Host,
     Gpu,
     Auto,
@@ -198,7 +205,7 @@ fn dumps(args: &Args) -> Result<Option<(kwb_gpu::Dump, Shape)>, DumpArgError> {
     let (Some(a_path), Some(b_path)) = (&args.dump_a, &args.dump_b) else {
         return Ok(None);
     };
-    let given = args.shape;
+    let given = args.ladder.shape;
     let raw = |rows: fn(Shape) -> [usize; 2]| given.map(rows).unwrap_or([0, 0]);
     let (a_shape, a) = read_dump(a_path, &raw(|(m, _, k)| [m, k]), args.dump_dtype)?;
     let (m, k) = (a_shape[0], a_shape[1]);
@@ -258,6 +265,51 @@ fn dumps(args: &Args) -> Result<Option<(kwb_gpu::Dump, Shape)>, DumpArgError> {
     Ok(Some((kwb_gpu::Dump { source, a, b, c }, (m, n, k))))
 }
 
+/// The run options of `ladder` at `shape` (no dump, the reproducer's own launch
+/// configuration): kwb's cache and its own binary as the worker. A failure is rendered
+/// and returned as the exit code.
+pub fn run_options(
+    ladder: &LadderArgs,
+    shape: (usize, usize, usize),
+    progress: kwb_gpu::Progress,
+) -> Result<RunOptions, i32> {
+    let cache = match kwb_toolchain::cache::cache_dir(&kwb_toolchain::Env::from_process()) {
+        Ok(c) => c.join("repro"),
+        Err(e) => {
+            render::error(miette::Report::new(e));
+            return Err(exit::INPUT);
+        }
+    };
+    let worker = match std::env::current_exe() {
+        Ok(exe) => vec![exe.display().to_string(), "run-worker".to_owned()],
+        Err(e) => {
+            render::error(miette::Report::msg(format!(
+                "cannot find kwb's own binary: {e}"
+            )));
+            return Err(exit::INTERNAL);
+        }
+    };
+    Ok(RunOptions {
+        rungs: ladder.ladder.clone(),
+        request: kwb_gpu::plan::Request {
+            shape,
+            alpha: ladder.alpha,
+            beta: ladder.beta,
+            ld_pad: ladder.ld_pad,
+            dtype: ladder.dtype,
+        },
+        timeout: Duration::from_secs_f64(ladder.timeout.max(0.1)),
+        grid: None,
+        block: None,
+        smem: None,
+        worker,
+        cache,
+        reference: ladder.reference.into(),
+        dump: None,
+        progress,
+    })
+}
+
 pub fn run(args: Args) -> i32 {
     let dump = match dumps(&args) {
         Ok(d) => d,
@@ -269,45 +321,18 @@ pub fn run(args: Args) -> i32 {
     let shape = dump
         .as_ref()
         .map(|(_, s)| *s)
-        .or(args.shape)
+        .or(args.ladder.shape)
         .unwrap_or((256, 384, 1024));
-    let cache = match kwb_toolchain::cache::cache_dir(&kwb_toolchain::Env::from_process()) {
-        Ok(c) => c.join("repro"),
-        Err(e) => {
-            render::error(miette::Report::new(e));
-            return exit::INPUT;
-        }
-    };
-    let worker = match std::env::current_exe() {
-        Ok(exe) => vec![exe.display().to_string(), "run-worker".to_owned()],
-        Err(e) => {
-            render::error(miette::Report::msg(format!(
-                "cannot find kwb's own binary: {e}"
-            )));
-            return exit::INTERNAL;
-        }
-    };
     // A progress line on a terminal; nothing when stderr is piped.
     let spinner = crate::progress::Spinner::new();
-    let options = RunOptions {
-        rungs: args.ladder.clone(),
-        request: kwb_gpu::plan::Request {
-            shape,
-            alpha: args.alpha,
-            beta: args.beta,
-            ld_pad: args.ld_pad,
-            dtype: args.dtype,
-        },
-        timeout: Duration::from_secs_f64(args.timeout.max(0.1)),
-        grid: args.grid,
-        block: args.block,
-        smem: args.smem,
-        worker,
-        cache,
-        reference: args.reference.into(),
-        dump: dump.map(|(d, _)| d),
-        progress: spinner.progress(),
+    let mut options = match run_options(&args.ladder, shape, spinner.progress()) {
+        Ok(o) => o,
+        Err(code) => return code,
     };
+    options.grid = args.grid;
+    options.block = args.block;
+    options.smem = args.smem;
+    options.dump = dump.map(|(d, _)| d);
     let result = kwb_gpu::run(&args.dir, &options);
     spinner.finish();
     match result {
@@ -392,6 +417,9 @@ fn human_report(out: &mut impl Write, r: &Report) -> std::io::Result<()> {
                     .first
                     .map(|f| format!("the kernel wrote {}, the answer is {}", f.got, f.want));
                 human(out, c, at_first)?;
+                if let Some(p) = &rung.pattern {
+                    writeln!(out, "  pattern: {}", p.pattern.label())?;
+                }
                 if let Some(u) = &rung.unwritten {
                     writeln!(
                         out,

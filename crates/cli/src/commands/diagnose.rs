@@ -1,0 +1,296 @@
+//! `kwb diagnose FILE (--kernel NAME | --template SPEC)`: the stage verdict.
+//!
+//! Track B: the instantiation is extracted (kwb-extract's arguments) and run on the
+//! controlled-input ladder (kwb run's), and each failing rung's error is classified.
+//! Track A: a trace the user recorded on all-ones at `--shape` (`--trace`) is judged by
+//! the closed forms of uniform inputs, its output checked by the ladder's ones rung.
+//! kwb-diagnose reconciles the two into a VERDICT or a DRAFT. `--report DIR` writes
+//! report.md, report.json, the reproducer (DIR/repro) and a heat map (PNG and SVG) of
+//! each failing rung; FILE is only read.
+//!
+//! Exit 0 when a VERDICT or a DRAFT was reached, 7 when no GPU was there for the
+//! ladder and no trace was given (nothing to conclude from; every step that needs no
+//! GPU ran), 2 for bad input, 3 when FILE has no such kernel.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use kwb_diagnose::{
+    Diagnosis, Evidence, Finding, OnesRun, RungOutcome, RungState, Status, judge_ladder,
+    judge_ones, nan_origin, reconcile, sites_of,
+};
+use kwb_gpu::{GpuError, Report};
+use miette::Report as Problem;
+
+use crate::commands::{extract, run};
+use crate::error::CliError;
+use crate::{exit, render};
+
+#[derive(clap::Args)]
+#[command(group(clap::ArgGroup::new("what").required(true).args(["kernel", "template"])))]
+pub struct Args {
+    #[command(flatten)]
+    target: extract::Target,
+    #[command(flatten)]
+    ladder: run::LadderArgs,
+    /// A trace of the kernel recorded on all-ones inputs at --shape (a build made
+    /// with kwb-instrument or kwb-nvcc, run with KWB_TRACE_OUT)
+    #[arg(long, value_name = "TRACE")]
+    trace: Option<PathBuf>,
+    /// A folder for report.md, report.json, the reproducer and the heat maps
+    #[arg(long, value_name = "DIR")]
+    report: Option<PathBuf>,
+    /// Print the diagnosis as JSON (the schema of report.json)
+    #[arg(long)]
+    json: bool,
+}
+
+/// The shape the ladder runs at when --shape is not given.
+const DEFAULT_SHAPE: (usize, usize, usize) = (256, 384, 1024);
+
+pub fn run(args: Args) -> i32 {
+    // The trace first: a bad one is bad input, found before any build.
+    let trace = match &args.trace {
+        None => None,
+        Some(path) => match read_trace(path) {
+            Ok(t) => Some(t),
+            Err(code) => return code,
+        },
+    };
+    let temp;
+    let repro_dir = match &args.report {
+        Some(dir) => dir.join("repro"),
+        None => match tempfile::tempdir() {
+            Ok(t) => {
+                temp = t;
+                temp.path().to_path_buf()
+            }
+            Err(source) => {
+                render::error(Problem::new(CliError::Unwritable {
+                    path: std::env::temp_dir(),
+                    source,
+                }));
+                return exit::INPUT;
+            }
+        },
+    };
+    let extraction = match extract::extract_to(&args.target, &repro_dir) {
+        Ok(x) => x,
+        Err(code) => return code,
+    };
+    let shape = args.ladder.shape.unwrap_or(DEFAULT_SHAPE);
+    let spinner = crate::progress::Spinner::new();
+    let options = match run::run_options(&args.ladder, shape, spinner.progress()) {
+        Ok(o) => o,
+        Err(code) => return code,
+    };
+    let result = kwb_gpu::run(&repro_dir, &options);
+    spinner.finish();
+    let mut not_run = Vec::new();
+    let report = match result {
+        Ok(r) => Some(r),
+        Err(e @ (GpuError::NoDriver { .. } | GpuError::Worker(_))) => {
+            not_run.push(format!(
+                "the ladder: {e}. Everything before the launch ran (extraction, the nvcc build, every rung's inputs and answers); on a GPU the ladder adds each rung's outcome and error pattern, which is what a verdict without a trace rests on"
+            ));
+            None
+        }
+        Err(e) => {
+            let code = match e {
+                GpuError::Io { .. } => exit::INTERNAL,
+                _ => exit::INPUT,
+            };
+            render::error(Problem::new(e));
+            return code;
+        }
+    };
+    let rungs: Vec<RungOutcome> = report.as_ref().map(outcomes).unwrap_or_default();
+    let ladder = (!rungs.is_empty()).then(|| judge_ladder(&rungs));
+    let traced = trace.as_ref().map(|t| {
+        let ones = rungs.iter().find(|r| r.rung == "ones");
+        let finding = judge_ones(t, &ones_run(shape, ones));
+        if ones.is_none() {
+            with_unchecked_output(finding)
+        } else {
+            finding
+        }
+    });
+    if trace.is_none() {
+        not_run.push(
+            "the trace: no --trace given (kwb-instrument the kernel, build with -DKWB_TRACE, run it on all-ones with KWB_TRACE_OUT=trace.bin); a trace is what isolates a stage".to_owned(),
+        );
+    }
+    let verdict = reconcile(traced.as_ref(), ladder.as_ref());
+    let sites = match (&trace, verdict.stage) {
+        (Some(t), Some(stage)) => sites_of(t, stage),
+        _ => Vec::new(),
+    };
+    let mut evidence = Vec::new();
+    if let Some(f) = traced {
+        evidence.push(Evidence {
+            track: "trace",
+            finding: f,
+        });
+    }
+    if let Some(f) = ladder {
+        evidence.push(Evidence {
+            track: "ladder",
+            finding: f,
+        });
+    }
+    // Without --report the reproducer lives in a temporary folder that is gone when
+    // kwb exits.
+    let kept = match &args.report {
+        Some(_) => repro_dir.display().to_string(),
+        None => "DIR/repro (rerun with --report DIR to keep the reproducer)".to_owned(),
+    };
+    let reproduce = format!(
+        "kwb run {kept} --shape {},{},{} --ladder {}",
+        shape.0,
+        shape.1,
+        shape.2,
+        args.ladder
+            .ladder
+            .iter()
+            .map(|r| r.name())
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    let d = Diagnosis {
+        instantiation: extraction.instantiation.clone(),
+        source: args.target.file.display().to_string(),
+        verdict,
+        evidence,
+        rungs,
+        sites,
+        nan_origin: trace.as_ref().and_then(nan_origin),
+        not_run,
+        reproduce,
+    };
+    if let Some(dir) = &args.report
+        && let Err(code) = write_report(dir, &d, report.as_ref())
+    {
+        return code;
+    }
+    let mut out = std::io::stdout().lock();
+    let written = if args.json {
+        serde_json::to_writer_pretty(&mut out, &d)
+            .map_err(std::io::Error::other)
+            .and_then(|()| writeln!(out))
+    } else {
+        out.write_all(kwb_diagnose::terminal(&d).as_bytes())
+    };
+    if written.is_err() {
+        return exit::INTERNAL;
+    }
+    if d.evidence.is_empty() {
+        exit::NO_GPU
+    } else {
+        exit::OK
+    }
+}
+
+fn read_trace(path: &Path) -> Result<kwb_runtime::Trace, i32> {
+    let bytes = std::fs::read(path).map_err(|source| {
+        render::error(Problem::new(CliError::Unreadable {
+            path: path.to_path_buf(),
+            source,
+        }));
+        exit::INPUT
+    })?;
+    kwb_runtime::decode(&bytes).map_err(|e| {
+        render::error(Problem::new(e).wrap_err(format!("{} is not a kwb trace", path.display())));
+        exit::INPUT
+    })
+}
+
+/// The ladder's rungs as kwb-diagnose reads them.
+fn outcomes(report: &Report) -> Vec<RungOutcome> {
+    report
+        .rungs
+        .iter()
+        .filter(|r| r.status != "not-run")
+        .map(|r| RungOutcome {
+            rung: r.rung.clone(),
+            state: match r.status {
+                "pass" => RungState::Pass,
+                "fail" => RungState::Fail,
+                "hang" => RungState::Hang,
+                _ => RungState::Error,
+            },
+            ratio: r.comparison.as_ref().map_or(f64::NAN, |c| c.ratio),
+            mismatches: r.comparison.as_ref().map_or(0, |c| c.mismatches),
+            non_finite: r.comparison.as_ref().map_or(0, |c| c.nan + c.inf),
+            pattern: r.pattern.clone(),
+        })
+        .collect()
+}
+
+/// The traced run's output check: the ladder's ones rung (the same instantiation on
+/// the same inputs at the same shape), else unknown (taken as right).
+fn ones_run(shape: (usize, usize, usize), ones: Option<&RungOutcome>) -> OnesRun {
+    OnesRun {
+        m: shape.0 as u64,
+        n: shape.1 as u64,
+        k: shape.2 as u64,
+        mismatches: ones.map_or(0, |r| r.mismatches as u64),
+        nan: ones.map_or(0, |r| r.non_finite as u64),
+        inf: 0,
+        ratio: ones.map_or(1.0, |r| r.ratio),
+    }
+}
+
+/// A trace finding without the output check: "nothing wrong" cannot rule out the
+/// epilogue, so it says so.
+fn with_unchecked_output(mut f: Finding) -> Finding {
+    for line in &mut f.evidence {
+        if line.starts_with("output (harness)") {
+            *line = "output: not checked (no ladder ones rung)".to_owned();
+        }
+    }
+    if f.stage.is_none() {
+        f.summary = "operands and accumulator exact on ones; the output was not checked (no ladder ones rung), so the epilogue is not cleared".to_owned();
+        f.status = Status::Draft;
+        f.clean = false;
+    }
+    f
+}
+
+fn write_report(dir: &Path, d: &Diagnosis, report: Option<&Report>) -> Result<(), i32> {
+    let mut files: Vec<(PathBuf, Vec<u8>)> = Vec::new();
+    let mut pictures = Vec::new();
+    for r in report.map(|r| r.rungs.as_slice()).unwrap_or_default() {
+        let Some(heat) = &r.heat else { continue };
+        let stem = format!("heat-{}", r.rung.replace(':', "-"));
+        let label = r
+            .pattern
+            .as_ref()
+            .map_or(String::new(), |p| format!(": {}", p.pattern.label()));
+        let title = format!("{} on {}{label}", d.instantiation, r.rung);
+        files.push((
+            dir.join(format!("{stem}.png")),
+            kwb_diagnose::heat_png(heat),
+        ));
+        files.push((
+            dir.join(format!("{stem}.svg")),
+            kwb_diagnose::heat_svg(heat, &title).into_bytes(),
+        ));
+        pictures.push((r.rung.clone(), format!("{stem}.svg")));
+    }
+    files.push((
+        dir.join("report.md"),
+        kwb_diagnose::markdown(d, &pictures).into_bytes(),
+    ));
+    let json = serde_json::to_vec_pretty(d).unwrap_or_default();
+    files.push((dir.join("report.json"), json));
+    let refs: Vec<(PathBuf, &Vec<u8>)> = files.iter().map(|(p, b)| (p.clone(), b)).collect();
+    std::fs::create_dir_all(dir)
+        .and_then(|()| crate::output::write_all_atomically(&refs).map_err(|(_, e)| e))
+        .map_err(|source| {
+            render::error(Problem::new(CliError::Unwritable {
+                path: dir.to_path_buf(),
+                source,
+            }));
+            exit::INPUT
+        })
+}

@@ -1,0 +1,155 @@
+//! End-to-end tests of `kwb diagnose` on a machine without a GPU (CI's): bad input
+//! is refused before anything is built or written; a real H200 trace is judged and
+//! reconciled, the reproducer extracted and built, and the report written, with the
+//! ladder's absence said plainly.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn diagnose(dir: &Path, defect: &str, extra: &[&str]) -> Run {
+    let out = Command::new(env!("CARGO_BIN_EXE_kwb"))
+        .arg("diagnose")
+        .arg(root().join("kernels/mma_sync/gemm.cu"))
+        .args(["--kernel", "gemm_mma_sync", "-I"])
+        .arg(root().join("kernels/common"))
+        .arg(format!("-DKWB_DEFECT={defect}"))
+        .args(extra)
+        .current_dir(dir)
+        .env("NO_COLOR", "1")
+        .env("KWB_CACHE_DIR", dir.join("cache"))
+        .output()
+        .expect("kwb runs");
+    Run {
+        code: out.status.code().expect("exited, not killed"),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+fn trace(name: &str) -> String {
+    root()
+        .join("fixtures/traces")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+fn driver_here() -> bool {
+    kwb_gpu::worker::driver_present().is_ok()
+}
+
+#[test]
+fn a_file_that_is_no_trace_is_refused_before_anything_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let bogus = dir.path().join("trace.bin");
+    std::fs::write(&bogus, b"not a trace").unwrap();
+    let report = dir.path().join("report");
+    let r = diagnose(
+        dir.path(),
+        "none",
+        &[
+            "--trace",
+            bogus.to_str().unwrap(),
+            "--report",
+            report.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("is not a kwb trace"), "{}", r.stderr);
+    assert!(!report.exists(), "nothing is written for bad input");
+    let missing = diagnose(dir.path(), "none", &["--trace", "nowhere.trace"]);
+    assert_eq!(missing.code, 2, "{}", missing.stderr);
+    assert!(missing.stderr.contains("cannot read"), "{}", missing.stderr);
+}
+
+#[test]
+fn an_unknown_kernel_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_kwb"))
+        .arg("diagnose")
+        .arg(root().join("kernels/mma_sync/gemm.cu"))
+        .args(["--kernel", "no_such_kernel"])
+        .env("NO_COLOR", "1")
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no_such_kernel"));
+}
+
+#[test]
+fn a_real_trace_is_judged_reconciled_and_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("report");
+    // The last K tile accumulated twice, traced on the H200.
+    let r = diagnose(
+        dir.path(),
+        "last_tile_twice",
+        &[
+            "--trace",
+            &trace("mma_sync_last_tile_twice_ones.trace"),
+            "--report",
+            report.to_str().unwrap(),
+            "--json",
+        ],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let d: serde_json::Value = serde_json::from_str(&r.stdout).expect("JSON on stdout");
+    assert_eq!(d["instantiation"], "gemm_mma_sync<128, 128, 32, 3>");
+    assert_eq!(d["verdict"]["stage"], "mma", "{}", r.stdout);
+    assert_eq!(d["verdict"]["status"], "VERDICT", "{}", r.stdout);
+    assert!((d["verdict"]["factor"].as_f64().unwrap() - 1056.0 / 1024.0).abs() < 1e-9);
+    assert_eq!(d["evidence"][0]["track"], "trace");
+    assert!(d["sites"][0]["line"].as_u64().is_some(), "{}", r.stdout);
+    assert!(d["nan_origin"].is_null());
+    for file in [
+        "report.md",
+        "report.json",
+        "repro/repro.cu",
+        "repro/kwb.toml",
+    ] {
+        assert!(report.join(file).is_file(), "{file} written");
+    }
+    let md = std::fs::read_to_string(report.join("report.md")).unwrap();
+    assert!(md.contains("**VERDICT: mma"), "{md}");
+    if !driver_here() {
+        assert!(
+            d["not_run"][0].as_str().unwrap().contains("no CUDA driver"),
+            "{}",
+            r.stdout
+        );
+        assert!(d["rungs"].as_array().unwrap().is_empty());
+    }
+
+    // The correct kernel's trace shows nothing on ones: without the ladder that is a
+    // draft, never a verdict, and the output it could not check is named.
+    let r = diagnose(
+        dir.path(),
+        "none",
+        &["--trace", &trace("mma_sync_none_ones.trace")],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    if !driver_here() {
+        assert!(r.stdout.contains("DRAFT: none"), "{}", r.stdout);
+        assert!(
+            r.stdout.contains("the epilogue is not cleared"),
+            "{}",
+            r.stdout
+        );
+        assert!(
+            r.stdout.contains("missing: a ladder run of the reproducer"),
+            "{}",
+            r.stdout
+        );
+    }
+}
