@@ -44,7 +44,7 @@ struct Row {
     seconds: f64,
 }
 
-fn binary(name: &str) -> Result<PathBuf> {
+pub(crate) fn binary(name: &str) -> Result<PathBuf> {
     let exe = std::env::current_exe().map_err(|e| Failure(e.to_string()))?;
     let path = exe
         .parent()
@@ -144,64 +144,17 @@ fn one(
         note: String::new(),
         seconds: 0.0,
     };
-    let template = v.repro_template.as_ref().or(family.template.as_ref());
-    let what = match (template, &family.kernel) {
-        (Some(t), _) => ["--template", t.as_str()],
-        (None, Some(k)) => ["--kernel", k.as_str()],
-        (None, None) => {
-            row.note = "not reproduced: the family names no kernel for kwb-extract".to_owned();
-            return row;
-        }
-    };
     let dir = options.out.join(&v.family).join(&v.defect);
     let _ = std::fs::remove_dir_all(&dir);
-    // The production build's flags reach kwb-extract the way a user's do: through a
-    // compile database with the family's nvcc command.
-    let source = format!("kernels/{}", family.source);
-    let db = options
-        .out
-        .join(&v.family)
-        .join(format!("{}.compile_commands.json", v.defect));
-    let flags = match crate::suite::flags(root, family, v, &family.arches[0], cutlass) {
-        Ok(f) => f,
-        Err(e) => {
-            row.note = format!("flags: {e}");
+    let target = match extract_target(root, &options.out, family, v, cutlass) {
+        Ok(t) => t,
+        Err(why) => {
+            row.note = why;
             return row;
         }
     };
-    let mut command = vec![
-        "nvcc".to_owned(),
-        format!("-arch={}", flags.arch),
-        format!("-std={}", flags.std),
-    ];
-    command.extend(flags.includes.iter().map(|i| format!("-I{}", i.display())));
-    command.extend(flags.defines.iter().map(|d| format!("-D{d}")));
-    command.extend(flags.extra.iter().cloned());
-    command.extend(["-c".to_owned(), source.clone()]);
-    let entry = serde_json::json!([{
-        "directory": root.display().to_string(),
-        "file": source,
-        "arguments": command,
-    }]);
-    if let Err(e) = std::fs::create_dir_all(options.out.join(&v.family))
-        .and_then(|()| std::fs::write(&db, entry.to_string()))
-    {
-        row.note = format!("{}: {e}", db.display());
-        return row;
-    }
     let mut x = Command::new(extract);
-    x.current_dir(root)
-        .arg(&source)
-        .args(what)
-        .args(
-            v.repro_extract_flags
-                .as_ref()
-                .unwrap_or(&family.extract_flags),
-        )
-        .arg("-p")
-        .arg(&db)
-        .arg("-o")
-        .arg(&dir);
+    x.current_dir(root).args(&target).arg("-o").arg(&dir);
     match x.output() {
         Ok(o) if o.status.success() => {}
         Ok(o) => {
@@ -220,20 +173,7 @@ fn one(
         .args(["--json", "--timeout"])
         .arg(options.timeout.as_secs().to_string())
         .args(&family.run_flags)
-        .args(if family.run_shape {
-            vec![
-                "--shape".to_owned(),
-                v.repro_shape
-                    .as_ref()
-                    .unwrap_or(&v.shape)
-                    .iter()
-                    .map(u64::to_string)
-                    .collect::<Vec<_>>()
-                    .join(","),
-            ]
-        } else {
-            Vec::new()
-        })
+        .args(ladder_shape(family, v))
         .output();
     row.seconds = started.elapsed().as_secs_f64();
     let out = match out {
@@ -337,7 +277,7 @@ fn one(
     row
 }
 
-fn first_line(bytes: &[u8]) -> String {
+pub(crate) fn first_line(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes)
         .lines()
         .map(str::trim)
@@ -390,6 +330,80 @@ fn without_machine_paths(text: &str) -> String {
         &format!("{}/", temp.display().to_string().trim_end_matches('/')),
         "$TMPDIR/",
     )
+}
+
+/// What kwb-extract (and kwb diagnose) are told about a variant: its source, the
+/// kernel or template, the family's extraction flags, and `-p` with a compile database
+/// (written under `out`) holding the family's production nvcc command, as a user's
+/// build would give it.
+pub(crate) fn extract_target(
+    root: &Path,
+    out: &Path,
+    family: &crate::suite::Family,
+    v: &Variant,
+    cutlass: Option<&kwb_toolchain::CutlassDir>,
+) -> std::result::Result<Vec<String>, String> {
+    let template = v.repro_template.as_ref().or(family.template.as_ref());
+    let what = match (template, &family.kernel) {
+        (Some(t), _) => ["--template".to_owned(), t.clone()],
+        (None, Some(k)) => ["--kernel".to_owned(), k.clone()],
+        (None, None) => {
+            return Err("not reproduced: the family names no kernel for kwb-extract".to_owned());
+        }
+    };
+    let source = format!("kernels/{}", family.source);
+    let db = out
+        .join(&v.family)
+        .join(format!("{}.compile_commands.json", v.defect));
+    let flags = crate::suite::flags(root, family, v, &family.arches[0], cutlass)
+        .map_err(|e| format!("flags: {e}"))?;
+    let mut command = vec![
+        "nvcc".to_owned(),
+        format!("-arch={}", flags.arch),
+        format!("-std={}", flags.std),
+    ];
+    command.extend(flags.includes.iter().map(|i| format!("-I{}", i.display())));
+    command.extend(flags.defines.iter().map(|d| format!("-D{d}")));
+    command.extend(flags.extra.iter().cloned());
+    command.extend(["-c".to_owned(), source.clone()]);
+    let entry = serde_json::json!([{
+        "directory": root.display().to_string(),
+        "file": source,
+        "arguments": command,
+    }]);
+    std::fs::create_dir_all(out.join(&v.family))
+        .and_then(|()| std::fs::write(&db, entry.to_string()))
+        .map_err(|e| format!("{}: {e}", db.display()))?;
+    let mut args = vec![source];
+    args.extend(what);
+    args.extend(
+        v.repro_extract_flags
+            .as_ref()
+            .unwrap_or(&family.extract_flags)
+            .iter()
+            .cloned(),
+    );
+    args.push("-p".to_owned());
+    args.push(db.display().to_string());
+    Ok(args)
+}
+
+/// `--shape` of the variant's ladder run, where the family asks for the variant's own.
+pub(crate) fn ladder_shape(family: &crate::suite::Family, v: &Variant) -> Vec<String> {
+    if family.run_shape {
+        vec![
+            "--shape".to_owned(),
+            v.repro_shape
+                .as_ref()
+                .unwrap_or(&v.shape)
+                .iter()
+                .map(u64::to_string)
+                .collect::<Vec<_>>()
+                .join(","),
+        ]
+    } else {
+        Vec::new()
+    }
 }
 
 fn report(rows: &[(usize, Row)], hang: &str, options: &Options) -> String {

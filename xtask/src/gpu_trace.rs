@@ -172,7 +172,7 @@ fn trace_and_judge(b: &crate::kernels::Built<'_>, options: &Options, suffix: &st
 
 /// Instruments a family's source into `dir` (laid out like `kernels/`) with the
 /// family's gate and the row bound `rows`; the number of probes.
-fn instrument(
+pub(crate) fn instrument(
     root: &Path,
     family: &crate::suite::Family,
     dir: &Path,

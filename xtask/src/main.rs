@@ -14,6 +14,7 @@ mod bench;
 mod ci;
 mod demo;
 mod gpu_bench;
+mod gpu_diagnose;
 mod gpu_provenance;
 mod gpu_repro;
 mod gpu_runtime;
@@ -117,6 +118,22 @@ enum Task {
         #[arg(long)]
         commit: Option<String>,
     },
+    /// On a machine with a GPU: `kwb diagnose` on every variant (a trace recorded on
+    /// all-ones, the ladder, the verdict), held to kernels/suite.toml
+    GpuDiagnose {
+        /// Builds and diagnoses run at once
+        #[arg(short, long, default_value_t = default_jobs())]
+        jobs: usize,
+        /// Seconds before a launch counts as a hang
+        #[arg(long, default_value_t = 30)]
+        timeout: u64,
+        /// The folder for the traces, reports and report.md
+        #[arg(long, default_value = "target/gpu-diagnose")]
+        out: PathBuf,
+        /// The commit the report is for (the checkout may have no .git)
+        #[arg(long)]
+        commit: Option<String>,
+    },
     /// On a machine with a GPU: check the trace runtime's records against statistics
     /// known by hand (tests/gpu/runtime_check.cu)
     GpuRuntime {
@@ -199,6 +216,20 @@ fn main() -> ExitCode {
         } => gpu_repro::run(
             &project_root(),
             &gpu_repro::Options {
+                jobs,
+                timeout: std::time::Duration::from_secs(timeout),
+                out: project_root().join(out),
+                commit,
+            },
+        ),
+        Task::GpuDiagnose {
+            jobs,
+            timeout,
+            out,
+            commit,
+        } => gpu_diagnose::run(
+            &project_root(),
+            &gpu_diagnose::Options {
                 jobs,
                 timeout: std::time::Duration::from_secs(timeout),
                 out: project_root().join(out),

@@ -35,7 +35,7 @@ pub enum Command {
     Run(commands::run::Args),
     /// The stage verdict: extract and run the instantiation on the ladder, judge a
     /// trace, reconcile them into a VERDICT or a DRAFT
-    Diagnose(commands::diagnose::Args),
+    Diagnose(Box<commands::diagnose::Args>),
     /// The GPU half of `kwb run`, started by it in its own process
     #[command(hide = true)]
     RunWorker {
@@ -85,7 +85,7 @@ pub fn main() -> i32 {
     match cli.command {
         Command::Sites(args) => commands::sites::run(args),
         Command::Run(args) => commands::run::run(args),
-        Command::Diagnose(args) => commands::diagnose::run(args),
+        Command::Diagnose(args) => commands::diagnose::run(*args),
         Command::RunWorker { job } => commands::run::worker(job),
         Command::ParseStats(args) => commands::parse_stats::run(args),
         Command::Trace(TraceCommand::Show(args)) => commands::trace::show(args),

@@ -37,6 +37,11 @@ pub struct Args {
     /// with kwb-instrument or kwb-nvcc, run with KWB_TRACE_OUT)
     #[arg(long, value_name = "TRACE")]
     trace: Option<PathBuf>,
+    /// The shape the trace was recorded at, when it is not --shape (a production run
+    /// at its own shape, the reproducer at another); its ones output is then taken as
+    /// unchecked unless the shapes agree
+    #[arg(long, value_name = "M,N,K", value_parser = crate::commands::ladder::parse_shape, requires = "trace")]
+    trace_shape: Option<(usize, usize, usize)>,
     /// A folder for report.md, report.json, the reproducer and the heat maps
     #[arg(long, value_name = "DIR")]
     report: Option<PathBuf>,
@@ -106,9 +111,14 @@ pub fn run(args: Args) -> i32 {
     };
     let rungs: Vec<RungOutcome> = report.as_ref().map(outcomes).unwrap_or_default();
     let ladder = (!rungs.is_empty()).then(|| judge_ladder(&rungs));
+    let trace_shape = args.trace_shape.unwrap_or(shape);
     let traced = trace.as_ref().map(|t| {
-        let ones = rungs.iter().find(|r| r.rung == "ones");
-        let finding = judge_ones(t, &ones_run(shape, ones));
+        // The ladder's ones rung checks the traced run's output only at its shape.
+        let ones = rungs
+            .iter()
+            .find(|r| r.rung == "ones")
+            .filter(|_| trace_shape == shape);
+        let finding = judge_ones(t, &ones_run(trace_shape, ones));
         if ones.is_none() {
             with_unchecked_output(finding)
         } else {
@@ -226,8 +236,8 @@ fn outcomes(report: &Report) -> Vec<RungOutcome> {
         .collect()
 }
 
-/// The traced run's output check: the ladder's ones rung (the same instantiation on
-/// the same inputs at the same shape), else unknown (taken as right).
+/// The traced run at `shape`, its output checked by the ladder's ones rung (the same
+/// instantiation on the same inputs at the same shape), else unknown (taken as right).
 fn ones_run(shape: (usize, usize, usize), ones: Option<&RungOutcome>) -> OnesRun {
     OnesRun {
         m: shape.0 as u64,
@@ -245,11 +255,11 @@ fn ones_run(shape: (usize, usize, usize), ones: Option<&RungOutcome>) -> OnesRun
 fn with_unchecked_output(mut f: Finding) -> Finding {
     for line in &mut f.evidence {
         if line.starts_with("output (harness)") {
-            *line = "output: not checked (no ladder ones rung)".to_owned();
+            *line = "output: not checked (no ladder ones rung at the trace's shape)".to_owned();
         }
     }
     if f.stage.is_none() {
-        f.summary = "operands and accumulator exact on ones; the output was not checked (no ladder ones rung), so the epilogue is not cleared".to_owned();
+        f.summary = "operands and accumulator exact on ones; the output was not checked (no ladder ones rung at the trace's shape), so the epilogue is not cleared".to_owned();
         f.status = Status::Draft;
         f.clean = false;
     }

@@ -1,0 +1,334 @@
+//! `cargo xtask gpu-diagnose`: `kwb diagnose` on every variant of the kernel suite, as
+//! a user would run it, on a machine with a GPU. Each family is instrumented with
+//! every probe kind (CTA (0, 0, 0), the family's gate and row bound) and each variant
+//! built traced and run on all-ones, which writes the trace a user would bring; a
+//! confound variant brings the trace of the build without the row bound, the reading
+//! that manufactured its production symptom. Then `kwb diagnose` extracts the variant
+//! (through a compile database with the production nvcc command), runs the ladder,
+//! judges the trace and reconciles. Each verdict is held to kernels/suite.toml: the
+//! manifest's stage for a defect, no stage for a correct build or a confound. A
+//! VERDICT that names a stage the manifest does not is a wrong verdict, the worst
+//! result there is; `report.md` in `--out` counts them.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::gpu_repro::{binary, extract_target, first_line, ladder_shape};
+use crate::gpu_suite::run_one;
+use crate::kernels::{Build, compile_all, tools};
+use crate::suite::{Suite, Variant};
+use crate::{Failure, Result};
+
+/// Options of the task.
+pub struct Options {
+    pub jobs: usize,
+    pub timeout: Duration,
+    pub out: PathBuf,
+    pub commit: Option<String>,
+}
+
+/// One variant's diagnosis against the manifest.
+struct Row {
+    family: String,
+    defect: String,
+    /// The manifest's stage (`none` for a correct build or a confound).
+    expected: String,
+    confound: bool,
+    status: String,
+    stage: String,
+    alternatives: Vec<String>,
+    summary: String,
+    /// The verdict fits the manifest (its stage or one it cannot tell apart from it).
+    agrees: bool,
+    /// A VERDICT naming a stage the manifest does not.
+    wrong_verdict: bool,
+    seconds: f64,
+}
+
+pub fn run(root: &Path, options: &Options) -> Result {
+    let suite = Suite::load(root)?;
+    let kwb = binary("kwb")?;
+    std::fs::create_dir_all(&options.out)
+        .map_err(|e| Failure(format!("{}: {e}", options.out.display())))?;
+    // Track A: the traces a user would bring.
+    let bounded = root.join("target/traced-diagnose");
+    let unbounded = root.join("target/traced-diagnose-all-rows");
+    for dir in [&bounded, &unbounded] {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+    for (name, family) in &suite.families {
+        if let Err(why) =
+            crate::gpu_trace::instrument(root, family, &bounded, family.trace_rows.clone(), false)
+        {
+            println!("not traced {name}: {why}");
+        }
+        if family.trace_rows.is_some() {
+            crate::gpu_trace::instrument(root, family, &unbounded, None, false)
+                .map_err(|e| Failure(format!("{name} without --rows: {e}")))?;
+        }
+    }
+    let (toolchain, cutlass) = tools()?;
+    let build = |dir| Build {
+        jobs: options.jobs,
+        family: None,
+        first_arch_only: true,
+        traced: Some(dir),
+    };
+    let mut traces: Vec<(String, Option<(PathBuf, String)>)> = Vec::new();
+    for (dir, all_rows) in [(&bounded, false), (&unbounded, true)] {
+        for b in compile_all(root, &suite, &toolchain, cutlass.as_ref(), &build(dir))? {
+            let v = b.variant;
+            let confound = v.symptom.starts_with("confound");
+            // A confound brings the reading without the row bound where there is one.
+            let wanted = if suite.families[&v.family].trace_rows.is_some() {
+                confound == all_rows
+            } else {
+                !all_rows
+            };
+            if !wanted || v.trace_skip.is_some() || b.result.is_err() {
+                continue;
+            }
+            let path = options
+                .out
+                .join(format!("{}.{}.ones.trace", v.family, v.defect));
+            let _ = std::fs::remove_file(&path);
+            let ran = run_one(
+                &b.binary,
+                &["--input", "ones"],
+                &[(kwb_runtime::OUT_ENV, &path)],
+                options.timeout,
+            );
+            let shape = ran
+                .rungs
+                .first()
+                .map(|r| format!("{},{},{}", r.m, r.n, r.k));
+            traces.push((
+                format!("{}/{}", v.family, v.defect),
+                shape.filter(|_| path.is_file()).map(|s| (path, s)),
+            ));
+        }
+    }
+    // Track B and the verdict: kwb diagnose, several variants at once.
+    let work: Vec<&Variant> = suite.variant.iter().collect();
+    let next = AtomicUsize::new(0);
+    let rows: Mutex<Vec<(usize, Row)>> = Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for _ in 0..options.jobs.max(1) {
+            s.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::SeqCst);
+                    let Some(v) = work.get(i) else { break };
+                    let key = format!("{}/{}", v.family, v.defect);
+                    let trace = traces
+                        .iter()
+                        .find(|(k, _)| *k == key)
+                        .and_then(|(_, t)| t.clone());
+                    let row = one(root, options, &kwb, &suite, v, trace, cutlass.as_ref());
+                    println!(
+                        "{} {key}: {} {} ({})",
+                        if row.wrong_verdict {
+                            "WRONG"
+                        } else if row.agrees {
+                            "ok   "
+                        } else {
+                            "DIFF "
+                        },
+                        row.status,
+                        row.stage,
+                        row.summary
+                    );
+                    rows.lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .push((i, row));
+                }
+            });
+        }
+    });
+    let mut rows = rows.into_inner().unwrap_or_else(|p| p.into_inner());
+    rows.sort_by_key(|(i, _)| *i);
+    let rows: Vec<Row> = rows.into_iter().map(|(_, r)| r).collect();
+    let text = report(&rows, options, &toolchain);
+    let path = options.out.join("report.md");
+    std::fs::write(&path, &text).map_err(|e| Failure(format!("{}: {e}", path.display())))?;
+    println!("{}", text.lines().take(10).collect::<Vec<_>>().join("\n"));
+    println!("wrote {}", path.display());
+    if rows.iter().any(|r| r.wrong_verdict) {
+        return Err(Failure("a wrong VERDICT (see report.md)".to_owned()));
+    }
+    Ok(())
+}
+
+fn one(
+    root: &Path,
+    options: &Options,
+    kwb: &Path,
+    suite: &Suite,
+    v: &Variant,
+    trace: Option<(PathBuf, String)>,
+    cutlass: Option<&kwb_toolchain::CutlassDir>,
+) -> Row {
+    let started = Instant::now();
+    let family = &suite.families[&v.family];
+    let mut row = Row {
+        family: v.family.clone(),
+        defect: v.defect.clone(),
+        expected: v.stage.clone(),
+        confound: v.symptom.starts_with("confound"),
+        status: "-".to_owned(),
+        stage: "-".to_owned(),
+        alternatives: Vec::new(),
+        summary: String::new(),
+        agrees: false,
+        wrong_verdict: false,
+        seconds: 0.0,
+    };
+    let target = match extract_target(root, &options.out, family, v, cutlass) {
+        Ok(t) => t,
+        Err(why) => {
+            row.summary = why;
+            return row;
+        }
+    };
+    let report = options.out.join(&v.family).join(&v.defect);
+    let _ = std::fs::remove_dir_all(&report);
+    let mut command = Command::new(kwb);
+    command
+        .current_dir(root)
+        .arg("diagnose")
+        .args(&target)
+        .args(["--json", "--timeout"])
+        .arg(options.timeout.as_secs().to_string())
+        .args(&family.run_flags)
+        .args(ladder_shape(family, v))
+        .arg("--report")
+        .arg(&report);
+    if let Some((path, shape)) = &trace {
+        command
+            .arg("--trace")
+            .arg(path)
+            .args(["--trace-shape", shape]);
+    }
+    let out = command.output();
+    row.seconds = started.elapsed().as_secs_f64();
+    let out = match out {
+        Ok(o) => o,
+        Err(e) => {
+            row.summary = format!("kwb diagnose: {e}");
+            return row;
+        }
+    };
+    let Ok(d) = serde_json::from_slice::<Value>(&out.stdout) else {
+        row.summary = format!(
+            "no diagnosis (exit {}): {}",
+            out.status.code().unwrap_or(-1),
+            first_line(&out.stderr)
+        );
+        return row;
+    };
+    let verdict = &d["verdict"];
+    row.status = verdict["status"].as_str().unwrap_or("?").to_owned();
+    let stage = verdict["stage"].as_str().map(str::to_owned);
+    row.stage = stage.clone().unwrap_or_else(|| "none".to_owned());
+    row.alternatives = verdict["alternatives"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|s| s.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    row.summary = verdict["summary"].as_str().unwrap_or("").to_owned();
+    let fits = match (&stage, v.stage.as_str()) {
+        (None, "none") => true,
+        (Some(s), want) => s == want || row.alternatives.iter().any(|a| a == want),
+        (None, _) => false,
+    };
+    row.agrees = fits;
+    row.wrong_verdict = row.status == "VERDICT" && !fits;
+    if trace.is_none() {
+        row.summary.push_str(" [no trace]");
+    }
+    row
+}
+
+fn report(rows: &[Row], options: &Options, toolchain: &kwb_toolchain::Toolchain) -> String {
+    let (gpu, nvcc, date) = crate::gpu_suite::machine(toolchain);
+    let defects: Vec<&Row> = rows.iter().filter(|r| r.expected != "none").collect();
+    let clean: Vec<&Row> = rows.iter().filter(|r| r.expected == "none").collect();
+    let verdict_right = |rs: &[&Row]| {
+        rs.iter()
+            .filter(|r| r.agrees && r.status == "VERDICT")
+            .count()
+    };
+    let draft_right = |rs: &[&Row]| {
+        rs.iter()
+            .filter(|r| r.agrees && r.status == "DRAFT")
+            .count()
+    };
+    let wrong = rows.iter().filter(|r| r.wrong_verdict).count();
+    let mut out = String::new();
+    let _ = writeln!(out, "# kwb diagnose on the kernel suite\n");
+    let _ = writeln!(
+        out,
+        "- commit: {}\n- date: {date}\n- GPU: {gpu}\n- nvcc: {nvcc}\n- command: `xtask gpu-diagnose -j {} --timeout {}`",
+        options.commit.as_deref().unwrap_or("unknown"),
+        options.jobs,
+        options.timeout.as_secs()
+    );
+    let _ = writeln!(
+        out,
+        "- defects: {} of {} with the manifest's stage as a VERDICT, {} more as a DRAFT that names it among the stages it cannot tell apart, {} otherwise",
+        verdict_right(&defects),
+        defects.len(),
+        draft_right(&defects),
+        defects.len() - verdict_right(&defects) - draft_right(&defects)
+    );
+    let _ = writeln!(
+        out,
+        "- correct builds and confounds: {} of {} refuted (no stage, VERDICT), {} more with no stage as a DRAFT, {} otherwise",
+        verdict_right(&clean),
+        clean.len(),
+        draft_right(&clean),
+        clean.len() - verdict_right(&clean) - draft_right(&clean)
+    );
+    let _ = writeln!(out, "- **wrong VERDICTs: {wrong}**\n");
+    let _ = writeln!(
+        out,
+        "| family | defect | manifest | status | stage (or) | agrees | s | summary |\n|---|---|---|---|---|---|---|---|"
+    );
+    for r in rows {
+        let expected = if r.confound {
+            "none (confound)".to_owned()
+        } else {
+            r.expected.clone()
+        };
+        let stage = if r.alternatives.is_empty() {
+            r.stage.clone()
+        } else {
+            format!("{} ({})", r.stage, r.alternatives.join(", "))
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {} | {expected} | {} | {stage} | {} | {:.0} | {} |",
+            r.family,
+            r.defect,
+            r.status,
+            if r.wrong_verdict {
+                "**WRONG VERDICT**"
+            } else if r.agrees {
+                "yes"
+            } else {
+                "no"
+            },
+            r.seconds,
+            r.summary.replace('|', "\\|")
+        );
+    }
+    out
+}
