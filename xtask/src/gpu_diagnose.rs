@@ -205,14 +205,25 @@ fn one(
         .args(["--json", "--timeout"])
         .arg(options.timeout.as_secs().to_string())
         .args(&family.run_flags)
-        .args(ladder_shape(family, v))
         .arg("--report")
         .arg(&report);
-    if let Some((path, shape)) = &trace {
-        command
-            .arg("--trace")
-            .arg(path)
-            .args(["--trace-shape", shape]);
+    // The ladder runs at the traced run's shape, so its ones rung checks the traced
+    // output; a family whose reproducer has a shape of its own (a megakernel task)
+    // keeps it, and the trace's shape is given apart.
+    match &trace {
+        Some((path, shape)) if !family.run_shape => {
+            command.args(["--shape", shape]).arg("--trace").arg(path);
+        }
+        Some((path, shape)) => {
+            command
+                .args(ladder_shape(family, v))
+                .arg("--trace")
+                .arg(path)
+                .args(["--trace-shape", shape]);
+        }
+        None => {
+            command.args(ladder_shape(family, v));
+        }
     }
     let out = command.output();
     row.seconds = started.elapsed().as_secs_f64();
