@@ -1,4 +1,4 @@
-//! Heat maps as files: a PNG (written here, uncompressed deflate, no dependency) and
+//! Heat maps as files: a PNG (chunks written here, the pixels deflated by miniz_oxide) and
 //! an SVG that shows the same picture with the CTA tile grid, the axes and a title.
 //! White is right, red the largest finite error, purple a NaN or an Inf.
 
@@ -72,7 +72,11 @@ pub fn heat_png(h: &Heat) -> Vec<u8> {
     ihdr.extend_from_slice(&(ht as u32).to_be_bytes());
     ihdr.extend_from_slice(&[8, 2, 0, 0, 0]); // 8-bit RGB, deflate, no filter, no interlace
     chunk(&mut png, b"IHDR", &ihdr);
-    chunk(&mut png, b"IDAT", &zlib_stored(&raw));
+    chunk(
+        &mut png,
+        b"IDAT",
+        &miniz_oxide::deflate::compress_to_vec_zlib(&raw, 6),
+    );
     chunk(&mut png, b"IEND", &[]);
     png
 }
@@ -127,29 +131,6 @@ fn chunk(out: &mut Vec<u8>, kind: &[u8; 4], data: &[u8]) {
     out.extend_from_slice(data);
     let crc = crc32(&out[start..]);
     out.extend_from_slice(&crc.to_be_bytes());
-}
-
-/// zlib around stored (uncompressed) deflate blocks.
-pub(crate) fn zlib_stored(data: &[u8]) -> Vec<u8> {
-    let mut out = vec![0x78, 0x01];
-    let mut blocks = data.chunks(65535).peekable();
-    if blocks.peek().is_none() {
-        out.extend_from_slice(&[1, 0, 0, 0xff, 0xff]);
-    }
-    while let Some(block) = blocks.next() {
-        out.push(u8::from(blocks.peek().is_none()));
-        let len = block.len() as u16;
-        out.extend_from_slice(&len.to_le_bytes());
-        out.extend_from_slice(&(!len).to_le_bytes());
-        out.extend_from_slice(block);
-    }
-    let (mut a, mut b) = (1u32, 0u32);
-    for &byte in data {
-        a = (a + u32::from(byte)) % 65521;
-        b = (b + a) % 65521;
-    }
-    out.extend_from_slice(&((b << 16) | a).to_be_bytes());
-    out
 }
 
 pub(crate) fn crc32(data: &[u8]) -> u32 {

@@ -623,7 +623,7 @@ mod ladder_and_verdict {
 }
 
 mod pictures {
-    use crate::picture::{base64, crc32, zlib_stored};
+    use crate::picture::{base64, crc32};
     use crate::{ErrorGrid, Heat, heat_png, heat_svg};
 
     #[test]
@@ -633,13 +633,6 @@ mod pictures {
         assert_eq!(base64(b"foobar"), "Zm9vYmFy");
         assert_eq!(base64(b"fooba"), "Zm9vYmE=");
         assert_eq!(base64(b"foob"), "Zm9vYg==");
-        // zlib of "abc": stored block, Adler-32 0x024d0127.
-        assert_eq!(
-            zlib_stored(b"abc"),
-            vec![
-                0x78, 0x01, 1, 3, 0, 0xfc, 0xff, b'a', b'b', b'c', 0x02, 0x4d, 0x01, 0x27
-            ]
-        );
     }
 
     #[test]
@@ -666,6 +659,16 @@ mod pictures {
         assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
         // 200 x 8 cells at 2 pixels each: 16 x 400 pixels.
         assert_eq!(&png[16..24], &[0, 0, 0, 16, 0, 0, 1, 144]);
+        // The IDAT chunk inflates to 400 rows of a filter byte and 16 RGB pixels, the
+        // cell of row 5 (pixel rows 2..4) red where column 3 is, the NaN's purple.
+        let len = u32::from_be_bytes(png[33..37].try_into().unwrap()) as usize;
+        assert_eq!(&png[37..41], b"IDAT");
+        let raw = miniz_oxide::inflate::decompress_to_vec_zlib(&png[41..41 + len]).unwrap();
+        assert_eq!(raw.len(), 400 * (1 + 16 * 3));
+        let pixel = |y: usize, x: usize| &raw[y * 49 + 1 + x * 3..y * 49 + 1 + x * 3 + 3];
+        assert_eq!(pixel(2, 7), &[255, 0, 0]);
+        assert_eq!(pixel(399, 0), &[128, 0, 128]);
+        assert_eq!(pixel(2, 0), &[255, 255, 255]);
         let svg = heat_svg(&h, "ones <fails>");
         assert!(svg.starts_with("<svg") && svg.contains("data:image/png;base64,iVBORw0KGgo"));
         assert!(svg.contains("ones &lt;fails&gt;"));
