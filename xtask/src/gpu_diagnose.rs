@@ -17,9 +17,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
-
-use crate::gpu_repro::{binary, extract_target, first_line, ladder_shape};
+use crate::gpu_repro::{binary, extract_target, json_of, ladder_shape};
 use crate::gpu_suite::run_one;
 use crate::kernels::{Build, compile_all, tools};
 use crate::suite::{Suite, Variant};
@@ -227,20 +225,12 @@ fn one(
     }
     let out = command.output();
     row.seconds = started.elapsed().as_secs_f64();
-    let out = match out {
-        Ok(o) => o,
-        Err(e) => {
-            row.summary = format!("kwb diagnose: {e}");
+    let d = match json_of("kwb diagnose", out) {
+        Ok(d) => d,
+        Err(why) => {
+            row.summary = why;
             return row;
         }
-    };
-    let Ok(d) = serde_json::from_slice::<Value>(&out.stdout) else {
-        row.summary = format!(
-            "no diagnosis (exit {}): {}",
-            out.status.code().unwrap_or(-1),
-            first_line(&out.stderr)
-        );
-        return row;
     };
     let verdict = &d["verdict"];
     row.status = verdict["status"].as_str().unwrap_or("?").to_owned();

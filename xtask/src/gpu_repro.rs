@@ -176,21 +176,13 @@ fn one(
         .args(ladder_shape(family, v))
         .output();
     row.seconds = started.elapsed().as_secs_f64();
-    let out = match out {
-        Ok(o) => o,
-        Err(e) => {
-            row.note = format!("kwb run: {e}");
+    let report = match json_of("kwb run", out) {
+        Ok(r) => r,
+        Err(why) => {
+            // A kernel kwb cannot fill is reported, not judged.
+            row.note = why;
             return row;
         }
-    };
-    let Ok(report) = serde_json::from_slice::<Value>(&out.stdout) else {
-        row.note = format!(
-            "kwb run gave no report (exit {}): {}",
-            out.status.code().unwrap_or(-1),
-            first_line(&out.stderr)
-        );
-        // A kernel kwb cannot fill is reported, not judged.
-        return row;
     };
     let rungs = report["rungs"].as_array().cloned().unwrap_or_default();
     for r in &rungs {
@@ -386,6 +378,22 @@ pub(crate) fn extract_target(
     args.push("-p".to_owned());
     args.push(db.display().to_string());
     Ok(args)
+}
+
+/// The JSON a kwb command printed, or why there is none (it did not start, or printed
+/// no JSON: its exit code and the first line it wrote on stderr).
+pub(crate) fn json_of(
+    what: &str,
+    out: std::io::Result<std::process::Output>,
+) -> std::result::Result<Value, String> {
+    let out = out.map_err(|e| format!("{what}: {e}"))?;
+    serde_json::from_slice::<Value>(&out.stdout).map_err(|_| {
+        format!(
+            "{what} gave no report (exit {}): {}",
+            out.status.code().unwrap_or(-1),
+            first_line(&out.stderr)
+        )
+    })
 }
 
 /// `--shape` of the variant's ladder run, where the family asks for the variant's own.

@@ -47,17 +47,7 @@ impl RungOutcome {
 /// The stages the ladder's outcomes point at.
 pub fn judge_ladder(rungs: &[RungOutcome]) -> Finding {
     let evidence: Vec<String> = rungs.iter().map(describe).collect();
-    let base = Finding {
-        stage: None,
-        alternatives: Vec::new(),
-        status: Status::Draft,
-        clean: false,
-        confound: None,
-        k_tile: None,
-        factor: None,
-        summary: String::new(),
-        evidence,
-    };
+    let base = Finding::open(evidence);
     let draft =
         |stage: Stage, alternatives: Vec<Stage>, summary: String, factor: Option<f64>| Finding {
             stage: Some(stage),

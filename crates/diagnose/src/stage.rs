@@ -123,6 +123,22 @@ pub struct Finding {
 }
 
 impl Finding {
+    /// A finding of no stage yet (a draft, not clean) over `evidence`, for a reading
+    /// to fill in.
+    pub fn open(evidence: Vec<String>) -> Finding {
+        Finding {
+            stage: None,
+            alternatives: Vec::new(),
+            status: Status::Draft,
+            clean: false,
+            confound: None,
+            k_tile: None,
+            factor: None,
+            summary: String::new(),
+            evidence,
+        }
+    }
+
     /// Whether `stage` (`None`: no defect) is what this finding says, or one of the
     /// stages it cannot tell apart from it.
     pub fn fits(&self, stage: Option<Stage>) -> bool {

@@ -212,17 +212,7 @@ pub fn judge_ones(trace: &Trace, run: &OnesRun) -> Finding {
     let bounded = operands().all(|r| r.row_bound().is_some());
     let padded = run.m % PADDING_QUANTUM != 0 || run.n % PADDING_QUANTUM != 0;
     let operands_probed = operands().next().is_some();
-    let base = Finding {
-        stage: None,
-        alternatives: Vec::new(),
-        status: Status::Draft,
-        clean: false,
-        confound: None,
-        k_tile: None,
-        factor: None,
-        summary: String::new(),
-        evidence,
-    };
+    let base = Finding::open(evidence);
     if let Some((letter, zeros_only)) = operand_bad {
         let mut finding = Finding {
             stage: Some(Stage::OperandLoad),
