@@ -21,6 +21,9 @@ pub struct ErrorGrid<'a> {
     /// An output is wrong when |output - answer| > tolerance (0: exact), or when it is
     /// NaN or Inf and the answer is not the same.
     pub tolerance: f64,
+    /// The output type's relative rounding (2^-8 for bf16's 8-bit significand): two
+    /// outputs scaled by one factor differ in their ratio by up to about twice it.
+    pub rounding: f64,
 }
 
 /// What the set of wrong outputs looks like.
@@ -111,7 +114,8 @@ pub struct Classified {
 
 /// K steps a residue is read in: a K tile of any kernel kwb knows is a multiple.
 const K_QUANTUM: i64 = 8;
-/// Relative spread under which ratios count as one factor.
+/// Relative spread under which ratios count as one factor (at least; more where the
+/// output type rounds coarser).
 const SAME_FACTOR: f64 = 1e-3;
 /// Share of a row's (column's) outputs that must be wrong for it to be a wrong row.
 const WHOLE_LINE: f64 = 0.9;
@@ -255,6 +259,8 @@ fn pattern(grid: &ErrorGrid<'_>, wrong: &[bool], count: usize) -> Pattern {
 /// KResidue when the factor is 1 + e/K with e a whole number of K steps, at most a
 /// quarter of K (a tile or a few, not a scale).
 fn one_factor(grid: &ErrorGrid<'_>, wrong: &[bool], count: usize) -> Option<Pattern> {
+    // Ratios of rounded outputs to exact answers spread by the output's rounding.
+    let same = SAME_FACTOR.max(4.0 * grid.rounding);
     let mut first: Option<f64> = None;
     let (mut sum, mut nonzero) = (0.0f64, 0usize);
     for (i, &is_wrong) in wrong.iter().enumerate().take(grid.m * grid.n) {
@@ -268,7 +274,7 @@ fn one_factor(grid: &ErrorGrid<'_>, wrong: &[bool], count: usize) -> Option<Patt
         }
         let r = f64::from(grid.output[i]) / a;
         let f = *first.get_or_insert(r);
-        if !r.is_finite() || (r - f).abs() > SAME_FACTOR * f.abs() {
+        if !r.is_finite() || (r - f).abs() > same * f.abs() {
             return None;
         }
         sum += r;

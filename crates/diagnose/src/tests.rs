@@ -221,6 +221,7 @@ mod patterns {
             answer: &answer,
             tile,
             tolerance: 0.0,
+            rounding: 0.0,
         })
         .pattern
     }
@@ -236,6 +237,37 @@ mod patterns {
             label(64, 64, 1024, (32, 32), |_, _, a| 2.0 * a),
             Pattern::Uniform { factor: 2.0 }
         );
+    }
+
+    #[test]
+    fn a_doubled_output_rounded_to_bf16_is_still_one_factor() {
+        // Values up to ~3000 need more than bf16's 8 significant bits: 2x rounds.
+        let bf16 = |v: f64| {
+            let q = 2f64.powi(v.abs().log2().floor() as i32 - 7);
+            (v / q).round() * q
+        };
+        let (m, n, k) = (64, 1024, 1024);
+        let (output, answer) = grid_of(m, n, k, |_, _, a| bf16(2.0 * a));
+        let grid = |rounding| ErrorGrid {
+            m,
+            n,
+            k,
+            output: &output,
+            answer: &answer,
+            tile: (32, 32),
+            tolerance: 0.0,
+            rounding,
+        };
+        let p = classify(&grid(2f64.powi(-8))).pattern;
+        assert!(
+            matches!(p, Pattern::Uniform { factor } if (factor - 2.0).abs() < 1e-2),
+            "{p:?}"
+        );
+        // Held to f32's rounding, the spread is too wide for one factor.
+        assert!(!matches!(
+            classify(&grid(2f64.powi(-24))).pattern,
+            Pattern::Uniform { .. }
+        ));
     }
 
     #[test]
@@ -650,6 +682,7 @@ mod pictures {
             answer: &answer,
             tile: (128, 8),
             tolerance: 0.0,
+            rounding: 0.0,
         });
         assert_eq!((h.cell, h.rows, h.cols), ((3, 1), 200, 8));
         assert_eq!(h.values[n + 3], 3.0);

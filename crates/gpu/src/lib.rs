@@ -602,6 +602,7 @@ impl Judging<'_> {
                         answer: &answer,
                         tile: plan.tile,
                         tolerance: c.tolerance,
+                        rounding: 2f64.powi(-self.problem.output.precision()),
                     };
                     report.pattern = Some(kwb_diagnose::classify(&grid));
                     report.heat = Some(kwb_diagnose::Heat::of(&grid));
