@@ -107,3 +107,39 @@ fn label(site: &Site) -> LabeledSpan {
     }
     LabeledSpan::new(Some(text), site.range.start, len)
 }
+
+/// Lines of `source` (1-based, with a label each) as one snippet under `header`; the
+/// labels cover each line's text without its indentation. Lines past the end are
+/// left out.
+pub fn lines(file: &str, source: &str, header: &str, marks: &[(u32, String)]) -> String {
+    let starts: Vec<usize> = std::iter::once(0)
+        .chain(source.match_indices('\n').map(|(i, _)| i + 1))
+        .collect();
+    let labels = marks
+        .iter()
+        .filter_map(|(line, text)| {
+            let start = *starts.get((*line as usize).checked_sub(1)?)?;
+            let end = source[start..]
+                .find('\n')
+                .map_or(source.len(), |e| start + e);
+            let indent = source[start..end].len() - source[start..end].trim_start().len();
+            Some(LabeledSpan::new(
+                Some(text.clone()),
+                start + indent,
+                (end - start - indent).max(1),
+            ))
+        })
+        .collect();
+    let report = KernelReport {
+        header: header.to_owned(),
+        src: NamedSource::new(file, source.to_owned()),
+        labels,
+        footer: None,
+    };
+    let mut out = String::new();
+    let handler = GraphicalReportHandler::new().with_context_lines(1);
+    if handler.render_report(&mut out, &report).is_err() {
+        out = format!("{header}\n");
+    }
+    out
+}

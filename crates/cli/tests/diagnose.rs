@@ -131,6 +131,17 @@ fn a_real_trace_is_judged_reconciled_and_reported() {
         assert!(d["rungs"].as_array().unwrap().is_empty());
     }
 
+    // On the terminal: the verdict line, then the implicated lines of the source.
+    let r = diagnose(
+        dir.path(),
+        "last_tile_twice",
+        &["--trace", &trace("mma_sync_last_tile_twice_ones.trace")],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("VERDICT: mma, factor 1.0312"), "{}", r.stdout);
+    assert!(r.stdout.contains("VERDICT mma here"), "{}", r.stdout);
+    assert!(r.stdout.contains("accumulator probe here"), "{}", r.stdout);
+
     // The correct kernel's trace shows nothing on ones: without the ladder that is a
     // draft, never a verdict, and the output it could not check is named.
     let r = diagnose(

@@ -189,6 +189,7 @@ pub fn run(args: Args) -> i32 {
             .and_then(|()| writeln!(out))
     } else {
         out.write_all(kwb_diagnose::terminal(&d).as_bytes())
+            .and_then(|()| out.write_all(snippets(&d, &args.target.file).as_bytes()))
     };
     if written.is_err() {
         return exit::INTERNAL;
@@ -198,6 +199,50 @@ pub fn run(args: Args) -> i32 {
     } else {
         exit::OK
     }
+}
+
+/// The implicated sites in their source, miette style: one snippet per file that can
+/// be read (as the trace names it, else beside FILE); none where it cannot.
+fn snippets(d: &Diagnosis, file: &Path) -> String {
+    let Some(stage) = d.verdict.stage else {
+        return String::new();
+    };
+    let mut files: Vec<&str> = d.sites.iter().map(|s| s.file.as_str()).collect();
+    files.dedup();
+    let mut out = String::new();
+    for name in files {
+        let beside = file
+            .parent()
+            .map(|dir| dir.join(Path::new(name).file_name().unwrap_or_default()));
+        let Some(source) = std::iter::once(PathBuf::from(name))
+            .chain(beside)
+            .find_map(|p| std::fs::read_to_string(p).ok())
+        else {
+            continue;
+        };
+        let marks: Vec<(u32, String)> = d
+            .sites
+            .iter()
+            .filter(|s| s.file == name)
+            .map(|s| {
+                let anchor: String = s
+                    .text
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+                    .chars()
+                    .take(60)
+                    .collect();
+                (
+                    s.line,
+                    format!("{} probe here (its site: `{anchor}`)", s.kind),
+                )
+            })
+            .collect();
+        let header = format!("{} {} here", d.verdict.status.as_str(), stage.as_str());
+        out.push_str(&render::lines(name, &source, &header, &marks));
+    }
+    out
 }
 
 fn read_trace(path: &Path) -> Result<kwb_runtime::Trace, i32> {
