@@ -109,6 +109,9 @@ pub fn run(args: Args) -> i32 {
             return code;
         }
     };
+    if let Some(why) = report.as_ref().and_then(|r| r.failed.as_ref()) {
+        not_run.push(format!("the ladder: {why}"));
+    }
     let rungs: Vec<RungOutcome> = report.as_ref().map(outcomes).unwrap_or_default();
     let ladder = (!rungs.is_empty()).then(|| judge_ladder(&rungs));
     let trace_shape = args.trace_shape.unwrap_or(shape);
