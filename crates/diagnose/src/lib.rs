@@ -9,6 +9,8 @@
 //!   (always a draft, except every rung right).
 //! - [`reconcile`]: the two together, VERDICT or DRAFT, with what is missing;
 //!   [`nan_origin`]: the first stage and K tile with a NaN or an Inf.
+//! - [`check_descriptors`]: the TMA maps a launcher encodes against the canonical map
+//!   of the operand each covers.
 //! - [`Diagnosis`] and its renderings ([`terminal`], [`markdown`]; serialized, the
 //!   JSON schema), and the heat maps ([`heat_png`], [`heat_svg`]).
 //!
@@ -17,6 +19,7 @@
 //! draft. A wrong VERDICT is the worst bug this crate can have, so every path to one
 //! is unit-tested next to the confound that must turn it into a draft.
 
+mod descriptor;
 mod heat;
 mod ladder;
 mod pattern;
@@ -26,6 +29,7 @@ mod stage;
 mod trace_ones;
 mod verdict;
 
+pub use crate::descriptor::{DescriptorIssue, EncodedMap, check_descriptors};
 pub use crate::heat::{Heat, MAX_CELLS};
 pub use crate::ladder::{RungOutcome, RungState, judge_ladder};
 pub use crate::pattern::{Axis, Classified, ErrorGrid, Pattern, classify};
@@ -33,7 +37,7 @@ pub use crate::picture::{heat_png, heat_svg};
 pub use crate::report::{Diagnosis, Evidence, SiteRef, headline, markdown, sites_of, terminal};
 pub use crate::stage::{Confound, Finding, Stage, Status};
 pub use crate::trace_ones::{OnesRun, judge_ones};
-pub use crate::verdict::{NanOrigin, Verdict, nan_origin, reconcile};
+pub use crate::verdict::{NanOrigin, Verdict, nan_origin, reconcile, with_descriptors};
 
 #[cfg(test)]
 mod tests;

@@ -4,6 +4,7 @@
 use kwb_runtime::{Kind, Trace};
 use serde::Serialize;
 
+use crate::descriptor::DescriptorIssue;
 use crate::ladder::{RungOutcome, RungState};
 use crate::stage::{Finding, Stage, Status};
 use crate::verdict::{NanOrigin, Verdict};
@@ -24,6 +25,8 @@ pub struct Diagnosis {
     /// The probe sites of the stage the verdict names (from the trace's site table).
     pub sites: Vec<SiteRef>,
     pub nan_origin: Option<NanOrigin>,
+    /// TMA maps that differ from their operand's canonical map (the static check).
+    pub descriptors: Vec<DescriptorIssue>,
     /// Why a track did not run (no GPU, no trace), when one did not.
     pub not_run: Vec<String>,
     /// The command that reruns the reproducer alone.
@@ -155,6 +158,9 @@ pub fn terminal(d: &Diagnosis) -> String {
             n.count
         ));
     }
+    for issue in &d.descriptors {
+        out.push(format!("descriptor: {}", issue.describe()));
+    }
     for e in &d.evidence {
         out.push(format!("{}: {}", e.track, e.finding.summary));
         if e.track == "trace" {
@@ -225,6 +231,12 @@ pub fn markdown(d: &Diagnosis, pictures: &[(String, String)]) -> String {
                 )),
             n.site
         ));
+    }
+    if !d.descriptors.is_empty() {
+        md.push_str("\nTMA maps that differ from their operand's canonical map:\n");
+        for issue in &d.descriptors {
+            md.push_str(&format!("- {}\n", issue.describe()));
+        }
     }
     if !d.rungs.is_empty() {
         md.push_str(

@@ -707,3 +707,207 @@ mod pictures {
         assert!(svg.contains("ones &lt;fails&gt;"));
     }
 }
+
+mod descriptors {
+    use crate::{EncodedMap, check_descriptors};
+
+    const LAUNCHER: [(&str, &str); 7] = [
+        ("M", "m"),
+        ("N", "n"),
+        ("K", "k"),
+        ("A", "A"),
+        ("lda", "leading-dimension"),
+        ("B", "B"),
+        ("ldb", "leading-dimension"),
+    ];
+
+    fn params() -> Vec<String> {
+        ["map", "ptr", "rows", "cols", "ld", "box_rows"]
+            .map(str::to_owned)
+            .to_vec()
+    }
+
+    fn check(call: &str, dims: [&str; 2], stride: &str) -> Vec<String> {
+        let (params, dims) = (params(), dims.map(str::to_owned));
+        let strides = [stride.to_owned()];
+        let map = EncodedMap {
+            param: "tmap_a",
+            call,
+            line: 297,
+            function_params: &params,
+            dims: &dims,
+            strides: &strides,
+        };
+        check_descriptors(&[map], &LAUNCHER)
+            .iter()
+            .map(|i| i.describe())
+            .collect()
+    }
+
+    #[test]
+    fn the_canonical_k_major_map_passes() {
+        let call = "encode_kmajor_map(&tmap_a, A, M, K, lda, BM)";
+        assert!(
+            check(
+                call,
+                ["cuuint64_t(cols)", "cuuint64_t(rows)"],
+                "cuuint64_t(ld) * sizeof(__nv_bfloat16)"
+            )
+            .is_empty()
+        );
+        let b = "encode_kmajor_map(&tmap_b, B, N, K, ldb, BN)";
+        assert!(
+            check(
+                b,
+                ["cuuint64_t(cols)", "cuuint64_t(rows)"],
+                "cuuint64_t(ld) * 2"
+            )
+            .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_pitch_taken_from_the_width_is_named() {
+        let issues = check(
+            "encode_kmajor_map(&tmap_a, A, M, K, lda, BM)",
+            ["cuuint64_t(cols)", "cuuint64_t(rows)"],
+            "cuuint64_t(cols) * sizeof(__nv_bfloat16)",
+        );
+        assert_eq!(
+            issues,
+            [
+                "`tmap_a` (operand A, line 297): strides {cuuint64_t(K) * sizeof(__nv_bfloat16)} where a K-major operand's map has {lda * sizeof(element)}"
+            ]
+        );
+    }
+
+    #[test]
+    fn rows_innermost_is_named() {
+        let issues = check(
+            "encode_kmajor_map(&tmap_b, B, N, K, ldb, BN)",
+            ["cuuint64_t(rows)", "cuuint64_t(cols)"],
+            "cuuint64_t(ld) * 2",
+        );
+        assert_eq!(
+            issues,
+            [
+                "`tmap_a` (operand B, line 297): dims {cuuint64_t(N), cuuint64_t(K)} where a K-major operand's map has {K, N}"
+            ]
+        );
+    }
+
+    #[test]
+    fn what_cannot_be_read_back_is_not_judged() {
+        // No operand among the arguments, an argument count that does not match, a
+        // template-parameter map: nothing said.
+        assert!(
+            check(
+                "encode(&tmap_a, ptr, M, K, lda, BM)",
+                ["cols", "rows"],
+                "cols * 2"
+            )
+            .is_empty()
+        );
+        assert!(
+            check(
+                "encode_kmajor_map(&tmap_a, A, M, K)",
+                ["cols", "rows"],
+                "cols * 2"
+            )
+            .is_empty()
+        );
+        assert!(
+            check(
+                "encode_kmajor_map(&tmap_a, A, M, K, lda, BM)",
+                ["kCols", "kRows"],
+                "kCols * 2"
+            )
+            .is_empty()
+        );
+    }
+}
+
+mod descriptor_verdicts {
+    use crate::{DescriptorIssue, Finding, Stage, Status, Verdict, reconcile, with_descriptors};
+
+    fn issue() -> DescriptorIssue {
+        DescriptorIssue {
+            param: "tmap_a".to_owned(),
+            operand: "A".to_owned(),
+            line: 297,
+            field: "strides",
+            found: "K * 2".to_owned(),
+            expected: "lda * sizeof(element)".to_owned(),
+        }
+    }
+
+    fn finding(
+        stage: Option<Stage>,
+        alternatives: Vec<Stage>,
+        status: Status,
+        clean: bool,
+    ) -> Finding {
+        Finding {
+            stage,
+            alternatives,
+            status,
+            clean,
+            summary: "evidence".to_owned(),
+            ..Finding::open(Vec::new())
+        }
+    }
+
+    fn with(v: Verdict) -> Verdict {
+        with_descriptors(v, &[issue()])
+    }
+
+    #[test]
+    fn an_operand_reading_with_a_wrong_map_is_the_descriptor_at_the_same_status() {
+        let l = finding(
+            Some(Stage::OperandLoad),
+            vec![Stage::Descriptor, Stage::Epilogue],
+            Status::Draft,
+            false,
+        );
+        let v = with(reconcile(None, Some(&l)));
+        assert_eq!(
+            (v.status, v.stage),
+            (Status::Draft, Some(Stage::Descriptor))
+        );
+        assert_eq!(v.alternatives, [Stage::OperandLoad, Stage::Epilogue]);
+        assert!(v.summary.contains("tmap_a"), "{}", v.summary);
+        let t = finding(
+            Some(Stage::OperandLoad),
+            vec![Stage::Descriptor],
+            Status::Verdict,
+            false,
+        );
+        let v = with(reconcile(Some(&t), None));
+        assert_eq!(
+            (v.status, v.stage),
+            (Status::Verdict, Some(Stage::Descriptor))
+        );
+    }
+
+    #[test]
+    fn a_wrong_map_leaves_other_stages_and_refutations_alone() {
+        let t = finding(Some(Stage::Mma), Vec::new(), Status::Verdict, false);
+        let v = with(reconcile(Some(&t), None));
+        assert_eq!(v.stage, Some(Stage::Mma));
+        let l = finding(None, Vec::new(), Status::Verdict, true);
+        let v = with(reconcile(None, Some(&l)));
+        assert_eq!((v.status, v.stage), (Status::Verdict, None));
+    }
+
+    #[test]
+    fn a_wrong_map_and_no_evidence_is_a_descriptor_draft() {
+        let v = with(reconcile(None, None));
+        assert_eq!(
+            (v.status, v.stage),
+            (Status::Draft, Some(Stage::Descriptor))
+        );
+        assert!(v.missing.iter().any(|m| m.contains("ladder run")));
+        // Without an issue nothing changes.
+        assert_eq!(with_descriptors(reconcile(None, None), &[]).stage, None);
+    }
+}

@@ -6,6 +6,7 @@
 use kwb_runtime::{Kind, Trace};
 use serde::Serialize;
 
+use crate::descriptor::DescriptorIssue;
 use crate::stage::{Confound, Finding, Stage, Status};
 
 /// The first place a NaN or an Inf shows in a trace, in data-path order.
@@ -205,4 +206,47 @@ fn unconfounded(t: &Finding) -> String {
         }
         None => "an unconfounded trace".to_owned(),
     }
+}
+
+/// `v` with the static descriptor check: where the evidence points at an operand (an
+/// operand-load reading that a descriptor fits too) and a map differs from its
+/// operand's canonical map, the stage is the descriptor (operand-load the other
+/// reading), with the map named. The status stays what the evidence made it; a
+/// verdict of another stage, or a refutation, is left as it is (a map may differ on
+/// purpose). With no evidence at all, the check alone makes a DRAFT.
+pub fn with_descriptors(mut v: Verdict, issues: &[DescriptorIssue]) -> Verdict {
+    if issues.is_empty() {
+        return v;
+    }
+    let named: Vec<String> = issues.iter().map(DescriptorIssue::describe).collect();
+    // No stage from the evidence and nothing refuted (no GPU, no trace): the static
+    // check is all there is, a draft.
+    if v.stage.is_none() && v.status == Status::Draft {
+        v.stage = Some(Stage::Descriptor);
+        v.alternatives.clear();
+        v.summary = format!("descriptor (from the source alone): {}", named.join("; "));
+        v.missing
+            .push("a ladder run or a trace that shows the operand it loads wrong".to_owned());
+        return v;
+    }
+    let operand = matches!(v.stage, Some(Stage::OperandLoad | Stage::Descriptor))
+        && (v.stage == Some(Stage::Descriptor) || v.alternatives.contains(&Stage::Descriptor));
+    if !operand {
+        return v;
+    }
+    let mut alternatives = vec![Stage::OperandLoad];
+    alternatives.extend(
+        v.alternatives
+            .iter()
+            .copied()
+            .filter(|s| !matches!(s, Stage::OperandLoad | Stage::Descriptor)),
+    );
+    v.stage = Some(Stage::Descriptor);
+    v.alternatives = alternatives;
+    v.summary = format!(
+        "descriptor: {}; the map differs from the canonical one: {}",
+        v.summary,
+        named.join("; ")
+    );
+    v
 }

@@ -32,6 +32,9 @@ pub struct Descriptor {
     pub line: usize,
     /// The function it is in.
     pub function: String,
+    /// That function's parameter names, in order (what a call's arguments bind).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub function_params: Vec<String>,
     pub data_type: Field,
     pub rank: Field,
     pub global_address: Field,
@@ -79,10 +82,14 @@ pub fn descriptors(parsed: &Parsed, constants: &Constants) -> Vec<Descriptor> {
                 text.split('(').next().unwrap_or(text).trim().to_owned()
             })
             .unwrap_or_default();
+        let function_params = function
+            .map(|f| crate::tree::parameter_names(parsed, f))
+            .unwrap_or_default();
         let field = |arg: &String| resolve(parsed, function, arg, open, constants);
         out.push(Descriptor {
             line: src[..open].matches('\n').count() + 1,
             function: name,
+            function_params,
             data_type: field(&args[1]),
             rank: field(&args[2]),
             global_address: field(&args[3]),

@@ -34,6 +34,36 @@ pub fn function_name<'s>(parsed: &'s Parsed, function: Node<'_>) -> Option<&'s s
     Some(text.rsplit("::").next().unwrap_or(text).trim())
 }
 
+/// The names of the parameters of the function definition `function`, in order
+/// (empty strings for unnamed ones).
+pub fn parameter_names(parsed: &Parsed, function: Node<'_>) -> Vec<String> {
+    let Some(list) =
+        function_declarator(function).and_then(|d| d.child_by_field_name("parameters"))
+    else {
+        return Vec::new();
+    };
+    let mut cursor = list.walk();
+    list.named_children(&mut cursor)
+        .filter(|p| p.kind().ends_with("parameter_declaration"))
+        .map(|p| {
+            // The innermost declarator under pointers, references and arrays.
+            let mut d = p.child_by_field_name("declarator");
+            while let Some(node) = d {
+                if node.kind() == "identifier" {
+                    return parsed.source[node.byte_range()].to_owned();
+                }
+                d = node
+                    .child_by_field_name("declarator")
+                    .or_else(|| node.named_child(node.named_child_count().saturating_sub(1)));
+                if d == Some(node) {
+                    break;
+                }
+            }
+            String::new()
+        })
+        .collect()
+}
+
 /// The 0-based byte where 1-based line `line` of `source` starts.
 pub fn line_start(source: &str, line: usize) -> usize {
     match line {

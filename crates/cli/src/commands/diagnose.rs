@@ -8,16 +8,21 @@
 //! report.md, report.json, the reproducer (DIR/repro) and a heat map (PNG and SVG) of
 //! each failing rung; FILE is only read.
 //!
+//! The TMA maps the launcher encodes are checked against their operands' canonical
+//! maps from the source alone (kwb-diagnose's static descriptor check).
+//!
 //! Exit 0 when a VERDICT or a DRAFT was reached, 7 when no GPU was there for the
-//! ladder and no trace was given (nothing to conclude from; every step that needs no
-//! GPU ran), 2 for bad input, 3 when FILE has no such kernel.
+//! ladder, no trace was given and the source shows no wrong map (nothing to conclude
+//! from; every step that needs no GPU ran), 2 for bad input, 3 when FILE has no such
+//! kernel.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use kwb_diagnose::{
-    Diagnosis, Evidence, Finding, OnesRun, RungOutcome, RungState, Status, judge_ladder,
-    judge_ones, nan_origin, reconcile, sites_of,
+    DescriptorIssue, Diagnosis, EncodedMap, Evidence, Finding, OnesRun, RungOutcome, RungState,
+    Status, check_descriptors, judge_ladder, judge_ones, nan_origin, reconcile, sites_of,
+    with_descriptors,
 };
 use kwb_gpu::{GpuError, Report};
 use miette::Report as Problem;
@@ -133,7 +138,8 @@ pub fn run(args: Args) -> i32 {
             "the trace: no --trace given (kwb-instrument the kernel, build with -DKWB_TRACE, run it on all-ones with KWB_TRACE_OUT=trace.bin); a trace is what isolates a stage".to_owned(),
         );
     }
-    let verdict = reconcile(traced.as_ref(), ladder.as_ref());
+    let descriptors = descriptor_issues(&extraction);
+    let verdict = with_descriptors(reconcile(traced.as_ref(), ladder.as_ref()), &descriptors);
     let sites = match (&trace, verdict.stage) {
         (Some(t), Some(stage)) => sites_of(t, stage),
         _ => Vec::new(),
@@ -177,6 +183,7 @@ pub fn run(args: Args) -> i32 {
         rungs,
         sites,
         nan_origin: trace.as_ref().and_then(nan_origin),
+        descriptors,
         not_run,
         reproduce,
     };
@@ -197,7 +204,7 @@ pub fn run(args: Args) -> i32 {
     if written.is_err() {
         return exit::INTERNAL;
     }
-    if d.evidence.is_empty() {
+    if d.evidence.is_empty() && d.descriptors.is_empty() {
         exit::NO_GPU
     } else {
         exit::OK
@@ -246,6 +253,39 @@ fn snippets(d: &Diagnosis, file: &Path) -> String {
         out.push_str(&render::lines(name, &source, &header, &marks));
     }
     out
+}
+
+/// The static descriptor check of every map the launcher encodes: its encoder's call
+/// matched to the descriptor construction in the function it calls.
+fn descriptor_issues(x: &kwb_extract::Extraction) -> Vec<DescriptorIssue> {
+    let maps: Vec<EncodedMap<'_>> = x
+        .host
+        .encoders
+        .iter()
+        .filter_map(|e| {
+            let callee = e.call.split('(').next()?.trim();
+            let callee = callee.rsplit("::").next().unwrap_or(callee);
+            let d = x.descriptors.iter().find(|d| {
+                let name = d.function.split('<').next().unwrap_or(&d.function);
+                name.rsplit("::").next().unwrap_or(name) == callee
+            })?;
+            Some(EncodedMap {
+                param: &e.param,
+                call: &e.call,
+                line: d.line,
+                function_params: &d.function_params,
+                dims: &d.global_dims.values,
+                strides: &d.global_strides.values,
+            })
+        })
+        .collect();
+    let launcher: Vec<(&str, &str)> = x
+        .host
+        .launcher
+        .iter()
+        .map(|p| (p.name.as_str(), p.role.as_str()))
+        .collect();
+    check_descriptors(&maps, &launcher)
 }
 
 fn read_trace(path: &Path) -> Result<kwb_runtime::Trace, i32> {
