@@ -98,12 +98,23 @@ pub fn judge_ladder(rungs: &[RungOutcome]) -> Finding {
     let zeros = find("zeros");
     let ones = find("ones");
     if let Some(z) = zeros.filter(|z| z.failed()) {
-        // A = B = 0: only what the MMA starts from or the epilogue adds can be wrong.
+        // A = B = 0: only what the MMA starts from, what the epilogue adds, or (NaN) an
+        // operand read from outside the operand (the runner's padding holds NaN) can be
+        // wrong.
+        let mut alternatives = vec![Stage::Mma];
+        if z.non_finite > 0 {
+            alternatives.extend([Stage::OperandLoad, Stage::Descriptor]);
+        }
         return draft(
             Stage::Epilogue,
-            vec![Stage::Mma],
+            alternatives,
             format!(
-                "epilogue or mma: zeros fails ({} wrong{}): with A = B = 0 only the epilogue's own terms or an accumulator that does not start at zero can be wrong",
+                "epilogue or mma{}: zeros fails ({} wrong{}): with A = B = 0 only the epilogue's own terms, an accumulator that does not start at zero, or an operand read from the padding around it (NaN) can be wrong",
+                if z.non_finite > 0 {
+                    " (or operand-load/descriptor)"
+                } else {
+                    ""
+                },
                 z.mismatches,
                 if z.non_finite > 0 {
                     format!(", {} NaN/Inf", z.non_finite)
@@ -122,6 +133,14 @@ pub fn judge_ladder(rungs: &[RungOutcome]) -> Finding {
                 Vec::new(),
                 format!(
                     "mma: ones reads {factor:.4}x, {extra_k:+} products along K: the K loop counts a tile twice or drops one"
+                ),
+                Some(*factor),
+            ),
+            Some(Pattern::Uniform { factor }) if *factor < 1.0 => draft(
+                Stage::Epilogue,
+                vec![Stage::Mma, Stage::OperandLoad, Stage::Descriptor],
+                format!(
+                    "epilogue, mma or operand-load/descriptor: ones reads {factor:.4}x everywhere: a scale lost in the epilogue or the accumulation, or part of K read as zeros (out-of-bounds fill)"
                 ),
                 Some(*factor),
             ),

@@ -536,6 +536,39 @@ mod ladder_and_verdict {
     }
 
     #[test]
+    fn nan_on_zeros_or_a_lost_fraction_on_ones_can_be_an_operand_read_from_outside() {
+        // The runner's padding holds NaN: a pitch taken for a width reads it even on zeros.
+        let mut rungs = failing(
+            &["zeros", "ones"],
+            Some(Pattern::Scattered { fraction: 1.0 }),
+            1.0,
+        );
+        rungs[0].non_finite = 100;
+        let nan = judge_ladder(&rungs);
+        assert!(
+            nan.fits(Some(Stage::Descriptor)) && nan.fits(Some(Stage::Epilogue)),
+            "{nan:?}"
+        );
+        // Finite garbage on zeros cannot come from reading the operands.
+        rungs[0].non_finite = 0;
+        assert!(!judge_ladder(&rungs).fits(Some(Stage::OperandLoad)));
+        // A quarter of the products (part of K read as zeros) is an operand reading too;
+        // twice them is not.
+        let quarter = judge_ladder(&failing(
+            &["ones"],
+            Some(Pattern::Uniform { factor: 0.25 }),
+            0.25,
+        ));
+        assert!(quarter.fits(Some(Stage::Descriptor)) && quarter.fits(Some(Stage::Mma)));
+        let twice = judge_ladder(&failing(
+            &["ones"],
+            Some(Pattern::Uniform { factor: 2.0 }),
+            2.0,
+        ));
+        assert!(!twice.fits(Some(Stage::OperandLoad)));
+    }
+
+    #[test]
     fn a_hang_is_no_stage() {
         let mut rungs = all_pass();
         rungs[1].state = RungState::Hang;
@@ -887,6 +920,33 @@ mod descriptor_verdicts {
             (v.status, v.stage),
             (Status::Verdict, Some(Stage::Descriptor))
         );
+    }
+
+    #[test]
+    fn a_ladder_draft_that_an_operand_fits_becomes_the_descriptor_keeping_the_rest() {
+        let l = finding(
+            Some(Stage::Epilogue),
+            vec![Stage::Mma, Stage::OperandLoad, Stage::Descriptor],
+            Status::Draft,
+            false,
+        );
+        let v = with(reconcile(None, Some(&l)));
+        assert_eq!(
+            (v.status, v.stage),
+            (Status::Draft, Some(Stage::Descriptor))
+        );
+        assert_eq!(
+            v.alternatives,
+            [Stage::OperandLoad, Stage::Epilogue, Stage::Mma]
+        );
+        // A scale applied twice is no operand's doing: left alone.
+        let l = finding(
+            Some(Stage::Epilogue),
+            vec![Stage::Mma],
+            Status::Draft,
+            false,
+        );
+        assert_eq!(with(reconcile(None, Some(&l))).stage, Some(Stage::Epilogue));
     }
 
     #[test]

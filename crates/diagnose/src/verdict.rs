@@ -208,10 +208,10 @@ fn unconfounded(t: &Finding) -> String {
     }
 }
 
-/// `v` with the static descriptor check: where the evidence points at an operand (an
-/// operand-load reading that a descriptor fits too) and a map differs from its
-/// operand's canonical map, the stage is the descriptor (operand-load the other
-/// reading), with the map named. The status stays what the evidence made it; a
+/// `v` with the static descriptor check: where the evidence fits an operand (operand-load
+/// or descriptor, as the stage or among those it cannot tell apart) and a map differs
+/// from its operand's canonical map, the stage is the descriptor, the other readings
+/// after it, with the map named. The status stays what the evidence made it; a
 /// verdict of another stage, or a refutation, is left as it is (a map may differ on
 /// purpose). With no evidence at all, the check alone makes a DRAFT.
 pub fn with_descriptors(mut v: Verdict, issues: &[DescriptorIssue]) -> Verdict {
@@ -229,18 +229,19 @@ pub fn with_descriptors(mut v: Verdict, issues: &[DescriptorIssue]) -> Verdict {
             .push("a ladder run or a trace that shows the operand it loads wrong".to_owned());
         return v;
     }
-    let operand = matches!(v.stage, Some(Stage::OperandLoad | Stage::Descriptor))
-        && (v.stage == Some(Stage::Descriptor) || v.alternatives.contains(&Stage::Descriptor));
+    let operand_stage = |s: &Stage| matches!(s, Stage::OperandLoad | Stage::Descriptor);
+    let operand =
+        v.stage.as_ref().is_some_and(operand_stage) || v.alternatives.iter().any(operand_stage);
     if !operand {
         return v;
     }
+    // The descriptor first; operand-load and whatever else the evidence fits after it.
     let mut alternatives = vec![Stage::OperandLoad];
-    alternatives.extend(
-        v.alternatives
-            .iter()
-            .copied()
-            .filter(|s| !matches!(s, Stage::OperandLoad | Stage::Descriptor)),
-    );
+    for s in v.stage.iter().chain(&v.alternatives) {
+        if *s != Stage::Descriptor && !alternatives.contains(s) {
+            alternatives.push(*s);
+        }
+    }
     v.stage = Some(Stage::Descriptor);
     v.alternatives = alternatives;
     v.summary = format!(
