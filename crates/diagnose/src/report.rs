@@ -112,13 +112,18 @@ pub fn headline(d: &Diagnosis) -> String {
     line
 }
 
-fn rung_line(r: &RungOutcome) -> String {
-    let state = match r.state {
+/// How a rung ended, as the reports write it.
+fn state_word(state: RungState) -> &'static str {
+    match state {
         RungState::Pass => "pass",
         RungState::Fail => "FAIL",
         RungState::Hang => "HANG",
         RungState::Error => "ERROR",
-    };
+    }
+}
+
+fn rung_line(r: &RungOutcome) -> String {
+    let state = state_word(r.state);
     let mut line = format!("{:<14} {state}", r.rung);
     if r.state == RungState::Fail {
         line.push_str(&format!("  {} wrong, ratio {:.4}", r.mismatches, r.ratio));
@@ -247,9 +252,17 @@ pub fn markdown(d: &Diagnosis, pictures: &[(String, String)]) -> String {
                 .pattern
                 .as_ref()
                 .map_or(String::new(), |p| p.pattern.label());
+            let ratio = if r.ratio.is_finite() {
+                format!("{:.4}", r.ratio)
+            } else {
+                "-".to_owned()
+            };
             md.push_str(&format!(
-                "| {} | {:?} | {} | {:.4} | {} |\n",
-                r.rung, r.state, r.mismatches, r.ratio, pattern
+                "| {} | {} | {} | {ratio} | {} |\n",
+                r.rung,
+                state_word(r.state),
+                r.mismatches,
+                pattern
             ));
         }
         for (rung, file) in pictures {

@@ -971,3 +971,87 @@ mod descriptor_verdicts {
         assert_eq!(with_descriptors(reconcile(None, None), &[]).stage, None);
     }
 }
+
+mod renderings {
+    use super::{clean_ones, record, run, trace};
+    use crate::{
+        Classified, DescriptorIssue, Diagnosis, Evidence, Pattern, RungOutcome, RungState,
+        judge_ladder, judge_ones, markdown, reconcile, terminal, with_descriptors,
+    };
+    use kwb_runtime::Kind;
+
+    /// A diagnosis as kwb diagnose assembles it: the last K tile counted twice, traced
+    /// and run on a ladder whose ones rung reads 1 + 32/128.
+    fn diagnosis() -> Diagnosis {
+        let mut records = clean_ones();
+        records[6] = record(Kind::Accumulator, -1, 160.0, 160.0, 4096);
+        let t = judge_ones(&trace(records), &run(256, 256, 65536, 1.25));
+        let rungs = vec![
+            RungOutcome {
+                rung: "zeros".to_owned(),
+                state: RungState::Pass,
+                ratio: f64::NAN,
+                mismatches: 0,
+                non_finite: 0,
+                pattern: None,
+            },
+            RungOutcome {
+                rung: "ones".to_owned(),
+                state: RungState::Fail,
+                ratio: 1.25,
+                mismatches: 65536,
+                non_finite: 0,
+                pattern: Some(Classified {
+                    pattern: Pattern::KResidue {
+                        factor: 1.25,
+                        extra_k: 32,
+                    },
+                    wrong: 65536,
+                    non_finite: 0,
+                }),
+            },
+        ];
+        let l = judge_ladder(&rungs);
+        let descriptors: Vec<DescriptorIssue> = Vec::new();
+        Diagnosis {
+            instantiation: "gemm_mma_sync<128, 128, 32, 3>".to_owned(),
+            source: "kernels/mma_sync/gemm.cu".to_owned(),
+            verdict: with_descriptors(reconcile(Some(&t), Some(&l)), &descriptors),
+            evidence: vec![
+                Evidence {
+                    track: "trace",
+                    finding: t,
+                },
+                Evidence {
+                    track: "ladder",
+                    finding: l,
+                },
+            ],
+            rungs,
+            sites: Vec::new(),
+            nan_origin: None,
+            descriptors,
+            not_run: Vec::new(),
+            reproduce: "kwb run DIR/repro --shape 256,256,128 --ladder zeros,ones".to_owned(),
+        }
+    }
+
+    #[test]
+    fn the_terminal_screen() {
+        insta::assert_snapshot!(terminal(&diagnosis()));
+    }
+
+    #[test]
+    fn the_markdown_report() {
+        let pictures = [("ones".to_owned(), "heat-ones.svg".to_owned())];
+        insta::assert_snapshot!(markdown(&diagnosis(), &pictures));
+    }
+
+    #[test]
+    fn the_json_schema() {
+        let json = serde_json::to_value(diagnosis()).unwrap();
+        let keys: Vec<&String> = json.as_object().unwrap().keys().collect();
+        insta::assert_debug_snapshot!(keys);
+        insta::assert_json_snapshot!(json["verdict"]);
+    }
+}

@@ -204,7 +204,7 @@ pub fn judge_ones(trace: &Trace, run: &OnesRun) -> Finding {
     }
     let output_wrong = run.mismatches > 0 || run.nan > 0 || run.inf > 0;
     evidence.push(format!(
-        "output (harness): {} mismatches, {} NaN, ratio {}",
+        "output on ones: {} mismatches, {} NaN, ratio {}",
         run.mismatches, run.nan, run.ratio
     ));
 
