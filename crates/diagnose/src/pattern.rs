@@ -188,9 +188,13 @@ fn pattern(grid: &ErrorGrid<'_>, wrong: &[bool], count: usize) -> Pattern {
     let row_wrong: Vec<usize> = (0..m)
         .map(|r| (0..n).filter(|&c| wrong[r * n + c]).count())
         .collect();
-    let col_wrong: Vec<usize> = (0..n)
-        .map(|c| (0..m).filter(|&r| wrong[r * n + c]).count())
-        .collect();
+    // Counted row by row, so a large grid is read in order.
+    let mut col_wrong = vec![0usize; n];
+    for row in wrong.chunks(n.max(1)).take(m) {
+        for (count, &w) in col_wrong.iter_mut().zip(row) {
+            *count += usize::from(w);
+        }
+    }
     let whole_rows: Vec<bool> = row_wrong
         .iter()
         .map(|&w| w as f64 >= WHOLE_LINE * n as f64)
@@ -250,9 +254,60 @@ fn pattern(grid: &ErrorGrid<'_>, wrong: &[bool], count: usize) -> Pattern {
             };
         }
     }
-    Pattern::Scattered {
-        fraction: count as f64 / (m * n) as f64,
+    // Whole rows (columns) of the wrong set that repeat, a few cells aside: a swizzle's
+    // diagonal stripes, where every row holds wrong outputs.
+    let fraction = count as f64 / (m * n) as f64;
+    if (MIXED..=1.0 - MIXED).contains(&fraction) {
+        for (axis, period) in [
+            (Axis::M, line_period(wrong, m, n, Axis::M)),
+            (Axis::N, line_period(wrong, m, n, Axis::N)),
+        ] {
+            if let Some(period) = period {
+                return Pattern::Periodic { axis, period };
+            }
+        }
     }
+    Pattern::Scattered { fraction }
+}
+
+/// The share of outputs that must be wrong, and right, for a repeating arrangement of
+/// whole lines to mean something.
+const MIXED: f64 = 0.05;
+/// The share of cells that may break a line period.
+const PERIOD_SLACK: f64 = 0.01;
+
+/// The smallest power-of-two period (2 to 256, at most half the extent) with which the
+/// rows (axis M) or columns (axis N) of the wrong set repeat, up to PERIOD_SLACK of the
+/// cells compared.
+fn line_period(wrong: &[bool], m: usize, n: usize, axis: Axis) -> Option<usize> {
+    let lines = match axis {
+        Axis::M => m,
+        Axis::N => n,
+    };
+    (1..=8)
+        .map(|e| 1usize << e)
+        .take_while(|p| *p <= lines / 2)
+        .find(|&p| {
+            // Row-major either way, so a large grid is read in order.
+            let (rows, cols, shift) = match axis {
+                Axis::M => (m - p, n, p * n),
+                Axis::N => (m, n - p, p),
+            };
+            let budget = (PERIOD_SLACK * (rows * cols) as f64) as usize;
+            let mut differ = 0usize;
+            for r in 0..rows {
+                for c in 0..cols {
+                    let at = r * n + c;
+                    if wrong[at] != wrong[at + shift] {
+                        differ += 1;
+                        if differ > budget {
+                            return false;
+                        }
+                    }
+                }
+            }
+            true
+        })
 }
 
 /// Every output wrong by one factor of its (nonzero, finite) answer: Uniform, or

@@ -385,6 +385,33 @@ mod patterns {
     }
 
     #[test]
+    fn a_swizzle_permuting_16_byte_chunks_by_row_is_periodic_along_m() {
+        // Within each 64-column block, row r swaps chunks r % 8 and (r + 1) % 8:
+        // diagonal stripes of wrong outputs, every row and every column holding some,
+        // so only whole rows repeating (every 8) show the period.
+        let (m, n) = (128, 256);
+        let p = label(m, n, 64, (64, 64), |r, c, _| {
+            let (block, chunk, lane) = (c / 64, (c % 64) / 8, c % 8);
+            let (x, y) = (r % 8, (r + 1) % 8);
+            let from_chunk = if chunk == x {
+                y
+            } else if chunk == y {
+                x
+            } else {
+                chunk
+            };
+            (1 + r + 2 * (block * 64 + from_chunk * 8 + lane)) as f64
+        });
+        assert_eq!(
+            p,
+            Pattern::Periodic {
+                axis: Axis::M,
+                period: 8
+            }
+        );
+    }
+
+    #[test]
     fn a_few_stray_outputs_are_scattered() {
         let p = label(64, 64, 64, (32, 32), |r, c, a| {
             if (r, c) == (3, 5) || (r, c) == (40, 61) || (r, c) == (17, 30) {
