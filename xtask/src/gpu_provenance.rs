@@ -28,11 +28,8 @@
 
 use std::path::{Path, PathBuf};
 
-use kwb_reconcile::{
-    AccumulatorReport, Arrangement, Matrix, OperandReport, Product, ProvenanceIndex, arrangement,
-    check_operand, locate_accumulators, units_of,
-};
-use kwb_runtime::{Kind, Trace};
+use kwb_reconcile::Matrix;
+use kwb_runtime::Trace;
 
 use crate::gpu_suite::{Ran, run_one};
 use crate::gpu_trace::{Judged, Options};
@@ -92,26 +89,8 @@ fn read_matrix(path: &Path) -> Result<Matrix, String> {
     }
 }
 
-/// An operand checked, or why it was not.
-enum Operand {
-    NotProbed,
-    Unreadable(OperandReport),
-    Read(OperandReport),
-}
-
-fn operand(trace: &Trace, kind: Kind, matrix: &Matrix) -> Operand {
-    let units = units_of(trace, kind);
-    if units.units.is_empty() {
-        return Operand::NotProbed;
-    }
-    let report = check_operand(&units, &ProvenanceIndex::new(matrix));
-    if report.readable() {
-        Operand::Read(report)
-    } else {
-        Operand::Unreadable(report)
-    }
-}
-
+/// The full trace judged by kwb-diagnose (the product's own reading) against the
+/// operands the harness dumped, and whether that agrees with the manifest.
 fn judge(
     variant: &Variant,
     ran: &Ran,
@@ -122,291 +101,43 @@ fn judge(
         Ok(x) => x,
         Err(judged) => return judged,
     };
-    let fail = Judged::failed;
-    if trace.tile_dropped > 0 {
-        return fail(format!(
-            "incomplete trace: {} full-tile values dropped (capacity {})",
-            trace.tile_dropped, trace.tile_capacity
-        ));
-    }
     let input = |name: &str| read_matrix(&dump.join(format!("{INPUT}.{name}.npy")));
     let (a, b) = match (input("A"), input("B")) {
         (Ok(a), Ok(b)) => (a, b),
-        (Err(e), _) | (_, Err(e)) => return fail(format!("no dumped operands: {e}")),
+        (Err(e), _) | (_, Err(e)) => return Judged::failed(format!("no dumped operands: {e}")),
     };
-    let Some(product) = Product::of(&a, &b) else {
-        return fail("the dumped operands have different K".to_owned());
+    let finding = kwb_diagnose::judge_structured(
+        trace,
+        &a,
+        &b,
+        &kwb_diagnose::StructuredRun {
+            input: INPUT.to_owned(),
+            mismatches: rung.mismatches,
+            nan: rung.nan,
+            inf: rung.inf,
+            ratio: rung.ratio,
+        },
+    );
+    let confound = variant.stage == "none" && variant.symptom.starts_with("confound");
+    let agrees = match finding.stage {
+        None => finding.clean && variant.stage == "none",
+        Some(_) => {
+            finding.fits(kwb_diagnose::Stage::parse(&variant.stage))
+                || (confound && finding.confound == Some(kwb_diagnose::Confound::ZerosAmongEqual))
+        }
     };
-    let mut evidence = vec![format!(
-        "CTA {:?}: {} records, {} full-tile values; product {}x{}x{} compared {}",
-        CTA,
-        trace.records.len(),
-        trace.tiles.len(),
-        product.m,
-        product.n,
-        product.k,
-        if product.is_exact() {
-            "exactly"
-        } else {
-            "within the fp32 accumulation bound"
-        }
-    )];
-
-    // 1. Operands by provenance.
-    let operands = [
-        ('A', operand(trace, Kind::OperandA, &a)),
-        ('B', operand(trace, Kind::OperandB, &b)),
-    ];
-    let mut read_all = true;
-    let mut raw_order = false;
-    let mut operand_bad: Option<(char, &OperandReport)> = None;
-    // An operand whose probe had coordinates, read in the kernel's own (row, k)
-    // order, yet holding (almost) no run of the input along K.
-    let mut foreign: Option<(char, &OperandReport)> = None;
-    let mut arrangements = Vec::new();
-    for (letter, op) in &operands {
-        match op {
-            Operand::NotProbed => {
-                read_all = false;
-                evidence.push(format!("operand {letter}: not probed"));
-            }
-            Operand::Unreadable(r) => {
-                read_all = false;
-                if r.coordinates && foreign.is_none() {
-                    foreign = Some((*letter, r));
-                }
-                evidence.push(format!(
-                    "operand {letter}: only {} of {} runs of 8 values found in the input: an order this model cannot cut into K runs, so nothing is concluded from it",
-                    r.located, r.units
-                ));
-            }
-            Operand::Read(r) => {
-                evidence.push(format!(
-                    "operand {letter} ({}, {} warps{}): {}",
-                    if r.coordinates {
-                        "register fragments with coordinates"
-                    } else {
-                        "shared tile in raw order"
-                    },
-                    r.warps,
-                    if r.collided > 0 {
-                        format!(
-                            "; {} values shared coordinates and were told apart by order",
-                            r.collided
-                        )
-                    } else {
-                        String::new()
-                    },
-                    r.describe()
-                ));
-                if !r.coordinates {
-                    raw_order = true;
-                    let layout = arrangement(&r.raw);
-                    evidence.push(format!(
-                        "operand {letter} in shared memory: {}",
-                        layout.describe()
-                    ));
-                    arrangements.push((*letter, layout));
-                }
-                if !r.clean() && operand_bad.is_none() {
-                    operand_bad = Some((*letter, r));
-                }
-            }
-        }
-    }
-
-    // 2. The accumulator after the mainloop, placed in A·Bᵀ.
-    let acc = locate_accumulators(trace, &product);
-    evidence.push(describe_accumulator(&acc));
-    let misplaced = acc.misplaced();
-
-    // 3. Output.
-    let output_wrong = rung.mismatches > 0 || rung.nan > 0 || rung.inf > 0;
-    evidence.push(format!(
-        "output (harness, {INPUT}): {} mismatches, {} NaN, {} Inf, first at {:?}, ratio {}",
-        rung.mismatches, rung.nan, rung.inf, rung.first_mismatch, rung.ratio
-    ));
-
-    let manifest = variant.stage.as_str();
-    let operand_stage = matches!(manifest, "operand-load" | "descriptor");
-    let (stage, grade, agrees) = if let Some((letter, r)) = operand_bad {
-        if r.loop_count_only() {
-            (
-                format!(
-                    "mma (operand {letter}: {}; every run consumed is the right row's, so each MMA step got its own operands and the K loop ran a wrong number of steps: the accumulate stage)",
-                    r.describe()
-                ),
-                "VERDICT",
-                manifest == "mma",
-            )
-        } else if r.zeros_only() {
-            (
-                format!(
-                    "operand-load/descriptor (operand {letter}: {}; zeros only, which padding rows or out-of-bounds fill also give)",
-                    r.describe()
-                ),
-                "DRAFT",
-                operand_stage || (manifest == "none" && variant.symptom.starts_with("confound")),
-            )
-        } else {
-            (
-                format!(
-                    "operand-load/descriptor (operand {letter}: {})",
-                    r.describe()
-                ),
-                "VERDICT",
-                operand_stage,
-            )
-        }
-    } else if let Some((dm, dn)) = misplaced {
-        let rows = operand_rows(&operands);
-        (
-            format!(
-                "operand-load/descriptor (the accumulator is exactly A·Bᵀ of the rows the operands show ({rows}), which is the product's tile moved by ({dm}, {dn}) from where its coordinates put it: this CTA was fed another tile's operands)"
-            ),
-            "VERDICT",
-            operand_stage,
-        )
-    } else if let Some((letter, r)) = foreign.filter(|_| !acc.right()) {
-        (
-            format!(
-                "operand-load/descriptor? (operand {letter} read in the kernel's own logical (row, k) order holds {} of {} runs of 8 that are a slice of the input, and the accumulator is no tile of A·Bᵀ: the kernel reads {letter} in another layout than it is stored in — unless the probe's coordinates are wrong, which this trace cannot rule out)",
-                r.located, r.units
-            ),
-            "DRAFT",
-            operand_stage,
-        )
-    } else if acc.partly() {
-        let (all, placed) = acc.layers();
-        let why = format!(
-            "{placed} of {all} accumulator layers are tiles of A·Bᵀ; the others (values sharing coordinates: another accumulator set or MMA tile the probe could not tell apart) hold something the model does not predict"
-        );
-        if output_wrong {
-            (
-                format!("epilogue or mma (operands exact; {why}; output wrong)"),
-                "DRAFT",
-                matches!(manifest, "epilogue" | "mma"),
-            )
-        } else {
-            (
-                format!("nothing on {INPUT} (operands and output exact; {why})"),
-                "n/a",
-                manifest == "none",
-            )
-        }
-    } else if !acc.right() {
-        if acc.groups.is_empty() {
-            (
-                "not judged: no accumulator after the mainloop in the full trace".to_owned(),
-                "n/a",
-                false,
-            )
-        } else if read_all && !raw_order {
-            (
-                format!(
-                    "mma (operands are exactly the input's tiles, every K slice once; {} of {} accumulator groups are no tile of A·Bᵀ)",
-                    acc.nowhere(),
-                    acc.groups.len()
-                ),
-                "VERDICT",
-                manifest == "mma",
-            )
-        } else if read_all {
-            let layouts: Vec<String> = arrangements
-                .iter()
-                .map(|(l, a)| format!("{l} {}", short(*a)))
-                .collect();
-            (
-                format!(
-                    "mma or descriptor (operand tiles hold exactly the input's values, each K slice once, laid out in shared memory as {}; the accumulator is no tile of A·Bᵀ, and a raw-order read does not show how the MMA's descriptor reads the tile)",
-                    layouts.join(", ")
-                ),
-                "DRAFT",
-                matches!(manifest, "mma" | "descriptor"),
-            )
-        } else {
-            (
-                format!(
-                    "mma or operand-load/descriptor ({} of {} accumulator groups are no tile of A·Bᵀ; the operands were not read, so the two cannot be told apart)",
-                    acc.nowhere(),
-                    acc.groups.len()
-                ),
-                "DRAFT",
-                matches!(manifest, "mma" | "operand-load" | "descriptor"),
-            )
-        }
-    } else if output_wrong {
-        (
-            "epilogue (operands and accumulator are exactly the input's tiles and their product; output wrong)"
-                .to_owned(),
-            "VERDICT",
-            manifest == "epilogue",
-        )
-    } else {
-        (
-            format!("nothing on {INPUT} (operands, accumulator and output exact)"),
-            "n/a",
-            manifest == "none",
-        )
-    };
+    let mut evidence = vec![format!("CTA {CTA:?}")];
+    evidence.extend(finding.evidence);
     Judged {
-        stage,
-        grade,
+        grade: if finding.stage.is_none() {
+            "n/a"
+        } else {
+            finding.status.as_str()
+        },
+        stage: finding.summary,
         agrees,
         evidence,
     }
-}
-
-fn short(a: Arrangement) -> &'static str {
-    match a {
-        Arrangement::Unswizzled => "unswizzled",
-        Arrangement::Swizzle128 => "128-byte swizzled",
-        Arrangement::Other => "in another arrangement",
-    }
-}
-
-fn operand_rows(operands: &[(char, Operand); 2]) -> String {
-    let shown: Vec<String> = operands
-        .iter()
-        .filter_map(|(l, op)| match op {
-            Operand::Read(r) => Some(format!("{l} rows {}", r.rows)),
-            _ => None,
-        })
-        .collect();
-    if shown.is_empty() {
-        "operands not read".to_owned()
-    } else {
-        shown.join(", ")
-    }
-}
-
-fn describe_accumulator(acc: &AccumulatorReport) -> String {
-    use kwb_reconcile::Placement;
-    if acc.groups.is_empty() {
-        return "accumulator after the mainloop: not in the full trace".to_owned();
-    }
-    let count = |f: &dyn Fn(&Placement) -> bool| {
-        acc.groups
-            .iter()
-            .flat_map(|g| &g.layers)
-            .filter(|p| f(p))
-            .count()
-    };
-    let at = count(&|p| *p == Placement::AtCoordinates);
-    let shifted = count(&|p| matches!(p, Placement::Shifted { .. }));
-    let tiles = count(&|p| matches!(p, Placement::Tile { .. }));
-    let nowhere = count(&|p| *p == Placement::Nowhere);
-    format!(
-        "accumulator after the mainloop ({} groups of site x warp, {} layers, {} frame): {at} at their coordinates, {shifted} shifted (local coordinates{}), {tiles} found as a tile's multiset (no coordinates), {nowhere} no tile of A·Bᵀ",
-        acc.groups.len(),
-        acc.layers().0,
-        if acc.global_frame { "global" } else { "local" },
-        if acc.global_frame {
-            "; in a global frame a shift is a wrong tile"
-        } else {
-            ""
-        }
-    )
 }
 
 /// The folder of the full-trace copies, next to the ones-rung copies.

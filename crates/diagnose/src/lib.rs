@@ -2,7 +2,8 @@
 //! measured (no IO, no GPU):
 //!
 //! - [`judge_ones`]: the stage a Track A trace shows on the all-ones rung, from the
-//!   closed forms of uniform inputs.
+//!   closed forms of uniform inputs; [`judge_structured`]: the stage a full trace on
+//!   integer inputs shows against kwb-reconcile's host model of the operands.
 //! - [`classify`]: the shape of a rung's error over the output (one factor, a K tile
 //!   counted twice, a row or column band, a period, a transpose, one CTA tile).
 //! - [`judge_ladder`]: the stages the controlled-input ladder's outcomes point at
@@ -27,6 +28,7 @@ mod picture;
 mod report;
 mod stage;
 mod trace_ones;
+mod trace_structured;
 mod verdict;
 
 pub use crate::descriptor::{DescriptorIssue, EncodedMap, check_descriptors};
@@ -37,6 +39,7 @@ pub use crate::picture::{heat_png, heat_svg};
 pub use crate::report::{Diagnosis, Evidence, SiteRef, headline, markdown, sites_of, terminal};
 pub use crate::stage::{Confound, Finding, Stage, Status};
 pub use crate::trace_ones::{OnesRun, judge_ones};
+pub use crate::trace_structured::{StructuredRun, judge_structured};
 pub use crate::verdict::{NanOrigin, Verdict, nan_origin, reconcile, with_descriptors};
 
 #[cfg(test)]

@@ -76,6 +76,9 @@ pub enum Confound {
     /// The accumulator is wrong but the operands were not traced, so a wrong
     /// operand and a wrong MMA read the same.
     OperandsNotProbed,
+    /// An operand read with coordinates holds no run of the input: the kernel reads
+    /// it in another layout, or the probe's coordinates are wrong.
+    ProbeCoordinates,
 }
 
 impl Confound {
@@ -91,6 +94,9 @@ impl Confound {
             }
             Confound::OperandsNotProbed => {
                 "the operands were not probed, so the two cannot be told apart".to_owned()
+            }
+            Confound::ProbeCoordinates => {
+                "the probe's coordinates could be wrong instead of the kernel's layout".to_owned()
             }
         }
     }

@@ -1082,3 +1082,204 @@ mod renderings {
         insta::assert_json_snapshot!(json["verdict"]);
     }
 }
+
+mod structured {
+    use kwb_reconcile::{Matrix, Product};
+    use kwb_runtime::{Kind, RECORD_SIZE, TileValue, Trace, TraceRecord};
+
+    use crate::{Stage, Status, StructuredRun, judge_structured};
+
+    /// Integers in [-8, 8], the `wide_int` rung's values, from a fixed xorshift.
+    fn wide(rows: usize, cols: usize, seed: u64) -> Matrix {
+        let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        let data = (0..rows * cols)
+            .map(|_| {
+                s ^= s >> 12;
+                s ^= s << 25;
+                s ^= s >> 27;
+                (s.wrapping_mul(0x2545_F491_4F6C_DD1D) % 17) as f32 - 8.0
+            })
+            .collect();
+        Matrix::new(rows, cols, data).unwrap()
+    }
+
+    fn push(trace: &mut Trace, kind: Kind, k_tile: i32, values: Vec<(f32, i32, i32, i32)>) {
+        let mut r = TraceRecord::from_le_bytes(&[0; RECORD_SIZE]);
+        r.kind = kind as u32;
+        r.k_tile = k_tile;
+        r.row_bound = i32::MAX;
+        let index = trace.records.len() as u32;
+        trace.records.push(r);
+        for (element, (value, m, n, k)) in values.into_iter().enumerate() {
+            trace.tiles.push(TileValue {
+                record: index,
+                element: element as u32,
+                value,
+                m,
+                n,
+                k,
+            });
+        }
+    }
+
+    /// A full trace of one warp computing output rows 0..16, columns 0..16 of
+    /// A·Bᵀ (K = 128 in tiles of 32): operand fragments per K step (tile `a_tiles[i]`
+    /// of A at step i), then the accumulator at global coordinates holding the
+    /// product's tile at `acc_at` (plus `acc_bump` on its first value).
+    fn run(a: &Matrix, b: &Matrix, a_tiles: &[usize], acc_at: (i64, i64), acc_bump: f32) -> Trace {
+        run_at(a, b, a_tiles, (0, 0), acc_at, acc_bump)
+    }
+
+    /// `run` with the accumulator's coordinates starting at `coords` and its values
+    /// those of the product at `coords + acc_at`.
+    fn run_at(
+        a: &Matrix,
+        b: &Matrix,
+        a_tiles: &[usize],
+        coords: (i64, i64),
+        acc_at: (i64, i64),
+        acc_bump: f32,
+    ) -> Trace {
+        let mut t = Trace::default();
+        for (step, &tile) in a_tiles.iter().enumerate() {
+            let of = |m: &Matrix, row_is_n: bool, tile: usize| -> Vec<(f32, i32, i32, i32)> {
+                (0..16)
+                    .flat_map(|r| (0..32).map(move |k| (r, k)))
+                    .map(|(r, k)| {
+                        let v = m.data[r * m.cols + tile * 32 + k];
+                        if row_is_n {
+                            (v, -1, r as i32, k as i32)
+                        } else {
+                            (v, r as i32, -1, k as i32)
+                        }
+                    })
+                    .collect()
+            };
+            push(&mut t, Kind::OperandA, step as i32, of(a, false, tile));
+            push(
+                &mut t,
+                Kind::OperandB,
+                step as i32,
+                of(b, true, step.min(3)),
+            );
+        }
+        let p = Product::of(a, b).unwrap();
+        let mut acc: Vec<(f32, i32, i32, i32)> = (coords.0..coords.0 + 16)
+            .flat_map(|m| (coords.1..coords.1 + 16).map(move |n| (m, n)))
+            .map(|(m, n)| {
+                let v = p.get(m + acc_at.0, n + acc_at.1).unwrap() as f32;
+                (v, m as i32, n as i32, -1)
+            })
+            .collect();
+        acc[0].0 += acc_bump;
+        push(&mut t, Kind::Accumulator, -1, acc);
+        t
+    }
+
+    fn judged(t: &Trace, a: &Matrix, b: &Matrix, mismatches: u64) -> crate::Finding {
+        judge_structured(
+            t,
+            a,
+            b,
+            &StructuredRun {
+                input: "wide_int".to_owned(),
+                mismatches,
+                nan: 0,
+                inf: 0,
+                ratio: 1.0,
+            },
+        )
+    }
+
+    fn inputs() -> (Matrix, Matrix) {
+        (wide(64, 128, 21), wide(64, 128, 22))
+    }
+
+    #[test]
+    fn exact_operands_accumulator_and_output_are_clean() {
+        let (a, b) = inputs();
+        let f = judged(&run(&a, &b, &[0, 1, 2, 3], (0, 0), 0.0), &a, &b, 0);
+        assert_eq!((f.stage, f.clean), (None, true), "{}", f.summary);
+    }
+
+    #[test]
+    fn a_k_tile_fed_twice_is_an_operand_load_verdict() {
+        let (a, b) = inputs();
+        let f = judged(&run(&a, &b, &[0, 1, 0, 3], (0, 0), 0.0), &a, &b, 100);
+        assert_eq!(
+            (f.stage, f.status),
+            (Some(Stage::OperandLoad), Status::Verdict),
+            "{}",
+            f.summary
+        );
+        assert!(f.fits(Some(Stage::Descriptor)));
+    }
+
+    #[test]
+    fn one_step_too_many_with_each_step_right_is_the_mma() {
+        let (a, b) = inputs();
+        let f = judged(&run(&a, &b, &[0, 1, 2, 3, 3], (0, 0), 0.0), &a, &b, 100);
+        assert_eq!(
+            (f.stage, f.status),
+            (Some(Stage::Mma), Status::Verdict),
+            "{}",
+            f.summary
+        );
+    }
+
+    #[test]
+    fn another_tiles_product_at_these_coordinates_is_the_operand_tile_selection() {
+        let (a, b) = inputs();
+        // At global coordinates (32..48, 16..32) the product's tile 16 columns to the
+        // left: this CTA computed another tile's product.
+        let f = judged(
+            &run_at(&a, &b, &[0, 1, 2, 3], (32, 16), (0, -16), 0.0),
+            &a,
+            &b,
+            100,
+        );
+        assert_eq!(
+            (f.stage, f.status),
+            (Some(Stage::OperandLoad), Status::Verdict),
+            "{}",
+            f.summary
+        );
+        assert!(f.summary.contains("moved by (0, -16)"), "{}", f.summary);
+        // Coordinates local to the warp (from 0) read as a shift of the right tile.
+        let local = judged(&run(&a, &b, &[0, 1, 2, 3], (16, 0), 0.0), &a, &b, 0);
+        assert!(local.clean, "{}", local.summary);
+        // With the accumulator at its own place but one value off: the MMA.
+        let g = judged(&run(&a, &b, &[0, 1, 2, 3], (0, 0), 1.0), &a, &b, 1);
+        assert_eq!(
+            (g.stage, g.status),
+            (Some(Stage::Mma), Status::Verdict),
+            "{}",
+            g.summary
+        );
+    }
+
+    #[test]
+    fn a_right_accumulator_under_a_wrong_output_is_the_epilogue() {
+        let (a, b) = inputs();
+        let f = judged(&run(&a, &b, &[0, 1, 2, 3], (0, 0), 0.0), &a, &b, 256);
+        assert_eq!(
+            (f.stage, f.status),
+            (Some(Stage::Epilogue), Status::Verdict),
+            "{}",
+            f.summary
+        );
+    }
+
+    #[test]
+    fn an_incomplete_trace_or_operands_of_another_k_are_not_judged() {
+        let (a, b) = inputs();
+        let mut t = run(&a, &b, &[0, 1, 2, 3], (0, 0), 0.0);
+        t.tile_dropped = 5;
+        let f = judged(&t, &a, &b, 0);
+        assert_eq!((f.stage, f.clean), (None, false));
+        assert!(f.summary.starts_with("not judged"), "{}", f.summary);
+        let other = wide(64, 96, 3);
+        let g = judged(&run(&a, &b, &[0, 1, 2, 3], (0, 0), 0.0), &a, &other, 0);
+        assert!(g.summary.contains("different K"), "{}", g.summary);
+    }
+}

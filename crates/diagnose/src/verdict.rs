@@ -204,6 +204,9 @@ fn unconfounded(t: &Finding) -> String {
         Some(Confound::OperandsNotProbed) => {
             "a trace with operand probes (kwb-instrument --probe operands,accumulator)".to_owned()
         }
+        Some(Confound::ProbeCoordinates) => {
+            "a full trace of the shared tile the operand is loaded into (its raw order needs no coordinates)".to_owned()
+        }
         None => "an unconfounded trace".to_owned(),
     }
 }

@@ -1,0 +1,324 @@
+//! Track A on a structured input (integers in [-8, 8], `wide_int`): the stage a full
+//! trace (every value each probe looked at, `--full-tile`) shows when the operands the
+//! run uploaded are at hand. All-ones cannot see a permutation of equal values; here
+//! every run of 8 values is all but unique, so kwb-reconcile's host model can say
+//! where each consumed value came from and which tile of A·Bᵀ each accumulator is:
+//!
+//! 1. operands by provenance: every consumed row meets every K slice equally often,
+//!    from the input only; otherwise **operand-load/descriptor** (a DRAFT when only
+//!    zeros are out of place). When the only fault is the number of K steps (right
+//!    rows, slices met too often or never but not both), each MMA got its own step's
+//!    operands and the K loop ran a wrong number of steps: **mma**;
+//! 2. the accumulator after the mainloop placed in A·Bᵀ: in a global frame, a tile
+//!    that is the product of the rows the operands show but moved from where its
+//!    coordinates put it is the tile selection (**operand-load**); a tile found
+//!    nowhere with the operands right is **mma** when the operands were read with
+//!    their coordinates, a DRAFT naming the **descriptor** too when read as raw shared
+//!    memory;
+//! 3. accumulator right and the output wrong: **epilogue**.
+
+use kwb_reconcile::{
+    AccumulatorReport, Arrangement, Matrix, OperandReport, Placement, Product, ProvenanceIndex,
+    arrangement, check_operand, locate_accumulators, units_of,
+};
+use kwb_runtime::{Kind, Trace};
+
+use crate::stage::{Confound, Finding, Stage, Status};
+
+/// The structured-input run the trace was recorded on, as its output was checked.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StructuredRun {
+    /// The rung's name, for the evidence (`wide_int`).
+    pub input: String,
+    pub mismatches: u64,
+    pub nan: u64,
+    pub inf: u64,
+    pub ratio: f64,
+}
+
+/// An operand checked, or why it was not.
+enum Operand {
+    NotProbed,
+    Unreadable(OperandReport),
+    Read(OperandReport),
+}
+
+fn operand(trace: &Trace, kind: Kind, matrix: &Matrix) -> Operand {
+    let units = units_of(trace, kind);
+    if units.units.is_empty() {
+        return Operand::NotProbed;
+    }
+    let report = check_operand(&units, &ProvenanceIndex::new(matrix));
+    if report.readable() {
+        Operand::Read(report)
+    } else {
+        Operand::Unreadable(report)
+    }
+}
+
+/// The stage a full `trace` on a structured input shows, given the operands `a` (M x
+/// K) and `b` (N x K) the run uploaded.
+pub fn judge_structured(trace: &Trace, a: &Matrix, b: &Matrix, run: &StructuredRun) -> Finding {
+    let mut f = Finding::open(Vec::new());
+    if trace.tile_dropped > 0 {
+        f.summary = format!(
+            "not judged: an incomplete trace ({} full-tile values dropped, capacity {})",
+            trace.tile_dropped, trace.tile_capacity
+        );
+        return f;
+    }
+    let Some(product) = Product::of(a, b) else {
+        f.summary = "not judged: the operands have different K".to_owned();
+        return f;
+    };
+    let input = &run.input;
+    f.evidence.push(format!(
+        "{} records, {} full-tile values; product {}x{}x{} compared {}",
+        trace.records.len(),
+        trace.tiles.len(),
+        product.m,
+        product.n,
+        product.k,
+        if product.is_exact() {
+            "exactly"
+        } else {
+            "within the fp32 accumulation bound"
+        }
+    ));
+
+    // 1. Operands by provenance.
+    let operands = [
+        ('A', operand(trace, Kind::OperandA, a)),
+        ('B', operand(trace, Kind::OperandB, b)),
+    ];
+    let mut read_all = true;
+    let mut raw_order = false;
+    let mut operand_bad: Option<(char, &OperandReport)> = None;
+    // An operand read with coordinates in the kernel's own (row, k) order, yet holding
+    // (almost) no run of the input along K.
+    let mut foreign: Option<(char, &OperandReport)> = None;
+    let mut arrangements = Vec::new();
+    for (letter, op) in &operands {
+        match op {
+            Operand::NotProbed => {
+                read_all = false;
+                f.evidence.push(format!("operand {letter}: not probed"));
+            }
+            Operand::Unreadable(r) => {
+                read_all = false;
+                if r.coordinates && foreign.is_none() {
+                    foreign = Some((*letter, r));
+                }
+                f.evidence.push(format!(
+                    "operand {letter}: only {} of {} runs of 8 values found in the input: an order this model cannot cut into K runs, so nothing is concluded from it",
+                    r.located, r.units
+                ));
+            }
+            Operand::Read(r) => {
+                f.evidence.push(format!(
+                    "operand {letter} ({}, {} warps{}): {}",
+                    if r.coordinates {
+                        "register fragments with coordinates"
+                    } else {
+                        "shared tile in raw order"
+                    },
+                    r.warps,
+                    if r.collided > 0 {
+                        format!(
+                            "; {} values shared coordinates and were told apart by order",
+                            r.collided
+                        )
+                    } else {
+                        String::new()
+                    },
+                    r.describe()
+                ));
+                if !r.coordinates {
+                    raw_order = true;
+                    let layout = arrangement(&r.raw);
+                    f.evidence.push(format!(
+                        "operand {letter} in shared memory: {}",
+                        layout.describe()
+                    ));
+                    arrangements.push((*letter, layout));
+                }
+                if !r.clean() && operand_bad.is_none() {
+                    operand_bad = Some((*letter, r));
+                }
+            }
+        }
+    }
+
+    // 2. The accumulator after the mainloop, placed in A·Bᵀ.
+    let acc = locate_accumulators(trace, &product);
+    f.evidence.push(describe_accumulator(&acc));
+
+    // 3. Output.
+    let output_wrong = run.mismatches > 0 || run.nan > 0 || run.inf > 0;
+    f.evidence.push(format!(
+        "output on {input}: {} mismatches, {} NaN, {} Inf, ratio {}",
+        run.mismatches, run.nan, run.inf, run.ratio
+    ));
+
+    let operand_reading = |f: &mut Finding, status: Status, summary: String| {
+        f.stage = Some(Stage::OperandLoad);
+        f.alternatives = vec![Stage::Descriptor];
+        f.status = status;
+        f.summary = summary;
+    };
+    if let Some((letter, r)) = operand_bad {
+        if r.loop_count_only() {
+            f.stage = Some(Stage::Mma);
+            f.status = Status::Verdict;
+            f.summary = format!(
+                "mma (operand {letter}: {}; every run consumed is the right row's, so each MMA step got its own operands and the K loop ran a wrong number of steps: the accumulate stage)",
+                r.describe()
+            );
+        } else if r.zeros_only() {
+            operand_reading(
+                &mut f,
+                Status::Draft,
+                format!(
+                    "operand-load/descriptor (operand {letter}: {}; {})",
+                    r.describe(),
+                    Confound::ZerosAmongEqual.describe()
+                ),
+            );
+            f.confound = Some(Confound::ZerosAmongEqual);
+        } else {
+            operand_reading(
+                &mut f,
+                Status::Verdict,
+                format!(
+                    "operand-load/descriptor (operand {letter}: {})",
+                    r.describe()
+                ),
+            );
+        }
+    } else if let Some((dm, dn)) = acc.misplaced() {
+        operand_reading(
+            &mut f,
+            Status::Verdict,
+            format!(
+                "operand-load/descriptor (the accumulator is exactly A·Bᵀ of the rows the operands show ({}), which is the product's tile moved by ({dm}, {dn}) from where its coordinates put it: this CTA was fed another tile's operands)",
+                operand_rows(&operands)
+            ),
+        );
+    } else if let Some((letter, r)) = foreign.filter(|_| !acc.right()) {
+        operand_reading(
+            &mut f,
+            Status::Draft,
+            format!(
+                "operand-load/descriptor? (operand {letter} read in the kernel's own logical (row, k) order holds {} of {} runs of 8 that are a slice of the input, and the accumulator is no tile of A·Bᵀ: the kernel reads {letter} in another layout than it is stored in, unless the probe's coordinates are wrong, which this trace cannot rule out)",
+                r.located, r.units
+            ),
+        );
+        f.confound = Some(Confound::ProbeCoordinates);
+    } else if acc.partly() {
+        let (all, placed) = acc.layers();
+        let why = format!(
+            "{placed} of {all} accumulator layers are tiles of A·Bᵀ; the others (values sharing coordinates: another accumulator set or MMA tile the probe could not tell apart) hold something the model does not predict"
+        );
+        if output_wrong {
+            f.stage = Some(Stage::Epilogue);
+            f.alternatives = vec![Stage::Mma];
+            f.summary = format!("epilogue or mma (operands exact; {why}; output wrong)");
+        } else {
+            f.clean = true;
+            f.summary = format!("nothing on {input} (operands and output exact; {why})");
+        }
+    } else if !acc.right() {
+        if acc.groups.is_empty() {
+            f.summary =
+                "not judged: no accumulator after the mainloop in the full trace".to_owned();
+        } else if read_all && !raw_order {
+            f.stage = Some(Stage::Mma);
+            f.status = Status::Verdict;
+            f.summary = format!(
+                "mma (operands are exactly the input's tiles, every K slice once; {} of {} accumulator groups are no tile of A·Bᵀ)",
+                acc.nowhere(),
+                acc.groups.len()
+            );
+        } else if read_all {
+            let layouts: Vec<String> = arrangements
+                .iter()
+                .map(|(l, a)| format!("{l} {}", short(*a)))
+                .collect();
+            f.stage = Some(Stage::Mma);
+            f.alternatives = vec![Stage::Descriptor];
+            f.summary = format!(
+                "mma or descriptor (operand tiles hold exactly the input's values, each K slice once, laid out in shared memory as {}; the accumulator is no tile of A·Bᵀ, and a raw-order read does not show how the MMA's descriptor reads the tile)",
+                layouts.join(", ")
+            );
+        } else {
+            f.stage = Some(Stage::Mma);
+            f.alternatives = vec![Stage::OperandLoad, Stage::Descriptor];
+            f.confound = Some(Confound::OperandsNotProbed);
+            f.summary = format!(
+                "mma or operand-load/descriptor ({} of {} accumulator groups are no tile of A·Bᵀ; {})",
+                acc.nowhere(),
+                acc.groups.len(),
+                Confound::OperandsNotProbed.describe()
+            );
+        }
+    } else if output_wrong {
+        f.stage = Some(Stage::Epilogue);
+        f.status = Status::Verdict;
+        f.summary = "epilogue (operands and accumulator are exactly the input's tiles and their product; output wrong)".to_owned();
+    } else {
+        f.clean = true;
+        f.summary = format!("nothing on {input} (operands, accumulator and output exact)");
+    }
+    f
+}
+
+fn short(a: Arrangement) -> &'static str {
+    match a {
+        Arrangement::Unswizzled => "unswizzled",
+        Arrangement::Swizzle128 => "128-byte swizzled",
+        Arrangement::Other => "in another arrangement",
+    }
+}
+
+fn operand_rows(operands: &[(char, Operand); 2]) -> String {
+    let shown: Vec<String> = operands
+        .iter()
+        .filter_map(|(l, op)| match op {
+            Operand::Read(r) => Some(format!("{l} rows {}", r.rows)),
+            _ => None,
+        })
+        .collect();
+    if shown.is_empty() {
+        "operands not read".to_owned()
+    } else {
+        shown.join(", ")
+    }
+}
+
+fn describe_accumulator(acc: &AccumulatorReport) -> String {
+    if acc.groups.is_empty() {
+        return "accumulator after the mainloop: not in the full trace".to_owned();
+    }
+    let count = |f: &dyn Fn(&Placement) -> bool| {
+        acc.groups
+            .iter()
+            .flat_map(|g| &g.layers)
+            .filter(|p| f(p))
+            .count()
+    };
+    let at = count(&|p| *p == Placement::AtCoordinates);
+    let shifted = count(&|p| matches!(p, Placement::Shifted { .. }));
+    let tiles = count(&|p| matches!(p, Placement::Tile { .. }));
+    let nowhere = count(&|p| *p == Placement::Nowhere);
+    format!(
+        "accumulator after the mainloop ({} groups of site x warp, {} layers, {} frame): {at} at their coordinates, {shifted} shifted (local coordinates{}), {tiles} found as a tile's multiset (no coordinates), {nowhere} no tile of A·Bᵀ",
+        acc.groups.len(),
+        acc.layers().0,
+        if acc.global_frame { "global" } else { "local" },
+        if acc.global_frame {
+            "; in a global frame a shift is a wrong tile"
+        } else {
+            ""
+        }
+    )
+}
