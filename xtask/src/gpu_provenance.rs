@@ -6,25 +6,11 @@
 //! Each family is instrumented with every probe kind and `--full-tile` for CTA
 //! (1, 0, 0) (off the diagonal, and the megakernel's first down-projection task past
 //! column 0), each variant runs `--input wide_int` (integers in [-8, 8]) with
-//! `KWB_DUMP_DIR` so the harness writes the operands it uploaded, and the trace is
-//! checked stage by stage against the host model of kwb-reconcile:
-//!
-//! 1. operands by provenance: every consumed row meets every K slice equally often,
-//!    from the input only — otherwise **operand-load/descriptor** (VERDICT; DRAFT
-//!    when only zeros are out of place, which padding and out-of-bounds fill also
-//!    give). When the only fault is the number of K steps (every run consumed is the
-//!    right row's, and slices are met too often or never but not both), each MMA got
-//!    its own step's operands and the K loop ran a wrong number of steps: **mma**;
-//! 2. accumulator by placement in `A·Bᵀ`: in a global coordinate frame a tile that
-//!    is the product of the rows the operands show but not of the tile's own
-//!    coordinates is the operand tile selection (**operand-load**); a tile found
-//!    nowhere with operands right is **mma** when the operands were read with their
-//!    coordinates, a DRAFT naming **descriptor** too when they were read as raw
-//!    shared memory (the arrangement the MMA reads is then not seen);
-//! 3. accumulator right and the harness's output wrong: **epilogue**. Where values
-//!    share coordinates (the probe could not tell accumulator sets or MMA tiles
-//!    apart) they are placed layer by layer; when only some layers are tiles of the
-//!    product, a wrong output is a DRAFT naming epilogue and mma.
+//! `KWB_DUMP_DIR` so the harness writes the operands it uploaded, and kwb-diagnose's
+//! `judge_structured` (what `kwb diagnose --full-trace` runs) reads the stage from the
+//! trace against kwb-reconcile's host model of those operands: operands by
+//! provenance, the accumulator placed in `A·Bᵀ`, then the output (its module doc gives
+//! the rules).
 
 use std::path::{Path, PathBuf};
 

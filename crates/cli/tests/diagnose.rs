@@ -195,3 +195,116 @@ fn a_map_whose_pitch_is_the_width_is_a_descriptor_draft_from_the_source_alone() 
         assert_eq!(d["verdict"]["status"], "DRAFT", "{stdout}");
     }
 }
+
+/// Integers in [-8, 8] (the harness's wide_int values), from a fixed xorshift.
+fn wide(rows: usize, cols: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..rows * cols)
+        .map(|_| {
+            s ^= s >> 12;
+            s ^= s << 25;
+            s ^= s >> 27;
+            (s.wrapping_mul(0x2545_F491_4F6C_DD1D) % 17) as f32 - 8.0
+        })
+        .collect()
+}
+
+/// A full trace of one warp whose A fragments at K step 2 hold K tile 0 again (a
+/// prefetch with the wrong K offset), B and the accumulator's coordinates as a
+/// right run would have them.
+fn full_trace_with_a_tile_fed_twice(a: &[f32], b: &[f32], k: usize) -> Vec<u8> {
+    use kwb_runtime::{Kind, RECORD_SIZE, TileValue, Trace, TraceRecord};
+    let mut t = Trace::default();
+    let mut push = |kind: Kind, k_tile: i32, values: Vec<(f32, i32, i32, i32)>| {
+        let mut r = TraceRecord::from_le_bytes(&[0; RECORD_SIZE]);
+        r.magic = kwb_runtime::RECORD_MAGIC;
+        r.version = kwb_runtime::VERSION;
+        r.kind = kind as u32;
+        r.k_tile = k_tile;
+        r.row_bound = i32::MAX;
+        let index = t.records.len() as u32;
+        t.records.push(r);
+        for (element, (value, m, n, kk)) in values.into_iter().enumerate() {
+            t.tiles.push(TileValue {
+                record: index,
+                element: element as u32,
+                value,
+                m,
+                n,
+                k: kk,
+            });
+        }
+    };
+    for (step, tile) in [0usize, 1, 0, 3].into_iter().enumerate() {
+        let of = |m: &[f32], tile: usize, row_is_n: bool| -> Vec<(f32, i32, i32, i32)> {
+            (0..16)
+                .flat_map(|r| (0..32).map(move |kk| (r, kk)))
+                .map(|(r, kk)| {
+                    let v = m[r * k + tile * 32 + kk];
+                    if row_is_n {
+                        (v, -1, r as i32, kk as i32)
+                    } else {
+                        (v, r as i32, -1, kk as i32)
+                    }
+                })
+                .collect()
+        };
+        push(Kind::OperandA, step as i32, of(a, tile, false));
+        push(Kind::OperandB, step as i32, of(b, step, true));
+    }
+    t.tile_capacity = 1 << 20;
+    kwb_runtime::encode(&t)
+}
+
+#[test]
+fn a_full_trace_on_integer_inputs_isolates_what_ones_cannot_see() {
+    let dir = tempfile::tempdir().unwrap();
+    let (m, n, k) = (64, 64, 128);
+    let (a, b) = (wide(m, k, 21), wide(n, k, 22));
+    let files = [
+        ("full.trace", full_trace_with_a_tile_fed_twice(&a, &b, k)),
+        ("A.npy", kwb_cli::npy::f32_array(&[m, k], &a)),
+        ("B.npy", kwb_cli::npy::f32_array(&[n, k], &b)),
+        ("bad.npy", b"not an array".to_vec()),
+    ];
+    for (name, bytes) in &files {
+        std::fs::write(dir.path().join(name), bytes).unwrap();
+    }
+    let path = |name: &str| dir.path().join(name).display().to_string();
+    let operands = format!("{},{}", path("A.npy"), path("B.npy"));
+    let r = diagnose(
+        dir.path(),
+        "prefetch_k_offset",
+        &[
+            "--full-trace",
+            &path("full.trace"),
+            "--operands",
+            &operands,
+            "--json",
+        ],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let d: serde_json::Value = serde_json::from_str(&r.stdout).expect("JSON on stdout");
+    assert_eq!(d["verdict"]["stage"], "operand-load", "{}", r.stdout);
+    assert_eq!(d["verdict"]["status"], "VERDICT", "{}", r.stdout);
+    assert_eq!(d["evidence"][0]["track"], "full trace");
+    assert!(
+        d["verdict"]["summary"]
+            .as_str()
+            .unwrap()
+            .contains("never consumed"),
+        "{}",
+        r.stdout
+    );
+    // Operands that are no array, or a full trace without its operands: bad input.
+    let bad = format!("{},{}", path("bad.npy"), path("B.npy"));
+    let r = diagnose(
+        dir.path(),
+        "none",
+        &["--full-trace", &path("full.trace"), "--operands", &bad],
+    );
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("bad.npy"), "{}", r.stderr);
+    let r = diagnose(dir.path(), "none", &["--full-trace", &path("full.trace")]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+}

@@ -40,7 +40,9 @@ pub use crate::report::{Diagnosis, Evidence, SiteRef, headline, markdown, sites_
 pub use crate::stage::{Confound, Finding, Stage, Status};
 pub use crate::trace_ones::{OnesRun, judge_ones};
 pub use crate::trace_structured::{StructuredRun, judge_structured};
-pub use crate::verdict::{NanOrigin, Verdict, nan_origin, reconcile, with_descriptors};
+pub use crate::verdict::{
+    NanOrigin, Verdict, combine_traces, nan_origin, reconcile, with_descriptors,
+};
 
 #[cfg(test)]
 mod tests;

@@ -1283,3 +1283,44 @@ mod structured {
         assert!(g.summary.contains("different K"), "{}", g.summary);
     }
 }
+
+mod two_traces {
+    use crate::{Finding, Stage, Status, combine_traces};
+
+    fn f(stage: Option<Stage>, status: Status, clean: bool) -> Finding {
+        Finding {
+            stage,
+            status,
+            clean,
+            summary: format!("{stage:?}"),
+            ..Finding::open(Vec::new())
+        }
+    }
+
+    #[test]
+    fn the_isolating_trace_wins_and_two_that_disagree_are_a_draft() {
+        let clean_ones = f(None, Status::Draft, true);
+        let operand = f(Some(Stage::OperandLoad), Status::Verdict, false);
+        // Ones sees nothing, the full trace isolates the operand load.
+        let c = combine_traces(Some(clean_ones.clone()), Some(operand.clone())).unwrap();
+        assert_eq!(
+            (c.stage, c.status),
+            (Some(Stage::OperandLoad), Status::Verdict)
+        );
+        // Ones isolates the MMA, the full trace only draws: the ones verdict.
+        let mma = f(Some(Stage::Mma), Status::Verdict, false);
+        let draft = f(Some(Stage::Epilogue), Status::Draft, false);
+        let c = combine_traces(Some(mma.clone()), Some(draft)).unwrap();
+        assert_eq!(c.stage, Some(Stage::Mma));
+        // Both isolate, different stages: a draft that says so.
+        let c = combine_traces(Some(mma), Some(operand)).unwrap();
+        assert_eq!(c.status, Status::Draft);
+        assert!(c.summary.contains("disagree"), "{}", c.summary);
+        // One trace alone is itself.
+        assert_eq!(
+            combine_traces(Some(clean_ones.clone()), None),
+            Some(clean_ones)
+        );
+        assert_eq!(combine_traces(None, None), None);
+    }
+}

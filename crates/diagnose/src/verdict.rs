@@ -254,3 +254,31 @@ pub fn with_descriptors(mut v: Verdict, issues: &[DescriptorIssue]) -> Verdict {
     );
     v
 }
+
+/// The one trace finding to reconcile from a trace on all-ones and a full trace on
+/// integer inputs: the one that isolates a stage (a VERDICT), else the one that
+/// points at a stage, else the full trace's reading. Two VERDICTs that name stages
+/// neither can tell apart from the other are a conflict: the full trace's finding,
+/// as a DRAFT that names both.
+pub fn combine_traces(ones: Option<Finding>, full: Option<Finding>) -> Option<Finding> {
+    let isolates = |f: &Finding| f.status == Status::Verdict && f.stage.is_some();
+    match (ones, full) {
+        (None, f) | (f, None) => f,
+        (Some(o), Some(mut s)) => {
+            if isolates(&s) && isolates(&o) && !s.fits(o.stage) && !o.fits(s.stage) {
+                s.status = Status::Draft;
+                s.summary = format!(
+                    "{}; but the trace on ones says {}: the two traces disagree",
+                    s.summary, o.summary
+                );
+                Some(s)
+            } else if isolates(&s) {
+                Some(s)
+            } else if isolates(&o) || (o.stage.is_some() && s.stage.is_none()) {
+                Some(o)
+            } else {
+                Some(s)
+            }
+        }
+    }
+}

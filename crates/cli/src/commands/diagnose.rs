@@ -47,6 +47,19 @@ pub struct Args {
     /// unchecked unless the shapes agree
     #[arg(long, value_name = "M,N,K", value_parser = crate::commands::ladder::parse_shape, requires = "trace")]
     trace_shape: Option<(usize, usize, usize)>,
+    /// A full trace (kwb-instrument --full-tile --cta X,Y,Z) recorded on integer
+    /// inputs (the harness's wide_int, or any whose runs of 8 values are unique), read
+    /// against the operands that run uploaded (--operands)
+    #[arg(long, value_name = "TRACE", requires = "operands")]
+    full_trace: Option<PathBuf>,
+    /// The operands of the --full-trace run as .npy files: A (M x K) and B (N x K)
+    #[arg(
+        long,
+        value_name = "A.npy,B.npy",
+        value_delimiter = ',',
+        requires = "full_trace"
+    )]
+    operands: Vec<PathBuf>,
     /// A folder for report.md, report.json, the reproducer and the heat maps
     #[arg(long, value_name = "DIR")]
     report: Option<PathBuf>,
@@ -65,6 +78,13 @@ pub fn run(args: Args) -> i32 {
         Some(path) => match read_trace(path) {
             Ok(t) => Some(t),
             Err(code) => return code,
+        },
+    };
+    let full = match &args.full_trace {
+        None => None,
+        Some(path) => match (read_trace(path), read_operands(&args.operands)) {
+            (Ok(t), Ok(ab)) => Some((t, ab)),
+            (Err(code), _) | (_, Err(code)) => return code,
         },
     };
     let temp;
@@ -133,14 +153,35 @@ pub fn run(args: Args) -> i32 {
             finding
         }
     });
-    if trace.is_none() {
+    // The full trace's output check is the user's harness's: kwb has no rung with
+    // those inputs, so its output is taken as unchecked.
+    let full_finding = full.as_ref().map(|(t, (a, b))| {
+        let finding = kwb_diagnose::judge_structured(
+            t,
+            a,
+            b,
+            &kwb_diagnose::StructuredRun {
+                input: "the full trace's inputs".to_owned(),
+                mismatches: 0,
+                nan: 0,
+                inf: 0,
+                ratio: 1.0,
+            },
+        );
+        with_unchecked_output(finding)
+    });
+    if trace.is_none() && full.is_none() {
         not_run.push(
             "the trace: no --trace given (kwb-instrument the kernel, build with -DKWB_TRACE, run it on all-ones with KWB_TRACE_OUT=trace.bin); a trace is what isolates a stage".to_owned(),
         );
     }
     let descriptors = descriptor_issues(&extraction);
-    let verdict = with_descriptors(reconcile(traced.as_ref(), ladder.as_ref()), &descriptors);
-    let sites = match (&trace, verdict.stage) {
+    let combined = kwb_diagnose::combine_traces(traced.clone(), full_finding.clone());
+    let verdict = with_descriptors(reconcile(combined.as_ref(), ladder.as_ref()), &descriptors);
+    let sites = match (
+        trace.as_ref().or(full.as_ref().map(|(t, _)| t)),
+        verdict.stage,
+    ) {
         (Some(t), Some(stage)) => sites_of(t, stage),
         _ => Vec::new(),
     };
@@ -148,6 +189,12 @@ pub fn run(args: Args) -> i32 {
     if let Some(f) = traced {
         evidence.push(Evidence {
             track: "trace",
+            finding: f,
+        });
+    }
+    if let Some(f) = full_finding {
+        evidence.push(Evidence {
+            track: "full trace",
             finding: f,
         });
     }
@@ -182,7 +229,10 @@ pub fn run(args: Args) -> i32 {
         evidence,
         rungs,
         sites,
-        nan_origin: trace.as_ref().and_then(nan_origin),
+        nan_origin: trace
+            .as_ref()
+            .and_then(nan_origin)
+            .or_else(|| full.as_ref().and_then(|(t, _)| nan_origin(t))),
         descriptors,
         not_run,
         reproduce,
@@ -302,6 +352,38 @@ fn read_trace(path: &Path) -> Result<kwb_runtime::Trace, i32> {
     })
 }
 
+/// The operands of a full trace's run, A and B, from .npy files.
+fn read_operands(paths: &[PathBuf]) -> Result<(kwb_reconcile::Matrix, kwb_reconcile::Matrix), i32> {
+    let read = |path: &PathBuf| -> Result<kwb_reconcile::Matrix, i32> {
+        let bytes = std::fs::read(path).map_err(|source| {
+            render::error(Problem::new(CliError::Unreadable {
+                path: path.clone(),
+                source,
+            }));
+            exit::INPUT
+        })?;
+        let bad = |why: String| {
+            render::error(Problem::msg(format!("{}: {why}", path.display())));
+            exit::INPUT
+        };
+        let (shape, data) = crate::npy::read_f32(&bytes).map_err(|e| bad(e.to_string()))?;
+        match shape[..] {
+            [rows, cols] => kwb_reconcile::Matrix::new(rows, cols, data)
+                .ok_or_else(|| bad("its shape and data disagree".to_owned())),
+            _ => Err(bad(format!(
+                "an operand is a matrix; this is shape {shape:?}"
+            ))),
+        }
+    };
+    match paths {
+        [a, b] => Ok((read(a)?, read(b)?)),
+        _ => {
+            render::error(Problem::msg("--operands takes two files: A.npy,B.npy"));
+            Err(exit::INPUT)
+        }
+    }
+}
+
 /// The ladder's rungs as kwb-diagnose reads them.
 fn outcomes(report: &Report) -> Vec<RungOutcome> {
     report
@@ -342,12 +424,13 @@ fn ones_run(shape: (usize, usize, usize), ones: Option<&RungOutcome>) -> OnesRun
 /// epilogue, so it says so.
 fn with_unchecked_output(mut f: Finding) -> Finding {
     for line in &mut f.evidence {
-        if line.starts_with("output on ones") {
-            *line = "output: not checked (no ladder ones rung at the trace's shape)".to_owned();
+        if line.starts_with("output on ") {
+            *line =
+                "output: not checked (no ladder rung ran on these inputs at this shape)".to_owned();
         }
     }
     if f.stage.is_none() {
-        f.summary = "operands and accumulator exact on ones; the output was not checked (no ladder ones rung at the trace's shape), so the epilogue is not cleared".to_owned();
+        f.summary = "operands and accumulator exact; the output was not checked (no ladder rung ran on these inputs at this shape), so the epilogue is not cleared".to_owned();
         f.status = Status::Draft;
         f.clean = false;
     }
