@@ -13,8 +13,6 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::gpu_repro::{binary, extract_target, json_of, ladder_shape};
@@ -114,43 +112,35 @@ pub fn run(root: &Path, options: &Options) -> Result {
     }
     // Track B and the verdict: kwb diagnose, several variants at once.
     let work: Vec<&Variant> = suite.variant.iter().collect();
-    let next = AtomicUsize::new(0);
-    let rows: Mutex<Vec<(usize, Row)>> = Mutex::new(Vec::new());
-    std::thread::scope(|s| {
-        for _ in 0..options.jobs.max(1) {
-            s.spawn(|| {
-                loop {
-                    let i = next.fetch_add(1, Ordering::SeqCst);
-                    let Some(v) = work.get(i) else { break };
-                    let key = format!("{}/{}", v.family, v.defect);
-                    let trace = traces
-                        .iter()
-                        .find(|(k, _)| *k == key)
-                        .and_then(|(_, t)| t.clone());
-                    let row = one(root, options, &kwb, &suite, v, trace, cutlass.as_ref());
-                    println!(
-                        "{} {key}: {} {} ({})",
-                        if row.wrong_verdict {
-                            "WRONG"
-                        } else if row.agrees {
-                            "ok   "
-                        } else {
-                            "DIFF "
-                        },
-                        row.status,
-                        row.stage,
-                        row.summary
-                    );
-                    rows.lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .push((i, row));
-                }
-            });
-        }
-    });
-    let mut rows = rows.into_inner().unwrap_or_else(|p| p.into_inner());
-    rows.sort_by_key(|(i, _)| *i);
-    let rows: Vec<Row> = rows.into_iter().map(|(_, r)| r).collect();
+    let rows: Vec<Row> = crate::gpu_suite::each_in_parallel(
+        options.jobs,
+        &work,
+        |v| {
+            let key = format!("{}/{}", v.family, v.defect);
+            let trace = traces
+                .iter()
+                .find(|(k, _)| *k == key)
+                .and_then(|(_, t)| t.clone());
+            one(root, options, &kwb, &suite, v, trace, cutlass.as_ref())
+        },
+        |row| {
+            println!(
+                "{} {}/{}: {} {} ({})",
+                if row.wrong_verdict {
+                    "WRONG"
+                } else if row.agrees {
+                    "ok   "
+                } else {
+                    "DIFF "
+                },
+                row.family,
+                row.defect,
+                row.status,
+                row.stage,
+                row.summary
+            );
+        },
+    );
     let text = report(&rows, options, &toolchain);
     let path = options.out.join("report.md");
     std::fs::write(&path, &text).map_err(|e| Failure(format!("{}: {e}", path.display())))?;

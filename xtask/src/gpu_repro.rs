@@ -11,8 +11,6 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -67,32 +65,26 @@ pub fn run(root: &Path, options: &Options) -> Result {
         .map_err(|e| Failure(format!("{}: {e}", options.out.display())))?;
     let cutlass = kwb_toolchain::cutlass(&kwb_toolchain::Env::from_process()).ok();
     let work: Vec<&Variant> = suite.variant.iter().collect();
-    let next = AtomicUsize::new(0);
-    let rows: Mutex<Vec<(usize, Row)>> = Mutex::new(Vec::new());
-    std::thread::scope(|s| {
-        for _ in 0..options.jobs.max(1) {
-            s.spawn(|| {
-                loop {
-                    let i = next.fetch_add(1, Ordering::SeqCst);
-                    let Some(v) = work.get(i) else { break };
-                    let family = &suite.families[&v.family];
-                    let row = one(root, options, &extract, &kwb, family, v, cutlass.as_ref());
-                    println!(
-                        "{} {}/{}: {}",
-                        if row.agrees { "ok  " } else { "DIFF" },
-                        row.family,
-                        row.defect,
-                        row.note
-                    );
-                    rows.lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .push((i, row));
-                }
-            });
-        }
-    });
-    let mut rows = rows.into_inner().unwrap_or_else(|p| p.into_inner());
-    rows.sort_by_key(|(i, _)| *i);
+    let rows: Vec<(usize, Row)> = crate::gpu_suite::each_in_parallel(
+        options.jobs,
+        &work,
+        |v| {
+            let family = &suite.families[&v.family];
+            one(root, options, &extract, &kwb, family, v, cutlass.as_ref())
+        },
+        |row| {
+            println!(
+                "{} {}/{}: {}",
+                if row.agrees { "ok  " } else { "DIFF" },
+                row.family,
+                row.defect,
+                row.note
+            );
+        },
+    )
+    .into_iter()
+    .enumerate()
+    .collect();
     let hang = planted_hang(root, options, &extract, &kwb);
     let report = report(&rows, &hang, options);
     let path = options.out.join("report.md");

@@ -362,3 +362,35 @@ fn markdown(
 fn first_line(text: &str) -> &str {
     text.lines().next().unwrap_or("")
 }
+
+/// `one` on every item, `jobs` at a time, each result told to `log` as it is ready;
+/// the results in the items' order.
+pub(crate) fn each_in_parallel<T: Sync, R: Send>(
+    jobs: usize,
+    items: &[T],
+    one: impl Fn(&T) -> R + Sync,
+    log: impl Fn(&R) + Sync,
+) -> Vec<R> {
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let next = AtomicUsize::new(0);
+    let done: Mutex<Vec<(usize, R)>> = Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for _ in 0..jobs.max(1) {
+            s.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::SeqCst);
+                    let Some(item) = items.get(i) else { break };
+                    let result = one(item);
+                    log(&result);
+                    done.lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .push((i, result));
+                }
+            });
+        }
+    });
+    let mut done = done.into_inner().unwrap_or_else(|p| p.into_inner());
+    done.sort_by_key(|(i, _)| *i);
+    done.into_iter().map(|(_, r)| r).collect()
+}
