@@ -3,7 +3,9 @@
 //! every probe kind (CTA (0, 0, 0), the family's gate and row bound) and each variant
 //! built traced and run on all-ones, which writes the trace a user would bring; a
 //! confound variant brings the trace of the build without the row bound, the reading
-//! that manufactured its production symptom. Then `kwb diagnose` extracts the variant
+//! that manufactured its production symptom. Each is also built with `--full-tile`
+//! (CTA (1, 0, 0)) and run on integer inputs with the operands dumped, the full trace
+//! kwb diagnose reads with `--full-trace` and `--operands`. Then `kwb diagnose` extracts the variant
 //! (through a compile database with the production nvcc command), runs the ladder,
 //! judges the trace and reconciles. Each verdict is held to kernels/suite.toml: the
 //! manifest's stage for a defect, no stage for a correct build or a confound. A
@@ -27,6 +29,13 @@ pub struct Options {
     pub timeout: Duration,
     pub out: PathBuf,
     pub commit: Option<String>,
+}
+
+/// A full trace on integer inputs and the operands its run uploaded.
+struct FullTrace {
+    trace: PathBuf,
+    a: PathBuf,
+    b: PathBuf,
 }
 
 /// One variant's diagnosis against the manifest.
@@ -55,7 +64,8 @@ pub fn run(root: &Path, options: &Options) -> Result {
     // Track A: the traces a user would bring.
     let bounded = root.join("target/traced-diagnose");
     let unbounded = root.join("target/traced-diagnose-all-rows");
-    for dir in [&bounded, &unbounded] {
+    let full = root.join("target/traced-diagnose-full");
+    for dir in [&bounded, &unbounded, &full] {
         let _ = std::fs::remove_dir_all(dir);
     }
     for (name, family) in &suite.families {
@@ -67,6 +77,11 @@ pub fn run(root: &Path, options: &Options) -> Result {
         if family.trace_rows.is_some() {
             crate::gpu_trace::instrument(root, family, &unbounded, None, false)
                 .map_err(|e| Failure(format!("{name} without --rows: {e}")))?;
+        }
+        if let Err(why) =
+            crate::gpu_trace::instrument(root, family, &full, family.trace_rows.clone(), true)
+        {
+            println!("no full trace of {name}: {why}");
         }
     }
     let (toolchain, cutlass) = tools()?;
@@ -110,6 +125,37 @@ pub fn run(root: &Path, options: &Options) -> Result {
             ));
         }
     }
+    // The full traces on integer inputs, with the operands each run uploaded.
+    let mut full_traces: Vec<(String, FullTrace)> = Vec::new();
+    for b in compile_all(root, &suite, &toolchain, cutlass.as_ref(), &build(&full))? {
+        let v = b.variant;
+        if v.trace_skip.is_some() || b.result.is_err() {
+            continue;
+        }
+        let stem = format!("{}.{}.{}", v.family, v.defect, crate::gpu_provenance::INPUT);
+        let trace = options.out.join(format!("{stem}.trace"));
+        let dump = options.out.join(format!("{stem}.inputs"));
+        let _ = std::fs::remove_file(&trace);
+        let _ = std::fs::remove_dir_all(&dump);
+        if std::fs::create_dir_all(&dump).is_err() {
+            continue;
+        }
+        run_one(
+            &b.binary,
+            &["--input", crate::gpu_provenance::INPUT],
+            &[(kwb_runtime::OUT_ENV, &trace), ("KWB_DUMP_DIR", &dump)],
+            options.timeout,
+        );
+        let operand =
+            |name: &str| dump.join(format!("{}.{name}.npy", crate::gpu_provenance::INPUT));
+        let (a, bm) = (operand("A"), operand("B"));
+        if trace.is_file() && a.is_file() && bm.is_file() {
+            full_traces.push((
+                format!("{}/{}", v.family, v.defect),
+                FullTrace { trace, a, b: bm },
+            ));
+        }
+    }
     // Track B and the verdict: kwb diagnose, several variants at once.
     let work: Vec<&Variant> = suite.variant.iter().collect();
     let rows: Vec<Row> = crate::gpu_suite::each_in_parallel(
@@ -121,7 +167,16 @@ pub fn run(root: &Path, options: &Options) -> Result {
                 .iter()
                 .find(|(k, _)| *k == key)
                 .and_then(|(_, t)| t.clone());
-            one(root, options, &kwb, &suite, v, trace, cutlass.as_ref())
+            let full = full_traces.iter().find(|(k, _)| *k == key).map(|(_, f)| f);
+            one(
+                root,
+                options,
+                &kwb,
+                &suite,
+                v,
+                (trace, full),
+                cutlass.as_ref(),
+            )
         },
         |row| {
             println!(
@@ -158,7 +213,7 @@ fn one(
     kwb: &Path,
     suite: &Suite,
     v: &Variant,
-    trace: Option<(PathBuf, String)>,
+    (trace, full): (Option<(PathBuf, String)>, Option<&FullTrace>),
     cutlass: Option<&kwb_toolchain::CutlassDir>,
 ) -> Row {
     let started = Instant::now();
@@ -213,6 +268,13 @@ fn one(
             command.args(ladder_shape(family, v));
         }
     }
+    if let Some(f) = full {
+        command
+            .arg("--full-trace")
+            .arg(&f.trace)
+            .arg("--operands")
+            .arg(format!("{},{}", f.a.display(), f.b.display()));
+    }
     let out = command.output();
     row.seconds = started.elapsed().as_secs_f64();
     let d = match json_of("kwb diagnose", out) {
@@ -244,6 +306,9 @@ fn one(
     row.wrong_verdict = row.status == "VERDICT" && !fits;
     if trace.is_none() {
         row.summary.push_str(" [no trace]");
+    }
+    if full.is_some() {
+        row.summary.push_str(" [with a full trace]");
     }
     row
 }
