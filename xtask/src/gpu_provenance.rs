@@ -98,10 +98,12 @@ fn judge(
         &b,
         &kwb_diagnose::StructuredRun {
             input: INPUT.to_owned(),
-            mismatches: rung.mismatches,
-            nan: rung.nan,
-            inf: rung.inf,
-            ratio: rung.ratio,
+            output: Some(kwb_diagnose::OutputCheck {
+                mismatches: rung.mismatches,
+                nan: rung.nan,
+                inf: rung.inf,
+                ratio: rung.ratio,
+            }),
         },
     );
     let confound = variant.stage == "none" && variant.symptom.starts_with("confound");

@@ -330,10 +330,12 @@ fn judge(variant: &Variant, ran: &Ran, trace: std::result::Result<&Trace, &Strin
             m: rung.m,
             n: rung.n,
             k: rung.k,
-            mismatches: rung.mismatches,
-            nan: rung.nan,
-            inf: rung.inf,
-            ratio: rung.ratio,
+            output: Some(kwb_diagnose::OutputCheck {
+                mismatches: rung.mismatches,
+                nan: rung.nan,
+                inf: rung.inf,
+                ratio: rung.ratio,
+            }),
         },
     );
     let padding = matches!(

@@ -196,17 +196,9 @@ fn a_map_whose_pitch_is_the_width_is_a_descriptor_draft_from_the_source_alone() 
     }
 }
 
-/// Integers in [-8, 8] (the harness's wide_int values), from a fixed xorshift.
+/// Integers in [-8, 8] (the harness's wide_int values).
 fn wide(rows: usize, cols: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..rows * cols)
-        .map(|_| {
-            s ^= s >> 12;
-            s ^= s << 25;
-            s ^= s >> 27;
-            (s.wrapping_mul(0x2545_F491_4F6C_DD1D) % 17) as f32 - 8.0
-        })
-        .collect()
+    kwb_reconcile::Matrix::wide_int(rows, cols, seed).data
 }
 
 /// A full trace of one warp whose A fragments at K step 2 hold K tile 0 again (a

@@ -37,7 +37,7 @@ pub use crate::ladder::{RungOutcome, RungState, judge_ladder};
 pub use crate::pattern::{Axis, Classified, ErrorGrid, Pattern, classify};
 pub use crate::picture::{heat_png, heat_svg};
 pub use crate::report::{Diagnosis, Evidence, SiteRef, headline, markdown, sites_of, terminal};
-pub use crate::stage::{Confound, Finding, Stage, Status};
+pub use crate::stage::{Confound, Finding, OutputCheck, Stage, Status};
 pub use crate::trace_ones::{OnesRun, judge_ones};
 pub use crate::trace_structured::{StructuredRun, judge_structured};
 pub use crate::verdict::{

@@ -102,6 +102,39 @@ impl Confound {
     }
 }
 
+/// A run's output as it was checked against its answer.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct OutputCheck {
+    /// Outputs that differ from the answer (NaN and Inf included).
+    pub mismatches: u64,
+    pub nan: u64,
+    pub inf: u64,
+    /// sum |output| / sum |answer|.
+    pub ratio: f64,
+}
+
+impl OutputCheck {
+    pub fn wrong(&self) -> bool {
+        self.mismatches > 0 || self.nan > 0 || self.inf > 0
+    }
+
+    /// The evidence line: the check on `input`, or that there was none.
+    pub(crate) fn line(check: Option<&OutputCheck>, input: &str) -> String {
+        match check {
+            Some(c) => format!(
+                "output on {input}: {} mismatches, {} NaN, {} Inf, ratio {}",
+                c.mismatches, c.nan, c.inf, c.ratio
+            ),
+            None => format!("output on {input}: not checked"),
+        }
+    }
+}
+
+/// The summary of a trace that shows operands and accumulator right when the output
+/// was not checked: the epilogue is not cleared.
+pub(crate) const OUTPUT_UNCHECKED: &str =
+    "the output was not checked, so the epilogue is not cleared";
+
 /// What one track says about the stage.
 ///
 /// Invariant: `status` is [`Status::Verdict`] only when `stage` is `Some` and

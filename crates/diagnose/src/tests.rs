@@ -1,6 +1,6 @@
 use kwb_runtime::{Kind, RECORD_MAGIC, Trace, TraceRecord};
 
-use crate::{Confound, OnesRun, Stage, Status, judge_ones};
+use crate::{Confound, OnesRun, OutputCheck, Stage, Status, judge_ones};
 
 /// A record of `kind` at `k_tile` whose `count` values range over `min..=max`.
 fn record(kind: Kind, k_tile: i32, min: f32, max: f32, count: u32) -> TraceRecord {
@@ -75,11 +75,33 @@ fn run(m: u64, n: u64, mismatches: u64, ratio: f64) -> OnesRun {
         m,
         n,
         k: 128,
-        mismatches,
-        nan: 0,
-        inf: 0,
-        ratio,
+        output: Some(OutputCheck {
+            mismatches,
+            nan: 0,
+            inf: 0,
+            ratio,
+        }),
     }
+}
+
+#[test]
+fn an_exact_trace_whose_output_nobody_checked_does_not_clear_the_epilogue() {
+    let unchecked = OnesRun {
+        output: None,
+        ..run(256, 256, 0, 1.0)
+    };
+    let f = judge_ones(&trace(clean_ones()), &unchecked);
+    assert_eq!((f.stage, f.clean), (None, false));
+    assert!(
+        f.summary.contains("the epilogue is not cleared"),
+        "{}",
+        f.summary
+    );
+    assert!(
+        f.evidence
+            .iter()
+            .any(|l| l == "output on ones: not checked")
+    );
 }
 
 #[test]
@@ -1089,18 +1111,8 @@ mod structured {
 
     use crate::{Stage, Status, StructuredRun, judge_structured};
 
-    /// Integers in [-8, 8], the `wide_int` rung's values, from a fixed xorshift.
     fn wide(rows: usize, cols: usize, seed: u64) -> Matrix {
-        let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-        let data = (0..rows * cols)
-            .map(|_| {
-                s ^= s >> 12;
-                s ^= s << 25;
-                s ^= s >> 27;
-                (s.wrapping_mul(0x2545_F491_4F6C_DD1D) % 17) as f32 - 8.0
-            })
-            .collect();
-        Matrix::new(rows, cols, data).unwrap()
+        Matrix::wide_int(rows, cols, seed)
     }
 
     fn push(trace: &mut Trace, kind: Kind, k_tile: i32, values: Vec<(f32, i32, i32, i32)>) {
@@ -1183,16 +1195,31 @@ mod structured {
             b,
             &StructuredRun {
                 input: "wide_int".to_owned(),
-                mismatches,
-                nan: 0,
-                inf: 0,
-                ratio: 1.0,
+                output: Some(crate::OutputCheck {
+                    mismatches,
+                    nan: 0,
+                    inf: 0,
+                    ratio: 1.0,
+                }),
             },
         )
     }
 
     fn inputs() -> (Matrix, Matrix) {
         (wide(64, 128, 21), wide(64, 128, 22))
+    }
+
+    #[test]
+    fn exact_operands_and_accumulator_with_no_output_check_leave_the_epilogue_open() {
+        let (a, b) = inputs();
+        let t = run(&a, &b, &[0, 1, 2, 3], (0, 0), 0.0);
+        let run = StructuredRun {
+            input: "wide_int".to_owned(),
+            output: None,
+        };
+        let f = judge_structured(&t, &a, &b, &run);
+        assert_eq!((f.stage, f.clean), (None, false), "{}", f.summary);
+        assert!(f.summary.contains("not cleared"), "{}", f.summary);
     }
 
     #[test]

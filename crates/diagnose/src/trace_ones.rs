@@ -17,7 +17,7 @@
 
 use kwb_runtime::{Kind, Trace, TraceRecord};
 
-use crate::stage::{Confound, Finding, Stage, Status};
+use crate::stage::{Confound, Finding, OUTPUT_UNCHECKED, OutputCheck, Stage, Status};
 
 /// The all-ones run the trace was recorded on, as it was checked against its answer.
 #[derive(Clone, Debug, PartialEq)]
@@ -25,12 +25,9 @@ pub struct OnesRun {
     pub m: u64,
     pub n: u64,
     pub k: u64,
-    /// Outputs that differ from the closed form (NaN and Inf included).
-    pub mismatches: u64,
-    pub nan: u64,
-    pub inf: u64,
-    /// sum |output| / sum |answer|.
-    pub ratio: f64,
+    /// The output against the closed form; `None` when nothing checked it (then an
+    /// exact trace cannot clear the epilogue).
+    pub output: Option<OutputCheck>,
 }
 
 /// The tile edge below which a problem leaves padding rows: every MMA tile of the
@@ -202,11 +199,8 @@ pub fn judge_ones(trace: &Trace, run: &OnesRun) -> Finding {
     if epilogue.records > 0 {
         evidence.push(format!("epilogue values: {}", epilogue.range()));
     }
-    let output_wrong = run.mismatches > 0 || run.nan > 0 || run.inf > 0;
-    evidence.push(format!(
-        "output on ones: {} mismatches, {} NaN, ratio {}",
-        run.mismatches, run.nan, run.ratio
-    ));
+    let output_wrong = run.output.as_ref().is_some_and(OutputCheck::wrong);
+    evidence.push(OutputCheck::line(run.output.as_ref(), "ones"));
 
     let operands = || of_kind(Kind::OperandA).chain(of_kind(Kind::OperandB));
     let bounded = operands().all(|r| r.row_bound().is_some());
@@ -268,8 +262,13 @@ pub fn judge_ones(trace: &Trace, run: &OnesRun) -> Finding {
         Finding {
             stage: Some(Stage::Epilogue),
             status: Status::Verdict,
-            factor: Some(run.ratio).filter(|r| r.is_finite()),
+            factor: run.output.map(|o| o.ratio).filter(|r| r.is_finite()),
             summary: "epilogue (operands and accumulator exact; output wrong)".to_owned(),
+            ..base
+        }
+    } else if run.output.is_none() {
+        Finding {
+            summary: format!("operands and accumulator exact on ones; {OUTPUT_UNCHECKED}"),
             ..base
         }
     } else {

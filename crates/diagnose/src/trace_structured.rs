@@ -23,17 +23,15 @@ use kwb_reconcile::{
 };
 use kwb_runtime::{Kind, Trace};
 
-use crate::stage::{Confound, Finding, Stage, Status};
+use crate::stage::{Confound, Finding, OUTPUT_UNCHECKED, OutputCheck, Stage, Status};
 
 /// The structured-input run the trace was recorded on, as its output was checked.
 #[derive(Clone, Debug, PartialEq)]
 pub struct StructuredRun {
     /// The rung's name, for the evidence (`wide_int`).
     pub input: String,
-    pub mismatches: u64,
-    pub nan: u64,
-    pub inf: u64,
-    pub ratio: f64,
+    /// The output against its answer; `None` when nothing checked it.
+    pub output: Option<OutputCheck>,
 }
 
 /// An operand checked, or why it was not.
@@ -154,11 +152,9 @@ pub fn judge_structured(trace: &Trace, a: &Matrix, b: &Matrix, run: &StructuredR
     f.evidence.push(describe_accumulator(&acc));
 
     // 3. Output.
-    let output_wrong = run.mismatches > 0 || run.nan > 0 || run.inf > 0;
-    f.evidence.push(format!(
-        "output on {input}: {} mismatches, {} NaN, {} Inf, ratio {}",
-        run.mismatches, run.nan, run.inf, run.ratio
-    ));
+    let output_wrong = run.output.as_ref().is_some_and(OutputCheck::wrong);
+    f.evidence
+        .push(OutputCheck::line(run.output.as_ref(), input));
 
     let operand_reading = |f: &mut Finding, status: Status, summary: String| {
         f.stage = Some(Stage::OperandLoad);
@@ -223,6 +219,8 @@ pub fn judge_structured(trace: &Trace, a: &Matrix, b: &Matrix, run: &StructuredR
             f.stage = Some(Stage::Epilogue);
             f.alternatives = vec![Stage::Mma];
             f.summary = format!("epilogue or mma (operands exact; {why}; output wrong)");
+        } else if run.output.is_none() {
+            f.summary = format!("operands exact on {input}; {why}; {OUTPUT_UNCHECKED}");
         } else {
             f.clean = true;
             f.summary = format!("nothing on {input} (operands and output exact; {why})");
@@ -265,6 +263,8 @@ pub fn judge_structured(trace: &Trace, a: &Matrix, b: &Matrix, run: &StructuredR
         f.stage = Some(Stage::Epilogue);
         f.status = Status::Verdict;
         f.summary = "epilogue (operands and accumulator are exactly the input's tiles and their product; output wrong)".to_owned();
+    } else if run.output.is_none() {
+        f.summary = format!("operands and accumulator exact on {input}; {OUTPUT_UNCHECKED}");
     } else {
         f.clean = true;
         f.summary = format!("nothing on {input} (operands, accumulator and output exact)");

@@ -20,6 +20,22 @@ impl Matrix {
     pub fn row(&self, r: usize) -> &[f32] {
         &self.data[r * self.cols..(r + 1) * self.cols]
     }
+
+    /// Integers in [-8, 8] (what the suite harness's `wide_int` input holds) from a
+    /// fixed xorshift of `seed`: an input whose runs of 8 values are all but unique,
+    /// for synthetic runs and tests of the model.
+    pub fn wide_int(rows: usize, cols: usize, seed: u64) -> Matrix {
+        let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        let data = (0..rows * cols)
+            .map(|_| {
+                s ^= s >> 12;
+                s ^= s << 25;
+                s ^= s >> 27;
+                (s.wrapping_mul(0x2545_F491_4F6C_DD1D) % 17) as f32 - 8.0
+            })
+            .collect();
+        Matrix { rows, cols, data }
+    }
 }
 
 /// The product `P = A·Bᵀ` (`P(m, n) = Σ_k A(m, k) B(n, k)`) in f64, with the bound

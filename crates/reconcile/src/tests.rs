@@ -6,18 +6,8 @@ use kwb_runtime::{Kind, RECORD_SIZE, TileValue, Trace, TraceRecord};
 
 use super::*;
 
-/// Integers in [-8, 8], the `wide_int` rung's values, from a fixed xorshift.
 fn wide(rows: usize, cols: usize, seed: u64) -> Matrix {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let data = (0..rows * cols)
-        .map(|_| {
-            s ^= s >> 12;
-            s ^= s << 25;
-            s ^= s >> 27;
-            (s.wrapping_mul(0x2545_F491_4F6C_DD1D) % 17) as f32 - 8.0
-        })
-        .collect();
-    Matrix::new(rows, cols, data).unwrap()
+    Matrix::wide_int(rows, cols, seed)
 }
 
 fn record(kind: Kind, warp: u32, k_tile: i32) -> TraceRecord {

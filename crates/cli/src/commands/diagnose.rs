@@ -20,9 +20,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use kwb_diagnose::{
-    DescriptorIssue, Diagnosis, EncodedMap, Evidence, Finding, OnesRun, RungOutcome, RungState,
-    Status, check_descriptors, judge_ladder, judge_ones, nan_origin, reconcile, sites_of,
-    with_descriptors,
+    DescriptorIssue, Diagnosis, EncodedMap, Evidence, OnesRun, OutputCheck, RungOutcome, RungState,
+    check_descriptors, judge_ladder, judge_ones, nan_origin, reconcile, sites_of, with_descriptors,
 };
 use kwb_gpu::{GpuError, Report};
 use miette::Report as Problem;
@@ -146,29 +145,20 @@ pub fn run(args: Args) -> i32 {
             .iter()
             .find(|r| r.rung == "ones")
             .filter(|_| trace_shape == shape);
-        let finding = judge_ones(t, &ones_run(trace_shape, ones));
-        if ones.is_none() {
-            with_unchecked_output(finding)
-        } else {
-            finding
-        }
+        judge_ones(t, &ones_run(trace_shape, ones))
     });
-    // The full trace's output check is the user's harness's: kwb has no rung with
-    // those inputs, so its output is taken as unchecked.
+    // The full trace's output is checked by the user's harness, not here: kwb has no
+    // rung with those inputs.
     let full_finding = full.as_ref().map(|(t, (a, b))| {
-        let finding = kwb_diagnose::judge_structured(
+        kwb_diagnose::judge_structured(
             t,
             a,
             b,
             &kwb_diagnose::StructuredRun {
                 input: "the full trace's inputs".to_owned(),
-                mismatches: 0,
-                nan: 0,
-                inf: 0,
-                ratio: 1.0,
+                output: None,
             },
-        );
-        with_unchecked_output(finding)
+        )
     });
     if trace.is_none() && full.is_none() {
         not_run.push(
@@ -178,13 +168,17 @@ pub fn run(args: Args) -> i32 {
     let descriptors = descriptor_issues(&extraction);
     let combined = kwb_diagnose::combine_traces(traced.clone(), full_finding.clone());
     let verdict = with_descriptors(reconcile(combined.as_ref(), ladder.as_ref()), &descriptors);
-    let sites = match (
-        trace.as_ref().or(full.as_ref().map(|(t, _)| t)),
-        verdict.stage,
-    ) {
-        (Some(t), Some(stage)) => sites_of(t, stage),
-        _ => Vec::new(),
-    };
+    // The stage's probe sites in either trace, once each.
+    let mut sites = Vec::new();
+    if let Some(stage) = verdict.stage {
+        for t in trace.iter().chain(full.as_ref().map(|(t, _)| t)) {
+            for site in sites_of(t, stage) {
+                if !sites.contains(&site) {
+                    sites.push(site);
+                }
+            }
+        }
+    }
     let mut evidence = Vec::new();
     if let Some(f) = traced {
         evidence.push(Evidence {
@@ -407,34 +401,19 @@ fn outcomes(report: &Report) -> Vec<RungOutcome> {
 }
 
 /// The traced run at `shape`, its output checked by the ladder's ones rung (the same
-/// instantiation on the same inputs at the same shape), else unknown (taken as right).
+/// instantiation on the same inputs at the same shape) when there is one.
 fn ones_run(shape: (usize, usize, usize), ones: Option<&RungOutcome>) -> OnesRun {
     OnesRun {
         m: shape.0 as u64,
         n: shape.1 as u64,
         k: shape.2 as u64,
-        mismatches: ones.map_or(0, |r| r.mismatches as u64),
-        nan: ones.map_or(0, |r| r.non_finite as u64),
-        inf: 0,
-        ratio: ones.map_or(1.0, |r| r.ratio),
+        output: ones.map(|r| OutputCheck {
+            mismatches: r.mismatches as u64,
+            nan: r.non_finite as u64,
+            inf: 0,
+            ratio: r.ratio,
+        }),
     }
-}
-
-/// A trace finding without the output check: "nothing wrong" cannot rule out the
-/// epilogue, so it says so.
-fn with_unchecked_output(mut f: Finding) -> Finding {
-    for line in &mut f.evidence {
-        if line.starts_with("output on ") {
-            *line =
-                "output: not checked (no ladder rung ran on these inputs at this shape)".to_owned();
-        }
-    }
-    if f.stage.is_none() {
-        f.summary = "operands and accumulator exact; the output was not checked (no ladder rung ran on these inputs at this shape), so the epilogue is not cleared".to_owned();
-        f.status = Status::Draft;
-        f.clean = false;
-    }
-    f
 }
 
 fn write_report(dir: &Path, d: &Diagnosis, report: Option<&Report>) -> Result<(), i32> {
