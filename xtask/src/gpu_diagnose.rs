@@ -132,23 +132,8 @@ pub fn run(root: &Path, options: &Options) -> Result {
         if v.trace_skip.is_some() || b.result.is_err() {
             continue;
         }
-        let stem = format!("{}.{}.{}", v.family, v.defect, crate::gpu_provenance::INPUT);
-        let trace = options.out.join(format!("{stem}.trace"));
-        let dump = options.out.join(format!("{stem}.inputs"));
-        let _ = std::fs::remove_file(&trace);
-        let _ = std::fs::remove_dir_all(&dump);
-        if std::fs::create_dir_all(&dump).is_err() {
-            continue;
-        }
-        run_one(
-            &b.binary,
-            &["--input", crate::gpu_provenance::INPUT],
-            &[(kwb_runtime::OUT_ENV, &trace), ("KWB_DUMP_DIR", &dump)],
-            options.timeout,
-        );
-        let operand =
-            |name: &str| dump.join(format!("{}.{name}.npy", crate::gpu_provenance::INPUT));
-        let (a, bm) = (operand("A"), operand("B"));
+        let (run, _) = crate::gpu_provenance::run_full(&b, &options.out, options.timeout);
+        let (trace, a, bm) = (run.trace.clone(), run.operand("A"), run.operand("B"));
         if trace.is_file() && a.is_file() && bm.is_file() {
             full_traces.push((
                 format!("{}/{}", v.family, v.defect),

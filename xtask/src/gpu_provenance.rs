@@ -26,32 +26,60 @@ pub const CTA: [u32; 3] = [1, 0, 0];
 /// The input rung of this pass.
 pub const INPUT: &str = "wide_int";
 
-/// Runs a full-trace build on `wide_int` with the operands dumped next to the trace,
-/// judges it, and removes the (large) trace file unless `keep`.
-pub fn trace_and_judge(b: &crate::kernels::Built<'_>, options: &Options) -> Judged {
+/// Where a variant's full run writes its trace and the operands it uploaded.
+pub struct FullRun {
+    pub trace: PathBuf,
+    pub dump: PathBuf,
+}
+
+impl FullRun {
+    /// The dumped operand `name` (A or B).
+    pub fn operand(&self, name: &str) -> PathBuf {
+        self.dump.join(format!("{INPUT}.{name}.npy"))
+    }
+}
+
+/// Runs a full-trace build on `wide_int` with its operands dumped, into fresh files
+/// under `out` (`FAMILY.DEFECT.wide_int.trace` and `.inputs/`).
+pub fn run_full(
+    b: &crate::kernels::Built<'_>,
+    out: &Path,
+    timeout: std::time::Duration,
+) -> (FullRun, Ran) {
     let stem = format!("{}.{}.{INPUT}", b.variant.family, b.variant.defect);
-    let trace_path = options.out.join(format!("{stem}.trace"));
-    let dump = options.out.join(format!("{stem}.inputs"));
-    let _ = std::fs::remove_file(&trace_path);
-    let _ = std::fs::remove_dir_all(&dump);
-    let ran = match (&b.result, std::fs::create_dir_all(&dump)) {
+    let run = FullRun {
+        trace: out.join(format!("{stem}.trace")),
+        dump: out.join(format!("{stem}.inputs")),
+    };
+    let _ = std::fs::remove_file(&run.trace);
+    let _ = std::fs::remove_dir_all(&run.dump);
+    let ran = match (&b.result, std::fs::create_dir_all(&run.dump)) {
         (Ok(_), Ok(())) => run_one(
             &b.binary,
             &["--input", INPUT],
-            &[(kwb_runtime::OUT_ENV, &trace_path), ("KWB_DUMP_DIR", &dump)],
-            options.timeout,
+            &[
+                (kwb_runtime::OUT_ENV, &run.trace),
+                ("KWB_DUMP_DIR", &run.dump),
+            ],
+            timeout,
         ),
         (Err(e), _) => failed(format!(
             "build failed: {}",
             e.lines().next().unwrap_or_default()
         )),
-        (_, Err(e)) => failed(format!("{}: {e}", dump.display())),
+        (_, Err(e)) => failed(format!("{}: {e}", run.dump.display())),
     };
-    let trace = std::fs::read(&trace_path)
+    (run, ran)
+}
+
+/// Runs a full-trace build (`run_full`), judges it, and removes the (large) trace.
+pub fn trace_and_judge(b: &crate::kernels::Built<'_>, options: &Options) -> Judged {
+    let (run, ran) = run_full(b, &options.out, options.timeout);
+    let trace = std::fs::read(&run.trace)
         .map_err(|e| e.to_string())
         .and_then(|bytes| kwb_runtime::decode(&bytes).map_err(|e| e.to_string()));
-    let judged = judge(b.variant, &ran, trace.as_ref(), &dump);
-    let _ = std::fs::remove_file(&trace_path);
+    let judged = judge(b.variant, &ran, trace.as_ref(), &run);
+    let _ = std::fs::remove_file(&run.trace);
     judged
 }
 
@@ -81,13 +109,13 @@ fn judge(
     variant: &Variant,
     ran: &Ran,
     trace: std::result::Result<&Trace, &String>,
-    dump: &Path,
+    run: &FullRun,
 ) -> Judged {
     let (trace, rung) = match crate::gpu_trace::judgeable(variant, ran, trace, INPUT) {
         Ok(x) => x,
         Err(judged) => return judged,
     };
-    let input = |name: &str| read_matrix(&dump.join(format!("{INPUT}.{name}.npy")));
+    let input = |name: &str| read_matrix(&run.operand(name));
     let (a, b) = match (input("A"), input("B")) {
         (Ok(a), Ok(b)) => (a, b),
         (Err(e), _) | (_, Err(e)) => return Judged::failed(format!("no dumped operands: {e}")),
