@@ -17,10 +17,20 @@ fn root() -> PathBuf {
 }
 
 fn diagnose(dir: &Path, defect: &str, extra: &[&str]) -> Run {
+    diagnose_kernel(dir, ("mma_sync", "gemm_mma_sync"), defect, extra)
+}
+
+/// `kwb diagnose` of a suite family's kernel, built with `defect`.
+fn diagnose_kernel(
+    dir: &Path,
+    (family, kernel): (&str, &str),
+    defect: &str,
+    extra: &[&str],
+) -> Run {
     let out = Command::new(env!("CARGO_BIN_EXE_kwb"))
         .arg("diagnose")
-        .arg(root().join("kernels/mma_sync/gemm.cu"))
-        .args(["--kernel", "gemm_mma_sync", "-I"])
+        .arg(root().join(format!("kernels/{family}/gemm.cu")))
+        .args(["--kernel", kernel, "-I"])
         .arg(root().join("kernels/common"))
         .arg(format!("-DKWB_DEFECT={defect}"))
         .args(extra)
@@ -172,26 +182,21 @@ fn a_real_trace_is_judged_reconciled_and_reported() {
 #[test]
 fn a_map_whose_pitch_is_the_width_is_a_descriptor_draft_from_the_source_alone() {
     let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_kwb"))
-        .arg("diagnose")
-        .arg(root().join("kernels/tma_wgmma_sm90/gemm.cu"))
-        .args(["--kernel", "gemm_wgmma_tma", "-I"])
-        .arg(root().join("kernels/common"))
-        .args(["-DKWB_DEFECT=tmap_stride", "--json"])
-        .current_dir(dir.path())
-        .env("NO_COLOR", "1")
-        .env("KWB_CACHE_DIR", dir.path().join("cache"))
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let d: serde_json::Value = serde_json::from_str(&stdout).expect("JSON on stdout");
+    let r = diagnose_kernel(
+        dir.path(),
+        ("tma_wgmma_sm90", "gemm_wgmma_tma"),
+        "tmap_stride",
+        &["--json"],
+    );
+    let stdout = &r.stdout;
+    let d: serde_json::Value = serde_json::from_str(stdout).expect("JSON on stdout");
     assert_eq!(d["descriptors"][0]["param"], "tmap_a", "{stdout}");
     assert_eq!(d["descriptors"][0]["field"], "strides", "{stdout}");
     assert_eq!(d["descriptors"][1]["param"], "tmap_b", "{stdout}");
     assert_eq!(d["verdict"]["stage"], "descriptor", "{stdout}");
     if !driver_here() {
         // No ladder, no trace: the source is the only evidence, so a draft.
-        assert_eq!(out.status.code(), Some(0));
+        assert_eq!(r.code, 0, "{}", r.stderr);
         assert_eq!(d["verdict"]["status"], "DRAFT", "{stdout}");
     }
 }
