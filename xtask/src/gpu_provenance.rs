@@ -131,6 +131,8 @@ fn judge(
                 nan: rung.nan,
                 inf: rung.inf,
                 ratio: rung.ratio,
+                // The harness counts wrong outputs, not where they are.
+                wrong_tiles: None,
             }),
         },
     );

@@ -6,6 +6,7 @@
 use serde::Serialize;
 
 use crate::pattern::{Classified, Pattern};
+use crate::place::WrongTiles;
 use crate::stage::{Finding, Stage, Status};
 
 /// One rung as `kwb run` reported it.
@@ -47,7 +48,8 @@ impl RungOutcome {
 /// The stages the ladder's outcomes point at.
 pub fn judge_ladder(rungs: &[RungOutcome]) -> Finding {
     let evidence: Vec<String> = rungs.iter().map(describe).collect();
-    let base = Finding::open(evidence);
+    let mut base = Finding::open(evidence);
+    base.wrong_tiles = wrong_tiles(rungs);
     let draft =
         |stage: Stage, alternatives: Vec<Stage>, summary: String, factor: Option<f64>| Finding {
             stage: Some(stage),
@@ -199,6 +201,24 @@ pub fn judge_ladder(rungs: &[RungOutcome]) -> Finding {
         ),
         None,
     )
+}
+
+/// The CTA tiles wrong on any failing rung of exact values (zeros, ones, integers:
+/// not random or dumped data, whose failures a trace on integers may not share).
+/// None: no such rung failed, one was not classified, or they ran on different grids.
+fn wrong_tiles(rungs: &[RungOutcome]) -> Option<WrongTiles> {
+    let mut union: Option<WrongTiles> = None;
+    for r in rungs
+        .iter()
+        .filter(|r| r.failed() && !matches!(r.family(), "random" | "dump"))
+    {
+        let tiles = &r.pattern.as_ref()?.tiles;
+        union = Some(match union {
+            None => tiles.clone(),
+            Some(u) => u.union(tiles)?,
+        });
+    }
+    union
 }
 
 fn describe(r: &RungOutcome) -> String {

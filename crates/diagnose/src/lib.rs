@@ -8,6 +8,10 @@
 //!   counted twice, a row or column band, a period, a transpose, one CTA tile).
 //! - [`judge_ladder`]: the stages the controlled-input ladder's outcomes point at
 //!   (always a draft, except every rung right).
+//! - [`WrongTiles`] and [`Region`]: where a rung's output is wrong and which tile a
+//!   trace's CTA computed; a trace's reading joins an output check only where they
+//!   meet, and a full trace that clears operands and accumulator narrows the ladder's
+//!   candidates there (elimination).
 //! - [`reconcile`]: the two together, VERDICT or DRAFT, with what is missing;
 //!   [`nan_origin`]: the first stage and K tile with a NaN or an Inf.
 //! - [`check_descriptors`]: the TMA maps a launcher encodes against the canonical map
@@ -25,6 +29,7 @@ mod heat;
 mod ladder;
 mod pattern;
 mod picture;
+mod place;
 mod report;
 mod stage;
 mod trace_ones;
@@ -36,8 +41,9 @@ pub use crate::heat::{Heat, MAX_CELLS};
 pub use crate::ladder::{RungOutcome, RungState, judge_ladder};
 pub use crate::pattern::{Axis, Classified, ErrorGrid, Pattern, classify};
 pub use crate::picture::{heat_png, heat_svg};
+pub use crate::place::{Located, Region, WrongTiles};
 pub use crate::report::{Diagnosis, Evidence, SiteRef, headline, markdown, sites_of, terminal};
-pub use crate::stage::{Confound, Finding, OutputCheck, Stage, Status};
+pub use crate::stage::{Cleared, Confound, Finding, OutputCheck, Stage, Status};
 pub use crate::trace_ones::{OnesRun, judge_ones};
 pub use crate::trace_structured::{StructuredRun, judge_structured};
 pub use crate::verdict::{

@@ -7,6 +7,8 @@
 
 use serde::Serialize;
 
+use crate::place::WrongTiles;
+
 /// One rung's output against its answer, row-major M x N.
 #[derive(Clone, Copy, Debug)]
 pub struct ErrorGrid<'a> {
@@ -110,6 +112,8 @@ pub struct Classified {
     pub wrong: usize,
     /// Wrong outputs that are NaN or Inf.
     pub non_finite: usize,
+    /// The CTA tiles that hold them.
+    pub tiles: WrongTiles,
 }
 
 /// K steps a residue is read in: a K tile of any kernel kwb knows is a multiple.
@@ -148,6 +152,7 @@ pub fn classify(grid: &ErrorGrid<'_>) -> Classified {
         pattern,
         wrong: count,
         non_finite,
+        tiles: WrongTiles::of(m, n, grid.tile, &wrong),
     }
 }
 

@@ -3,6 +3,8 @@
 
 use serde::Serialize;
 
+use crate::place::{Region, WrongTiles};
+
 /// A stage of the kernel's data path.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -79,6 +81,10 @@ pub enum Confound {
     /// An operand read with coordinates holds no run of the input: the kernel reads
     /// it in another layout, or the probe's coordinates are wrong.
     ProbeCoordinates,
+    /// The trace shows its CTA right up to the accumulator, and the output is wrong
+    /// somewhere, but not (or not known to be) in the traced CTA's tile: another
+    /// tile's operands or accumulation could be what is wrong.
+    ElsewhereThanTraced,
 }
 
 impl Confound {
@@ -98,12 +104,15 @@ impl Confound {
             Confound::ProbeCoordinates => {
                 "the probe's coordinates could be wrong instead of the kernel's layout".to_owned()
             }
+            Confound::ElsewhereThanTraced => {
+                "the traced CTA is right up to the accumulator, but the wrong outputs may lie in tiles it did not compute".to_owned()
+            }
         }
     }
 }
 
 /// A run's output as it was checked against its answer.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct OutputCheck {
     /// Outputs that differ from the answer (NaN and Inf included).
     pub mismatches: u64,
@@ -111,6 +120,9 @@ pub struct OutputCheck {
     pub inf: u64,
     /// sum |output| / sum |answer|.
     pub ratio: f64,
+    /// The CTA tiles with wrong outputs, where the check knows them. A trace's reading
+    /// of "output wrong" holds for the traced tile only where these meet it.
+    pub wrong_tiles: Option<WrongTiles>,
 }
 
 impl OutputCheck {
@@ -135,6 +147,18 @@ impl OutputCheck {
 pub(crate) const OUTPUT_UNCHECKED: &str =
     "the output was not checked, so the epilogue is not cleared";
 
+/// Stages a trace shows right (operands exactly the inputs' tiles, accumulator
+/// exactly their product) over the output region its CTA computed.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Cleared {
+    pub stages: Vec<Stage>,
+    /// The traced CTA's region of the output (None: not known, a local frame).
+    pub region: Option<Region>,
+    /// The problem's M and N the trace ran at (a region means nothing at another).
+    pub m: u64,
+    pub n: u64,
+}
+
 /// What one track says about the stage.
 ///
 /// Invariant: `status` is [`Status::Verdict`] only when `stage` is `Some` and
@@ -155,6 +179,11 @@ pub struct Finding {
     pub k_tile: Option<i32>,
     /// got / expected where one factor relates them (2.000 for a doubled value).
     pub factor: Option<f64>,
+    /// Stages this evidence shows right, and where (a trace speaks for its CTA's
+    /// tile only).
+    pub cleared: Option<Cleared>,
+    /// The CTA tiles the evidence saw wrong (a ladder: over its failing rungs).
+    pub wrong_tiles: Option<WrongTiles>,
     /// One line: the stage and why.
     pub summary: String,
     /// The numbers behind it.
@@ -173,6 +202,8 @@ impl Finding {
             confound: None,
             k_tile: None,
             factor: None,
+            cleared: None,
+            wrong_tiles: None,
             summary: String::new(),
             evidence,
         }

@@ -80,8 +80,14 @@ fn run(m: u64, n: u64, mismatches: u64, ratio: f64) -> OnesRun {
             nan: 0,
             inf: 0,
             ratio,
+            wrong_tiles: (mismatches > 0).then(|| every_tile(m as usize, n as usize)),
         }),
     }
+}
+
+/// Every 128 x 128 tile of an `m` x `n` output wrong.
+fn every_tile(m: usize, n: usize) -> crate::WrongTiles {
+    crate::WrongTiles::of(m, n, (128, 128), &vec![true; m * n])
 }
 
 #[test]
@@ -111,6 +117,84 @@ fn a_clean_trace_on_a_right_output_is_clean_and_names_no_stage() {
     assert!(f.clean);
     assert_eq!(f.status, Status::Draft, "ones cannot see a permutation");
     assert!(f.fits(None));
+}
+
+#[test]
+fn an_output_wrong_away_from_the_traced_ctas_origin_is_no_epilogue_verdict() {
+    let mut records = clean_ones();
+    for r in &mut records {
+        (r.tile_m, r.tile_n) = (128, 0);
+    }
+    // 256 x 256 in 128 x 128 tiles; only tile (1, 1) wrong.
+    let wrong: Vec<bool> = (0..256 * 256)
+        .map(|i| i / 256 >= 128 && i % 256 >= 128)
+        .collect();
+    let mut ones = run(256, 256, 16384, 1.0);
+    ones.output.as_mut().unwrap().wrong_tiles =
+        Some(crate::WrongTiles::of(256, 256, (128, 128), &wrong));
+    let f = judge_ones(&trace(records.clone()), &ones);
+    assert_eq!(
+        (f.stage, f.status, f.confound.clone()),
+        (
+            Some(Stage::Epilogue),
+            Status::Draft,
+            Some(Confound::ElsewhereThanTraced)
+        ),
+        "{}",
+        f.summary
+    );
+    // A trace of the wrong tile (1, 1) itself: the epilogue.
+    for r in &mut records {
+        (r.tile_m, r.tile_n) = (128, 128);
+    }
+    let f = judge_ones(&trace(records), &ones);
+    assert_eq!(
+        (f.stage, f.status),
+        (Some(Stage::Epilogue), Status::Verdict),
+        "{}",
+        f.summary
+    );
+}
+
+mod places {
+    use crate::{Located, Region, WrongTiles};
+
+    #[test]
+    fn wrong_tiles_count_per_tile_and_locate_a_region() {
+        // 200 x 300 in 128 x 128 tiles: 2 x 3 tiles, the last row and column partial.
+        let wrong: Vec<bool> = (0..200 * 300)
+            .map(|i| i == 199 * 300 + 299 || i == 5)
+            .collect();
+        let w = WrongTiles::of(200, 300, (128, 128), &wrong);
+        assert_eq!((w.rows(), w.cols()), (2, 3));
+        assert_eq!(w.wrong, vec![(0, 0, 1), (1, 2, 1)]);
+        assert!(!w.all());
+        let at = |m0, n0| Region {
+            m0,
+            m1: m0 + 1,
+            n0,
+            n1: n0 + 1,
+        };
+        assert_eq!(w.locate(Some(&at(150, 260))), Located::Inside);
+        assert_eq!(
+            w.locate(Some(&at(0, 130))),
+            Located::Outside {
+                first: Region {
+                    m0: 0,
+                    m1: 128,
+                    n0: 0,
+                    n1: 128
+                }
+            }
+        );
+        assert_eq!(w.locate(None), Located::Unknown);
+        let every = WrongTiles::of(200, 300, (128, 128), &vec![true; 200 * 300]);
+        assert!(every.all());
+        assert_eq!(every.locate(None), Located::Inside);
+        assert_eq!(w.union(&every).unwrap().wrong.len(), 6);
+        let other = WrongTiles::of(200, 300, (64, 64), &wrong);
+        assert_eq!(w.union(&other), None);
+    }
 }
 
 #[test]
@@ -466,6 +550,7 @@ mod ladder_and_verdict {
                 pattern,
                 wrong,
                 non_finite: 0,
+                tiles: super::every_tile(256, 256),
             }),
         }
     }
@@ -714,6 +799,114 @@ mod ladder_and_verdict {
             (Status::Verdict, Some(Stage::OperandLoad))
         );
         assert_eq!(reconcile(None, None).status, Status::Draft);
+    }
+
+    /// A full trace that shows operands and accumulator right in tile (0, 0) of a
+    /// 256 x 256 output (`region`: where its CTA is known to lie).
+    fn cleared(region: Option<crate::Region>) -> crate::Finding {
+        crate::Finding {
+            cleared: Some(crate::Cleared {
+                stages: vec![Stage::OperandLoad, Stage::Descriptor, Stage::Mma],
+                region,
+                m: 256,
+                n: 256,
+            }),
+            summary: "operands and accumulator exact".to_owned(),
+            ..crate::Finding::open(Vec::new())
+        }
+    }
+
+    fn tile_zero() -> Option<crate::Region> {
+        Some(crate::Region {
+            m0: 0,
+            m1: 128,
+            n0: 0,
+            n1: 128,
+        })
+    }
+
+    /// `failing` with each failing rung wrong in the 128 x 128 tiles `tiles` only.
+    fn failing_in(names: &[&str], tiles: &[(usize, usize)]) -> Vec<RungOutcome> {
+        let wrong: Vec<bool> = (0..256 * 256)
+            .map(|i| tiles.contains(&(i / 256 / 128, i % 256 / 128)))
+            .collect();
+        failing(names, None, 1.0)
+            .into_iter()
+            .map(|mut r| {
+                if let Some(p) = &mut r.pattern {
+                    p.tiles = crate::WrongTiles::of(256, 256, (128, 128), &wrong);
+                }
+                r
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_full_trace_that_clears_the_operands_and_mma_leaves_the_epilogue_where_the_ladder_fails() {
+        // Ones right, integers wrong: operand-load, descriptor or a permuting epilogue.
+        let l = judge_ladder(&failing_in(&["small-int:1", "random:1"], &[(0, 0), (1, 1)]));
+        assert_eq!(l.stage, Some(Stage::OperandLoad));
+        let v = reconcile(Some(&cleared(tile_zero())), Some(&l));
+        assert_eq!(
+            (v.status, v.stage),
+            (Status::Verdict, Some(Stage::Epilogue)),
+            "{}",
+            v.summary
+        );
+        assert!(v.summary.contains("by elimination"), "{}", v.summary);
+        // Every tile wrong: wherever the traced CTA lies, its tile is wrong.
+        let everywhere = judge_ladder(&failing(&["small-int:1"], None, 1.0));
+        let v = reconcile(Some(&cleared(None)), Some(&everywhere));
+        assert_eq!(
+            (v.status, v.stage),
+            (Status::Verdict, Some(Stage::Epilogue))
+        );
+    }
+
+    #[test]
+    fn elimination_needs_the_wrong_outputs_in_the_traced_tile_on_exact_inputs() {
+        // Wrong only in tile (1, 1): the trace of tile (0, 0) clears nothing there.
+        let l = judge_ladder(&failing_in(&["small-int:1", "random:1"], &[(1, 1)]));
+        let v = reconcile(Some(&cleared(tile_zero())), Some(&l));
+        assert_eq!(v.status, Status::Draft, "{}", v.summary);
+        assert_eq!(v.stage, Some(Stage::OperandLoad));
+        assert_eq!(v.confound, Some(Confound::ElsewhereThanTraced));
+        assert!(
+            v.missing
+                .iter()
+                .any(|m| m.contains("rows 128..256, columns 128..256")),
+            "{:?}",
+            v.missing
+        );
+        // The traced CTA's place unknown and only some tiles wrong: narrowed, a draft.
+        let v = reconcile(Some(&cleared(None)), Some(&l));
+        assert_eq!(
+            (v.status, v.stage, v.confound.clone()),
+            (
+                Status::Draft,
+                Some(Stage::Epilogue),
+                Some(Confound::ElsewhereThanTraced)
+            ),
+            "{}",
+            v.summary
+        );
+        // Only random fails: a trace on integers may not share a failure of
+        // fractional values (a conversion), so nothing is joined.
+        let random = judge_ladder(&failing(&["random:1"], None, 1.0));
+        let v = reconcile(Some(&cleared(tile_zero())), Some(&random));
+        assert_eq!(v.status, Status::Draft, "{}", v.summary);
+        // A ladder that only names cleared stages disagrees with the trace.
+        let mma = judge_ladder(&failing(
+            &["ones", "small-int:1"],
+            Some(Pattern::KResidue {
+                factor: 1.03125,
+                extra_k: 32,
+            }),
+            1.03125,
+        ));
+        let v = reconcile(Some(&cleared(tile_zero())), Some(&mma));
+        assert_eq!(v.status, Status::Draft, "{}", v.summary);
+        assert!(v.summary.contains("disagree"), "{}", v.summary);
     }
 
     #[test]
@@ -1057,6 +1250,7 @@ mod renderings {
                     },
                     wrong: 65536,
                     non_finite: 0,
+                    tiles: crate::WrongTiles::of(256, 256, (128, 128), &[true; 65536]),
                 }),
             },
         ];
@@ -1200,6 +1394,8 @@ mod structured {
                     nan: 0,
                     inf: 0,
                     ratio: 1.0,
+                    wrong_tiles: (mismatches > 0)
+                        .then(|| crate::WrongTiles::of(64, 64, (64, 64), &[true; 64 * 64])),
                 }),
             },
         )
@@ -1295,6 +1491,126 @@ mod structured {
             "{}",
             f.summary
         );
+    }
+
+    /// A check of the 64 x 64 output with only tile (`row`, `col`) of 16 x 16 wrong.
+    fn wrong_in(row: usize, col: usize) -> crate::OutputCheck {
+        let wrong: Vec<bool> = (0..64 * 64)
+            .map(|i| (i / 64 / 16, i % 64 / 16) == (row, col))
+            .collect();
+        crate::OutputCheck {
+            mismatches: 256,
+            nan: 0,
+            inf: 0,
+            ratio: 1.0,
+            wrong_tiles: Some(crate::WrongTiles::of(64, 64, (16, 16), &wrong)),
+        }
+    }
+
+    fn judged_with(
+        t: &Trace,
+        a: &Matrix,
+        b: &Matrix,
+        output: crate::OutputCheck,
+    ) -> crate::Finding {
+        judge_structured(
+            t,
+            a,
+            b,
+            &StructuredRun {
+                input: "wide_int".to_owned(),
+                output: Some(output),
+            },
+        )
+    }
+
+    #[test]
+    fn a_right_traced_tile_under_an_output_wrong_elsewhere_is_no_epilogue_verdict() {
+        let (a, b) = inputs();
+        // The accumulator at global coordinates rows 16..32, columns 0..16: tile (1, 0).
+        let t = run_at(&a, &b, &[0, 1, 2, 3], (16, 0), (0, 0), 0.0);
+        let inside = judged_with(&t, &a, &b, wrong_in(1, 0));
+        assert_eq!(
+            (inside.stage, inside.status),
+            (Some(Stage::Epilogue), Status::Verdict),
+            "{}",
+            inside.summary
+        );
+        let cleared = inside
+            .cleared
+            .as_ref()
+            .expect("operands and accumulator right");
+        assert_eq!(
+            cleared.region,
+            Some(crate::Region {
+                m0: 16,
+                m1: 32,
+                n0: 0,
+                n1: 16
+            })
+        );
+        // Only tile (3, 3) wrong: the traced CTA says nothing about it.
+        let outside = judged_with(&t, &a, &b, wrong_in(3, 3));
+        assert_eq!(outside.status, Status::Draft, "{}", outside.summary);
+        assert_eq!(outside.confound, Some(crate::Confound::ElsewhereThanTraced));
+        assert!(outside.fits(Some(Stage::OperandLoad)));
+        assert!(
+            outside.summary.contains("rows 48..64, columns 48..64"),
+            "{}",
+            outside.summary
+        );
+        // Coordinates from 0 with no tile origin: a local frame may sit anywhere, so
+        // a partial error map cannot be joined to it.
+        let mut local = run(&a, &b, &[0, 1, 2, 3], (0, 0), 0.0);
+        for r in &mut local.records {
+            (r.tile_m, r.tile_n) = (-1, -1);
+        }
+        let unknown = judged_with(&local, &a, &b, wrong_in(0, 0));
+        assert_eq!(unknown.status, Status::Draft, "{}", unknown.summary);
+        assert_eq!(unknown.cleared.as_ref().and_then(|c| c.region), None);
+        // A check that does not say where it is wrong joins nothing.
+        let nowhere = judged_with(
+            &t,
+            &a,
+            &b,
+            crate::OutputCheck {
+                wrong_tiles: None,
+                ..wrong_in(1, 0)
+            },
+        );
+        assert_eq!(nowhere.status, Status::Draft, "{}", nowhere.summary);
+    }
+
+    #[test]
+    fn a_local_frame_is_placed_only_by_the_origin_its_records_name() {
+        let (a, b) = inputs();
+        // Coordinates from 0, values of the product at (16.., 0..): with the records
+        // naming origin (16, 0) the region is rows 16..32; naming (32, 0) it is none
+        // (the CTA holds another tile than its own).
+        for (origin, region) in [
+            (
+                (16, 0),
+                Some(crate::Region {
+                    m0: 16,
+                    m1: 32,
+                    n0: 0,
+                    n1: 16,
+                }),
+            ),
+            ((32, 0), None),
+        ] {
+            let mut t = run(&a, &b, &[0, 1, 2, 3], (16, 0), 0.0);
+            for r in &mut t.records {
+                (r.tile_m, r.tile_n) = origin;
+            }
+            let f = judged_with(&t, &a, &b, wrong_in(1, 0));
+            assert_eq!(
+                f.cleared.as_ref().and_then(|c| c.region),
+                region,
+                "{origin:?}: {}",
+                f.summary
+            );
+        }
     }
 
     #[test]

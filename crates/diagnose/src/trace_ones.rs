@@ -17,6 +17,7 @@
 
 use kwb_runtime::{Kind, Trace, TraceRecord};
 
+use crate::place::{joinable, traced_origin};
 use crate::stage::{Confound, Finding, OUTPUT_UNCHECKED, OutputCheck, Stage, Status};
 
 /// The all-ones run the trace was recorded on, as it was checked against its answer.
@@ -258,13 +259,27 @@ pub fn judge_ones(trace: &Trace, run: &OnesRun) -> Finding {
                 ..base
             }
         }
-    } else if output_wrong {
-        Finding {
-            stage: Some(Stage::Epilogue),
-            status: Status::Verdict,
-            factor: run.output.map(|o| o.ratio).filter(|r| r.is_finite()),
-            summary: "epilogue (operands and accumulator exact; output wrong)".to_owned(),
-            ..base
+    } else if let Some(output) = run.output.as_ref().filter(|_| output_wrong) {
+        let region = traced_origin(trace);
+        let factor = Some(output.ratio).filter(|r| r.is_finite());
+        match joinable(output, region.as_ref()) {
+            Ok(()) => Finding {
+                stage: Some(Stage::Epilogue),
+                status: Status::Verdict,
+                factor,
+                summary: "epilogue (operands and accumulator exact; output wrong)".to_owned(),
+                ..base
+            },
+            Err(why) => Finding {
+                stage: Some(Stage::Epilogue),
+                alternatives: vec![Stage::Mma, Stage::OperandLoad, Stage::Descriptor],
+                confound: Some(Confound::ElsewhereThanTraced),
+                factor,
+                summary: format!(
+                    "epilogue? (operands and accumulator exact in the traced CTA; output wrong, but {why})"
+                ),
+                ..base
+            },
         }
     } else if run.output.is_none() {
         Finding {

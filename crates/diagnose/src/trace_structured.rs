@@ -23,7 +23,8 @@ use kwb_reconcile::{
 };
 use kwb_runtime::{Kind, Trace};
 
-use crate::stage::{Confound, Finding, OUTPUT_UNCHECKED, OutputCheck, Stage, Status};
+use crate::place::{Region, joinable, traced_origin};
+use crate::stage::{Cleared, Confound, Finding, OUTPUT_UNCHECKED, OutputCheck, Stage, Status};
 
 /// The structured-input run the trace was recorded on, as its output was checked.
 #[derive(Clone, Debug, PartialEq)]
@@ -151,6 +152,27 @@ pub fn judge_structured(trace: &Trace, a: &Matrix, b: &Matrix, run: &StructuredR
     let acc = locate_accumulators(trace, &product);
     f.evidence.push(describe_accumulator(&acc));
 
+    // What this CTA's evidence clears, and where: operands and accumulator exact.
+    // In a local frame only the kernel's own tile origin places the accumulator, and
+    // only when every value lies that far from its coordinates.
+    let region = match traced_origin(trace) {
+        Some(o) => acc.region_at((o.m0, o.n0)),
+        None => acc.region(),
+    }
+    .map(|[m0, m1, n0, n1]| Region { m0, m1, n0, n1 });
+    if operand_bad.is_none() && foreign.is_none() && read_all && acc.right() {
+        f.cleared = Some(Cleared {
+            stages: vec![Stage::OperandLoad, Stage::Descriptor, Stage::Mma],
+            region,
+            m: product.m as u64,
+            n: product.n as u64,
+        });
+        if let Some(r) = &region {
+            f.evidence
+                .push(format!("the traced CTA's output region: {}", r.describe()));
+        }
+    }
+
     // 3. Output.
     let output_wrong = run.output.as_ref().is_some_and(OutputCheck::wrong);
     f.evidence
@@ -259,10 +281,21 @@ pub fn judge_structured(trace: &Trace, a: &Matrix, b: &Matrix, run: &StructuredR
                 Confound::OperandsNotProbed.describe()
             );
         }
-    } else if output_wrong {
+    } else if let Some(output) = run.output.as_ref().filter(|_| output_wrong) {
         f.stage = Some(Stage::Epilogue);
-        f.status = Status::Verdict;
-        f.summary = "epilogue (operands and accumulator are exactly the input's tiles and their product; output wrong)".to_owned();
+        match joinable(output, region.as_ref()) {
+            Ok(()) => {
+                f.status = Status::Verdict;
+                f.summary = "epilogue (operands and accumulator are exactly the input's tiles and their product; output wrong)".to_owned();
+            }
+            Err(why) => {
+                f.alternatives = vec![Stage::Mma, Stage::OperandLoad, Stage::Descriptor];
+                f.confound = Some(Confound::ElsewhereThanTraced);
+                f.summary = format!(
+                    "epilogue? (operands and accumulator exactly the input's tiles and their product in the traced CTA; output wrong, but {why})"
+                );
+            }
+        }
     } else if run.output.is_none() {
         f.summary = format!("operands and accumulator exact on {input}; {OUTPUT_UNCHECKED}");
     } else {

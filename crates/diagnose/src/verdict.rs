@@ -7,6 +7,7 @@ use kwb_runtime::{Kind, Trace};
 use serde::Serialize;
 
 use crate::descriptor::DescriptorIssue;
+use crate::place::Located;
 use crate::stage::{Confound, Finding, Stage, Status};
 
 /// The first place a NaN or an Inf shows in a trace, in data-path order.
@@ -61,7 +62,9 @@ pub fn nan_origin(trace: &Trace) -> Option<NanOrigin> {
 /// Invariant: `status` is VERDICT only when (a) the trace's finding is a VERDICT for
 /// `stage` and the ladder, when there is one, fails in a way that fits it, or (b)
 /// `stage` is `None`, the ladder ran and every rung was right, and the trace, when
-/// there is one, shows nothing wrong or only a confound.
+/// there is one, shows nothing wrong or only a confound, or (c) the ladder failed on
+/// exact inputs in the traced CTA's tile (or in every tile) at the trace's M x N, and
+/// the trace clears every stage the ladder names but `stage` (elimination).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Verdict {
     pub status: Status,
@@ -171,6 +174,14 @@ pub fn reconcile(trace: Option<&Finding>, ladder: Option<&Finding>) -> Verdict {
                     }
                     _ => format!("refuted: {}", l.summary),
                 };
+            } else if let Some(e) = t.and_then(|t| eliminate(t, l)) {
+                v.stage = e.stage;
+                v.alternatives = e.alternatives;
+                v.factor = l.factor;
+                v.status = e.status;
+                v.confound = e.confound;
+                v.summary = e.summary;
+                v.missing.extend(e.missing);
             } else {
                 take(&mut v, l);
                 v.summary = l.summary.clone();
@@ -191,6 +202,123 @@ pub fn reconcile(trace: Option<&Finding>, ladder: Option<&Finding>) -> Verdict {
     v
 }
 
+/// The ladder's candidate stages less those a trace cleared.
+struct Elimination {
+    stage: Option<Stage>,
+    alternatives: Vec<Stage>,
+    status: Status,
+    confound: Option<Confound>,
+    summary: String,
+    missing: Vec<String>,
+}
+
+/// The ladder's candidates (`l` failed) less the stages the trace `t` shows right in
+/// its CTA. One stage left is a VERDICT only where the ladder's wrong outputs meet the
+/// traced CTA's tile (or every tile is wrong) at the trace's own M x N: there the
+/// operands and accumulator are known right and the output known wrong. Elsewhere
+/// the narrowed candidates stay a draft that says which tile to trace.
+fn eliminate(t: &Finding, l: &Finding) -> Option<Elimination> {
+    let cleared = t.cleared.as_ref()?;
+    let candidates: Vec<Stage> = l
+        .stage
+        .iter()
+        .chain(&l.alternatives)
+        .filter(|s| !cleared.stages.contains(s))
+        .copied()
+        .collect();
+    let shown = cleared
+        .stages
+        .iter()
+        .map(|s| s.as_str())
+        .collect::<Vec<_>>()
+        .join(", ");
+    let names = |stages: &[Stage]| {
+        stages
+            .iter()
+            .map(|s| s.as_str())
+            .collect::<Vec<_>>()
+            .join(" or ")
+    };
+    let located = match &l.wrong_tiles {
+        Some(w) if (w.m as u64, w.n as u64) == (cleared.m, cleared.n) => {
+            w.locate(cleared.region.as_ref())
+        }
+        Some(w) if w.all() => Located::Inside,
+        _ => Located::Unknown,
+    };
+    let Some((&first, rest)) = candidates.split_first() else {
+        return Some(Elimination {
+            stage: l.stage,
+            alternatives: l.alternatives.clone(),
+            status: Status::Draft,
+            confound: None,
+            summary: format!(
+                "{}; but the full trace shows {shown} right in its CTA: the ladder and the trace disagree (the reproducer may differ from the traced build)",
+                l.summary
+            ),
+            missing: vec![
+                "a trace on the rung that fails, of a CTA whose output is wrong".to_owned(),
+            ],
+        });
+    };
+    let mut e = Elimination {
+        stage: Some(first),
+        alternatives: rest.to_vec(),
+        status: Status::Draft,
+        confound: None,
+        summary: String::new(),
+        missing: Vec::new(),
+    };
+    match located {
+        Located::Inside if rest.is_empty() => {
+            e.status = Status::Verdict;
+            e.summary = format!(
+                "{} (by elimination: the ladder names {}; the full trace shows {shown} right in its CTA{}, where the output is wrong)",
+                first.as_str(),
+                names(&[l.stage.into_iter().collect(), l.alternatives.clone()].concat()),
+                cleared
+                    .region
+                    .map_or(String::new(), |r| format!(" ({})", r.describe()))
+            );
+        }
+        Located::Inside => {
+            e.summary = format!(
+                "{} (the ladder's candidates less {shown}, which the full trace shows right where the output is wrong)",
+                names(&candidates)
+            );
+            e.missing
+                .push("a trace that tells the remaining stages apart".to_owned());
+        }
+        Located::Outside { first: wrong } => {
+            e.stage = l.stage;
+            e.alternatives = l.alternatives.clone();
+            e.confound = Some(Confound::ElsewhereThanTraced);
+            e.summary = format!(
+                "{}; the full trace shows {shown} right in its CTA ({}), which the ladder has right: the wrong tiles start at {}",
+                l.summary,
+                cleared.region.map_or("?".to_owned(), |r| r.describe()),
+                wrong.describe()
+            );
+            e.missing.push(format!(
+                "a full trace of the CTA that computes {} (kwb-instrument --cta X,Y,Z --full-tile)",
+                wrong.describe()
+            ));
+        }
+        Located::Unknown => {
+            e.confound = Some(Confound::ElsewhereThanTraced);
+            e.summary = format!(
+                "{}? (the ladder's candidates less {shown}, which the full trace shows right in its CTA; but {})",
+                names(&candidates),
+                Confound::ElsewhereThanTraced.describe()
+            );
+            e.missing.push(
+                "a full trace whose CTA tile is known to be wrong (its records name their tile origin, or the accumulator's coordinates are global)".to_owned(),
+            );
+        }
+    }
+    Some(e)
+}
+
 /// What resolves the confound of `t`.
 fn unconfounded(t: &Finding) -> String {
     match &t.confound {
@@ -203,6 +331,9 @@ fn unconfounded(t: &Finding) -> String {
         }
         Some(Confound::OperandsNotProbed) => {
             "a trace with operand probes (kwb-instrument --probe operands,accumulator)".to_owned()
+        }
+        Some(Confound::ElsewhereThanTraced) => {
+            "a trace of a CTA whose output is wrong (kwb-instrument --cta X,Y,Z), with the output check's wrong tiles".to_owned()
         }
         Some(Confound::ProbeCoordinates) => {
             "a full trace of the shared tile the operand is loaded into (its raw order needs no coordinates)".to_owned()

@@ -33,6 +33,9 @@ pub struct AccumulatorGroup {
     pub site: u32,
     pub warp: u32,
     pub values: usize,
+    /// The recorded coordinates' bounds, half-open: `[m0, m1, n0, n1]` (None: the
+    /// values have no coordinates).
+    pub bounds: Option<[i64; 4]>,
     /// Where each layer lies. Usually one layer; where several values share a
     /// coordinate (the probe could not tell MMA tiles or accumulator sets apart), the
     /// n-th value at each coordinate joins layer n, and each layer is placed alone.
@@ -107,6 +110,62 @@ impl AccumulatorReport {
         (all, placed)
     }
 
+    /// The output region these accumulators are known to hold, half-open `[m0, m1,
+    /// n0, n1]`: only in a global frame where every layer lies at its own coordinates
+    /// (or is a whole tile of the product), so the region is the product's and not a
+    /// guess at where a local frame sits.
+    pub fn region(&self) -> Option<[i64; 4]> {
+        if !self.global_frame {
+            return None;
+        }
+        self.region_shifted((0, 0))
+    }
+
+    /// The output region these accumulators hold when their coordinates are local to
+    /// a CTA whose tile starts at `origin` (the origin the kernel's records name):
+    /// every layer must lie exactly `origin` away from its coordinates, or the CTA
+    /// holds another tile than its own. In a global frame, [`region`](Self::region).
+    pub fn region_at(&self, origin: (i64, i64)) -> Option<[i64; 4]> {
+        if self.global_frame {
+            return self.region();
+        }
+        let [m0, m1, n0, n1] = self.region_shifted(origin)?;
+        Some([m0 + origin.0, m1 + origin.0, n0 + origin.1, n1 + origin.1])
+    }
+
+    /// The bounds of every layer, each required to lie at its coordinates moved by
+    /// `shift` (a whole tile of the product only where there is no shift to check).
+    fn region_shifted(&self, shift: (i64, i64)) -> Option<[i64; 4]> {
+        if self.groups.is_empty() {
+            return None;
+        }
+        let mut region: Option<[i64; 4]> = None;
+        let mut grow = |r: [i64; 4]| {
+            region = Some(match region {
+                None => r,
+                Some(q) => [
+                    q[0].min(r[0]),
+                    q[1].max(r[1]),
+                    q[2].min(r[2]),
+                    q[3].max(r[3]),
+                ],
+            });
+        };
+        for g in &self.groups {
+            for p in &g.layers {
+                match *p {
+                    Placement::AtCoordinates if shift == (0, 0) => grow(g.bounds?),
+                    Placement::Shifted { dm, dn } if (dm, dn) == shift => grow(g.bounds?),
+                    Placement::Tile { m0, n0, rows, cols } if shift == (0, 0) => {
+                        grow([m0, m0 + rows, n0, n0 + cols]);
+                    }
+                    _ => return None,
+                }
+            }
+        }
+        region
+    }
+
     /// In a global frame, the shift of the first layer that lies elsewhere.
     pub fn misplaced(&self) -> Option<(i64, i64)> {
         if !self.global_frame {
@@ -151,6 +210,11 @@ pub fn locate_accumulators(trace: &Trace, product: &Product) -> AccumulatorRepor
     for ((site, warp), mut values) in groups {
         values.sort_by_key(|v| (v.record, v.element));
         let coords = values.iter().all(|v| v.m >= 0 && v.n >= 0);
+        let bounds = coords.then(|| {
+            let (m0, m1) = bounds(values.iter().map(|v| i64::from(v.m)));
+            let (n0, n1) = bounds(values.iter().map(|v| i64::from(v.n)));
+            [m0, m1 + 1, n0, n1 + 1]
+        });
         let (layers, origin) = if coords {
             let origin = (
                 values.iter().map(|v| i64::from(v.m)).min().unwrap_or(0),
@@ -171,6 +235,7 @@ pub fn locate_accumulators(trace: &Trace, product: &Product) -> AccumulatorRepor
             site,
             warp,
             values: values.len(),
+            bounds,
             layers,
         });
     }

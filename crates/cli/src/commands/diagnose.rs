@@ -412,6 +412,7 @@ fn ones_run(shape: (usize, usize, usize), ones: Option<&RungOutcome>) -> OnesRun
             nan: r.non_finite as u64,
             inf: 0,
             ratio: r.ratio,
+            wrong_tiles: r.pattern.as_ref().map(|p| p.tiles.clone()),
         }),
     }
 }
