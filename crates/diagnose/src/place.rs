@@ -7,18 +7,31 @@
 use kwb_runtime::{Kind, Trace};
 use serde::Serialize;
 
+/// Edge of the blocks [`WrongTiles`] also keeps its flags in: no CTA tile of a kernel
+/// kwb knows is smaller, so a block wrong in every place means every CTA tile is wrong
+/// whatever the real tile is.
+pub const BLOCK: usize = 16;
+
 /// The CTA tiles of an `m` x `n` output with wrong values in them.
 ///
 /// Invariant: every entry of `wrong` names a tile inside the grid (row < rows(),
-/// column < cols()) once, with a count > 0, in row-major order.
+/// column < cols()) once, with a count > 0, in row-major order; `blocks` holds one
+/// flag per [`BLOCK`] x [`BLOCK`] block of the output (row-major), set where the
+/// block holds a wrong output. Where `tile_known` is false the tile is a guess, and
+/// only the blocks say where the wrong outputs are.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct WrongTiles {
     pub m: usize,
     pub n: usize,
     /// The CTA tile (rows, columns).
     pub tile: (usize, usize),
+    /// The tile is the kernel's (from its template arguments or task table), not a
+    /// default.
+    pub tile_known: bool,
     /// (tile row, tile column, wrong outputs in it).
     pub wrong: Vec<(usize, usize, usize)>,
+    #[serde(skip)]
+    blocks: Vec<bool>,
 }
 
 /// A rectangle of the output, half-open: rows `m0..m1`, columns `n0..n1`.
@@ -43,13 +56,17 @@ pub enum Located {
 }
 
 impl WrongTiles {
-    /// The wrong tiles of `wrong` (row-major, `m` x `n`, one flag per output).
+    /// The wrong tiles of `wrong` (row-major, `m` x `n`, one flag per output), over
+    /// the kernel's own CTA `tile`.
     pub fn of(m: usize, n: usize, tile: (usize, usize), wrong: &[bool]) -> WrongTiles {
         let (bm, bn) = (tile.0.max(1), tile.1.max(1));
         let cols = n.div_ceil(bn);
         let mut counts = vec![0usize; m.div_ceil(bm) * cols];
+        let block_cols = n.div_ceil(BLOCK);
+        let mut blocks = vec![false; m.div_ceil(BLOCK) * block_cols];
         for (i, _) in wrong.iter().enumerate().take(m * n).filter(|(_, w)| **w) {
             counts[(i / n / bm) * cols + i % n / bn] += 1;
+            blocks[(i / n / BLOCK) * block_cols + i % n / BLOCK] = true;
         }
         let wrong = counts
             .iter()
@@ -61,7 +78,17 @@ impl WrongTiles {
             m,
             n,
             tile: (bm, bn),
+            tile_known: true,
             wrong,
+            blocks,
+        }
+    }
+
+    /// These tiles with the tile marked a guess (a default, not the kernel's).
+    pub fn with_tile_guessed(self) -> WrongTiles {
+        WrongTiles {
+            tile_known: false,
+            ..self
         }
     }
 
@@ -73,9 +100,34 @@ impl WrongTiles {
         self.n.div_ceil(self.tile.1.max(1))
     }
 
-    /// Every tile holds a wrong output.
+    /// Every [`BLOCK`] x [`BLOCK`] block holds a wrong output, so every CTA tile does,
+    /// whatever the kernel's tile is.
     pub fn all(&self) -> bool {
-        !self.wrong.is_empty() && self.wrong.len() == self.rows() * self.cols()
+        !self.blocks.is_empty() && self.blocks.iter().all(|b| *b)
+    }
+
+    /// Some wrong output certainly lies in `r`: a block that holds one lies wholly
+    /// inside `r` (a block cut by `r`'s edge may hold its wrong output outside).
+    fn meets(&self, r: &Region) -> bool {
+        self.wrong_blocks().any(|b| r.contains(&b))
+    }
+
+    /// The regions of the blocks that hold a wrong output, row-major.
+    fn wrong_blocks(&self) -> impl Iterator<Item = Region> + '_ {
+        let block_cols = self.n.div_ceil(BLOCK);
+        self.blocks
+            .iter()
+            .enumerate()
+            .filter(|(_, w)| **w)
+            .map(move |(i, _)| {
+                let (br, bc) = (i / block_cols, i % block_cols);
+                Region {
+                    m0: (br * BLOCK) as i64,
+                    m1: ((br + 1) * BLOCK).min(self.m) as i64,
+                    n0: (bc * BLOCK) as i64,
+                    n1: ((bc + 1) * BLOCK).min(self.n) as i64,
+                }
+            })
     }
 
     /// The output region of tile (`row`, `col`).
@@ -89,7 +141,10 @@ impl WrongTiles {
         }
     }
 
-    /// Where these wrong tiles lie against `traced` (None: not known).
+    /// Where these wrong outputs lie against `traced` (None: not known). A
+    /// one-output region is a tile origin: with the kernel's tile known it stands for
+    /// the tile that starts there; with the tile a guess it holds too little to find
+    /// a wrong output in, and only a wrong output in every block places it.
     pub fn locate(&self, traced: Option<&Region>) -> Located {
         if self.all() {
             return Located::Inside;
@@ -97,18 +152,32 @@ impl WrongTiles {
         let Some(r) = traced else {
             return Located::Unknown;
         };
-        let mut first = None;
-        for &(row, col, _) in &self.wrong {
-            let t = self.region(row, col);
-            if t.meets(r) {
-                return Located::Inside;
+        let origin = r.m1 - r.m0 == 1 && r.n1 - r.n0 == 1;
+        let r = if origin && self.tile_known {
+            Region {
+                m0: r.m0,
+                m1: (r.m0 + self.tile.0 as i64).min(self.m as i64),
+                n0: r.n0,
+                n1: (r.n0 + self.tile.1 as i64).min(self.n as i64),
             }
-            first.get_or_insert(t);
+        } else {
+            *r
+        };
+        if self.meets(&r) {
+            return Located::Inside;
         }
-        match first {
-            Some(first) => Located::Outside { first },
-            // Nothing wrong at all: nothing lies inside.
-            None => Located::Outside { first: *r },
+        if origin && !self.tile_known {
+            return Located::Unknown;
+        }
+        let first = if self.tile_known {
+            self.wrong
+                .first()
+                .map(|&(row, col, _)| self.region(row, col))
+        } else {
+            self.wrong_blocks().next()
+        };
+        Located::Outside {
+            first: first.unwrap_or(r),
         }
     }
 
@@ -129,14 +198,22 @@ impl WrongTiles {
             m: self.m,
             n: self.n,
             tile: self.tile,
+            tile_known: self.tile_known && other.tile_known,
             wrong,
+            blocks: self
+                .blocks
+                .iter()
+                .zip(&other.blocks)
+                .map(|(a, b)| *a || *b)
+                .collect(),
         })
     }
 }
 
 impl Region {
-    pub fn meets(&self, other: &Region) -> bool {
-        self.m0 < other.m1 && other.m0 < self.m1 && self.n0 < other.n1 && other.n0 < self.n1
+    /// `other` lies wholly inside `self`.
+    pub fn contains(&self, other: &Region) -> bool {
+        self.m0 <= other.m0 && other.m1 <= self.m1 && self.n0 <= other.n0 && other.n1 <= self.n1
     }
 
     /// `m0..m1 x n0..n1` for the reports.

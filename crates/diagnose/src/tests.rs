@@ -195,6 +195,49 @@ mod places {
         let other = WrongTiles::of(200, 300, (64, 64), &wrong);
         assert_eq!(w.union(&other), None);
     }
+
+    #[test]
+    fn a_guessed_tile_places_nothing_by_an_origin_alone() {
+        // Wrong in rows 64..128 only; the kernel's real tile could be 64 x 64.
+        let wrong: Vec<bool> = (0..256 * 256)
+            .map(|i| (64..128).contains(&(i / 256)))
+            .collect();
+        let guessed = WrongTiles::of(256, 256, (128, 128), &wrong).with_tile_guessed();
+        let origin = Region {
+            m0: 0,
+            m1: 1,
+            n0: 0,
+            n1: 1,
+        };
+        // With the 128 x 128 tile known, the tile at (0, 0) holds rows 64..128.
+        assert_eq!(
+            WrongTiles::of(256, 256, (128, 128), &wrong).locate(Some(&origin)),
+            Located::Inside
+        );
+        // A guess cannot say whether the CTA at (0, 0) reaches row 64.
+        assert_eq!(guessed.locate(Some(&origin)), Located::Unknown);
+        // A region read from the accumulator's coordinates needs no tile.
+        let rows = Region {
+            m0: 64,
+            m1: 128,
+            n0: 0,
+            n1: 64,
+        };
+        assert_eq!(guessed.locate(Some(&rows)), Located::Inside);
+        let above = Region {
+            m0: 0,
+            m1: 64,
+            n0: 0,
+            n1: 64,
+        };
+        assert!(matches!(
+            guessed.locate(Some(&above)),
+            Located::Outside { .. }
+        ));
+        // Every 16 x 16 block wrong: every CTA tile is, whatever its size.
+        let all = WrongTiles::of(256, 256, (128, 128), &vec![true; 256 * 256]).with_tile_guessed();
+        assert_eq!(all.locate(None), Located::Inside);
+    }
 }
 
 #[test]

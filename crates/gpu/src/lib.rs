@@ -604,7 +604,11 @@ impl Judging<'_> {
                         tolerance: c.tolerance,
                         rounding: 2f64.powi(-self.problem.output.precision()),
                     };
-                    report.pattern = Some(kwb_diagnose::classify(&grid));
+                    let mut pattern = kwb_diagnose::classify(&grid);
+                    if !plan.tile_known {
+                        pattern.tiles = pattern.tiles.with_tile_guessed();
+                    }
+                    report.pattern = Some(pattern);
                     report.heat = Some(kwb_diagnose::Heat::of(&grid));
                 }
                 report.status = if c.pass { "pass" } else { "fail" };

@@ -115,6 +115,8 @@ pub struct Plan {
     /// The CTA tile for the error grid: the template arguments that look like it,
     /// else 128 x 128.
     pub tile: (usize, usize),
+    /// `tile` is the kernel's (a task's tile or template arguments), not the default.
+    pub tile_known: bool,
 }
 
 /// How the user asked to run it.
@@ -317,7 +319,8 @@ impl Plan {
                 .iter()
                 .map(|p| (p.name.clone(), p.declaration.clone()))
                 .collect(),
-            tile: tile(manifest),
+            tile: tile(manifest).unwrap_or((128, 128)),
+            tile_known: tile(manifest).is_some(),
         })
     }
 
@@ -462,10 +465,10 @@ fn argument(
 }
 
 /// The CTA tile: a task's output tile, else from template arguments named like one
-/// (`BM`/`BN`, `kBlockM`/`kBlockN`, `TILE_M`/`TILE_N`), else 128 x 128.
-fn tile(manifest: &Manifest) -> (usize, usize) {
+/// (`BM`/`BN`, `kBlockM`/`kBlockN`, `TILE_M`/`TILE_N`); None when neither says.
+fn tile(manifest: &Manifest) -> Option<(usize, usize)> {
     if let Some(t) = &manifest.host.tasks {
-        return (t.tile[0].max(1) as usize, t.tile[1].max(1) as usize);
+        return Some((t.tile[0].max(1) as usize, t.tile[1].max(1) as usize));
     }
     let value = |names: &[&str]| {
         manifest
@@ -477,8 +480,8 @@ fn tile(manifest: &Manifest) -> (usize, usize) {
             .filter(|v| *v > 0)
             .map(|v| v as usize)
     };
-    (
-        value(&["BM", "kBlockM", "TILE_M", "BLOCK_M", "kTileM"]).unwrap_or(128),
-        value(&["BN", "kBlockN", "TILE_N", "BLOCK_N", "kTileN"]).unwrap_or(128),
-    )
+    Some((
+        value(&["BM", "kBlockM", "TILE_M", "BLOCK_M", "kTileM"])?,
+        value(&["BN", "kBlockN", "TILE_N", "BLOCK_N", "kTileN"])?,
+    ))
 }
