@@ -19,6 +19,7 @@ mod gpu_provenance;
 mod gpu_repro;
 mod gpu_runtime;
 mod gpu_suite;
+mod gpu_tensormap;
 mod gpu_trace;
 mod kernels;
 mod setup;
@@ -141,6 +142,16 @@ enum Task {
         #[arg(long, default_value = "target/gpu-runtime.txt")]
         out: PathBuf,
     },
+    /// On a machine with a GPU: encode a table of tensor maps with the driver's
+    /// cuTensorMapEncodeTiled and check that kwb-diagnose decodes each to its parameters
+    GpuTensormap {
+        /// Where to write the Markdown report
+        #[arg(long, default_value = "target/gpu-tensormap.md")]
+        out: PathBuf,
+        /// The commit the report is for (the checkout may have no .git)
+        #[arg(long)]
+        commit: Option<String>,
+    },
     /// On a machine with a GPU: time the original, instrumented-disabled, one-CTA,
     /// all-CTA and memcheck builds; registers and spills of each
     GpuBench {
@@ -237,6 +248,13 @@ fn main() -> ExitCode {
             },
         ),
         Task::GpuRuntime { out } => gpu_runtime::run(&project_root(), &project_root().join(out)),
+        Task::GpuTensormap { out, commit } => gpu_tensormap::run(
+            &project_root(),
+            &gpu_tensormap::Options {
+                out: project_root().join(out),
+                commit,
+            },
+        ),
         Task::GpuBench {
             launches,
             memcheck_launches,

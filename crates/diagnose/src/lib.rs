@@ -16,6 +16,8 @@
 //!   [`nan_origin`]: the first stage and K tile with a NaN or an Inf.
 //! - [`check_descriptors`]: the TMA maps a launcher encodes against the canonical map
 //!   of the operand each covers.
+//! - [`decode`]: a driver-encoded `CUtensorMap` read back into its parameters
+//!   (reverse-engineered layout), and [`check_map`]: those held to the expected map.
 //! - [`Diagnosis`] and its renderings ([`terminal`], [`markdown`]; serialized, the
 //!   JSON schema), and the heat maps ([`heat_png`], [`heat_svg`]).
 //!
@@ -32,6 +34,7 @@ mod picture;
 mod place;
 mod report;
 mod stage;
+mod tensormap;
 mod trace_ones;
 mod trace_structured;
 mod verdict;
@@ -44,6 +47,10 @@ pub use crate::picture::{heat_png, heat_svg};
 pub use crate::place::{Located, Region, WrongTiles};
 pub use crate::report::{Diagnosis, Evidence, SiteRef, headline, markdown, sites_of, terminal};
 pub use crate::stage::{Cleared, Confound, Finding, OutputCheck, Stage, Status};
+pub use crate::tensormap::{
+    DecodeError, ExpectedMap, MapDiff, MapDtype, Swizzle, TensorMapFields, Unexplained, check_map,
+    decode, encode_layout,
+};
 pub use crate::trace_ones::{OnesRun, judge_ones};
 pub use crate::trace_structured::{StructuredRun, judge_structured};
 pub use crate::verdict::{
