@@ -81,6 +81,10 @@ pub enum Confound {
     /// An operand read with coordinates holds no run of the input: the kernel reads
     /// it in another layout, or the probe's coordinates are wrong.
     ProbeCoordinates,
+    /// No gate pinned the trace to one instantiation and its records, each uniform,
+    /// hold `values` different values: several invocations (layers, chained tasks)
+    /// mixed in one statistic, each possibly right on its own input.
+    LayerMixing { values: usize },
     /// The trace shows its CTA right up to the accumulator, and the output is wrong
     /// somewhere, but not (or not known to be) in the traced CTA's tile: another
     /// tile's operands or accumulation could be what is wrong.
@@ -104,6 +108,9 @@ impl Confound {
             Confound::ProbeCoordinates => {
                 "the probe's coordinates could be wrong instead of the kernel's layout".to_owned()
             }
+            Confound::LayerMixing { values } => format!(
+                "no gate pins the trace to one instantiation, and its records are each uniform but hold {values} different values: invocations of several layers mixed (late layers legitimately carry larger activations)"
+            ),
             Confound::ElsewhereThanTraced => {
                 "the traced CTA is right up to the accumulator, but the wrong outputs may lie in tiles it did not compute".to_owned()
             }

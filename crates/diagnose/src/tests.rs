@@ -240,6 +240,64 @@ mod places {
     }
 }
 
+/// Two invocations mixed in one ungated trace: the first layer's operands are 1, the
+/// second's (the first layer's uniform output) 128; each record is uniform.
+fn two_layers(tag: u32) -> Vec<TraceRecord> {
+    let mut records = clean_ones();
+    let mut second = record(Kind::OperandA, 0, 128.0, 128.0, 4096);
+    second.warp = 1;
+    records.push(second);
+    for r in &mut records {
+        r.tag = tag;
+    }
+    records
+}
+
+#[test]
+fn an_ungated_trace_of_two_layers_is_a_layer_mixing_draft_not_an_operand_verdict() {
+    let ungated = kwb_runtime::tag(kwb_runtime::UNGATED);
+    let f = judge_ones(&trace(two_layers(ungated)), &run(256, 256, 0, 1.0));
+    assert_eq!(
+        (f.stage, f.status, f.confound.clone()),
+        (
+            Some(Stage::OperandLoad),
+            Status::Draft,
+            Some(Confound::LayerMixing { values: 2 })
+        ),
+        "{}",
+        f.summary
+    );
+    // With every rung right, the mixing is what explains the reading: refuted.
+    let l = crate::Finding {
+        status: Status::Verdict,
+        clean: true,
+        summary: "every rung right".to_owned(),
+        ..crate::Finding::open(Vec::new())
+    };
+    let v = crate::reconcile(Some(&f), Some(&l));
+    assert_eq!(
+        (v.status, v.stage),
+        (Status::Verdict, None),
+        "{}",
+        v.summary
+    );
+    assert!(v.summary.contains("several layers"), "{}", v.summary);
+    // A gated trace is pinned to one instantiation: the same records are a verdict.
+    let gated = kwb_runtime::tag("REDUCTION_SIZE == 6144");
+    let g = judge_ones(&trace(two_layers(gated)), &run(256, 256, 0, 1.0));
+    assert_eq!(
+        (g.stage, g.status),
+        (Some(Stage::OperandLoad), Status::Verdict),
+        "{}",
+        g.summary
+    );
+    // Ungated, but one record not uniform on its own: no mixing explains that.
+    let mut mixed_and_bad = two_layers(ungated);
+    mixed_and_bad.last_mut().unwrap().vmin = 64.0;
+    let h = judge_ones(&trace(mixed_and_bad), &run(256, 256, 0, 1.0));
+    assert_eq!(h.confound, None, "{}", h.summary);
+}
+
 #[test]
 fn a_clean_trace_under_a_wrong_output_is_the_epilogue() {
     let f = judge_ones(&trace(clean_ones()), &run(256, 256, 65536, 2.0));

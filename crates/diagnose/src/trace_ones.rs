@@ -12,8 +12,10 @@
 //!    permutation or a shifted tile of equal values): the trace refutes nothing.
 //!
 //! A non-uniform operand is only a draft when zeros are its only odd values (padding
-//! rows and out-of-bounds fill look the same) or when the problem leaves padding rows
-//! in the MMA tiles and the trace counted every row.
+//! rows and out-of-bounds fill look the same), when the problem leaves padding rows
+//! in the MMA tiles and the trace counted every row, or when no gate pinned the trace
+//! to one instantiation and each record is uniform on its own (layer mixing: several
+//! invocations, each right on its own uniform input).
 
 use kwb_runtime::{Kind, Trace, TraceRecord};
 
@@ -90,6 +92,26 @@ impl Stats {
     }
 }
 
+/// The layer-mixing signature: records of a trace no gate pinned to one
+/// instantiation (every record carries the tag of [`kwb_runtime::UNGATED`]), each record uniform on
+/// its own but the records not all one value, as several invocations of the kernel
+/// (layers, chained tasks) each on its own uniform input give. Some(the number of
+/// distinct values) when it fits, else None.
+fn mixed_invocations<'r>(records: impl Iterator<Item = &'r TraceRecord>) -> Option<usize> {
+    let ungated = kwb_runtime::tag(kwb_runtime::UNGATED);
+    let mut values: Vec<f32> = Vec::new();
+    for r in records {
+        let uniform = r.nan_count == 0 && r.inf_count == 0 && r.vmin == r.vmax;
+        if r.tag != ungated || !uniform {
+            return None;
+        }
+        if !values.contains(&r.vmin) {
+            values.push(r.vmin);
+        }
+    }
+    (values.len() > 1).then_some(values.len())
+}
+
 /// Where the accumulator first departs from its model.
 struct AccumulatorDeparture {
     why: String,
@@ -120,7 +142,8 @@ pub fn judge_ones(trace: &Trace, run: &OnesRun) -> Finding {
                 scale = None;
                 if operand_bad.is_none() {
                     let zeros_only = s.nan == 0 && s.inf == 0 && s.min == Some(0.0);
-                    operand_bad = Some((letter, zeros_only));
+                    let mixed = mixed_invocations(of_kind(kind).filter(|r| r.count > 0));
+                    operand_bad = Some((letter, zeros_only, mixed));
                 }
             }
         }
@@ -208,7 +231,7 @@ pub fn judge_ones(trace: &Trace, run: &OnesRun) -> Finding {
     let padded = run.m % PADDING_QUANTUM != 0 || run.n % PADDING_QUANTUM != 0;
     let operands_probed = operands().next().is_some();
     let base = Finding::open(evidence);
-    if let Some((letter, zeros_only)) = operand_bad {
+    if let Some((letter, zeros_only, mixed)) = operand_bad {
         let mut finding = Finding {
             stage: Some(Stage::OperandLoad),
             alternatives: vec![Stage::Descriptor],
@@ -216,6 +239,13 @@ pub fn judge_ones(trace: &Trace, run: &OnesRun) -> Finding {
         };
         if padded && !bounded {
             let confound = Confound::PaddingRows { m: run.m, n: run.n };
+            finding.summary = format!(
+                "operand-load/descriptor? (operand {letter} is not uniform, but {})",
+                confound.describe()
+            );
+            finding.confound = Some(confound);
+        } else if let Some(values) = mixed {
+            let confound = Confound::LayerMixing { values };
             finding.summary = format!(
                 "operand-load/descriptor? (operand {letter} is not uniform, but {})",
                 confound.describe()

@@ -188,7 +188,10 @@ pub struct Plan {
 /// Plans the probes of `map` over `parsed` for `config`.
 pub fn plan(parsed: &Parsed, map: &KernelMap, config: &Config) -> Result<Plan, InstrumentError> {
     let kernels = chosen(map, config)?;
-    let gate = config.gate.clone().unwrap_or_else(|| "true".to_owned());
+    let gate = config
+        .gate
+        .clone()
+        .unwrap_or_else(|| kwb_runtime::UNGATED.to_owned());
     let tag = kwb_runtime::tag(&gate);
     let mut em = Emitter::new(parsed, tag, config.id_base);
     em.tile_dims = crate::fragments::TileDims::from_map(map, &parsed.source);

@@ -29,7 +29,7 @@ pub use crate::layout::Field;
 pub use crate::record::{
     Axis, Kind, RECORD_MAGIC, RECORD_SIZE, RECORD_VALUES, Sample, TraceRecord,
 };
-pub use crate::tag::tag;
+pub use crate::tag::{UNGATED, tag};
 pub use crate::trace_file::{FILE_MAGIC, SiteInfo, TILE_MAGIC, TileValue, Trace, decode, encode};
 
 /// The text of `kwb_trace.cuh`, for the instrumenter to emit inline or write out.

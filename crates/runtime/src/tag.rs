@@ -4,6 +4,9 @@
 //! `kwb::tag_of` in the header computes the same value at compile time, so a record
 //! can be traced back to the gate (`REDUCTION_SIZE == 6144`) that enabled it.
 
+/// The gate of a probe the user gave no `--gate`: enabled in every instantiation.
+pub const UNGATED: &str = "true";
+
 /// The instantiation tag of a gate text (FNV-1a, 32 bits, over its UTF-8 bytes).
 pub const fn tag(gate: &str) -> u32 {
     let bytes = gate.as_bytes();
