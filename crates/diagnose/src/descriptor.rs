@@ -6,10 +6,15 @@
 //! the row pitch is `ld` elements. A map that names the rows innermost, or takes its
 //! pitch from the width K, differs from that canonical map.
 //!
+//! [`DescriptorIssue::received`] makes the same issue of a map the kernel received
+//! (kwb-gpu decodes it and holds it to the buffer it covers).
+//!
 //! Only what the text shows is judged: a map whose call, operand or extents cannot be
 //! read back to launcher parameters yields no finding, never a guessed one.
 
 use serde::Serialize;
+
+use crate::tensormap::MapDiff;
 
 /// One map the launcher encodes, as the extraction read it.
 #[derive(Clone, Copy, Debug)]
@@ -27,28 +32,63 @@ pub struct EncodedMap<'a> {
     pub strides: &'a [String],
 }
 
-/// A map that differs from the canonical one.
+/// A map that differs from the canonical one: read from the source (the static
+/// check), or from the bytes the kernel received (`kwb run`'s dynamic check, no line).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct DescriptorIssue {
     pub param: String,
-    /// The operand it covers (A or B).
+    /// The operand it covers (A or B; `none` for a received map that points at none of
+    /// the run's buffers).
     pub operand: String,
-    pub line: usize,
-    /// dims or strides.
+    /// The line of the encoding; None for a map the kernel received (kwb run's
+    /// dynamic check), which has none.
+    pub line: Option<usize>,
+    /// dims or strides; for a received map, the [`MapDiff`] field (`strides[0]`,
+    /// `address`, `dtype`, `box_dim[0]`, `swizzle`, ...).
     pub field: &'static str,
-    /// What the map holds, in the launcher's names.
+    /// What the map holds, in the launcher's names (a received map: its value).
     pub found: String,
-    /// What the canonical map holds.
+    /// What the canonical map holds (a received map: a clause that says it, and what
+    /// the difference means).
     pub expected: String,
 }
 
 impl DescriptorIssue {
+    /// The issue of a difference `diff` that the map `param`, as the kernel received it
+    /// and covering `operand`, has from that operand's canonical map, or a rule of a
+    /// well-formed map it breaks.
+    pub fn received(param: &str, operand: &str, diff: &MapDiff) -> DescriptorIssue {
+        let e = &diff.expected;
+        // A rule states a range or a condition; an expectation is a value.
+        let rule = e.contains(' ') || e.contains('=');
+        let clause = match diff.field {
+            _ if rule => format!("a well-formed map has {e}"),
+            "address" => format!("{operand}'s buffer starts at {e}"),
+            "strides[0]" => format!("{operand}'s rows are {e} bytes apart"),
+            _ => format!("{operand}'s canonical map has {e}"),
+        };
+        DescriptorIssue {
+            param: param.to_owned(),
+            operand: operand.to_owned(),
+            line: None,
+            field: diff.field,
+            found: diff.got.clone(),
+            expected: format!("{clause}: {}", diff.why),
+        }
+    }
+
     /// One sentence.
     pub fn describe(&self) -> String {
-        format!(
-            "`{}` (operand {}, line {}): {} {{{}}} where a K-major operand's map has {{{}}}",
-            self.param, self.operand, self.line, self.field, self.found, self.expected
-        )
+        match self.line {
+            None => format!(
+                "`{}` (operand {}): the map the kernel received has {} {{{}}} where {}",
+                self.param, self.operand, self.field, self.found, self.expected
+            ),
+            Some(line) => format!(
+                "`{}` (operand {}, line {line}): {} {{{}}} where a K-major operand's map has {{{}}}",
+                self.param, self.operand, self.field, self.found, self.expected
+            ),
+        }
     }
 }
 
@@ -129,7 +169,7 @@ fn check_one(map: &EncodedMap<'_>, launcher: &[(&str, &str)]) -> Vec<DescriptorI
         issues.push(DescriptorIssue {
             param: map.param.to_owned(),
             operand: operand.to_owned(),
-            line: map.line,
+            line: Some(map.line),
             field: "dims",
             found: show(map.dims),
             expected: format!("{}, {}", names("k"), names(rows_role)),
@@ -143,7 +183,7 @@ fn check_one(map: &EncodedMap<'_>, launcher: &[(&str, &str)]) -> Vec<DescriptorI
         issues.push(DescriptorIssue {
             param: map.param.to_owned(),
             operand: operand.to_owned(),
-            line: map.line,
+            line: Some(map.line),
             field: "strides",
             found: show(&map.strides[..1]),
             expected: format!("{ld} * sizeof(element)"),
@@ -211,4 +251,52 @@ fn replace_word(text: &str, from: &str, to: &str) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod received_tests {
+    use super::*;
+
+    fn diff(field: &'static str, got: &str, expected: &str, why: &str) -> MapDiff {
+        MapDiff {
+            field,
+            got: got.to_owned(),
+            expected: expected.to_owned(),
+            why: why.to_owned(),
+        }
+    }
+
+    #[test]
+    fn a_received_map_s_difference_reads_as_the_operand_s_layout_or_a_rule() {
+        let pitch = DescriptorIssue::received(
+            "tmap_a",
+            "A",
+            &diff(
+                "strides[0]",
+                "2048",
+                "2176",
+                "the pitch is 1024 elements where 1088 are expected",
+            ),
+        );
+        assert_eq!(
+            pitch.describe(),
+            "`tmap_a` (operand A): the map the kernel received has strides[0] {2048} where A's rows are 2176 bytes apart: the pitch is 1024 elements where 1088 are expected"
+        );
+        let rule = DescriptorIssue::received(
+            "tmap_b",
+            "B",
+            &diff(
+                "swizzle",
+                "256-byte inner box",
+                "<= 128 bytes",
+                "the box's inner extent exceeds the swizzle span",
+            ),
+        );
+        assert!(
+            rule.describe()
+                .ends_with("where a well-formed map has <= 128 bytes: the box's inner extent exceeds the swizzle span"),
+            "{}",
+            rule.describe()
+        );
+    }
 }

@@ -1210,7 +1210,7 @@ mod descriptor_verdicts {
         DescriptorIssue {
             param: "tmap_a".to_owned(),
             operand: "A".to_owned(),
-            line: 297,
+            line: Some(297),
             field: "strides",
             found: "K * 2".to_owned(),
             expected: "lda * sizeof(element)".to_owned(),

@@ -53,6 +53,17 @@ impl Dim3 {
 #[derive(Debug, Clone, Copy)]
 pub struct TensorMap(pub [u64; 16]);
 
+impl TensorMap {
+    /// Its 128 bytes, as the kernel receives them.
+    pub fn bytes(&self) -> [u8; 128] {
+        let mut bytes = [0u8; 128];
+        for (chunk, word) in bytes.chunks_exact_mut(8).zip(self.0) {
+            chunk.copy_from_slice(&word.to_le_bytes());
+        }
+        bytes
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -71,6 +71,11 @@ pub enum Event {
         #[serde(default)]
         reference_ms: Option<f64>,
     },
+    /// The operand buffers are allocated: (role name, device address, bytes) each.
+    Buffers { buffers: Vec<(String, u64, u64)> },
+    /// The `CUtensorMap` encoded for kernel parameter `param`, the first time it is
+    /// encoded: its 128 bytes as 256 lowercase hex characters ([`hex`]).
+    Map { param: String, bytes: String },
     /// A step failed. `stage`: context, library, config, encode, upload, launch,
     /// kernel, readback.
     Failed {
@@ -85,6 +90,23 @@ impl Event {
     pub fn line(&self) -> String {
         serde_json::to_string(self).unwrap_or_default()
     }
+}
+
+/// `bytes` as lowercase hex, two characters a byte.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The 128 bytes of a map from [`hex`]'s text; None for anything else.
+pub fn unhex(text: &str) -> Option<[u8; 128]> {
+    let mut bytes = [0u8; 128];
+    if text.len() != 2 * bytes.len() || !text.is_ascii() {
+        return None;
+    }
+    for (byte, pair) in bytes.iter_mut().zip(text.as_bytes().chunks_exact(2)) {
+        *byte = u8::from_str_radix(std::str::from_utf8(pair).ok()?, 16).ok()?;
+    }
+    Some(bytes)
 }
 
 /// The name of a CUDA runtime error code (`cudaError_t`), for the codes a launch
@@ -133,5 +155,27 @@ mod tests {
         assert!(line.starts_with("{\"event\":\"launched\""), "{line}");
         assert_eq!(serde_json::from_str::<Event>(&line).unwrap(), e);
         assert_eq!(runtime_error_name(700), "cudaErrorIllegalAddress");
+    }
+
+    #[test]
+    fn map_and_buffer_events_read_back_and_map_bytes_round_trip_through_hex() {
+        let bytes: [u8; 128] = std::array::from_fn(|i| (i * 37) as u8);
+        let text = hex(&bytes);
+        assert_eq!(text.len(), 256);
+        assert_eq!(unhex(&text), Some(bytes));
+        assert_eq!(unhex(&text[2..]), None);
+        assert_eq!(unhex(&text.replace('a', "g")), None);
+        for e in [
+            Event::Map {
+                param: "tmap_a".to_owned(),
+                bytes: text,
+            },
+            Event::Buffers {
+                buffers: vec![("A".to_owned(), 0x7f00_0000_0000, 524_288)],
+            },
+        ] {
+            let line = e.line();
+            assert_eq!(serde_json::from_str::<Event>(&line).unwrap(), e, "{line}");
+        }
     }
 }

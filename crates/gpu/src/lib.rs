@@ -16,6 +16,7 @@ pub mod abi;
 pub mod compile;
 mod error;
 pub mod job;
+pub mod maps;
 pub mod plan;
 pub mod supervise;
 pub mod worker;
@@ -30,6 +31,7 @@ use serde::Serialize;
 
 pub use crate::error::GpuError;
 use crate::job::{Job, JobRung};
+pub use crate::maps::MapReading;
 use crate::plan::{Plan, Request, Role};
 use crate::supervise::Outcome;
 
@@ -205,6 +207,10 @@ pub struct Report {
     /// A failure before any rung ran.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failed: Option<String>,
+    /// The TMA maps the kernel received on the first rung, each held to the canonical
+    /// map of the buffer it covers.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub maps: Vec<MapReading>,
     pub timing: Timing,
 }
 
@@ -505,6 +511,7 @@ pub fn run(dir: &Path, options: &RunOptions) -> Result<Report, GpuError> {
         compile_seconds: built.seconds,
         flags: built.flags,
         device: supervised.device,
+        maps: maps::readings(&plan, &supervised.buffers, &supervised.maps),
         plan,
         rungs: reports,
         failed: supervised

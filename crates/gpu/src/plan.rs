@@ -26,7 +26,7 @@ pub enum Role {
 }
 
 impl Role {
-    fn parse(role: &str) -> Option<Role> {
+    pub(crate) fn parse(role: &str) -> Option<Role> {
         match role {
             "A" => Some(Role::A),
             "B" => Some(Role::B),

@@ -46,6 +46,10 @@ pub struct Supervised {
     pub rungs: Vec<(Option<Config>, Outcome)>,
     /// A failure before any rung (context, library, job).
     pub failed: Option<(String, String)>,
+    /// The operand buffers: (role name, device address, bytes).
+    pub buffers: Vec<(String, u64, u64)>,
+    /// Each TensorMap parameter's map as first encoded: (parameter, 256 hex characters).
+    pub maps: Vec<(String, String)>,
     /// What the worker wrote to stderr.
     pub stderr: String,
 }
@@ -129,6 +133,8 @@ pub fn supervise(
                         }
                         launched = None;
                     }
+                    Event::Buffers { buffers } => s.buffers = buffers,
+                    Event::Map { param, bytes } => s.maps.push((param, bytes)),
                     Event::Failed {
                         rung,
                         stage,
@@ -319,5 +325,35 @@ mod tests {
         );
         assert!(matches!(&s.rungs[1].1, Outcome::Failed { stage, .. } if stage == "launch"));
         assert!(s.failed.is_none());
+    }
+
+    #[test]
+    fn buffer_and_map_events_are_collected() {
+        let map = "ab".repeat(128);
+        let lines = [
+            Event::Buffers {
+                buffers: vec![("A".to_owned(), 0x1000, 512), ("B".to_owned(), 0x2000, 256)],
+            }
+            .line(),
+            Event::Map {
+                param: "tmap_a".to_owned(),
+                bytes: map.clone(),
+            }
+            .line(),
+            Event::Done {
+                rung: 0,
+                ms: 1.0,
+                reference_ms: None,
+            }
+            .line(),
+        ];
+        let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+        let s = supervise(script(&refs, 0), Path::new("j"), 1, Duration::from_secs(5)).unwrap();
+        assert_eq!(
+            s.buffers,
+            vec![("A".to_owned(), 0x1000, 512), ("B".to_owned(), 0x2000, 256)]
+        );
+        assert_eq!(s.maps, vec![("tmap_a".to_owned(), map)]);
+        assert!(matches!(s.rungs[0].1, Outcome::Done { .. }));
     }
 }

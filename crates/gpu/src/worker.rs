@@ -7,7 +7,9 @@
 //! the inputs, fills the output with NaN (a value the kernel never wrote reads as
 //! NaN), encodes the TMA descriptors with the reproducer's own encoders, asks
 //! `kwb_config` for the launch configuration, launches through `kwb_launch`, waits,
-//! and writes the output buffer back. Each step is reported as an [`Event`] line on
+//! and writes the output buffer back. The buffers' addresses and each map's bytes,
+//! the first time it is encoded, are reported as they are: decoding is the
+//! supervisor's side. Each step is reported as an [`Event`] line on
 //! stdout; the supervisor enforces the timeout by killing this process.
 #![allow(unsafe_code)]
 
@@ -21,7 +23,7 @@ use cudarc::driver::{
 };
 
 use crate::abi::{Dim3, Problem, TensorMap};
-use crate::job::{Event, Job, runtime_error_name};
+use crate::job::{Event, Job, hex, runtime_error_name};
 use crate::plan::{Arg, Role};
 
 type LaunchFn = unsafe extern "C" fn(Dim3, Dim3, usize, *mut c_void, *mut *mut c_void) -> i32;
@@ -145,6 +147,21 @@ fn run(ctx: &Arc<CudaContext>, library: &libloading::Library, job: &Job) -> Resu
         })?;
         buffers.slices.push((o.role, slice));
     }
+    say(&Event::Buffers {
+        buffers: buffers
+            .slices
+            .iter()
+            .map(|(role, slice)| {
+                (
+                    role.name().to_owned(),
+                    buffers.address(*role),
+                    slice.len() as u64,
+                )
+            })
+            .collect(),
+    });
+    // The TensorMap arguments whose bytes were reported: each once, when first encoded.
+    let mut reported: Vec<usize> = Vec::new();
     let plan = &job.plan;
     let mut reference = match &job.reference {
         Some(r) => {
@@ -326,6 +343,13 @@ fn run(ctx: &Arc<CudaContext>, library: &libloading::Library, job: &Job) -> Resu
                                 "{function} (for `{name}`) returned {rc}: the launcher's own encoder refused these parameters"
                             ),
                         ));
+                    }
+                    if !reported.contains(&i) {
+                        reported.push(i);
+                        say(&Event::Map {
+                            param: name.to_owned(),
+                            bytes: hex(&map.bytes()),
+                        });
                     }
                     let p: *mut TensorMap = &mut *map;
                     values.push(map);

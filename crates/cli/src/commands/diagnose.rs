@@ -9,7 +9,8 @@
 //! each failing rung; FILE is only read.
 //!
 //! The TMA maps the launcher encodes are checked against their operands' canonical
-//! maps from the source alone (kwb-diagnose's static descriptor check).
+//! maps from the source alone (kwb-diagnose's static descriptor check), and, where the
+//! ladder ran, the maps the kernel received as well (kwb run's decoded maps).
 //!
 //! Exit 0 when a VERDICT or a DRAFT was reached, 7 when no GPU was there for the
 //! ladder, no trace was given and the source shows no wrong map (nothing to conclude
@@ -23,7 +24,7 @@ use kwb_diagnose::{
     DescriptorIssue, Diagnosis, EncodedMap, Evidence, OnesRun, OutputCheck, RungOutcome, RungState,
     check_descriptors, judge_ladder, judge_ones, nan_origin, reconcile, sites_of, with_descriptors,
 };
-use kwb_gpu::{GpuError, Report};
+use kwb_gpu::{GpuError, MapReading, Report};
 use miette::Report as Problem;
 
 use crate::commands::{extract, run};
@@ -165,7 +166,11 @@ pub fn run(args: Args) -> i32 {
             "the trace: no --trace given (kwb-instrument the kernel, build with -DKWB_TRACE, run it on all-ones with KWB_TRACE_OUT=trace.bin); a trace is what isolates a stage".to_owned(),
         );
     }
-    let descriptors = descriptor_issues(&extraction);
+    let mut descriptors = descriptor_issues(&extraction);
+    if let Some(r) = &report {
+        let received = received_issues(&r.maps, &descriptors);
+        descriptors.extend(received);
+    }
     let combined = kwb_diagnose::combine_traces(traced.clone(), full_finding.clone());
     let verdict = with_descriptors(reconcile(combined.as_ref(), ladder.as_ref()), &descriptors);
     // The stage's probe sites in either trace, once each.
@@ -332,6 +337,32 @@ fn descriptor_issues(x: &kwb_extract::Extraction) -> Vec<DescriptorIssue> {
     check_descriptors(&maps, &launcher)
 }
 
+/// The dynamic descriptor check: each difference of a map the kernel received that
+/// covers A or B (or points at none of the run's buffers) from its operand's canonical
+/// map, unless the static check already names that map's field.
+fn received_issues(maps: &[MapReading], statics: &[DescriptorIssue]) -> Vec<DescriptorIssue> {
+    let mut out = Vec::new();
+    for map in maps {
+        let operand = match map.covers.as_deref() {
+            Some(role @ ("A" | "B")) => role,
+            Some(_) => continue,
+            None => "none",
+        };
+        for diff in &map.diffs {
+            // `strides[0]` is the static check's `strides`.
+            let field = diff.field.split('[').next().unwrap_or(diff.field);
+            if statics
+                .iter()
+                .any(|s| s.param == map.param && s.field == field)
+            {
+                continue;
+            }
+            out.push(DescriptorIssue::received(&map.param, operand, diff));
+        }
+    }
+    out
+}
+
 fn read_trace(path: &Path) -> Result<kwb_runtime::Trace, i32> {
     let bytes = std::fs::read(path).map_err(|source| {
         render::error(Problem::new(CliError::Unreadable {
@@ -454,4 +485,71 @@ fn write_report(dir: &Path, d: &Diagnosis, report: Option<&Report>) -> Result<()
             }));
             exit::INPUT
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use kwb_diagnose::MapDiff;
+
+    use super::*;
+
+    fn reading(param: &str, covers: Option<&str>, diffs: Vec<MapDiff>) -> MapReading {
+        MapReading {
+            param: param.to_owned(),
+            bytes_hex: String::new(),
+            decoded: None,
+            decode_error: None,
+            covers: covers.map(str::to_owned),
+            diffs,
+        }
+    }
+
+    fn pitch() -> MapDiff {
+        MapDiff {
+            field: "strides[0]",
+            got: "2048".to_owned(),
+            expected: "2176".to_owned(),
+            why: "the pitch is 1024 elements where 1088 are expected".to_owned(),
+        }
+    }
+
+    #[test]
+    fn a_received_map_s_diff_on_an_operand_is_a_descriptor_issue_once() {
+        let maps = [
+            reading("tmap_a", Some("A"), vec![pitch()]),
+            reading("tmap_d", Some("D"), vec![pitch()]),
+        ];
+        let issues = received_issues(&maps, &[]);
+        assert_eq!(issues.len(), 1, "{issues:?}");
+        assert_eq!(
+            (issues[0].param.as_str(), issues[0].operand.as_str()),
+            ("tmap_a", "A")
+        );
+        assert!(
+            issues[0]
+                .describe()
+                .contains("strides[0] {2048} where A's rows are 2176 bytes apart"),
+            "{}",
+            issues[0].describe()
+        );
+        // The static check already names tmap_a's strides: not said twice.
+        let from_source = DescriptorIssue {
+            param: "tmap_a".to_owned(),
+            operand: "A".to_owned(),
+            line: Some(297),
+            field: "strides",
+            found: "K * 2".to_owned(),
+            expected: "lda * sizeof(element)".to_owned(),
+        };
+        assert!(received_issues(&maps, &[from_source]).is_empty());
+        // A map in none of the buffers is an issue of no operand.
+        let stray = MapDiff {
+            field: "address",
+            got: "0x8".to_owned(),
+            expected: "an address in one of the run's buffers".to_owned(),
+            why: "the map points at none of the run's buffers".to_owned(),
+        };
+        let issues = received_issues(&[reading("tmap_b", None, vec![stray])], &[]);
+        assert_eq!(issues[0].operand, "none");
+    }
 }

@@ -7,7 +7,8 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use kwb_gpu::{GpuError, Report, RunOptions};
+use kwb_diagnose::Swizzle;
+use kwb_gpu::{GpuError, MapReading, Report, RunOptions};
 use kwb_ladder::{Dtype, Rung};
 
 use crate::commands::ladder::{human, numbers, parse_dtype, parse_rung, parse_shape};
@@ -454,6 +455,9 @@ fn human_report(out: &mut impl Write, r: &Report) -> std::io::Result<()> {
             }
         }
     }
+    for map in &r.maps {
+        writeln!(out, "{}", map_line(map))?;
+    }
     writeln!(
         out,
         "wall: inputs {:.2} s, GPU worker {:.2} s, comparison {:.2} s",
@@ -471,7 +475,102 @@ fn human_report(out: &mut impl Write, r: &Report) -> std::io::Result<()> {
     writeln!(out, "{verdict}")
 }
 
+/// One line on a map the kernel received: what it holds, and whether it is the
+/// canonical map of the buffer it covers.
+fn map_line(m: &MapReading) -> String {
+    let covers = m.covers.as_deref().unwrap_or("none of the run's buffers");
+    let Some(f) = &m.decoded else {
+        return format!(
+            "map {}: not decoded ({})",
+            m.param,
+            m.decode_error.as_deref().unwrap_or("no bytes")
+        );
+    };
+    let list = |v: &[String]| v.join(", ");
+    let swizzle = match f.swizzle {
+        Swizzle::None => "none",
+        Swizzle::B32 => "32B",
+        Swizzle::B64 => "64B",
+        Swizzle::B128 => "128B",
+        Swizzle::B128Atom32 => "128B-atom-32B",
+        Swizzle::B128Atom32Flip8 => "128B-atom-32B-flip-8B",
+        Swizzle::B128Atom64 => "128B-atom-64B",
+    };
+    let judged = match (m.diffs.as_slice(), &m.covers) {
+        ([], Some(role)) => format!("matches {role}"),
+        ([], None) => "well-formed".to_owned(),
+        (diffs, _) => format!(
+            "differs: {}",
+            diffs
+                .iter()
+                .map(|d| format!("{} {} (expected {}: {})", d.field, d.got, d.expected, d.why))
+                .collect::<Vec<_>>()
+                .join("; ")
+        ),
+    };
+    format!(
+        "map {} (covers {covers}): dims {{{}}} strides {{{}}} box {{{}}} {} swizzle {swizzle}: {judged}",
+        m.param,
+        list(&f.dims.iter().map(u64::to_string).collect::<Vec<_>>()),
+        list(&f.strides.iter().map(u64::to_string).collect::<Vec<_>>()),
+        list(&f.box_dim.iter().map(u32::to_string).collect::<Vec<_>>()),
+        f.dtype,
+    )
+}
+
 /// `kwb run-worker JOB`: the GPU half of `kwb run`, in its own process.
 pub fn worker(job: PathBuf) -> i32 {
     kwb_gpu::worker::main(&job)
+}
+
+#[cfg(test)]
+mod tests {
+    use kwb_diagnose::{MapDiff, MapDtype, TensorMapFields};
+
+    use super::*;
+
+    #[test]
+    fn a_map_line_names_what_the_map_holds_and_how_it_differs() {
+        let fields = TensorMapFields {
+            address: 0x1000,
+            rank: 2,
+            dtype: MapDtype::Bf16,
+            dims: vec![1024, 256],
+            strides: vec![2048],
+            box_dim: vec![64, 128],
+            element_strides: vec![1, 1],
+            interleave: 0,
+            swizzle: Swizzle::B128,
+            l2_promotion: 0,
+            oob_nan: false,
+            im2col: false,
+            box_bytes: 16384,
+            large: false,
+        };
+        let mut m = MapReading {
+            param: "tmap_a".to_owned(),
+            bytes_hex: String::new(),
+            decoded: Some(fields),
+            decode_error: None,
+            covers: Some("A".to_owned()),
+            diffs: Vec::new(),
+        };
+        assert_eq!(
+            map_line(&m),
+            "map tmap_a (covers A): dims {1024, 256} strides {2048} box {64, 128} bf16 swizzle 128B: matches A"
+        );
+        m.diffs.push(MapDiff {
+            field: "strides[0]",
+            got: "2048".to_owned(),
+            expected: "2176".to_owned(),
+            why: "the pitch is 1024 elements where 1088 are expected".to_owned(),
+        });
+        assert!(
+            map_line(&m).ends_with(
+                "128B: differs: strides[0] 2048 (expected 2176: the pitch is 1024 elements where 1088 are expected)"
+            ),
+            "{}",
+            map_line(&m)
+        );
+    }
 }
