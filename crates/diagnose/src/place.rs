@@ -152,17 +152,8 @@ impl WrongTiles {
         let Some(r) = traced else {
             return Located::Unknown;
         };
-        let origin = r.m1 - r.m0 == 1 && r.n1 - r.n0 == 1;
-        let r = if origin && self.tile_known {
-            Region {
-                m0: r.m0,
-                m1: (r.m0 + self.tile.0 as i64).min(self.m as i64),
-                n0: r.n0,
-                n1: (r.n0 + self.tile.1 as i64).min(self.n as i64),
-            }
-        } else {
-            *r
-        };
+        let origin = is_origin(r);
+        let r = self.extent(r);
         if self.meets(&r) {
             return Located::Inside;
         }
@@ -178,6 +169,22 @@ impl WrongTiles {
         };
         Located::Outside {
             first: first.unwrap_or(r),
+        }
+    }
+
+    /// The traced region `r` as far as these tiles can place it: a tile origin (a
+    /// one-output region) stands for the kernel's tile that starts there when the tile
+    /// is known; anything else is itself.
+    pub fn extent(&self, r: &Region) -> Region {
+        if is_origin(r) && self.tile_known {
+            Region {
+                m0: r.m0,
+                m1: (r.m0 + self.tile.0 as i64).min(self.m as i64),
+                n0: r.n0,
+                n1: (r.n0 + self.tile.1 as i64).min(self.n as i64),
+            }
+        } else {
+            *r
         }
     }
 
@@ -208,6 +215,11 @@ impl WrongTiles {
                 .collect(),
         })
     }
+}
+
+/// A one-output region: a tile origin, not an extent.
+fn is_origin(r: &Region) -> bool {
+    r.m1 - r.m0 == 1 && r.n1 - r.n0 == 1
 }
 
 impl Region {
@@ -268,7 +280,7 @@ pub fn joinable(output: &crate::stage::OutputCheck, region: Option<&Region>) -> 
         Located::Inside => Ok(()),
         Located::Outside { first } => Err(format!(
             "the traced tile ({}) holds no wrong output; the first wrong tile is {}",
-            region.map_or("?".to_owned(), Region::describe),
+            region.map_or("?".to_owned(), |r| tiles.extent(r).describe()),
             first.describe()
         )),
         Located::Unknown => Err(format!(

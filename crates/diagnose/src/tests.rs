@@ -133,6 +133,12 @@ fn an_output_wrong_away_from_the_traced_ctas_origin_is_no_epilogue_verdict() {
     ones.output.as_mut().unwrap().wrong_tiles =
         Some(crate::WrongTiles::of(256, 256, (128, 128), &wrong));
     let f = judge_ones(&trace(records.clone()), &ones);
+    assert!(
+        f.summary
+            .contains("the traced tile (rows 128..256, columns 0..128) holds no wrong output"),
+        "{}",
+        f.summary
+    );
     assert_eq!(
         (f.stage, f.status, f.confound.clone()),
         (

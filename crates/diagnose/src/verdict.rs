@@ -296,7 +296,11 @@ fn eliminate(t: &Finding, l: &Finding) -> Option<Elimination> {
             e.summary = format!(
                 "{}; the full trace shows {shown} right in its CTA ({}), which the ladder has right: the wrong tiles start at {}",
                 l.summary,
-                cleared.region.map_or("?".to_owned(), |r| r.describe()),
+                cleared.region.map_or("?".to_owned(), |r| l
+                    .wrong_tiles
+                    .as_ref()
+                    .map_or(r, |w| w.extent(&r))
+                    .describe()),
                 wrong.describe()
             );
             e.missing.push(format!(
