@@ -1760,12 +1760,39 @@ mod two_traces {
         // Ones isolates the MMA, the full trace only draws: the ones verdict.
         let mma = f(Some(Stage::Mma), Status::Verdict, false);
         let draft = f(Some(Stage::Epilogue), Status::Draft, false);
-        let c = combine_traces(Some(mma.clone()), Some(draft)).unwrap();
+        let c = combine_traces(Some(mma.clone()), Some(draft.clone())).unwrap();
         assert_eq!(c.stage, Some(Stage::Mma));
         // Both isolate, different stages: a draft that says so.
         let c = combine_traces(Some(mma), Some(operand)).unwrap();
         assert_eq!(c.status, Status::Draft);
         assert!(c.summary.contains("disagree"), "{}", c.summary);
+        // A draft on ones against a full trace that clears operands and accumulator:
+        // the clearing trace, which elimination can use.
+        let clearing = Finding {
+            cleared: Some(crate::Cleared {
+                stages: vec![Stage::OperandLoad, Stage::Descriptor, Stage::Mma],
+                region: None,
+                m: 256,
+                n: 256,
+            }),
+            ..f(None, Status::Draft, false)
+        };
+        let elsewhere = Finding {
+            confound: Some(crate::Confound::ElsewhereThanTraced),
+            ..draft.clone()
+        };
+        let c = combine_traces(Some(elsewhere), Some(clearing.clone())).unwrap();
+        assert!(c.cleared.is_some(), "{}", c.summary);
+        // A ones draft with a confound of its own (padding) keeps it.
+        let padded = Finding {
+            confound: Some(crate::Confound::PaddingRows { m: 8, n: 1024 }),
+            ..draft.clone()
+        };
+        let c = combine_traces(Some(padded), Some(clearing.clone())).unwrap();
+        assert_eq!(c.stage, Some(Stage::Epilogue));
+        // A full trace that neither points nor clears leaves the ones draft.
+        let c = combine_traces(Some(draft.clone()), Some(f(None, Status::Draft, false))).unwrap();
+        assert_eq!(c.stage, Some(Stage::Epilogue));
         // One trace alone is itself.
         assert_eq!(
             combine_traces(Some(clean_ones.clone()), None),

@@ -395,7 +395,9 @@ pub fn with_descriptors(mut v: Verdict, issues: &[DescriptorIssue]) -> Verdict {
 
 /// The one trace finding to reconcile from a trace on all-ones and a full trace on
 /// integer inputs: the one that isolates a stage (a VERDICT), else the one that
-/// points at a stage, else the full trace's reading. Two VERDICTs that name stages
+/// points at a stage, unless that is a ones draft only for its CTA's place and the full
+/// trace clears operands and accumulator (elimination needs it), else the full trace's
+/// reading. Two VERDICTs that name stages
 /// neither can tell apart from the other are a conflict: the full trace's finding,
 /// as a DRAFT that names both.
 pub fn combine_traces(ones: Option<Finding>, full: Option<Finding>) -> Option<Finding> {
@@ -412,9 +414,19 @@ pub fn combine_traces(ones: Option<Finding>, full: Option<Finding>) -> Option<Fi
                 Some(s)
             } else if isolates(&s) {
                 Some(s)
-            } else if isolates(&o) || (o.stage.is_some() && s.stage.is_none()) {
+            } else if isolates(&o) {
+                Some(o)
+            } else if o.stage.is_some()
+                && s.stage.is_none()
+                && (s.cleared.is_none() || o.confound != Some(Confound::ElsewhereThanTraced))
+            {
+                // The ones trace points somewhere (a confound it names, such as
+                // padding, must reach the verdict): the pointer.
                 Some(o)
             } else {
+                // The ones trace is a draft only because its CTA's tile is not where
+                // the output is wrong, and the full trace (another CTA) clears operands
+                // and accumulator: with the ladder it can eliminate stages.
                 Some(s)
             }
         }
