@@ -16,6 +16,8 @@
 //!   [`nan_origin`]: the first stage and K tile with a NaN or an Inf.
 //! - [`check_descriptors`]: the TMA maps a launcher encodes against the canonical map
 //!   of the operand each covers.
+//! - [`mma_swizzle`]: the swizzle the source's MMA reads shared-memory operands with
+//!   (`grammars/mma_swizzle.txt`), for a received map's swizzle to be held to.
 //! - [`decode`]: a driver-encoded `CUtensorMap` read back into its parameters
 //!   (reverse-engineered layout), and [`check_map`]: those held to the expected map.
 //! - [`Diagnosis`] and its renderings ([`terminal`], [`markdown`]; serialized, the
@@ -29,6 +31,7 @@
 mod descriptor;
 mod heat;
 mod ladder;
+mod mma_swizzle;
 mod pattern;
 mod picture;
 mod place;
@@ -42,6 +45,7 @@ mod verdict;
 pub use crate::descriptor::{DescriptorIssue, EncodedMap, check_descriptors};
 pub use crate::heat::{Heat, MAX_CELLS};
 pub use crate::ladder::{RungOutcome, RungState, judge_ladder};
+pub use crate::mma_swizzle::{MmaSwizzle, mma_swizzle};
 pub use crate::pattern::{Axis, Classified, ErrorGrid, Pattern, classify};
 pub use crate::picture::{heat_png, heat_svg};
 pub use crate::place::{Located, Region, WrongTiles};

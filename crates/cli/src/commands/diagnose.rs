@@ -21,8 +21,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use kwb_diagnose::{
-    DescriptorIssue, Diagnosis, EncodedMap, Evidence, OnesRun, OutputCheck, RungOutcome, RungState,
-    check_descriptors, judge_ladder, judge_ones, nan_origin, reconcile, sites_of, with_descriptors,
+    DescriptorIssue, Diagnosis, EncodedMap, Evidence, MmaSwizzle, OnesRun, OutputCheck,
+    RungOutcome, RungState, Swizzle, check_descriptors, judge_ladder, judge_ones, nan_origin,
+    reconcile, sites_of, with_descriptors,
 };
 use kwb_gpu::{GpuError, MapReading, Report};
 use miette::Report as Problem;
@@ -170,6 +171,12 @@ pub fn run(args: Args) -> i32 {
     if let Some(r) = &report {
         let received = received_issues(&r.maps, &descriptors);
         descriptors.extend(received);
+        // The source was read by the extraction; unreadable now means no expectation.
+        let source = std::fs::read_to_string(&args.target.file).unwrap_or_default();
+        descriptors.extend(swizzle_issues(
+            &r.maps,
+            kwb_diagnose::mma_swizzle(&source).as_ref(),
+        ));
     }
     let combined = kwb_diagnose::combine_traces(traced.clone(), full_finding.clone());
     let verdict = with_descriptors(reconcile(combined.as_ref(), ladder.as_ref()), &descriptors);
@@ -363,6 +370,37 @@ fn received_issues(maps: &[MapReading], statics: &[DescriptorIssue]) -> Vec<Desc
     out
 }
 
+/// A received map of A or B whose swizzle is not the one the source's MMA reads
+/// shared memory with: the tile is written one way and read another.
+fn swizzle_issues(maps: &[MapReading], mma: Option<&MmaSwizzle>) -> Vec<DescriptorIssue> {
+    let Some(mma) = mma else {
+        return Vec::new();
+    };
+    let name = |s: Swizzle| match s.span() {
+        None => "none".to_owned(),
+        Some(bytes) => format!("{bytes}B"),
+    };
+    maps.iter()
+        .filter_map(|map| {
+            let operand = map.covers.as_deref().filter(|r| matches!(*r, "A" | "B"))?;
+            let got = map.decoded.as_ref()?.swizzle;
+            (name(got) != name(mma.swizzle)).then(|| DescriptorIssue {
+                param: map.param.clone(),
+                operand: operand.to_owned(),
+                line: None,
+                field: "swizzle",
+                found: name(got),
+                expected: format!(
+                    "the MMA reads shared memory {}-swizzled (line {}: `{}`): a tile written one way and read another permutes the 16-byte chunks of each row",
+                    name(mma.swizzle),
+                    mma.line,
+                    mma.text
+                ),
+            })
+        })
+        .collect()
+}
+
 fn read_trace(path: &Path) -> Result<kwb_runtime::Trace, i32> {
     let bytes = std::fs::read(path).map_err(|source| {
         render::error(Problem::new(CliError::Unreadable {
@@ -502,6 +540,46 @@ mod tests {
             covers: covers.map(str::to_owned),
             diffs,
         }
+    }
+
+    fn with_swizzle(param: &str, covers: &str, swizzle: Swizzle) -> MapReading {
+        MapReading {
+            decoded: Some(kwb_diagnose::TensorMapFields {
+                address: 0x7f00_0000_0000,
+                rank: 2,
+                dtype: kwb_diagnose::MapDtype::Bf16,
+                dims: vec![1024, 256],
+                strides: vec![2048],
+                box_dim: vec![64, 128],
+                element_strides: vec![1, 1],
+                interleave: 0,
+                swizzle,
+                l2_promotion: 0,
+                oob_nan: false,
+                im2col: false,
+                box_bytes: 16384,
+                large: false,
+            }),
+            ..reading(param, Some(covers), Vec::new())
+        }
+    }
+
+    #[test]
+    fn a_received_map_swizzled_otherwise_than_the_mma_reads_is_a_descriptor_issue() {
+        let mma = kwb_diagnose::mma_swizzle("  desc |= uint64_t(1) << 62;").unwrap();
+        let maps = [
+            with_swizzle("tmap_a", "A", Swizzle::None),
+            with_swizzle("tmap_b", "B", Swizzle::B128),
+            with_swizzle("tmap_d", "D", Swizzle::None),
+        ];
+        let issues = swizzle_issues(&maps, Some(&mma));
+        assert_eq!(issues.len(), 1, "{issues:?}");
+        assert_eq!(
+            issues[0].describe(),
+            "`tmap_a` (operand A): the map the kernel received has swizzle {none} where the MMA reads shared memory 128B-swizzled (line 1: `desc |= uint64_t(1) << 62;`): a tile written one way and read another permutes the 16-byte chunks of each row"
+        );
+        // No expectation from the source: nothing said.
+        assert!(swizzle_issues(&maps, None).is_empty());
     }
 
     fn pitch() -> MapDiff {
