@@ -83,6 +83,32 @@ fn a_file_that_is_no_trace_is_refused_before_anything_is_written() {
 }
 
 #[test]
+fn a_trace_not_recorded_under_the_given_gate_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("report");
+    let r = diagnose(
+        dir.path(),
+        "last_tile_twice",
+        &[
+            "--trace",
+            &trace("mma_sync_last_tile_twice_ones.trace"),
+            "--gate",
+            "BM == 128",
+            "--report",
+            report.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("were not recorded with --gate 'BM == 128' (recorded without a gate"),
+        "{}",
+        r.stderr
+    );
+    assert!(!report.exists(), "nothing is written for bad input");
+}
+
+#[test]
 fn an_unknown_kernel_is_named() {
     let dir = tempfile::tempdir().unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_kwb"))

@@ -61,6 +61,11 @@ pub struct Args {
         requires = "full_trace"
     )]
     operands: Vec<PathBuf>,
+    /// The gate the traces were recorded with (kwb-instrument --gate, e.g.
+    /// 'REDUCTION_SIZE == 6144'): every record must carry its tag, so the trace holds
+    /// that instantiation alone and cannot mix layers
+    #[arg(long, value_name = "EXPR")]
+    gate: Option<String>,
     /// A folder for report.md, report.json, the reproducer and the heat maps
     #[arg(long, value_name = "DIR")]
     report: Option<PathBuf>,
@@ -88,6 +93,20 @@ pub fn run(args: Args) -> i32 {
             (Err(code), _) | (_, Err(code)) => return code,
         },
     };
+    if let Some(gate) = &args.gate {
+        let traces = [
+            args.trace.as_deref().zip(trace.as_ref()),
+            args.full_trace
+                .as_deref()
+                .zip(full.as_ref().map(|(t, _)| t)),
+        ];
+        for (path, t) in traces.into_iter().flatten() {
+            if let Err(why) = pinned(t, gate) {
+                render::error(Problem::msg(format!("{}: {why}", path.display())));
+                return exit::INPUT;
+            }
+        }
+    }
     let temp;
     let repro_dir = match &args.report {
         Some(dir) => dir.join("repro"),
@@ -401,6 +420,33 @@ fn swizzle_issues(maps: &[MapReading], mma: Option<&MmaSwizzle>) -> Vec<Descript
         .collect()
 }
 
+/// Whether every record of `trace` was recorded under `gate` (carries its tag).
+fn pinned(trace: &kwb_runtime::Trace, gate: &str) -> Result<(), String> {
+    let want = kwb_runtime::tag(gate);
+    let total = trace.records.len();
+    if total == 0 {
+        return Err("the trace holds no record".to_owned());
+    }
+    let foreign: Vec<u32> = trace
+        .records
+        .iter()
+        .map(|r| r.tag)
+        .filter(|t| *t != want)
+        .collect();
+    let Some(first) = foreign.first() else {
+        return Ok(());
+    };
+    let what = if *first == kwb_runtime::tag(kwb_runtime::UNGATED) {
+        "recorded without a gate, in every instantiation".to_owned()
+    } else {
+        format!("recorded under another gate (tag {first:#010x})")
+    };
+    Err(format!(
+        "{} of {total} records were not recorded with --gate '{gate}' ({what}): instrument the kernel with kwb-instrument --gate '{gate}' so the trace holds that instantiation alone",
+        foreign.len()
+    ))
+}
+
 fn read_trace(path: &Path) -> Result<kwb_runtime::Trace, i32> {
     let bytes = std::fs::read(path).map_err(|source| {
         render::error(Problem::new(CliError::Unreadable {
@@ -540,6 +586,24 @@ mod tests {
             covers: covers.map(str::to_owned),
             diffs,
         }
+    }
+
+    #[test]
+    fn a_trace_is_pinned_when_every_record_carries_the_gates_tag() {
+        let gate = "REDUCTION_SIZE == 6144";
+        let mut record = kwb_runtime::TraceRecord::from_le_bytes(&[0; kwb_runtime::RECORD_SIZE]);
+        record.tag = kwb_runtime::tag(gate);
+        let mut t = kwb_runtime::Trace {
+            records: vec![record.clone(), record],
+            ..kwb_runtime::Trace::default()
+        };
+        assert_eq!(pinned(&t, gate), Ok(()));
+        t.records[1].tag = kwb_runtime::tag("REDUCTION_SIZE == 1024");
+        let why = pinned(&t, gate).unwrap_err();
+        assert!(why.starts_with("1 of 2 records"), "{why}");
+        assert!(why.contains("another gate"), "{why}");
+        t.records.clear();
+        assert!(pinned(&t, gate).is_err());
     }
 
     fn with_swizzle(param: &str, covers: &str, swizzle: Swizzle) -> MapReading {
