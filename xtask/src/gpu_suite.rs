@@ -298,6 +298,19 @@ fn row(b: &Built<'_>, ran: &Ran, ok: bool, cells: &[String]) -> String {
 }
 
 /// The GPU and driver, the nvcc version and the UTC date, for a report's header.
+/// A GPU report's title and its first lines: date, commit, GPU and nvcc.
+pub(crate) fn report_head(
+    title: &str,
+    commit: Option<&str>,
+    toolchain: &kwb_toolchain::Toolchain,
+) -> String {
+    let (gpu, nvcc, date) = machine(toolchain);
+    format!(
+        "# {title}\n\n- date: {date}\n- commit: {}\n- GPU: {gpu}\n- nvcc: {nvcc}\n",
+        commit.unwrap_or("unknown")
+    )
+}
+
 pub(crate) fn machine(toolchain: &kwb_toolchain::Toolchain) -> (String, String, String) {
     let gpu = Command::new("nvidia-smi")
         .args(["--query-gpu=name,driver_version", "--format=csv,noheader"])
@@ -322,17 +335,11 @@ fn markdown(
     rows: &[String],
     wrong: usize,
 ) -> String {
-    let (gpu, nvcc, date) = machine(toolchain);
-    let mut out = String::new();
-    let _ = writeln!(out, "# Kernel suite on the GPU\n");
-    let _ = writeln!(out, "- date: {date}");
-    let _ = writeln!(
-        out,
-        "- commit: {}",
-        options.commit.as_deref().unwrap_or("unknown")
+    let mut out = report_head(
+        "Kernel suite on the GPU",
+        options.commit.as_deref(),
+        toolchain,
     );
-    let _ = writeln!(out, "- GPU: {gpu}");
-    let _ = writeln!(out, "- nvcc: {nvcc}");
     let _ = writeln!(
         out,
         "- command: `xtask gpu-suite --timeout {}`",

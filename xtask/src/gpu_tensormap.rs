@@ -120,22 +120,16 @@ pub fn run(root: &Path, options: &Options) -> Result {
         };
         println!("{word:7} {}", case.id);
     }
-    let (gpu, nvcc, date) = crate::gpu_suite::machine(&toolchain);
-    let mut report = String::new();
-    let _ = writeln!(report, "# CUtensorMap decoder against the driver\n");
-    let _ = writeln!(report, "- date: {date}");
-    let _ = writeln!(
-        report,
-        "- commit: {}",
-        options.commit.as_deref().unwrap_or("unknown")
+    let mut report = crate::gpu_suite::report_head(
+        "CUtensorMap decoder against the driver",
+        options.commit.as_deref(),
+        &toolchain,
     );
-    let _ = writeln!(report, "- GPU: {gpu}");
     let _ = writeln!(
         report,
         "- driver: {} (cuDriverGetVersion); device {}",
         probe.driver, probe.device
     );
-    let _ = writeln!(report, "- nvcc: {nvcc}");
     let _ = writeln!(report, "- command: `xtask gpu-tensormap`\n");
     report.push_str(&markdown(&judged));
     if let Some(parent) = options.out.parent() {
