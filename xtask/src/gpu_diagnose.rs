@@ -29,6 +29,8 @@ pub struct Options {
     pub timeout: Duration,
     pub out: PathBuf,
     pub commit: Option<String>,
+    /// Only these variants (`family/defect`) or families; empty: every variant.
+    pub only: Vec<String>,
 }
 
 /// A full trace on integer inputs and the operands its run uploaded.
@@ -57,7 +59,24 @@ struct Row {
 }
 
 pub fn run(root: &Path, options: &Options) -> Result {
-    let suite = Suite::load(root)?;
+    let mut suite = Suite::load(root)?;
+    if !options.only.is_empty() {
+        let wanted = |family: &str, defect: &str| {
+            options
+                .only
+                .iter()
+                .any(|o| o == family || *o == format!("{family}/{defect}"))
+        };
+        suite.variant.retain(|v| wanted(&v.family, &v.defect));
+        if suite.variant.is_empty() {
+            return Err(Failure(format!(
+                "--only {}: no variant of kernels/suite.toml",
+                options.only.join(",")
+            )));
+        }
+        let families: Vec<String> = suite.variant.iter().map(|v| v.family.clone()).collect();
+        suite.families.retain(|name, _| families.contains(name));
+    }
     let kwb = binary("kwb")?;
     std::fs::create_dir_all(&options.out)
         .map_err(|e| Failure(format!("{}: {e}", options.out.display())))?;
@@ -317,10 +336,15 @@ fn report(rows: &[Row], options: &Options, toolchain: &kwb_toolchain::Toolchain)
     let _ = writeln!(out, "# kwb diagnose on the kernel suite\n");
     let _ = writeln!(
         out,
-        "- commit: {}\n- date: {date}\n- GPU: {gpu}\n- nvcc: {nvcc}\n- command: `xtask gpu-diagnose -j {} --timeout {}`",
+        "- commit: {}\n- date: {date}\n- GPU: {gpu}\n- nvcc: {nvcc}\n- command: `xtask gpu-diagnose -j {} --timeout {}{}`",
         options.commit.as_deref().unwrap_or("unknown"),
         options.jobs,
-        options.timeout.as_secs()
+        options.timeout.as_secs(),
+        if options.only.is_empty() {
+            String::new()
+        } else {
+            format!(" --only {}", options.only.join(","))
+        }
     );
     let _ = writeln!(
         out,

@@ -134,6 +134,9 @@ enum Task {
         /// The commit the report is for (the checkout may have no .git)
         #[arg(long)]
         commit: Option<String>,
+        /// Only these variants (FAMILY/DEFECT) or families (FAMILY), comma-separated
+        #[arg(long, value_delimiter = ',')]
+        only: Vec<String>,
     },
     /// On a machine with a GPU: check the trace runtime's records against statistics
     /// known by hand (tests/gpu/runtime_check.cu)
@@ -238,6 +241,7 @@ fn main() -> ExitCode {
             timeout,
             out,
             commit,
+            only,
         } => gpu_diagnose::run(
             &project_root(),
             &gpu_diagnose::Options {
@@ -245,6 +249,7 @@ fn main() -> ExitCode {
                 timeout: std::time::Duration::from_secs(timeout),
                 out: project_root().join(out),
                 commit,
+                only,
             },
         ),
         Task::GpuRuntime { out } => gpu_runtime::run(&project_root(), &project_root().join(out)),
