@@ -25,8 +25,12 @@ pub struct Diagnosis {
     /// The probe sites of the stage the verdict names (from the trace's site table).
     pub sites: Vec<SiteRef>,
     pub nan_origin: Option<NanOrigin>,
-    /// TMA maps that differ from their operand's canonical map (the static check).
+    /// TMA maps that differ from their operand's canonical map: from the source (the
+    /// static check), and as the kernel received them on the GPU.
     pub descriptors: Vec<DescriptorIssue>,
+    /// The TMA maps the kernel received, one line each as `kwb run` prints them (empty
+    /// without a GPU, or for a kernel that takes none).
+    pub maps: Vec<String>,
     /// Why a track did not run (no GPU, no trace), when one did not.
     pub not_run: Vec<String>,
     /// The command that reruns the reproducer alone.
@@ -166,6 +170,9 @@ pub fn terminal(d: &Diagnosis) -> String {
     for issue in &d.descriptors {
         out.push(format!("descriptor: {}", issue.describe()));
     }
+    for map in &d.maps {
+        out.push(map.clone());
+    }
     for e in &d.evidence {
         out.push(format!("{}: {}", e.track, e.finding.summary));
         if e.track == "trace" {
@@ -241,6 +248,12 @@ pub fn markdown(d: &Diagnosis, pictures: &[(String, String)]) -> String {
         md.push_str("\nTMA maps that differ from their operand's canonical map:\n");
         for issue in &d.descriptors {
             md.push_str(&format!("- {}\n", issue.describe()));
+        }
+    }
+    if !d.maps.is_empty() {
+        md.push_str("\nTMA maps as the kernel received them:\n");
+        for map in &d.maps {
+            md.push_str(&format!("- {map}\n"));
         }
     }
     if !d.rungs.is_empty() {

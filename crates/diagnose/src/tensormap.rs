@@ -194,6 +194,22 @@ impl Swizzle {
     }
 }
 
+impl fmt::Display for Swizzle {
+    /// `none`, `32B`, `64B`, `128B`, or a 128-byte swizzle with its atom
+    /// (`128B-atom-32B`, `128B-atom-32B-flip-8B`, `128B-atom-64B`).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Swizzle::None => "none",
+            Swizzle::B32 => "32B",
+            Swizzle::B64 => "64B",
+            Swizzle::B128 => "128B",
+            Swizzle::B128Atom32 => "128B-atom-32B",
+            Swizzle::B128Atom32Flip8 => "128B-atom-32B-flip-8B",
+            Swizzle::B128Atom64 => "128B-atom-64B",
+        })
+    }
+}
+
 /// What a map holds, as the parameters of `cuTensorMapEncodeTiled` (innermost
 /// dimension first) plus the two values the driver derives from them.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]

@@ -1381,6 +1381,9 @@ mod renderings {
             sites: Vec::new(),
             nan_origin: None,
             descriptors,
+            maps: vec![
+                "map tmap_a (covers A): dims {1024, 256} strides {2048} box {64, 128} bf16 swizzle 128B: matches A".to_owned(),
+            ],
             not_run: Vec::new(),
             reproduce: "kwb run DIR/repro --shape 256,256,128 --ladder zeros,ones".to_owned(),
         }

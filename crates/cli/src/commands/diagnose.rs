@@ -259,6 +259,10 @@ pub fn run(args: Args) -> i32 {
             .and_then(nan_origin)
             .or_else(|| full.as_ref().and_then(|(t, _)| nan_origin(t))),
         descriptors,
+        maps: report
+            .as_ref()
+            .map(|r| r.maps.iter().map(super::run::map_line).collect())
+            .unwrap_or_default(),
         not_run,
         reproduce,
     };
@@ -395,6 +399,7 @@ fn swizzle_issues(maps: &[MapReading], mma: Option<&MmaSwizzle>) -> Vec<Descript
     let Some(mma) = mma else {
         return Vec::new();
     };
+    // Swizzles that permute within the same span read a tile the same way here.
     let name = |s: Swizzle| match s.span() {
         None => "none".to_owned(),
         Some(bytes) => format!("{bytes}B"),
@@ -594,7 +599,7 @@ mod tests {
         let mut record = kwb_runtime::TraceRecord::from_le_bytes(&[0; kwb_runtime::RECORD_SIZE]);
         record.tag = kwb_runtime::tag(gate);
         let mut t = kwb_runtime::Trace {
-            records: vec![record.clone(), record],
+            records: vec![record, record],
             ..kwb_runtime::Trace::default()
         };
         assert_eq!(pinned(&t, gate), Ok(()));

@@ -7,7 +7,6 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use kwb_diagnose::Swizzle;
 use kwb_gpu::{GpuError, MapReading, Report, RunOptions};
 use kwb_ladder::{Dtype, Rung};
 
@@ -477,7 +476,7 @@ fn human_report(out: &mut impl Write, r: &Report) -> std::io::Result<()> {
 
 /// One line on a map the kernel received: what it holds, and whether it is the
 /// canonical map of the buffer it covers.
-fn map_line(m: &MapReading) -> String {
+pub(crate) fn map_line(m: &MapReading) -> String {
     let covers = m.covers.as_deref().unwrap_or("none of the run's buffers");
     let Some(f) = &m.decoded else {
         return format!(
@@ -487,15 +486,7 @@ fn map_line(m: &MapReading) -> String {
         );
     };
     let list = |v: &[String]| v.join(", ");
-    let swizzle = match f.swizzle {
-        Swizzle::None => "none",
-        Swizzle::B32 => "32B",
-        Swizzle::B64 => "64B",
-        Swizzle::B128 => "128B",
-        Swizzle::B128Atom32 => "128B-atom-32B",
-        Swizzle::B128Atom32Flip8 => "128B-atom-32B-flip-8B",
-        Swizzle::B128Atom64 => "128B-atom-64B",
-    };
+    let swizzle = f.swizzle;
     let judged = match (m.diffs.as_slice(), &m.covers) {
         ([], Some(role)) => format!("matches {role}"),
         ([], None) => "well-formed".to_owned(),
@@ -525,7 +516,7 @@ pub fn worker(job: PathBuf) -> i32 {
 
 #[cfg(test)]
 mod tests {
-    use kwb_diagnose::{MapDiff, MapDtype, TensorMapFields};
+    use kwb_diagnose::{MapDiff, MapDtype, Swizzle, TensorMapFields};
 
     use super::*;
 
