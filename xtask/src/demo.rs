@@ -311,8 +311,8 @@ pub fn run(root: &Path) -> Result {
          --alpha 1 --beta 0` runs the megakernel on its 16 down-projection tasks: the\n\
          accumulator fold that counts the even K tiles twice fails ones with ratio\n\
          1.5000 and every rung after it. `kwb diagnose` runs that ladder too and\n\
-         reconciles it with the trace: on an H200 it gave the manifest's stage for all\n\
-         35 defects of the suite (19 as a VERDICT, 16 as a DRAFT that names it),\n\
+         reconciles it with the traces: on an H200 it gave the manifest's stage for all\n\
+         35 defects of the suite (30 as a VERDICT, 5 as a DRAFT that names it),\n\
          refuted all 7 correct builds and confounds, and no wrong VERDICT\n\
          (docs/results/diagnose.md, `cargo xtask gpu-diagnose`); here the ladder's\n\
          rungs and their heat maps in {} are what it adds.",
