@@ -126,14 +126,7 @@ fn judge(
         &b,
         &kwb_diagnose::StructuredRun {
             input: INPUT.to_owned(),
-            output: Some(kwb_diagnose::OutputCheck {
-                mismatches: rung.mismatches,
-                nan: rung.nan,
-                inf: rung.inf,
-                ratio: rung.ratio,
-                // The harness counts wrong outputs, not where they are.
-                wrong_tiles: None,
-            }),
+            output: Some(rung.output_check()),
         },
     );
     let confound = variant.stage == "none" && variant.symptom.starts_with("confound");

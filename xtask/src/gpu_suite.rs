@@ -44,6 +44,31 @@ pub(crate) struct Rung {
     pub first_mismatch: [i64; 2],
 }
 
+impl Rung {
+    /// The harness's check of this rung's output, as kwb-diagnose reads it.
+    pub(crate) fn output_check(&self) -> kwb_diagnose::OutputCheck {
+        kwb_diagnose::OutputCheck {
+            mismatches: self.mismatches,
+            nan: self.nan,
+            inf: self.inf,
+            ratio: self.ratio,
+            // The harness counts wrong outputs, not where they are.
+            wrong_tiles: None,
+        }
+    }
+}
+
+/// Writes a GPU report to `out`, its folder made first.
+pub(crate) fn write_report(out: &Path, report: &str) -> Result {
+    if let Some(parent) = out.parent() {
+        std::fs::create_dir_all(parent)
+            .map_err(|e| Failure(format!("{}: {e}", parent.display())))?;
+    }
+    std::fs::write(out, report).map_err(|e| Failure(format!("{}: {e}", out.display())))?;
+    println!("wrote {}", out.display());
+    Ok(())
+}
+
 /// Numbers, or the strings "nan"/"inf" the harness writes for non-finite values.
 fn number<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<f64, D::Error> {
     #[derive(Deserialize)]
@@ -102,13 +127,7 @@ pub fn run(root: &Path, options: &Options) -> Result {
         rows.push(row(b, &ran, ok, &cells));
     }
     let report = markdown(&toolchain, options, &built, &rows, wrong);
-    if let Some(parent) = options.out.parent() {
-        std::fs::create_dir_all(parent)
-            .map_err(|e| Failure(format!("{}: {e}", parent.display())))?;
-    }
-    std::fs::write(&options.out, report)
-        .map_err(|e| Failure(format!("{}: {e}", options.out.display())))?;
-    println!("wrote {}", options.out.display());
+    write_report(&options.out, &report)?;
     if wrong == 0 {
         Ok(())
     } else {

@@ -132,13 +132,7 @@ pub fn run(root: &Path, options: &Options) -> Result {
     );
     let _ = writeln!(report, "- command: `xtask gpu-tensormap`\n");
     report.push_str(&markdown(&judged));
-    if let Some(parent) = options.out.parent() {
-        std::fs::create_dir_all(parent)
-            .map_err(|e| Failure(format!("{}: {e}", parent.display())))?;
-    }
-    std::fs::write(&options.out, report)
-        .map_err(|e| Failure(format!("{}: {e}", options.out.display())))?;
-    println!("wrote {}", options.out.display());
+    crate::gpu_suite::write_report(&options.out, &report)?;
     match wrong {
         0 => Ok(()),
         n => Err(Failure(format!(

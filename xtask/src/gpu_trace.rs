@@ -330,14 +330,7 @@ fn judge(variant: &Variant, ran: &Ran, trace: std::result::Result<&Trace, &Strin
             m: rung.m,
             n: rung.n,
             k: rung.k,
-            output: Some(kwb_diagnose::OutputCheck {
-                mismatches: rung.mismatches,
-                nan: rung.nan,
-                inf: rung.inf,
-                ratio: rung.ratio,
-                // The harness counts wrong outputs, not where they are.
-                wrong_tiles: None,
-            }),
+            output: Some(rung.output_check()),
         },
     );
     let padding = matches!(
