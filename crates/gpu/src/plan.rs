@@ -302,6 +302,7 @@ impl Plan {
                 ld: n,
             });
         }
+        let kernel_tile = tile(manifest);
         Ok(Plan {
             m,
             n,
@@ -319,8 +320,8 @@ impl Plan {
                 .iter()
                 .map(|p| (p.name.clone(), p.declaration.clone()))
                 .collect(),
-            tile: tile(manifest).unwrap_or((128, 128)),
-            tile_known: tile(manifest).is_some(),
+            tile: kernel_tile.unwrap_or((128, 128)),
+            tile_known: kernel_tile.is_some(),
         })
     }
 
