@@ -167,9 +167,30 @@ fn the_final_probe_follows_a_fold_of_partial_accumulators_but_not_a_scaling() {
         .find(|l| l.contains("acc[0][i] += acc[1][i]"))
         .unwrap();
     assert!(fold_line.contains("kwb::probe(1,"), "{fold_line}");
+    // The set the fold writes, alone: the other is a partial sum by design.
+    assert!(fold_line.contains(", acc[0]);"), "{fold_line}");
+    assert!(plan.probes[1].what.contains("`acc[0]` after the fold"));
     let scale_line = out.lines().find(|l| l.contains("*= alpha")).unwrap();
     assert!(!scale_line.contains("kwb::probe"), "{scale_line}");
     assert_eq!(plan.probes[1].line, 6);
+}
+
+#[test]
+fn a_fold_into_no_one_set_keeps_the_whole_accumulator() {
+    // Folds into different sets, or into an index that is not a literal: no one set
+    // is what the epilogue gets.
+    for fold in [
+        "for (int i = 0; i < 4; ++i) { acc[0][i] += acc[1][i]; acc[1][i] += acc[0][i]; }",
+        "for (int i = 0; i < 4; ++i) acc[s0][i] += acc[1][i];",
+    ] {
+        let source = format!(
+            "__global__ void k(const float* A, const float* B, float* C, int K, int s0) {{\n  float acc[2][4] = {{}};\n  for (int kt = 0; kt < K; kt += 2) {{\n    for (int s = 0; s < 2; ++s) acc[s][0] += A[kt + s] * B[kt + s];\n  }}\n  {fold}\n  C[threadIdx.x] = acc[0][0];\n}}\n"
+        );
+        let (out, plan) = instrument(&source, &config(None)).unwrap();
+        let line = out.lines().find(|l| l.contains("kwb::probe(1,")).unwrap();
+        assert!(line.contains(", acc);"), "{line}");
+        assert!(plan.probes[1].what.contains("after the mainloop"));
+    }
 }
 
 #[test]

@@ -197,18 +197,52 @@ pub(crate) fn probe(
         if !last_of_block || !want.complete {
             continue;
         }
-        let after = final_point(parsed, kernel, node, acc);
+        let (after, folded) = final_point(parsed, kernel, node, acc);
+        // After a fold of partial sets into one (`acc[0][j] += acc[s][j]`), the set it
+        // folds into is what the epilogue gets: the probe records that set alone, so
+        // the others (partial sums by design) do not read as a wrong accumulator.
+        let consumed = folded.and_then(|set| {
+            let dims = em.tile_dims.of(acc);
+            let below = |d: Option<usize>| match d {
+                Some(0) => Err(()),
+                Some(d) => Ok(Some(d - 1)),
+                None => Ok(None),
+            };
+            let dims = fragments::Dims {
+                m: below(dims.m).ok()?,
+                n: below(dims.n).ok()?,
+            };
+            let coords = if layout_coords.is_empty() {
+                // CuTe coordinates describe the whole tensor: keep it whole.
+                (coords.is_empty()).then(String::new)?
+            } else {
+                fragments::probe_args(layout, Role::Accumulator, rows, dims)
+            };
+            Some((format!("{acc}[{set}]"), coords))
+        });
+        let (probed, probed_coords, what) = match &consumed {
+            Some((slice, c)) => (
+                slice.as_str(),
+                c.as_str(),
+                format!("accumulator set `{slice}` after the fold of `{acc}`"),
+            ),
+            None => (
+                acc,
+                coords.as_str(),
+                format!("accumulator `{acc}` after the mainloop"),
+            ),
+        };
         let id = em.next_id();
         em.insert(
             after,
             &format!(
-                " if constexpr (kwb::enabled && ({gate})) {{ {wait}kwb::probe({id}, kwb::Kind::Accumulator, 0x{tag:08x}u, -1, {TILE}, {acc}{coords}); }}"
+                " if constexpr (kwb::enabled && ({gate})) {{ {wait}kwb::probe({id}, kwb::Kind::Accumulator, 0x{tag:08x}u, -1, {TILE}, {probed}{probed_coords}); }}"
             ),
         );
         em.record(ProbeInfo {
             id,
             kernel: kernel.name.clone(),
-            what: format!("accumulator `{acc}` after the mainloop"),
+            what,
             line: line_of(parsed, after),
             text: site.text.clone(),
         });
@@ -261,8 +295,15 @@ fn peeled_before(kernel: &Kernel, mainloop: Node<'_>) -> bool {
 /// Where the accumulator is complete: the end of the mainloop, or of the last
 /// statement after it that still accumulates — one issuing an MMA (a peeled last K
 /// tile) or one folding partial accumulators into it (`acc[0][i] += acc[s][i]`).
-/// Scaling (`acc[i] *= alpha`) is the epilogue's and does not count.
-fn final_point(parsed: &Parsed, kernel: &Kernel, mainloop: Node<'_>, acc: &str) -> usize {
+/// Scaling (`acc[i] *= alpha`) is the epilogue's and does not count. With it, the
+/// leading index of the set every fold writes (`0`), when they all write one set
+/// named by an integer literal.
+fn final_point(
+    parsed: &Parsed,
+    kernel: &Kernel,
+    mainloop: Node<'_>,
+    acc: &str,
+) -> (usize, Option<String>) {
     let mut end = mainloop.end_byte();
     for site in kernel.sites.iter().filter(|s| s.kind == SiteKind::Mma) {
         if site.range.start >= end {
@@ -270,20 +311,32 @@ fn final_point(parsed: &Parsed, kernel: &Kernel, mainloop: Node<'_>, acc: &str) 
         }
     }
     let Some(parent) = mainloop.parent() else {
-        return end;
+        return (end, None);
     };
     let mut cursor = parent.walk();
+    let mut targets: Vec<Option<String>> = Vec::new();
     for sibling in parent.named_children(&mut cursor) {
-        if sibling.start_byte() >= mainloop.end_byte() && folds_into(parsed, sibling, acc) {
+        if sibling.start_byte() < mainloop.end_byte() {
+            continue;
+        }
+        let folds = folds_into(parsed, sibling, acc);
+        if !folds.is_empty() {
             end = end.max(sibling.end_byte());
+            targets.extend(folds);
         }
     }
-    end
+    let set = match targets.split_first() {
+        Some((first @ Some(_), rest)) if rest.iter().all(|t| t == first) => first.clone(),
+        _ => None,
+    };
+    (end, set)
 }
 
-/// Whether `node` holds an accumulation into `acc` from `acc` itself
-/// (`acc[0][j] += acc[s][j]`, `acc = acc + other`).
-fn folds_into(parsed: &Parsed, node: Node<'_>, acc: &str) -> bool {
+/// The accumulations into `acc` from `acc` itself in `node` (`acc[0][j] += acc[s][j]`,
+/// `acc = acc + other`): for each, the integer literal that leads the written
+/// element's subscripts (`0`), or `None` when it has none.
+fn folds_into(parsed: &Parsed, node: Node<'_>, acc: &str) -> Vec<Option<String>> {
+    let mut found = Vec::new();
     let mut stack = vec![node];
     while let Some(n) = stack.pop() {
         if n.kind() == "assignment_expression"
@@ -297,13 +350,25 @@ fn folds_into(parsed: &Parsed, node: Node<'_>, acc: &str) -> bool {
             let right_text = &parsed.masked[right.byte_range()];
             let accumulates = op.kind() == "+=" || (op.kind() == "=" && right_text.contains('+'));
             if accumulates && names(left_text, acc) && names(right_text, acc) {
-                return true;
+                found.push(leading_literal(left_text, acc));
             }
         }
         let mut cursor = n.walk();
         stack.extend(n.named_children(&mut cursor));
     }
-    false
+    found
+}
+
+/// `L` of `acc[L]…` where `L` is a decimal integer literal and more subscripts follow
+/// (an element of one set, not a set of scalars).
+fn leading_literal(text: &str, acc: &str) -> Option<String> {
+    let rest = text.trim().strip_prefix(acc)?.trim_start();
+    let body = rest.strip_prefix('[')?;
+    let close = body.find(']')?;
+    let index = body[..close].trim();
+    let more = body[close + 1..].trim_start().starts_with('[');
+    (more && !index.is_empty() && index.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| index.to_owned())
 }
 
 /// The end of the statement (a sibling of `mainloop`) that contains byte `at`.
