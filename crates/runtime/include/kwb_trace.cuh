@@ -881,6 +881,28 @@ __device__ __forceinline__ void quick_pair(Pairs<T>& q, unsigned word) {
 #endif
 }
 
+// Two pairs tallies as one: both halves' minimum and NaN-propagating maximum.
+template <class T>
+__device__ __forceinline__ Pairs<T> merged_pairs(Pairs<T> a, const Pairs<T>& b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  if constexpr (KWB_TRACE_MINMAX != 0) {
+    if constexpr (is_bf16<T>) {
+      asm("min.bf16x2 %0, %1, %2;" : "=r"(a.lo) : "r"(a.lo), "r"(b.lo));
+    } else {
+      asm("min.f16x2 %0, %1, %2;" : "=r"(a.lo) : "r"(a.lo), "r"(b.lo));
+    }
+  }
+  if constexpr (is_bf16<T>) {
+    asm("max.NaN.bf16x2 %0, %1, %2;" : "=r"(a.hi) : "r"(a.hi), "r"(b.hi));
+  } else {
+    asm("max.NaN.f16x2 %0, %1, %2;" : "=r"(a.hi) : "r"(a.hi), "r"(b.hi));
+  }
+#else
+  (void)b;
+#endif
+  return a;
+}
+
 // The float quick tally of a pairs tally.
 template <class T>
 __device__ __forceinline__ Quick unpaired(const Pairs<T>& q) {
@@ -1089,9 +1111,11 @@ __device__ __forceinline__ void fragment_claimed(const Probe& p, ValueFn&& value
       for (int j = 0; j < N / 2; ++j) {
         quick_pair(q[j % ways], bits_of(value(2 * j)) | (bits_of(value(2 * j + 1)) << 16));
       }
-      all = unpaired(q[0]);
+      // The ways merge while still packed (two instructions a way), and only their
+      // union is unpacked to floats.
 #pragma unroll
-      for (int w = 1; w < ways; ++w) all = merged(all, unpaired(q[w]));
+      for (int w = 1; w < ways; ++w) q[0] = merged_pairs(q[0], q[w]);
+      all = unpaired(q[0]);
     } else {
       constexpr int ways = N < quick_ways ? N : quick_ways;
       Quick q[ways];
@@ -1146,10 +1170,39 @@ __device__ __forceinline__ void fragment_claimed(const Probe& p, ValueFn&& value
   write(slot, early ? t : totals(slot.mask, s), s.taken, p);
 }
 
+// At most this many values per lane make a small fragment (an epilogue's pair of
+// outputs, a scalar): its probe is one out-of-line copy shared by every call site.
+// Such probes sit in fully unrolled loops (an epilogue stores 64 pairs a warp), where
+// inlined copies are tens of thousands of instructions the traced CTA runs once each,
+// every one a miss in the instruction cache; one copy stays hot. The filter's check
+// stays inline, so a CTA it leaves out makes no call.
+inline constexpr int small_fragment_values = 8;
+
+// A small fragment's values, passed by value to the out-of-line probe.
+template <class T, int N>
+struct SmallValues {
+  T v[N];
+};
+
+template <int N, class T, class CoordFn>
+__device__ __noinline__ void small_fragment(Probe p, SmallValues<T, N> values, CoordFn coord) {
+  fragment_claimed<N>(p, [&](int i) -> const T& { return values.v[i]; }, coord, claim(), 0u);
+}
+
 template <int N, class ValueFn, class CoordFn>
 __device__ __forceinline__ void fragment(const Probe& p, ValueFn&& value, CoordFn&& coord) {
   if (!admitted(p.k_tile)) return;
-  fragment_claimed<N>(p, value, coord, claim(), 0u);
+  using Element = std::decay_t<decltype(value(0))>;
+  using Coords = std::decay_t<CoordFn>;
+  if constexpr (N <= small_fragment_values && std::is_trivially_copyable<Element>::value &&
+                std::is_trivially_copyable<Coords>::value) {
+    SmallValues<Element, N> values;
+#pragma unroll
+    for (int i = 0; i < N; ++i) values.v[i] = value(i);
+    small_fragment<N>(p, values, Coords(coord));
+  } else {
+    fragment_claimed<N>(p, value, coord, claim(), 0u);
+  }
 }
 
 // The full tally of values shared by the warp: active lanes stride over value(i),
@@ -1391,7 +1444,7 @@ __device__ __forceinline__ void probe_value(uint32_t site, Kind kind, uint32_t t
 #ifdef KWB_TRACE
   detail::fragment<1>(
       detail::Probe{site, kind, tag, k_tile, tile_m, tile_n, row_bound, row_axis},
-      [&](int) -> const T& { return value; }, [&](int) { return coord; });
+      [&](int) -> const T& { return value; }, [coord](int) { return coord; });
 #else
   (void)site, (void)kind, (void)tag, (void)k_tile, (void)tile_m, (void)tile_n;
   (void)value, (void)row_bound, (void)row_axis, (void)coord;
