@@ -1158,8 +1158,11 @@ fn stand_in(dir: &Path) -> PathBuf {
     bin
 }
 
-fn toolchain_here() -> bool {
-    kwb_toolchain::toolchain(&kwb_toolchain::Env::from_process()).is_ok()
+/// The CUDA home of the toolchain this process finds, if any.
+fn toolchain_here() -> Option<PathBuf> {
+    kwb_toolchain::toolchain(&kwb_toolchain::Env::from_process())
+        .ok()
+        .map(|t| t.home)
 }
 
 /// Runs one case in its own folder; every failed expectation names the case.
@@ -1168,10 +1171,19 @@ fn check(label: &str, setup: Setup, bin_dir: &Path, log: &Path) -> Result<(), St
     let dir = TempDir::new().unwrap();
     let d = dir.path();
     let case = setup(d);
-    if case.needs_toolchain && !toolchain_here() {
-        eprintln!("skipped (no CUDA toolchain): {label}");
-        return Ok(());
-    }
+    // A case that needs the toolchain gets the one found here by its home: the
+    // stand-in nvcc first on PATH must not stand in for it.
+    let home = if case.needs_toolchain {
+        match toolchain_here() {
+            Some(home) => Some(home),
+            None => {
+                eprintln!("skipped (no CUDA toolchain): {label}");
+                return Ok(());
+            }
+        }
+    } else {
+        None
+    };
     let before = listing(d);
     let _ = std::fs::remove_file(log);
     let path = format!(
@@ -1189,6 +1201,9 @@ fn check(label: &str, setup: Setup, bin_dir: &Path, log: &Path) -> Result<(), St
         .env("PATH", path)
         .env_remove("KWB_TRACE")
         .env_remove("KWB_NVCC_REAL");
+    if let Some(home) = &home {
+        command.env("KWB_CUDA_HOME", home);
+    }
     for (key, value) in &case.env {
         command.env(key, value);
     }
