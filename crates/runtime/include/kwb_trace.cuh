@@ -856,50 +856,53 @@ __device__ __forceinline__ Pairs<T> fresh_pairs() {
   return Pairs<T>{pos_inf, KWB_TRACE_MINMAX != 0 ? neg_inf : 0u};
 }
 
+// Both halves' minimum (NaN ignored) and NaN-propagating maximum of two packed words
+// of T (sm_80 and newer: one instruction each).
 template <class T>
-__device__ __forceinline__ void quick_pair(Pairs<T>& q, unsigned word) {
+__device__ __forceinline__ unsigned pair_min(unsigned x, unsigned y) {
+  unsigned out = x;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  if constexpr (KWB_TRACE_MINMAX != 0) {
-    if constexpr (is_bf16<T>) {
-      asm("min.bf16x2 %0, %1, %2;" : "=r"(q.lo) : "r"(q.lo), "r"(word));
-      asm("max.NaN.bf16x2 %0, %1, %2;" : "=r"(q.hi) : "r"(q.hi), "r"(word));
-    } else {
-      asm("min.f16x2 %0, %1, %2;" : "=r"(q.lo) : "r"(q.lo), "r"(word));
-      asm("max.NaN.f16x2 %0, %1, %2;" : "=r"(q.hi) : "r"(q.hi), "r"(word));
-    }
+  if constexpr (is_bf16<T>) {
+    asm("min.bf16x2 %0, %1, %2;" : "=r"(out) : "r"(x), "r"(y));
   } else {
-    // |v| of both halves: clear their sign bits.
-    const unsigned magnitude = word & 0x7fff7fffu;
-    if constexpr (is_bf16<T>) {
-      asm("max.NaN.bf16x2 %0, %1, %2;" : "=r"(q.hi) : "r"(q.hi), "r"(magnitude));
-    } else {
-      asm("max.NaN.f16x2 %0, %1, %2;" : "=r"(q.hi) : "r"(q.hi), "r"(magnitude));
-    }
+    asm("min.f16x2 %0, %1, %2;" : "=r"(out) : "r"(x), "r"(y));
   }
 #else
-  (void)q, (void)word;
+  (void)y;
 #endif
+  return out;
+}
+template <class T>
+__device__ __forceinline__ unsigned pair_max_nan(unsigned x, unsigned y) {
+  unsigned out = x;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  if constexpr (is_bf16<T>) {
+    asm("max.NaN.bf16x2 %0, %1, %2;" : "=r"(out) : "r"(x), "r"(y));
+  } else {
+    asm("max.NaN.f16x2 %0, %1, %2;" : "=r"(out) : "r"(x), "r"(y));
+  }
+#else
+  (void)y;
+#endif
+  return out;
+}
+
+template <class T>
+__device__ __forceinline__ void quick_pair(Pairs<T>& q, unsigned word) {
+  if constexpr (KWB_TRACE_MINMAX != 0) {
+    q.lo = pair_min<T>(q.lo, word);
+    q.hi = pair_max_nan<T>(q.hi, word);
+  } else {
+    // |v| of both halves: clear their sign bits.
+    q.hi = pair_max_nan<T>(q.hi, word & 0x7fff7fffu);
+  }
 }
 
 // Two pairs tallies as one: both halves' minimum and NaN-propagating maximum.
 template <class T>
 __device__ __forceinline__ Pairs<T> merged_pairs(Pairs<T> a, const Pairs<T>& b) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  if constexpr (KWB_TRACE_MINMAX != 0) {
-    if constexpr (is_bf16<T>) {
-      asm("min.bf16x2 %0, %1, %2;" : "=r"(a.lo) : "r"(a.lo), "r"(b.lo));
-    } else {
-      asm("min.f16x2 %0, %1, %2;" : "=r"(a.lo) : "r"(a.lo), "r"(b.lo));
-    }
-  }
-  if constexpr (is_bf16<T>) {
-    asm("max.NaN.bf16x2 %0, %1, %2;" : "=r"(a.hi) : "r"(a.hi), "r"(b.hi));
-  } else {
-    asm("max.NaN.f16x2 %0, %1, %2;" : "=r"(a.hi) : "r"(a.hi), "r"(b.hi));
-  }
-#else
-  (void)b;
-#endif
+  if constexpr (KWB_TRACE_MINMAX != 0) a.lo = pair_min<T>(a.lo, b.lo);
+  a.hi = pair_max_nan<T>(a.hi, b.hi);
   return a;
 }
 
