@@ -1173,17 +1173,11 @@ fn check(label: &str, setup: Setup, bin_dir: &Path, log: &Path) -> Result<(), St
     let case = setup(d);
     // A case that needs the toolchain gets the one found here by its home: the
     // stand-in nvcc first on PATH must not stand in for it.
-    let home = if case.needs_toolchain {
-        match toolchain_here() {
-            Some(home) => Some(home),
-            None => {
-                eprintln!("skipped (no CUDA toolchain): {label}");
-                return Ok(());
-            }
-        }
-    } else {
-        None
-    };
+    let home = case.needs_toolchain.then(toolchain_here);
+    if home == Some(None) {
+        eprintln!("skipped (no CUDA toolchain): {label}");
+        return Ok(());
+    }
     let before = listing(d);
     let _ = std::fs::remove_file(log);
     let path = format!(
@@ -1201,7 +1195,7 @@ fn check(label: &str, setup: Setup, bin_dir: &Path, log: &Path) -> Result<(), St
         .env("PATH", path)
         .env_remove("KWB_TRACE")
         .env_remove("KWB_NVCC_REAL");
-    if let Some(home) = &home {
+    if let Some(Some(home)) = &home {
         command.env("KWB_CUDA_HOME", home);
     }
     for (key, value) in &case.env {

@@ -202,21 +202,24 @@ pub(crate) fn probe(
         // folds into is what the epilogue gets: the probe records that set alone, so
         // the others (partial sums by design) do not read as a wrong accumulator.
         let consumed = folded.and_then(|set| {
+            // The set's own dimensions are the array's less the leading one; a fold
+            // along a dimension that picks an MMA tile is no fold of sets.
+            let inner = |d: Option<usize>| match d {
+                Some(d) => d.checked_sub(1).map(Some),
+                None => Some(None),
+            };
             let dims = em.tile_dims.of(acc);
-            let below = |d: Option<usize>| match d {
-                Some(0) => Err(()),
-                Some(d) => Ok(Some(d - 1)),
-                None => Ok(None),
-            };
             let dims = fragments::Dims {
-                m: below(dims.m).ok()?,
-                n: below(dims.n).ok()?,
+                m: inner(dims.m)?,
+                n: inner(dims.n)?,
             };
-            let coords = if layout_coords.is_empty() {
-                // CuTe coordinates describe the whole tensor: keep it whole.
-                (coords.is_empty()).then(String::new)?
-            } else {
+            let coords = if !layout_coords.is_empty() {
                 fragments::probe_args(layout, Role::Accumulator, rows, dims)
+            } else if coords.is_empty() {
+                String::new()
+            } else {
+                // CuTe coordinates describe the whole tensor: keep it whole.
+                return None;
             };
             Some((format!("{acc}[{set}]"), coords))
         });
@@ -322,8 +325,8 @@ fn final_point(
         let folds = folds_into(parsed, sibling, acc);
         if !folds.is_empty() {
             end = end.max(sibling.end_byte());
-            targets.extend(folds);
         }
+        targets.extend(folds);
     }
     let set = match targets.split_first() {
         Some((first @ Some(_), rest)) if rest.iter().all(|t| t == first) => first.clone(),
