@@ -856,13 +856,18 @@ __device__ __forceinline__ Pairs<T> fresh_pairs() {
   return Pairs<T>{pos_inf, KWB_TRACE_MINMAX != 0 ? neg_inf : 0u};
 }
 
-// Both halves' minimum (NaN ignored) and NaN-propagating maximum of two packed words
-// of T (sm_80 and newer: one instruction each).
-template <class T>
-__device__ __forceinline__ unsigned pair_min(unsigned x, unsigned y) {
+// Both halves' minimum (NaN ignored; `Max` false) or NaN-propagating maximum (`Max`
+// true) of two packed words of T: one instruction on sm_80 and newer, where pairs are
+// tallied (`pairs_tally`).
+template <class T, bool Max>
+__device__ __forceinline__ unsigned pair_extreme(unsigned x, unsigned y) {
   unsigned out = x;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  if constexpr (is_bf16<T>) {
+  if constexpr (Max && is_bf16<T>) {
+    asm("max.NaN.bf16x2 %0, %1, %2;" : "=r"(out) : "r"(x), "r"(y));
+  } else if constexpr (Max) {
+    asm("max.NaN.f16x2 %0, %1, %2;" : "=r"(out) : "r"(x), "r"(y));
+  } else if constexpr (is_bf16<T>) {
     asm("min.bf16x2 %0, %1, %2;" : "=r"(out) : "r"(x), "r"(y));
   } else {
     asm("min.f16x2 %0, %1, %2;" : "=r"(out) : "r"(x), "r"(y));
@@ -873,18 +878,12 @@ __device__ __forceinline__ unsigned pair_min(unsigned x, unsigned y) {
   return out;
 }
 template <class T>
+__device__ __forceinline__ unsigned pair_min(unsigned x, unsigned y) {
+  return pair_extreme<T, false>(x, y);
+}
+template <class T>
 __device__ __forceinline__ unsigned pair_max_nan(unsigned x, unsigned y) {
-  unsigned out = x;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  if constexpr (is_bf16<T>) {
-    asm("max.NaN.bf16x2 %0, %1, %2;" : "=r"(out) : "r"(x), "r"(y));
-  } else {
-    asm("max.NaN.f16x2 %0, %1, %2;" : "=r"(out) : "r"(x), "r"(y));
-  }
-#else
-  (void)y;
-#endif
-  return out;
+  return pair_extreme<T, true>(x, y);
 }
 
 template <class T>
