@@ -141,6 +141,8 @@ fn every_reproducer_compiles_alone() {
                             .chain(x.host.main.clone())
                             .collect(),
                         extra: vec!["-O3".to_owned(), "--expt-relaxed-constexpr".to_owned()],
+                        // Host and device passes, without the portable PTX pass.
+                        ptx: false,
                         ..CompileFlags::default()
                     };
                     // With its own main() the reproducer links into a program (host
@@ -281,6 +283,7 @@ fn compile_repro(repro_text: &str, includes: Vec<PathBuf>, defines: Vec<String>)
         includes,
         defines,
         extra: vec!["-O3".to_owned()],
+        ptx: false,
         ..CompileFlags::default()
     };
     let object = dir.path().join("repro.o");

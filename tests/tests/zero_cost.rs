@@ -1,8 +1,10 @@
 //! Track A's zero-cost guarantee on the kernel suite: every kernel with a mainloop,
 //! instrumented by kwb-instrument and compiled without `KWB_TRACE`, has SASS
 //! identical to the original's (cuobjdump, addresses normalized); with `-DKWB_TRACE`
-//! it compiles and carries the probes. Needs nvcc: runs when `KWB_RUN_SLOW_TESTS=1`
-//! (as `cargo xtask test` sets it).
+//! it compiles and carries the probes. The kernels' SASS comes from `nvcc -cubin`,
+//! the same device pass `nvcc -c` runs without its host half; the traced host code
+//! is compiled by the fixtures' test below. Needs nvcc: runs when
+//! `KWB_RUN_SLOW_TESTS=1` (as `cargo xtask test` sets it).
 
 use std::path::Path;
 
@@ -70,10 +72,10 @@ fn check_with(family: &str, config: Config, probes: Probes, dir: &Path) -> Resul
         extra: vec!["-O3".to_owned(), "--expt-relaxed-constexpr".to_owned()],
         ..CompileFlags::default()
     };
-    let object = |name: &str| dir.join(format!("{family}.{name}.o"));
-    kwb_toolchain::compile_object(&toolchain, &source, &flags, &object("orig"))
+    let object = |name: &str| dir.join(format!("{family}.{name}.cubin"));
+    kwb_toolchain::compile_cubin(&toolchain, &source, &flags, &object("orig"))
         .map_err(|e| e.to_string())?;
-    kwb_toolchain::compile_object(&toolchain, &traced_source, &flags, &object("off"))
+    kwb_toolchain::compile_cubin(&toolchain, &traced_source, &flags, &object("off"))
         .map_err(|e| e.to_string())?;
     let sass = |name: &str| {
         kwb_toolchain::sass(&toolchain, &object(name))
@@ -89,7 +91,7 @@ fn check_with(family: &str, config: Config, probes: Probes, dir: &Path) -> Resul
         ));
     }
     flags.defines.push("KWB_TRACE".to_owned());
-    kwb_toolchain::compile_object(&toolchain, &traced_source, &flags, &object("on"))
+    kwb_toolchain::compile_cubin(&toolchain, &traced_source, &flags, &object("on"))
         .map_err(|e| e.to_string())?;
     let on = sass("on")?;
     if on.lines().count() <= orig.lines().count() {
@@ -164,6 +166,8 @@ fn instrumented_fixtures_compile_traced() {
                         includes: vec![cutlass.include.clone()],
                         defines: vec!["KWB_TRACE".to_owned()],
                         extra: vec!["-O3".to_owned(), "--expt-relaxed-constexpr".to_owned()],
+                        // Host and device passes, without the portable PTX pass.
+                        ptx: false,
                         ..CompileFlags::default()
                     };
                     kwb_toolchain::compile_object(
@@ -206,15 +210,15 @@ fn umma_tmem_probe_is_free_when_disabled_and_loads_tmem_when_traced() {
         extra: vec!["-O3".to_owned()],
         ..CompileFlags::default()
     };
-    let object = |name: &str| dir.path().join(format!("umma.{name}.o"));
+    let object = |name: &str| dir.path().join(format!("umma.{name}.cubin"));
     let sass = |name: &str| normalized(&kwb_toolchain::sass(&toolchain, &object(name)).unwrap());
-    kwb_toolchain::compile_object(&toolchain, &source, &flags, &object("orig")).unwrap();
-    kwb_toolchain::compile_object(&toolchain, &traced, &flags, &object("off")).unwrap();
+    kwb_toolchain::compile_cubin(&toolchain, &source, &flags, &object("orig")).unwrap();
+    kwb_toolchain::compile_cubin(&toolchain, &traced, &flags, &object("off")).unwrap();
     let (orig, off) = (sass("orig"), sass("off"));
     assert!(orig.contains("UTCHMMA") && orig.contains("LDTM"), "{orig}");
     assert_eq!(orig, off, "SASS differs without KWB_TRACE");
     flags.defines.push("KWB_TRACE".to_owned());
-    kwb_toolchain::compile_object(&toolchain, &traced, &flags, &object("on")).unwrap();
+    kwb_toolchain::compile_cubin(&toolchain, &traced, &flags, &object("on")).unwrap();
     let on = sass("on");
     assert!(on.contains("ATOMG"), "the traced build appends no record");
     assert!(on.lines().count() > orig.lines().count());

@@ -4,7 +4,8 @@
 //! `cargo test --workspace` with `KWB_CUDA_HOME` and `KWB_CUTLASS_DIR` pointing at
 //! the cache (unless already set) and `KWB_RUN_SLOW_TESTS=1`, so the tests that need
 //! nvcc or the CUTLASS headers run too, then `kernels` (every variant of the kernel
-//! suite compiles) and last `demo` (the README's first quickstart command). Each step prints a one-line header; the first failing step
+//! suite compiles for its GPU run's architecture) and last `demo` (the README's first
+//! quickstart command). Each step prints a one-line header; the first failing step
 //! stops the run.
 
 use std::ffi::OsStr;
@@ -43,8 +44,9 @@ pub fn run(root: &Path) -> Result {
     test.env("KWB_RUN_SLOW_TESTS", "1");
     let tests = counted_step("cargo test --workspace", test)?;
 
-    // Every kernel of the suite compiles with the pinned nvcc: a broken kernel is
-    // caught without a GPU.
+    // Every variant of the suite compiles with the pinned nvcc for the architecture a
+    // GPU run uses (and each family's correct build for its other ones): a broken
+    // kernel is caught without a GPU.
     header("kernels");
     let jobs = std::thread::available_parallelism().map_or(2, |n| n.get());
     let compiled = crate::kernels::run(
@@ -52,7 +54,7 @@ pub fn run(root: &Path) -> Result {
         &crate::kernels::Build {
             jobs,
             family: None,
-            first_arch_only: false,
+            arches: crate::kernels::Arches::FirstAndCorrectOnOthers,
             traced: None,
         },
     )?;

@@ -107,7 +107,7 @@ pub fn run(root: &Path, options: &Options) -> Result {
     let build = |dir| Build {
         jobs: options.jobs,
         family: None,
-        first_arch_only: true,
+        arches: crate::kernels::Arches::First,
         traced: Some(dir),
     };
     let mut traces: Vec<(String, Option<(PathBuf, String)>)> = Vec::new();

@@ -98,7 +98,7 @@ pub fn run(root: &Path, options: &Options) -> Result {
     let build = Build {
         jobs: options.jobs,
         family: None,
-        first_arch_only: true,
+        arches: crate::kernels::Arches::First,
         traced: None,
     };
     let built = compile_all(root, &suite, &toolchain, cutlass.as_ref(), &build)?;

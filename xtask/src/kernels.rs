@@ -15,12 +15,37 @@ use crate::{Failure, Result, setup};
 pub struct Build<'a> {
     pub jobs: usize,
     pub family: Option<&'a str>,
-    /// Only the first architecture of each family (the one a GPU run uses).
-    pub first_arch_only: bool,
+    /// Which of each family's architectures to build.
+    pub arches: Arches,
     /// Build the instrumented copies under this folder (laid out like `kernels/`)
     /// with `-DKWB_TRACE` instead of the sources; families without a copy are left
     /// out.
     pub traced: Option<&'a Path>,
+}
+
+/// Which architectures of a family's `arches` a build covers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Arches {
+    /// Every variant for every architecture.
+    All,
+    /// Every variant for the first architecture (the one a GPU run uses).
+    First,
+    /// Every variant for the first architecture, and the correct variant (`none`)
+    /// for the others: that the family still builds for them. The defect variants'
+    /// builds for those architectures are never run (GPU runs use the first), so CI
+    /// leaves them to `cargo xtask kernels`.
+    FirstAndCorrectOnOthers,
+}
+
+impl Arches {
+    /// Of a family's architectures `arches`, those to build its variant `defect` for.
+    fn of<'f>(self, arches: &'f [String], defect: &str) -> &'f [String] {
+        match self {
+            Arches::All => arches,
+            Arches::FirstAndCorrectOnOthers if defect == "none" => arches,
+            Arches::First | Arches::FirstAndCorrectOnOthers => &arches[..arches.len().min(1)],
+        }
+    }
 }
 
 /// One compiled (or failed) build.
@@ -95,12 +120,7 @@ pub fn compile_all<'s>(
         if traced_source.as_ref().is_some_and(|s| !s.is_file()) {
             continue;
         }
-        let arches = if build.first_arch_only {
-            &family.arches[..1]
-        } else {
-            &family.arches[..]
-        };
-        for arch in arches {
+        for arch in build.arches.of(&family.arches, &variant.defect) {
             let mut flags = flags(root, family, variant, arch, cutlass)?;
             let mut source = root.join("kernels").join(&family.source);
             if let Some(traced) = &traced_source {
@@ -175,4 +195,44 @@ fn render(error: &kwb_toolchain::Error) -> String {
         source = cause.source();
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// How many builds each choice makes of the suite's manifest.
+    fn builds(arches: Arches) -> usize {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let suite = Suite::load(&root).unwrap();
+        suite
+            .variant
+            .iter()
+            .map(|v| {
+                arches
+                    .of(&suite.families[&v.family].arches, &v.defect)
+                    .len()
+            })
+            .sum()
+    }
+
+    #[test]
+    fn ci_builds_every_variant_once_and_each_family_for_all_its_arches() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let suite = Suite::load(&root).unwrap();
+        let extra_arches: usize = suite.families.values().map(|f| f.arches.len() - 1).sum();
+        assert_eq!(builds(Arches::First), suite.variant.len());
+        assert_eq!(
+            builds(Arches::FirstAndCorrectOnOthers),
+            suite.variant.len() + extra_arches
+        );
+        assert!(builds(Arches::All) > builds(Arches::FirstAndCorrectOnOthers));
+        let two = ["sm_90a".to_owned(), "sm_80".to_owned()];
+        assert_eq!(Arches::FirstAndCorrectOnOthers.of(&two, "none"), &two[..]);
+        assert_eq!(
+            Arches::FirstAndCorrectOnOthers.of(&two, "alpha_twice"),
+            &two[..1]
+        );
+        assert_eq!(Arches::All.of(&two, "alpha_twice"), &two[..]);
+    }
 }

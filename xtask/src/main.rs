@@ -189,7 +189,7 @@ fn main() -> ExitCode {
             &kernels::Build {
                 jobs,
                 family: family.as_deref(),
-                first_arch_only: false,
+                arches: crate::kernels::Arches::All,
                 traced: None,
             },
         )

@@ -49,6 +49,8 @@ pub fn flags(manifest: &Manifest, dir: &Path, env: &Env) -> CompileFlags {
         includes,
         defines: manifest.build.defines.clone(),
         extra,
+        // The binary the description below tells the user to build: plain `-arch`.
+        ptx: true,
     }
 }
 

@@ -25,6 +25,14 @@ pub struct CompileFlags {
     pub defines: Vec<String>,
     /// Further arguments, passed last, as they are.
     pub extra: Vec<String>,
+    /// Whether an object or executable also carries PTX. nvcc's `-arch=sm_90a` embeds
+    /// the `compute_90a` PTX and, since CUDA 13, compiles the portable `compute_90`
+    /// PTX too: a second front-end pass, about a sixth of a CUTLASS build. `false`
+    /// passes `-gencode=arch=compute_90a,code=sm_90a` instead: the `sm_90a` SASS
+    /// alone, for a build that only runs on (or is only inspected for) that GPU. An
+    /// `arch` that is not `sm_*` is passed as `-arch` either way; `-cubin` and `-E`
+    /// compile one pass regardless.
+    pub ptx: bool,
 }
 
 impl Default for CompileFlags {
@@ -36,6 +44,7 @@ impl Default for CompileFlags {
             includes: Vec::new(),
             defines: Vec::new(),
             extra: Vec::new(),
+            ptx: true,
         }
     }
 }
@@ -195,10 +204,11 @@ pub fn resource_usage(toolchain: &Toolchain, binary: &Path) -> Result<String> {
 
 /// The nvcc arguments for `flags`, one element per argument.
 fn flag_args(flags: &CompileFlags) -> Vec<OsString> {
-    let mut args = vec![
-        format!("-arch={}", flags.arch).into(),
-        format!("-std={}", flags.std).into(),
-    ];
+    let arch = match flags.arch.strip_prefix("sm_") {
+        Some(number) if !flags.ptx => format!("-gencode=arch=compute_{number},code=sm_{number}"),
+        _ => format!("-arch={}", flags.arch),
+    };
+    let mut args = vec![arch.into(), format!("-std={}", flags.std).into()];
     for include in &flags.includes {
         args.push("-I".into());
         args.push(include.into());
@@ -286,6 +296,22 @@ mod tests {
         .map(OsString::from)
         .collect();
         assert_eq!(flag_args(&flags), expected);
+    }
+
+    #[test]
+    fn sass_only_builds_name_the_one_gpu_code() {
+        let sass_only = |arch: &str| {
+            let flags = CompileFlags {
+                arch: arch.to_owned(),
+                ptx: false,
+                ..CompileFlags::default()
+            };
+            flag_args(&flags)[0].clone()
+        };
+        assert_eq!(sass_only("sm_90a"), "-gencode=arch=compute_90a,code=sm_90a");
+        assert_eq!(sass_only("sm_80"), "-gencode=arch=compute_80,code=sm_80");
+        // A virtual architecture has no SASS to keep alone.
+        assert_eq!(sass_only("compute_90"), "-arch=compute_90");
     }
 
     #[test]
