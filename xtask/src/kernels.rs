@@ -139,6 +139,11 @@ pub fn compile_all<'s>(
             jobs_list.push((variant, arch.clone(), source, flags));
         }
     }
+    // Started CUTLASS families first: their builds take the longest, so the parallel
+    // jobs end together rather than on one long build. Results keep the manifest's
+    // order.
+    let mut order: Vec<usize> = (0..jobs_list.len()).collect();
+    order.sort_by_key(|&i| !suite.families[&jobs_list[i].0.family].cutlass);
     let next = AtomicUsize::new(0);
     let results: Vec<std::sync::Mutex<Option<Built<'s>>>> = jobs_list
         .iter()
@@ -148,10 +153,10 @@ pub fn compile_all<'s>(
         for _ in 0..build.jobs.max(1) {
             scope.spawn(|| {
                 loop {
-                    let i = next.fetch_add(1, Ordering::SeqCst);
-                    let Some((variant, arch, source, flags)) = jobs_list.get(i) else {
+                    let Some(&i) = order.get(next.fetch_add(1, Ordering::SeqCst)) else {
                         break;
                     };
+                    let (variant, arch, source, flags) = &jobs_list[i];
                     let binary = binary_path(&out_dir, variant, arch);
                     let started = Instant::now();
                     let result = std::fs::create_dir_all(binary.parent().unwrap_or(&out_dir))
