@@ -152,10 +152,7 @@ pub fn compile_all<'s>(
     std::thread::scope(|scope| {
         for _ in 0..build.jobs.max(1) {
             scope.spawn(|| {
-                loop {
-                    let Some(&i) = order.get(next.fetch_add(1, Ordering::SeqCst)) else {
-                        break;
-                    };
+                while let Some(&i) = order.get(next.fetch_add(1, Ordering::SeqCst)) {
                     let (variant, arch, source, flags) = &jobs_list[i];
                     let binary = binary_path(&out_dir, variant, arch);
                     let started = Instant::now();
