@@ -1,10 +1,11 @@
 //! Track A's zero-cost guarantee on the kernel suite: every kernel with a mainloop,
 //! instrumented by kwb-instrument and compiled without `KWB_TRACE`, has SASS
 //! identical to the original's (cuobjdump, addresses normalized); with `-DKWB_TRACE`
-//! it compiles and carries the probes. The kernels' SASS comes from `nvcc -cubin`,
-//! the same device pass `nvcc -c` runs without its host half; the traced host code
-//! is compiled by the fixtures' test below. Needs nvcc: runs when
-//! `KWB_RUN_SLOW_TESTS=1` (as `cargo xtask test` sets it).
+//! it compiles and carries the probes. Every build here is `nvcc -cubin`, the same
+//! device pass `nvcc -c` runs, without its host half: the probes are device code,
+//! and the runtime's host half (the flush) is compiled by kwb-runtime's and
+//! kwb-nvcc's tests and by the demo. Needs nvcc: runs when `KWB_RUN_SLOW_TESTS=1`
+//! (as `cargo xtask test` sets it).
 
 use std::path::Path;
 
@@ -166,15 +167,14 @@ fn instrumented_fixtures_compile_traced() {
                         includes: vec![cutlass.include.clone()],
                         defines: vec!["KWB_TRACE".to_owned()],
                         extra: vec!["-O3".to_owned(), "--expt-relaxed-constexpr".to_owned()],
-                        // Host and device passes, without the portable PTX pass.
-                        ptx: false,
                         ..CompileFlags::default()
                     };
-                    kwb_toolchain::compile_object(
+                    // The device pass: the probes are device code.
+                    kwb_toolchain::compile_cubin(
                         toolchain,
                         &traced,
                         &flags,
-                        &dir.join(format!("{name}.o")),
+                        &dir.join(format!("{name}.cubin")),
                     )
                     .map_err(|e| format!("{name}: {e}"))
                 }

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use kwb_toolchain::{CutlassDir, Env, Toolchain};
 
-use crate::suite::{Suite, Variant, binary_path, flags};
+use crate::suite::{CiBuilds, Family, Suite, Variant, binary_path, flags};
 use crate::{Failure, Result, setup};
 
 /// Options of `kernels` and of the build half of `gpu-suite`.
@@ -23,27 +23,32 @@ pub struct Build<'a> {
     pub traced: Option<&'a Path>,
 }
 
-/// Which architectures of a family's `arches` a build covers.
+/// Which of a family's variants and architectures a build covers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Arches {
     /// Every variant for every architecture.
     All,
     /// Every variant for the first architecture (the one a GPU run uses).
     First,
-    /// Every variant for the first architecture, and the correct variant (`none`)
-    /// for the others: that the family still builds for them. The defect variants'
-    /// builds for those architectures are never run (GPU runs use the first), so CI
-    /// leaves them to `cargo xtask kernels`.
-    FirstAndCorrectOnOthers,
+    /// What CI builds: every variant for the first architecture and the correct
+    /// variant (`none`) for the others too, that the family still builds for them;
+    /// of a family whose manifest says `ci = "correct"`, the correct variant alone.
+    /// The builds left out are never run (GPU runs build their own, first
+    /// architecture, every variant); `cargo xtask kernels` makes them all.
+    Ci,
 }
 
 impl Arches {
-    /// Of a family's architectures `arches`, those to build its variant `defect` for.
-    fn of<'f>(self, arches: &'f [String], defect: &str) -> &'f [String] {
+    /// Of `family`'s architectures, those to build its variant `defect` for.
+    fn of<'f>(self, family: &'f Family, defect: &str) -> &'f [String] {
+        let arches = &family.arches[..];
+        let first = &arches[..arches.len().min(1)];
         match self {
             Arches::All => arches,
-            Arches::FirstAndCorrectOnOthers if defect == "none" => arches,
-            Arches::First | Arches::FirstAndCorrectOnOthers => &arches[..arches.len().min(1)],
+            Arches::First => first,
+            Arches::Ci if defect == "none" => arches,
+            Arches::Ci if family.ci == CiBuilds::Correct => &[],
+            Arches::Ci => first,
         }
     }
 }
@@ -120,7 +125,7 @@ pub fn compile_all<'s>(
         if traced_source.as_ref().is_some_and(|s| !s.is_file()) {
             continue;
         }
-        for arch in build.arches.of(&family.arches, &variant.defect) {
+        for arch in build.arches.of(family, &variant.defect) {
             let mut flags = flags(root, family, variant, arch, cutlass)?;
             let mut source = root.join("kernels").join(&family.source);
             if let Some(traced) = &traced_source {
@@ -203,38 +208,50 @@ fn render(error: &kwb_toolchain::Error) -> String {
 mod tests {
     use super::*;
 
-    /// How many builds each choice makes of the suite's manifest.
-    fn builds(arches: Arches) -> usize {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-        let suite = Suite::load(&root).unwrap();
+    fn suite() -> Suite {
+        Suite::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("..")).unwrap()
+    }
+
+    /// The (family, defect, arch) builds a choice makes of the suite's manifest.
+    fn builds(suite: &Suite, arches: Arches) -> Vec<(String, String, String)> {
         suite
             .variant
             .iter()
-            .map(|v| {
+            .flat_map(|v| {
+                let family = &suite.families[&v.family];
                 arches
-                    .of(&suite.families[&v.family].arches, &v.defect)
-                    .len()
+                    .of(family, &v.defect)
+                    .iter()
+                    .map(|a| (v.family.clone(), v.defect.clone(), a.clone()))
             })
-            .sum()
+            .collect()
     }
 
     #[test]
-    fn ci_builds_every_variant_once_and_each_family_for_all_its_arches() {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-        let suite = Suite::load(&root).unwrap();
-        let extra_arches: usize = suite.families.values().map(|f| f.arches.len() - 1).sum();
-        assert_eq!(builds(Arches::First), suite.variant.len());
-        assert_eq!(
-            builds(Arches::FirstAndCorrectOnOthers),
-            suite.variant.len() + extra_arches
-        );
-        assert!(builds(Arches::All) > builds(Arches::FirstAndCorrectOnOthers));
-        let two = ["sm_90a".to_owned(), "sm_80".to_owned()];
-        assert_eq!(Arches::FirstAndCorrectOnOthers.of(&two, "none"), &two[..]);
-        assert_eq!(
-            Arches::FirstAndCorrectOnOthers.of(&two, "alpha_twice"),
-            &two[..1]
-        );
-        assert_eq!(Arches::All.of(&two, "alpha_twice"), &two[..]);
+    fn ci_builds_each_family_for_every_arch_and_what_its_manifest_asks() {
+        let suite = suite();
+        assert_eq!(builds(&suite, Arches::First).len(), suite.variant.len());
+        let ci = builds(&suite, Arches::Ci);
+        let all = builds(&suite, Arches::All);
+        assert!(ci.iter().all(|b| all.contains(b)));
+        for (name, family) in &suite.families {
+            // The correct variant for every architecture.
+            for arch in &family.arches {
+                assert!(ci.contains(&(name.clone(), "none".to_owned(), arch.clone())));
+            }
+            // Every defect variant for the first, unless the manifest says otherwise.
+            let defects = suite
+                .variant
+                .iter()
+                .filter(|v| &v.family == name && v.defect != "none");
+            for v in defects {
+                let built = ci
+                    .iter()
+                    .filter(|b| b.0 == *name && b.1 == v.defect)
+                    .count();
+                let expected = usize::from(family.ci == CiBuilds::Every);
+                assert_eq!(built, expected, "{name}/{}", v.defect);
+            }
+        }
     }
 }

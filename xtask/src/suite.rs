@@ -58,6 +58,22 @@ pub struct Family {
     /// at compile time).
     #[serde(default)]
     pub run_shape: bool,
+    /// What CI's `kernels` step builds of the family: `every` variant (the default),
+    /// or only the `correct` one, for a family whose every build takes minutes of a
+    /// core. `cargo xtask kernels` and every GPU run build every variant regardless.
+    #[serde(default)]
+    pub ci: CiBuilds,
+}
+
+/// What CI builds of a family (`ci` in the manifest).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CiBuilds {
+    /// Every variant.
+    #[default]
+    Every,
+    /// The correct variant (`none`) only.
+    Correct,
 }
 
 /// One (family, defect) build and what it must show.
