@@ -4,8 +4,8 @@
 //! `cargo test --workspace` with `KWB_CUDA_HOME` and `KWB_CUTLASS_DIR` pointing at
 //! the cache (unless already set) and `KWB_RUN_SLOW_TESTS=1`, so the tests that need
 //! nvcc or the CUTLASS headers run too, then `kernels` (the kernel suite compiles:
-//! [`crate::kernels::Arches::Ci`]) and last `demo` (the README's first quickstart
-//! command). Each step prints a one-line header; the first failing step
+//! [`crate::kernels::Selection::Ci`]) and last `demo` (the README's first quickstart
+//! command, on the dev build of kwb the tests made). Each step prints a one-line header; the first failing step
 //! stops the run.
 
 use std::ffi::OsStr;
@@ -54,13 +54,13 @@ pub fn run(root: &Path) -> Result {
         &crate::kernels::Build {
             jobs,
             family: None,
-            arches: crate::kernels::Arches::Ci,
+            selection: crate::kernels::Selection::Ci,
             traced: None,
         },
     )?;
     // The README's first quickstart command keeps working.
     header("demo");
-    crate::demo::run(root)?;
+    crate::demo::run(root, crate::demo::Build::Dev)?;
     // One closing line for every check: the Rust tests, the kernel builds, the demo.
     println!("xtask: {} passed, 0 failed", tests + compiled + 1);
     Ok(())

@@ -40,17 +40,22 @@ use crate::{Failure, Result, ci, setup};
 /// The CUTLASS collective the demo maps, under the CUTLASS include folder.
 const COLLECTIVE: &str = "cutlass/gemm/collective/sm90_mma_tma_gmma_ss_warpspecialized.hpp";
 
-fn kwb(root: &Path, binary: &str, args: &[&str]) -> std::process::Command {
-    let mut all = vec![
-        "run",
-        "--release",
-        "--quiet",
-        "-p",
-        "kwb",
-        "--bin",
-        binary,
-        "--",
-    ];
+/// Which build of kwb the demo runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Build {
+    /// `cargo run --release`: what `cargo xtask demo` runs.
+    Release,
+    /// The dev build `cargo test` has just made: what CI runs, rather than build kwb
+    /// a second time (in release, over three minutes on two cores).
+    Dev,
+}
+
+fn kwb_command(root: &Path, build: Build, binary: &str, args: &[&str]) -> std::process::Command {
+    let mut all = vec!["run"];
+    if build == Build::Release {
+        all.push("--release");
+    }
+    all.extend(["--quiet", "-p", "kwb", "--bin", binary, "--"]);
     all.extend_from_slice(args);
     ci::cargo_command(root, &all)
 }
@@ -67,11 +72,12 @@ fn kwb_run(mut command: std::process::Command) -> Result {
     }
 }
 
-pub fn run(root: &Path) -> Result {
+pub fn run(root: &Path, build: Build) -> Result {
+    let kwb = |binary: &str, args: &[&str]| kwb_command(root, build, binary, args);
     let installed = setup::run()?;
     let collective = installed.cutlass.include.join(COLLECTIVE);
     let fixture = root.join("fixtures/sites/megakernel_task.cu");
-    let mut command = kwb(root, "kwb", &["sites"]);
+    let mut command = kwb("kwb", &["sites"]);
     command.arg(fixture).arg(collective);
     ci::run_step(
         "kwb sites (bundled megakernel + CUTLASS SM90 collective)",
@@ -82,7 +88,6 @@ pub fn run(root: &Path) -> Result {
     std::fs::create_dir_all(&out).map_err(|e| Failure(format!("{}: {e}", out.display())))?;
     let traced = out.join("megakernel.traced.cu");
     let mut command = kwb(
-        root,
         "kwb-instrument",
         &[
             "kernels/megakernel/gemm.cu",
@@ -116,7 +121,6 @@ pub fn run(root: &Path) -> Result {
     println!("built {}", binary.display());
 
     let mut command = kwb(
-        root,
         "kwb",
         &[
             "trace",
@@ -132,7 +136,7 @@ pub fn run(root: &Path) -> Result {
     summarize(&String::from_utf8_lossy(&shown.stdout))?;
 
     let tiles = out.join("tiles");
-    let mut command = kwb(root, "kwb", &["trace", "show", "--npy"]);
+    let mut command = kwb("kwb", &["trace", "show", "--npy"]);
     command
         .arg(&tiles)
         .arg("fixtures/traces/cute_sm80_cta110_full_tile.trace");
@@ -153,7 +157,6 @@ pub fn run(root: &Path) -> Result {
 
     let repro = out.join("repro");
     let mut command = kwb(
-        root,
         "kwb-extract",
         &[
             "kernels/tma_wgmma_sm90/gemm.cu",
@@ -185,14 +188,13 @@ pub fn run(root: &Path) -> Result {
     }
     println!("compiled {}", repro.join("repro.o").display());
     ci::header("kwb run (the reproducer on the controlled-input ladder)");
-    let mut command = kwb(root, "kwb", &["run"]);
+    let mut command = kwb("kwb", &["run"]);
     command.arg(&repro);
     kwb_run(command)?;
     // 7. A library kernel behind CUTLASS's adapter: its Params from the adapter's own
     // host code.
     let repro3x = out.join("repro-cutlass3x");
     let mut command = kwb(
-        root,
         "kwb-extract",
         &[
             "kernels/cutlass3x_sm90/gemm.cu",
@@ -242,7 +244,6 @@ pub fn run(root: &Path) -> Result {
         .ok_or_else(|| Failure("the megakernel family names no task template".to_owned()))?;
     let task = out.join("repro-task");
     let mut command = kwb(
-        root,
         "kwb-extract",
         &[
             "kernels/megakernel/gemm.cu",
@@ -261,14 +262,13 @@ pub fn run(root: &Path) -> Result {
         command,
     )?;
     ci::header("kwb run (the task list built, the megakernel launched on it)");
-    let mut command = kwb(root, "kwb", &["run", "--shape", "16,1024,6144"]);
+    let mut command = kwb("kwb", &["run", "--shape", "16,1024,6144"]);
     command.args(&family.run_flags).arg(&task);
     kwb_run(command)?;
     // 9. The whole diagnosis of a bundled buggy kernel: mma_sync with its last K tile
     // accumulated twice, the trace it wrote on an H200, and the ladder (on a GPU).
     let report = out.join("diagnose");
     let mut command = kwb(
-        root,
         "kwb",
         &[
             "diagnose",

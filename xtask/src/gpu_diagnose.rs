@@ -107,7 +107,7 @@ pub fn run(root: &Path, options: &Options) -> Result {
     let build = |dir| Build {
         jobs: options.jobs,
         family: None,
-        arches: crate::kernels::Arches::First,
+        selection: crate::kernels::Selection::First,
         traced: Some(dir),
     };
     let mut traces: Vec<(String, Option<(PathBuf, String)>)> = Vec::new();

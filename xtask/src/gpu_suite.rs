@@ -98,7 +98,7 @@ pub fn run(root: &Path, options: &Options) -> Result {
     let build = Build {
         jobs: options.jobs,
         family: None,
-        arches: crate::kernels::Arches::First,
+        selection: crate::kernels::Selection::First,
         traced: None,
     };
     let built = compile_all(root, &suite, &toolchain, cutlass.as_ref(), &build)?;

@@ -70,7 +70,7 @@ pub fn run(root: &Path, options: &Options) -> Result {
     let build = |dir| Build {
         jobs: options.jobs,
         family: None,
-        arches: crate::kernels::Arches::First,
+        selection: crate::kernels::Selection::First,
         traced: Some(dir),
     };
     let built = compile_all(root, &suite, &toolchain, cutlass.as_ref(), &build(&traced))?;

@@ -15,8 +15,8 @@ use crate::{Failure, Result, setup};
 pub struct Build<'a> {
     pub jobs: usize,
     pub family: Option<&'a str>,
-    /// Which of each family's architectures to build.
-    pub arches: Arches,
+    /// Which variants of each family to build, for which of its architectures.
+    pub selection: Selection,
     /// Build the instrumented copies under this folder (laid out like `kernels/`)
     /// with `-DKWB_TRACE` instead of the sources; families without a copy are left
     /// out.
@@ -25,7 +25,7 @@ pub struct Build<'a> {
 
 /// Which of a family's variants and architectures a build covers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Arches {
+pub enum Selection {
     /// Every variant for every architecture.
     All,
     /// Every variant for the first architecture (the one a GPU run uses).
@@ -38,17 +38,17 @@ pub enum Arches {
     Ci,
 }
 
-impl Arches {
+impl Selection {
     /// Of `family`'s architectures, those to build its variant `defect` for.
     fn of<'f>(self, family: &'f Family, defect: &str) -> &'f [String] {
         let arches = &family.arches[..];
         let first = &arches[..arches.len().min(1)];
         match self {
-            Arches::All => arches,
-            Arches::First => first,
-            Arches::Ci if defect == "none" => arches,
-            Arches::Ci if family.ci == CiBuilds::Correct => &[],
-            Arches::Ci => first,
+            Selection::All => arches,
+            Selection::First => first,
+            Selection::Ci if defect == "none" => arches,
+            Selection::Ci if family.ci == CiBuilds::Correct => &[],
+            Selection::Ci => first,
         }
     }
 }
@@ -125,7 +125,7 @@ pub fn compile_all<'s>(
         if traced_source.as_ref().is_some_and(|s| !s.is_file()) {
             continue;
         }
-        for arch in build.arches.of(family, &variant.defect) {
+        for arch in build.selection.of(family, &variant.defect) {
             let mut flags = flags(root, family, variant, arch, cutlass)?;
             let mut source = root.join("kernels").join(&family.source);
             if let Some(traced) = &traced_source {
@@ -213,13 +213,13 @@ mod tests {
     }
 
     /// The (family, defect, arch) builds a choice makes of the suite's manifest.
-    fn builds(suite: &Suite, arches: Arches) -> Vec<(String, String, String)> {
+    fn builds(suite: &Suite, selection: Selection) -> Vec<(String, String, String)> {
         suite
             .variant
             .iter()
             .flat_map(|v| {
                 let family = &suite.families[&v.family];
-                arches
+                selection
                     .of(family, &v.defect)
                     .iter()
                     .map(|a| (v.family.clone(), v.defect.clone(), a.clone()))
@@ -230,9 +230,9 @@ mod tests {
     #[test]
     fn ci_builds_each_family_for_every_arch_and_what_its_manifest_asks() {
         let suite = suite();
-        assert_eq!(builds(&suite, Arches::First).len(), suite.variant.len());
-        let ci = builds(&suite, Arches::Ci);
-        let all = builds(&suite, Arches::All);
+        assert_eq!(builds(&suite, Selection::First).len(), suite.variant.len());
+        let ci = builds(&suite, Selection::Ci);
+        let all = builds(&suite, Selection::All);
         assert!(ci.iter().all(|b| all.contains(b)));
         for (name, family) in &suite.families {
             // The correct variant for every architecture.
