@@ -60,7 +60,7 @@ pub fn run(root: &Path) -> Result {
     )?;
     // The README's first quickstart command keeps working.
     header("demo");
-    crate::demo::run(root, crate::demo::Build::Dev)?;
+    crate::demo::run(root, crate::demo::Profile::Dev)?;
     // One closing line for every check: the Rust tests, the kernel builds, the demo.
     println!("xtask: {} passed, 0 failed", tests + compiled + 1);
     Ok(())

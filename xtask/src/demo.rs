@@ -42,7 +42,7 @@ const COLLECTIVE: &str = "cutlass/gemm/collective/sm90_mma_tma_gmma_ss_warpspeci
 
 /// Which build of kwb the demo runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Build {
+pub enum Profile {
     /// `cargo run --release`: what `cargo xtask demo` runs.
     Release,
     /// The dev build `cargo test` has just made: what CI runs, rather than build kwb
@@ -50,9 +50,14 @@ pub enum Build {
     Dev,
 }
 
-fn kwb_command(root: &Path, build: Build, binary: &str, args: &[&str]) -> std::process::Command {
+fn kwb_command(
+    root: &Path,
+    profile: Profile,
+    binary: &str,
+    args: &[&str],
+) -> std::process::Command {
     let mut all = vec!["run"];
-    if build == Build::Release {
+    if profile == Profile::Release {
         all.push("--release");
     }
     all.extend(["--quiet", "-p", "kwb", "--bin", binary, "--"]);
@@ -72,8 +77,8 @@ fn kwb_run(mut command: std::process::Command) -> Result {
     }
 }
 
-pub fn run(root: &Path, build: Build) -> Result {
-    let kwb = |binary: &str, args: &[&str]| kwb_command(root, build, binary, args);
+pub fn run(root: &Path, profile: Profile) -> Result {
+    let kwb = |binary: &str, args: &[&str]| kwb_command(root, profile, binary, args);
     let installed = setup::run()?;
     let collective = installed.cutlass.include.join(COLLECTIVE);
     let fixture = root.join("fixtures/sites/megakernel_task.cu");

@@ -181,7 +181,7 @@ fn main() -> ExitCode {
         Task::Setup => setup::run().map(drop),
         Task::Test => ci::run(&project_root()),
         Task::Tidy => tidy::run(&project_root()),
-        Task::Demo => demo::run(&project_root(), demo::Build::Release),
+        Task::Demo => demo::run(&project_root(), demo::Profile::Release),
         Task::Bench { runs, hook: false } => bench::run(&project_root(), runs),
         Task::Bench { runs, hook: true } => bench::hook(&project_root(), runs),
         Task::Kernels { jobs, family } => kernels::run(

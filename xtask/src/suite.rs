@@ -225,7 +225,7 @@ pub fn flags(
         defines: vec![format!("KWB_DEFECT={}", variant.defect)],
         extra,
         // A suite build runs only on the GPU it names: its SASS alone, without the
-        // PTX passes (`kernels` in CI builds every variant, CUTLASS's ones included).
+        // portable PTX pass.
         ptx: false,
     })
 }
