@@ -93,8 +93,9 @@ fn megakernel_gated_with_a_row_bound() {
     insta::assert_snapshot!(rewrite(&path, &config));
 }
 
-/// CUTLASS collectives as `--overlay` instruments them (staged mainloops only, the
-/// gate only where it reaches), when the CUTLASS headers are set up.
+/// CUTLASS collectives and kernels as `--overlay` instruments them (staged mainloops
+/// only, the gate only where it reaches; a kernel's tile contexts), when the CUTLASS
+/// headers are set up.
 #[test]
 fn cutlass_collectives_through_the_overlay() {
     let Some(root) = kwb_tests::cutlass_source() else {
@@ -103,6 +104,9 @@ fn cutlass_collectives_through_the_overlay() {
     for relative in [
         "include/cutlass/gemm/collective/sm90_mma_tma_gmma_ss_warpspecialized.hpp",
         "include/cutlass/gemm/collective/sm80_mma_multistage.hpp",
+        // Kernels that hand the collective its work tile: tile contexts only.
+        "include/cutlass/gemm/kernel/sm90_gemm_tma_warpspecialized_cooperative.hpp",
+        "include/cutlass/gemm/kernel/sm90_gemm_tma_warpspecialized_pingpong.hpp",
     ] {
         let config = Config {
             staged_only: true,

@@ -236,6 +236,10 @@ pub fn plan(parsed: &Parsed, map: &KernelMap, config: &Config) -> Result<Plan, I
             probes::epilogue::probe(&mut em, kernel, &gate);
         }
     }
+    // Tile contexts where a kernel hands its collective the work tile's coordinate:
+    // in the kernels asked for, or anywhere in the file.
+    let ranges: Vec<std::ops::Range<usize>> = kernels.iter().map(|k| k.range.clone()).collect();
+    probes::context::probe(&mut em, config.kernel.is_some().then_some(&ranges[..]));
     // UMMA accumulators in tensor memory: before the epilogue's TMEM loads, wherever
     // they are (the kernel or a helper it calls).
     if config.probes.final_accumulator && !kernels.is_empty() {

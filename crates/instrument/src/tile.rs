@@ -26,16 +26,31 @@ pub(crate) const TILE: &str = "/*kwb:tile*/-1, -1";
 
 const TABLE: &str = include_str!("../../../grammars/tile_origins.txt");
 
-/// The table: origin local names per axis, and CuTe's coordinate and tiling functions.
+/// The table: origin local names per axis, CuTe's coordinate and tiling functions, and
+/// the calls that get a tile context.
 #[derive(Default)]
-struct Table {
+pub(crate) struct Table {
     m: Vec<String>,
     n: Vec<String>,
     coord: Vec<String>,
     tile: Vec<String>,
+    /// `context` lines: a call that is handed a work tile's coordinate.
+    pub contexts: Vec<ContextCall>,
 }
 
-fn table() -> &'static Table {
+/// A call (`collective_mainloop.mma`) that is handed the work tile's coordinate
+/// (`blk_coord`) and shape (`blk_shape`): before it, a tile context records the origin.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ContextCall {
+    /// The callee as written, without spaces.
+    pub callee: String,
+    /// The local holding the tile's coordinate (m, n, …).
+    pub coord: String,
+    /// The local holding the tile's shape (BLK_M, BLK_N, …).
+    pub shape: String,
+}
+
+pub(crate) fn table() -> &'static Table {
     static TABLE_WORDS: OnceLock<Table> = OnceLock::new();
     TABLE_WORDS.get_or_init(|| {
         let mut t = Table::default();
@@ -46,6 +61,16 @@ fn table() -> &'static Table {
                 Some("n") => &mut t.n,
                 Some("coord") => &mut t.coord,
                 Some("tile") => &mut t.tile,
+                Some("context") => {
+                    if let [callee, coord, shape] = words.collect::<Vec<_>>()[..] {
+                        t.contexts.push(ContextCall {
+                            callee: callee.to_owned(),
+                            coord: coord.to_owned(),
+                            shape: shape.to_owned(),
+                        });
+                    }
+                    continue;
+                }
                 _ => continue,
             };
             list.extend(words.map(str::to_owned));

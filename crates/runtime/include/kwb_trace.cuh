@@ -172,6 +172,8 @@ enum class Kind : uint32_t {
   Accumulator = 3,  // the accumulator where it is complete
   Epilogue = 4,     // values the epilogue computes or stores
   Load = 5,         // data a load (TMA, cp.async, ldmatrix) brought in
+  TileContext = 6,  // no values: the origin (tile_m, tile_n) of the work tile the warp
+                    // starts, for its later records that have none (kwb::tile_context)
 };
 
 // A logical coordinate axis of the GEMM: M and N of the output, K of the reduction.
@@ -242,6 +244,8 @@ struct alignas(8) Record {
   int32_t tile_m;        // the CTA tile's first output row as the kernel computes it
                          // (kwb-instrument passes the kernel's own origin local, e.g.
                          // `m0 = blockIdx.y * BM`); -1 where it has none in scope
+                         // (the trace reader then gives the record the origin of its
+                         // warp's last TileContext record, if any)
   int32_t tile_n;        // the same for the first output column
   int32_t row_bound;     // values count only when their row < row_bound (INT_MAX: all)
   uint32_t row_axis;     // the kwb::Axis that is the row of the row filter
@@ -1520,6 +1524,28 @@ __device__ __forceinline__ void probe_as_pair(uint32_t site_a, uint32_t site_b, 
 #else
   (void)site_a, (void)site_b, (void)tag, (void)k_tile, (void)tile_m, (void)tile_n, (void)a;
   (void)b, (void)row_bound, (void)row_axis, (void)coord_a, (void)coord_b;
+#endif
+}
+
+// The work tile the calling warp starts, where the code whose probes record its values
+// has no origin in scope (a CUTLASS 3.x collective's mma() is handed the tile's
+// coordinate by its caller, the kernel). One record per warp, of kind TileContext, no
+// values, its tile_m / tile_n the origin. A warp appends its records in program order,
+// so the trace reader gives each later record of that warp without an origin this
+// one, up to the warp's next context; (-1, -1) ends it. Obeys the CTA filter.
+__device__ __forceinline__ void tile_context(uint32_t site, uint32_t tag, int tile_m, int tile_n) {
+#ifdef KWB_TRACE
+  if (!detail::admitted(-1)) return;
+  const detail::Claim claimed = detail::claim();
+  detail::Slot slot;
+  if (!detail::land(claimed, slot)) return;
+  detail::clear_slots(slot);
+  const detail::Totals none{0u, detail::order_key(__int_as_float(0x7f800000)),
+                            detail::order_key(__int_as_float(0xff800000)), 0u, 0u, 0u, 0u};
+  detail::write(slot, none, 0u,
+                detail::Probe{site, Kind::TileContext, tag, -1, tile_m, tile_n, all_rows, Axis::M});
+#else
+  (void)site, (void)tag, (void)tile_m, (void)tile_n;
 #endif
 }
 

@@ -99,16 +99,20 @@ pub enum Kind {
     Epilogue = 4,
     /// Data a load brought in.
     Load = 5,
+    /// No values: the origin of the work tile the warp starts (`tile_m`, `tile_n`),
+    /// which [`crate::decode`] gives the warp's later records that have none.
+    TileContext = 6,
 }
 
 impl Kind {
     /// Every kind, in numeric order.
-    pub const ALL: [Kind; 5] = [
+    pub const ALL: [Kind; 6] = [
         Kind::OperandA,
         Kind::OperandB,
         Kind::Accumulator,
         Kind::Epilogue,
         Kind::Load,
+        Kind::TileContext,
     ];
 
     /// The kind a record's `kind` field names, if any.
@@ -124,6 +128,7 @@ impl Kind {
             Kind::Accumulator => "Accumulator",
             Kind::Epilogue => "Epilogue",
             Kind::Load => "Load",
+            Kind::TileContext => "TileContext",
         }
     }
 
@@ -135,6 +140,7 @@ impl Kind {
             Kind::Accumulator => "accumulator",
             Kind::Epilogue => "epilogue",
             Kind::Load => "load",
+            Kind::TileContext => "tile-context",
         }
     }
 }

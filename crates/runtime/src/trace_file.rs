@@ -20,7 +20,7 @@ use serde::Serialize;
 
 use crate::error::TraceError;
 use crate::layout::{Le, mirror};
-use crate::record::{RECORD_MAGIC, RECORD_SIZE, TraceRecord};
+use crate::record::{Kind, RECORD_MAGIC, RECORD_SIZE, TraceRecord};
 use crate::{OLDEST_VERSION, VERSION};
 
 /// The first eight bytes of every trace file.
@@ -141,7 +141,8 @@ pub struct SiteInfo {
 pub struct Trace {
     /// The site table, in file order (sorted by id when the header wrote it).
     pub sites: Vec<SiteInfo>,
-    /// The records, in the order the warps appended them.
+    /// The records, in the order the warps appended them. [`decode`] gives a record
+    /// without a tile origin that of its warp's last [`Kind::TileContext`] record.
     pub records: Vec<TraceRecord>,
     /// Records lost because the buffer was full.
     pub dropped: u64,
@@ -262,6 +263,8 @@ pub fn decode(bytes: &[u8]) -> Result<Trace, TraceError> {
             Ok(record)
         })
         .collect::<Result<Vec<_>, _>>()?;
+    let mut records = records;
+    place_in_contexts(&mut records);
 
     Ok(Trace {
         sites,
@@ -272,6 +275,28 @@ pub fn decode(bytes: &[u8]) -> Result<Trace, TraceError> {
         tile_dropped,
         tile_capacity,
     })
+}
+
+/// Gives each record that has no tile origin (`tile_m` and `tile_n` both -1) the origin
+/// of the last [`Kind::TileContext`] record its warp (CTA, warp) appended before it, if
+/// that context has one. A warp appends its records in program order, and `records`
+/// are in the order they were appended, so "before" is the warp's own order.
+fn place_in_contexts(records: &mut [TraceRecord]) {
+    use std::collections::HashMap;
+    if !records.iter().any(|r| r.kind() == Some(Kind::TileContext)) {
+        return;
+    }
+    let mut current: HashMap<(u32, u32, u32, u32), (i32, i32)> = HashMap::new();
+    for r in records.iter_mut() {
+        let warp = (r.cta_x, r.cta_y, r.cta_z, r.warp);
+        if r.kind() == Some(Kind::TileContext) {
+            current.insert(warp, (r.tile_m, r.tile_n));
+        } else if (r.tile_m, r.tile_n) == (-1, -1)
+            && let Some(&origin) = current.get(&warp)
+        {
+            (r.tile_m, r.tile_n) = origin;
+        }
+    }
 }
 
 /// The tile section at `at`: its values (each checked to name a record), dropped

@@ -76,6 +76,7 @@ __global__ void plain_copy(const float* in, float* out) {
   // probe {
   if constexpr (kwb::enabled) {
     kwb::probe_tile(3, kwb::Kind::Load, 0u, -1, 0, 0, in, 32);
+    kwb::tile_context(4, 0u, 0, 32);
   }
   // probe }
   out[threadIdx.x] = in[threadIdx.x] * 2.0f;

@@ -425,19 +425,21 @@ fn swizzle_issues(maps: &[MapReading], mma: Option<&MmaSwizzle>) -> Vec<Descript
         .collect()
 }
 
-/// Whether every record of `trace` was recorded under `gate` (carries its tag).
+/// Whether every record of values in `trace` was recorded under `gate` (carries its
+/// tag). Tile contexts hold no values and are never gated: they do not count.
 fn pinned(trace: &kwb_runtime::Trace, gate: &str) -> Result<(), String> {
     let want = kwb_runtime::tag(gate);
-    let total = trace.records.len();
+    let values = || {
+        trace
+            .records
+            .iter()
+            .filter(|r| r.kind() != Some(kwb_runtime::Kind::TileContext))
+    };
+    let total = values().count();
     if total == 0 {
         return Err("the trace holds no record".to_owned());
     }
-    let foreign: Vec<u32> = trace
-        .records
-        .iter()
-        .map(|r| r.tag)
-        .filter(|t| *t != want)
-        .collect();
+    let foreign: Vec<u32> = values().map(|r| r.tag).filter(|t| *t != want).collect();
     let Some(first) = foreign.first() else {
         return Ok(());
     };
@@ -603,6 +605,13 @@ mod tests {
             ..kwb_runtime::Trace::default()
         };
         assert_eq!(pinned(&t, gate), Ok(()));
+        // A tile context is never gated, and holds no values.
+        let mut context = record;
+        context.kind = kwb_runtime::Kind::TileContext as u32;
+        context.tag = kwb_runtime::tag(kwb_runtime::UNGATED);
+        t.records.push(context);
+        assert_eq!(pinned(&t, gate), Ok(()));
+        t.records.pop();
         t.records[1].tag = kwb_runtime::tag("REDUCTION_SIZE == 1024");
         let why = pinned(&t, gate).unwrap_err();
         assert!(why.starts_with("1 of 2 records"), "{why}");

@@ -282,6 +282,7 @@ fn human(out: &mut impl Write, shown: &Shown) -> std::io::Result<()> {
             (k, _) if k >= 0 => k.to_string(),
             (_, Some(call)) => format!("#{call}"),
             _ if r.kind == "Epilogue" => "out".to_owned(),
+            _ if r.kind == "TileContext" => "-".to_owned(),
             _ => "final".to_owned(),
         };
         let opt = |v: Option<f32>| v.map_or("-".to_owned(), |v| format!("{v}"));

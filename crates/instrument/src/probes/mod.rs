@@ -2,6 +2,7 @@
 //! kernel map and inserts its probes through the [`Emitter`](crate::emit::Emitter).
 
 pub(crate) mod accumulator;
+pub(crate) mod context;
 pub(crate) mod epilogue;
 pub(crate) mod loads;
 pub(crate) mod operands;

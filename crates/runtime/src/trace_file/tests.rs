@@ -368,3 +368,49 @@ fn calls_are_numbered_per_warp_and_site() {
     let trace = decode(&file(VERSION, RECORD_SIZE as u32, SITES, &records)).unwrap();
     assert_eq!(trace.call_numbers(), vec![0, 0, 1, 0, 2, 1, 0]);
 }
+
+#[test]
+fn records_without_an_origin_take_their_warps_tile_context() {
+    // Warp 2 of CTA (5, 6, 7) starts tile (256, 128), records, starts tile (384, 128),
+    // records, ends the context; warp 3 has no context; one record has its own origin.
+    let at = |kind: Kind, warp: u32, origin: (i32, i32)| TraceRecord {
+        kind: kind as u32,
+        warp,
+        tile_m: origin.0,
+        tile_n: origin.1,
+        ..distinct()
+    };
+    let none = (-1, -1);
+    let records = [
+        at(Kind::Accumulator, 2, none),
+        at(Kind::TileContext, 2, (256, 128)),
+        at(Kind::Accumulator, 3, none),
+        at(Kind::OperandA, 2, none),
+        at(Kind::Accumulator, 2, (0, 64)),
+        at(Kind::TileContext, 2, (384, 128)),
+        at(Kind::Accumulator, 2, none),
+        at(Kind::TileContext, 2, none),
+        at(Kind::Accumulator, 2, none),
+    ];
+    let trace = decode(&file(3, RECORD_SIZE as u32, &[], &records)).unwrap();
+    let origins: Vec<(i32, i32)> = trace.records.iter().map(|r| (r.tile_m, r.tile_n)).collect();
+    assert_eq!(
+        origins,
+        [
+            none,
+            (256, 128),
+            none,
+            (256, 128),
+            (0, 64),
+            (384, 128),
+            (384, 128),
+            none,
+            none
+        ]
+    );
+    // Another CTA's warp 2 is another warp.
+    let mut other = at(Kind::Accumulator, 2, none);
+    other.cta_x = 9;
+    let trace = decode(&file(3, RECORD_SIZE as u32, &[], &[records[1], other])).unwrap();
+    assert_eq!((trace.records[1].tile_m, trace.records[1].tile_n), none);
+}
