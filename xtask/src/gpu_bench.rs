@@ -9,7 +9,10 @@
 //! - `all CTAs: …`: every CTA recording absmax and NaN/Inf counts only (no values,
 //!   `--absmax-only`) into a buffer of 4 Mi records: the final accumulator and the
 //!   epilogue (the screen for the CTA that goes wrong), then per-K-tile accumulators,
-//!   operands, and every kind;
+//!   operands, and every kind; the harness empties the buffer before each timed
+//!   launch, so each launch writes its records; and every kind into a buffer of 64 Ki
+//!   records, which the launch fills early: what recording costs once records are
+//!   dropped;
 //! - `memcheck`: the original under `compute-sanitizer --tool memcheck`;
 //!
 //! and reads each build's registers, stack and local (spill) memory with
@@ -146,6 +149,14 @@ fn configs(family_source: &str) -> Vec<Config> {
             kwb_instrument::Probes::default(),
             &base,
         ),
+        Config {
+            name: "all CTAs: every kind, buffer full (64 Ki records)",
+            defines: vec![
+                kwb_runtime::ENABLE_MACRO.to_owned(),
+                "KWB_TRACE_CAPACITY=65536".to_owned(),
+            ],
+            ..all_ctas("", kwb_instrument::Probes::default(), &base)
+        },
     ]
 }
 

@@ -18,7 +18,9 @@
 // Configuration macros (define before including, or with -D):
 //   KWB_TRACE           turn tracing on.
 //   KWB_TRACE_CAPACITY  records the buffer holds (default 262144 = 56 MiB, 224 bytes each);
-//                       records past it are not written, only counted as dropped.
+//                       records past it are not written, only counted as dropped
+//                       (by the shard cursors, which keep counting past the end: a
+//                       full buffer costs a probe nothing but its claim).
 //   KWB_TRACE_SHARDS    the buffer's shards (default 64, or the capacity if smaller). A
 //                       warp always appends to shard (linear CTA * warps per CTA +
 //                       warp) % shards, each with its own cursor, so all-CTA tracing
@@ -59,7 +61,8 @@
 //
 // The trace buffer is a module global, so a runner can read it with the driver API
 // (cuModuleGetGlobal) under these names: `_ZN3kwb13trace_recordsE`,
-// `_ZN3kwb12trace_cursorE`, `_ZN3kwb13trace_droppedE` and `_ZN3kwb12trace_filterE`.
+// `_ZN3kwb12trace_cursorE` (per shard, the records claimed: those past the shard's
+// capacity were dropped) and `_ZN3kwb12trace_filterE`.
 //
 // The layout of every struct between a `kwb:layout` marker pair is mirrored by the
 // Rust crate kwb-runtime, and a test parses these declarations: the two change
@@ -530,7 +533,6 @@ __host__ __device__ constexpr auto fitted(const C& coord) {
 #ifdef KWB_TRACE_EXTERN
 extern __device__ __align__(16) Record trace_records[KWB_TRACE_CAPACITY];
 extern __device__ unsigned long long trace_cursor[KWB_TRACE_SHARDS];
-extern __device__ unsigned long long trace_dropped;
 extern __constant__ Filter trace_filter;
 #ifdef KWB_TRACE_FULL
 extern __device__ TileValue trace_tile_values[KWB_TRACE_TILE_CAPACITY];
@@ -540,8 +542,10 @@ extern __device__ unsigned long long trace_tile_dropped;
 #else
 // 16-byte aligned: records (224 bytes) are then written in 16-byte stores.
 __device__ __align__(16) Record trace_records[KWB_TRACE_CAPACITY];
-__device__ unsigned long long trace_cursor[KWB_TRACE_SHARDS];  // per shard: next free slot
-__device__ unsigned long long trace_dropped;  // records not written: buffer full
+// Per shard: the records claimed so far. Past the shard's capacity they were dropped;
+// no other counter is kept, so a probe of a full buffer costs no atomic on a hot
+// address (every warp of every CTA counting drops on one word serialized them).
+__device__ unsigned long long trace_cursor[KWB_TRACE_SHARDS];
 #ifdef KWB_TRACE_FULL
 __device__ TileValue trace_tile_values[KWB_TRACE_TILE_CAPACITY];
 __device__ unsigned long long trace_tile_cursor;   // next free value
@@ -713,8 +717,8 @@ __device__ __forceinline__ Claim claim(unsigned records = 1u) {
   return c;
 }
 
-// Waits for record `offset` of the claim. False when the buffer is full (the drop is
-// counted).
+// Waits for record `offset` of the claim. False when the shard is full (the cursor,
+// past the shard's capacity, counts the drop).
 __device__ __forceinline__ bool land(const Claim& c, Slot& slot, unsigned offset = 0u) {
   constexpr unsigned long long per_shard = KWB_TRACE_CAPACITY / KWB_TRACE_SHARDS;
   static_assert(per_shard < 0xffffffffull, "a shard holds fewer than 2^32 - 1 records");
@@ -725,10 +729,7 @@ __device__ __forceinline__ bool land(const Claim& c, Slot& slot, unsigned offset
   const unsigned long long claimed = c.claimed + offset;
   const unsigned mine = claimed < per_shard ? static_cast<unsigned>(claimed) : ~0u;
   const unsigned index = __shfl_sync(c.mask, mine, slot.leader);
-  if (index == ~0u) {
-    if (slot.lane == slot.leader) atomicAdd(&trace_dropped, 1ull);
-    return false;
-  }
+  if (index == ~0u) return false;
   slot.record = &records()[c.shard * per_shard + index];
   return true;
 }
@@ -1830,18 +1831,16 @@ inline bool trace_map() {
 #endif
 }
 
-// Empties the trace buffer (cursor and dropped count); call it before the launches
-// to trace.
+// Empties the trace buffer (the shard cursors); call it before the launches to trace.
 inline cudaError_t trace_reset() {
   detail::arm_exit_flush_late();
 #ifdef KWB_TRACE_MAPPED
   if (detail::map_records()) std::memset(detail::mapped_host(), 0, detail::mapped_bytes);
 #endif
   const unsigned long long zeros[KWB_TRACE_SHARDS] = {};
-  const unsigned long long zero = 0;
   cudaError_t err = cudaMemcpyToSymbol(trace_cursor, zeros, sizeof zeros);
-  if (err == cudaSuccess) err = cudaMemcpyToSymbol(trace_dropped, &zero, sizeof zero);
 #ifdef KWB_TRACE_FULL
+  const unsigned long long zero = 0;
   if (err == cudaSuccess) err = cudaMemcpyToSymbol(trace_tile_cursor, &zero, sizeof zero);
   if (err == cudaSuccess) err = cudaMemcpyToSymbol(trace_tile_dropped, &zero, sizeof zero);
 #endif
@@ -1875,10 +1874,12 @@ inline bool trace_flush(const char* path) {
   }
 #endif
   if (err == cudaSuccess) err = cudaMemcpyFromSymbol(cursors, trace_cursor, sizeof cursors);
-  if (err == cudaSuccess) err = cudaMemcpyFromSymbol(&dropped, trace_dropped, sizeof dropped);
   // The shards' filled prefixes, one after another (each warp's records stay in the
-  // order it appended them).
+  // order it appended them); the claims past a shard's end were dropped.
   constexpr unsigned long long per_shard = KWB_TRACE_CAPACITY / KWB_TRACE_SHARDS;
+  for (int s = 0; s < KWB_TRACE_SHARDS; ++s) {
+    dropped += cursors[s] > per_shard ? cursors[s] - per_shard : 0ull;
+  }
   std::vector<Record> records;
   std::vector<size_t> first(KWB_TRACE_SHARDS, 0);  // each shard's first file index
   for (int s = 0; s < KWB_TRACE_SHARDS && err == cudaSuccess; ++s) {

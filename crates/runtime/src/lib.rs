@@ -62,12 +62,11 @@ pub const OUT_ENV: &str = "KWB_TRACE_OUT";
 pub mod symbols {
     /// `kwb::trace_records`: `Record[capacity]`.
     pub const RECORDS: &str = "_ZN3kwb13trace_recordsE";
-    /// `kwb::trace_cursor`: `u64[KWB_TRACE_SHARDS]`, each shard's next free slot; it
-    /// may pass the shard's capacity (capacity / shards records from shard × that).
+    /// `kwb::trace_cursor`: `u64[KWB_TRACE_SHARDS]`, the records each shard's warps
+    /// claimed (capacity / shards records from shard × that): up to the shard's
+    /// capacity its next free slot, and what passes it is the records dropped because
+    /// the shard was full (no other drop counter is kept).
     pub const CURSOR: &str = "_ZN3kwb12trace_cursorE";
-    /// `kwb::trace_dropped`: `u64`, the records not written because the buffer was
-    /// full.
-    pub const DROPPED: &str = "_ZN3kwb13trace_droppedE";
     /// `kwb::trace_filter`: a [`Filter`](crate::Filter) in `__constant__` memory.
     pub const FILTER: &str = "_ZN3kwb12trace_filterE";
     /// `kwb::trace_tile_values`: `TileValue[KWB_TRACE_TILE_CAPACITY]` (full-tile builds).

@@ -262,10 +262,6 @@ fn symbols_name_the_headers_variables() {
             "__device__ unsigned long long trace_cursor[KWB_TRACE_SHARDS];",
         ),
         (
-            kwb_runtime::symbols::DROPPED,
-            "__device__ unsigned long long trace_dropped;",
-        ),
-        (
             kwb_runtime::symbols::FILTER,
             "__constant__ Filter trace_filter =",
         ),

@@ -294,7 +294,6 @@ fn header_costs_nothing_without_kwb_trace_and_probes_with_it() {
     for symbol in [
         kwb_runtime::symbols::RECORDS,
         kwb_runtime::symbols::CURSOR,
-        kwb_runtime::symbols::DROPPED,
         kwb_runtime::symbols::FILTER,
     ] {
         assert!(elf.contains(symbol), "no {symbol} in the traced cubin");
