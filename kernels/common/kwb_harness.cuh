@@ -13,7 +13,6 @@
 
 #include <cuda_runtime.h>
 
-#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -33,9 +32,10 @@
   } while (0)
 
 #ifdef KWB_TRACE
-// The trace runtime's reset (kwb_trace.cuh: a traced build has it inlined at the top of
-// the file or included through an overlay header, before or after this one).
-inline cudaError_t kwb_trace_reset();
+// The trace runtime's reset in stream order (kwb_trace.cuh: a traced build has it
+// inlined at the top of the file or included through an overlay header, before or
+// after this one).
+inline cudaError_t kwb_trace_reset_async(cudaStream_t stream);
 #endif
 
 namespace kwb_harness {
@@ -280,53 +280,50 @@ inline Args parse_args(int argc, char** argv, int m, int n, int k) {
   return a;
 }
 
-// Holds a stream in a host function until `open` is set: queued ahead of a timed
-// launch, so its start event is stamped right before the kernel, after the host has
-// queued it, not while the host is still launching.
-inline void CUDART_CB wait_until_open(void* open) {
-  const auto* flag = static_cast<const std::atomic<bool>*>(open);
-  while (!flag->load(std::memory_order_acquire)) {
-  }
-}
-
 // Times `launches` calls of `launch` (after one warm-up) with CUDA events and prints
 // KWB_TIME {"family":…,"defect":…,"m":…,"n":…,"k":…,"launches":…,"ms":…}, the mean
-// milliseconds per launch. Each launch is timed alone, between its own events, so a
-// traced build can empty its trace buffer before each one (outside the events): every
-// timed launch then writes its records, as the launch a trace is taken of does,
-// instead of finding the buffer filled by the launches before it. Every build is
-// timed the same way.
+// milliseconds per launch. A traced build empties its trace buffer ahead of each
+// launch (a memset queued on the stream), so every timed launch writes its records, as
+// the launch a trace is taken of does, instead of finding the buffer filled by the
+// launches before it; every other build queues a memset of the same size, so each
+// build times the same work around its kernel.
 template <class Launch>
 inline void time_launches(const char* family, const char* defect, int m, int n, int k,
                           int launches, Launch launch) {
+#ifdef KWB_TRACE
+  const auto reset = [] { return kwb_trace_reset_async(0); };
+#else
+  void* scratch = nullptr;
+  // The trace cursors' size with the default 64 shards, a 128-byte line each.
+  constexpr size_t kCursorBytes = 64 * 128;
+  KWB_CUDA_CHECK(cudaMalloc(&scratch, kCursorBytes));
+  const auto reset = [scratch] { return cudaMemsetAsync(scratch, 0, kCursorBytes, 0); };
+#endif
+  KWB_CUDA_CHECK(reset());
   KWB_CUDA_CHECK(launch());
   KWB_CUDA_CHECK(cudaDeviceSynchronize());
   cudaEvent_t start, stop;
   KWB_CUDA_CHECK(cudaEventCreate(&start));
   KWB_CUDA_CHECK(cudaEventCreate(&stop));
-  double total = 0.0;
+  KWB_CUDA_CHECK(cudaEventRecord(start));
   for (int i = 0; i < launches; ++i) {
-#ifdef KWB_TRACE
-    KWB_CUDA_CHECK(kwb_trace_reset());
-#endif
-    std::atomic<bool> open{false};
-    KWB_CUDA_CHECK(cudaLaunchHostFunc(0, wait_until_open, &open));
-    KWB_CUDA_CHECK(cudaEventRecord(start));
+    KWB_CUDA_CHECK(reset());
     KWB_CUDA_CHECK(launch());
-    KWB_CUDA_CHECK(cudaEventRecord(stop));
-    open.store(true, std::memory_order_release);
-    KWB_CUDA_CHECK(cudaEventSynchronize(stop));
-    float ms = 0.0f;
-    KWB_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    total += ms;
   }
+  KWB_CUDA_CHECK(cudaEventRecord(stop));
+  KWB_CUDA_CHECK(cudaEventSynchronize(stop));
+  float ms = 0.0f;
+  KWB_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
   std::printf(
       "KWB_TIME {\"family\":\"%s\",\"defect\":\"%s\",\"m\":%d,\"n\":%d,\"k\":%d,"
       "\"launches\":%d,\"ms\":%.6f}\n",
-      family, defect, m, n, k, launches, total / (launches > 0 ? launches : 1));
+      family, defect, m, n, k, launches, ms / float(launches > 0 ? launches : 1));
   std::fflush(stdout);
   KWB_CUDA_CHECK(cudaEventDestroy(start));
   KWB_CUDA_CHECK(cudaEventDestroy(stop));
+#ifndef KWB_TRACE
+  KWB_CUDA_CHECK(cudaFree(scratch));
+#endif
 }
 
 }  // namespace kwb_harness

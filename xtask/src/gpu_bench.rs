@@ -1,7 +1,9 @@
 //! `cargo xtask gpu-bench`: what Track A costs, on a machine with a GPU. For the
 //! register-operand (mma_sync) and shared-operand (tma_wgmma_sm90) families at
 //! M = N = K = 4096, one run times, with the harness's `--time` (CUDA events,
-//! mean over launches after a warm-up):
+//! mean over launches after a warm-up; a traced build's trace buffer is emptied
+//! before each launch, so every timed launch writes its records, as the launch a
+//! trace is taken of does):
 //!
 //! - `original`: the kernel as written;
 //! - `disabled`: instrumented with every probe kind, built without `KWB_TRACE`;
@@ -9,10 +11,8 @@
 //! - `all CTAs: …`: every CTA recording absmax and NaN/Inf counts only (no values,
 //!   `--absmax-only`) into a buffer of 4 Mi records: the final accumulator and the
 //!   epilogue (the screen for the CTA that goes wrong), then per-K-tile accumulators,
-//!   operands, and every kind; the harness empties the buffer before each timed
-//!   launch, so each launch writes its records; and every kind into a buffer of 64 Ki
-//!   records, which the launch fills early: what recording costs once records are
-//!   dropped;
+//!   operands, and every kind; and every kind into a buffer of 64 Ki records, which
+//!   the launch fills early: what recording costs once records are dropped;
 //! - `memcheck`: the original under `compute-sanitizer --tool memcheck`;
 //!
 //! and reads each build's registers, stack and local (spill) memory with

@@ -1,6 +1,7 @@
 //! `cargo xtask gpu-runtime`: the trace runtime checked on a GPU. Builds
 //! tests/gpu/runtime_check.cu with `-DKWB_TRACE` (once with the default buffer, once
-//! with a buffer of 4 records in one shard, once recording absmax only), runs it with `KWB_TRACE_OUT`, decodes
+//! with a buffer of 4 records in one shard, once recording absmax only, once with no
+//! samples, whose records are written whole), runs it with `KWB_TRACE_OUT`, decodes
 //! the trace and compares every record with the statistics below, worked out by
 //! hand from the formulas in that file: counts before and after the row filter,
 //! minimum, maximum, absmax, NaN and Inf counts, and the sampled values with their
@@ -339,7 +340,7 @@ fn expectations() -> Vec<Expect> {
 
 /// Differences between one record and its expectation, as text; `minmax`: the build
 /// records minimum and maximum.
-fn check_record(r: &TraceRecord, e: &Expect, minmax: bool) -> Vec<String> {
+fn check_record(r: &TraceRecord, e: &Expect, minmax: bool, samples: bool) -> Vec<String> {
     let mut bad = Vec::new();
     let mut field = |name: &str, got: String, want: String| {
         if got != want {
@@ -380,15 +381,12 @@ fn check_record(r: &TraceRecord, e: &Expect, minmax: bool) -> Vec<String> {
         format!("{:#x}", r.active_mask),
         format!("{:#x}", e.mask),
     );
-    field(
-        "nvalues",
-        r.nvalues.to_string(),
-        e.samples.len().to_string(),
-    );
+    let want: &[(f32, i32, i32, i32)] = if samples { &e.samples } else { &[] };
+    field("nvalues", r.nvalues.to_string(), want.len().to_string());
     let got: Vec<_> = (0..r.nvalues as usize)
         .map(|i| (r.values[i], r.value_m[i], r.value_n[i], r.value_k[i]))
         .collect();
-    field("samples", format!("{got:?}"), format!("{:?}", e.samples));
+    field("samples", format!("{got:?}"), format!("{want:?}"));
     for i in r.nvalues as usize..kwb_runtime::RECORD_VALUES {
         if (r.values[i], r.value_m[i], r.value_n[i], r.value_k[i]) != (0.0, -1, -1, -1) {
             bad.push(format!("site {}: empty slot {i} is not cleared", e.site));
@@ -407,15 +405,19 @@ struct Build {
     minmax: bool,
     /// Every value is kept too (`KWB_TRACE_FULL`): the tile section is checked.
     full: bool,
+    /// Records carry samples (not a `KWB_TRACE_VALUES=0` build, whose records the
+    /// warp writes whole in one coalesced store).
+    samples: bool,
 }
 
-const BUILDS: [Build; 4] = [
+const BUILDS: [Build; 5] = [
     Build {
         name: "default buffer",
         defines: &[],
         overflow: None,
         minmax: true,
         full: false,
+        samples: true,
     },
     Build {
         name: "4-record buffer",
@@ -423,6 +425,7 @@ const BUILDS: [Build; 4] = [
         overflow: Some((4, 13)),
         minmax: true,
         full: false,
+        samples: true,
     },
     Build {
         name: "absmax only",
@@ -430,6 +433,15 @@ const BUILDS: [Build; 4] = [
         overflow: None,
         minmax: false,
         full: false,
+        samples: true,
+    },
+    Build {
+        name: "no values, absmax only",
+        defines: &["KWB_TRACE_VALUES=0", "KWB_TRACE_MINMAX=0"],
+        overflow: None,
+        minmax: false,
+        full: false,
+        samples: false,
     },
     Build {
         name: "full tiles",
@@ -437,6 +449,7 @@ const BUILDS: [Build; 4] = [
         overflow: None,
         minmax: true,
         full: true,
+        samples: true,
     },
 ];
 
@@ -623,7 +636,7 @@ fn judge(trace: &Trace, expect: &[Expect], build: &Build) -> Vec<String> {
             ));
         }
         for r in records {
-            problems.extend(check_record(r, e, build.minmax));
+            problems.extend(check_record(r, e, build.minmax, build.samples));
         }
     }
     problems

@@ -61,8 +61,8 @@
 //
 // The trace buffer is a module global, so a runner can read it with the driver API
 // (cuModuleGetGlobal) under these names: `_ZN3kwb13trace_recordsE`,
-// `_ZN3kwb12trace_cursorE` (per shard, the records claimed: those past the shard's
-// capacity were dropped) and `_ZN3kwb12trace_filterE`.
+// `_ZN3kwb12trace_cursorE` (per shard, at every kwb::cursor_words-th word, the records
+// claimed: those past the shard's capacity were dropped) and `_ZN3kwb12trace_filterE`.
 //
 // The layout of every struct between a `kwb:layout` marker pair is mirrored by the
 // Rust crate kwb-runtime, and a test parses these declarations: the two change
@@ -129,6 +129,7 @@
 // the units' list and how many have flushed at exit.
 struct KwbTraceUnit {
   cudaError_t (*reset)();
+  cudaError_t (*reset_async)(cudaStream_t);
   bool (*flush)(const char*);
   KwbTraceUnit* next;
 };
@@ -161,6 +162,10 @@ inline constexpr int record_values = 8;
 inline constexpr int all_rows = INT_MAX;
 // A CTA coordinate of the filter that matches every CTA.
 inline constexpr int any = -1;
+// The words of trace_cursor per shard: each shard's cursor (the first word) sits alone
+// in a 128-byte line, so claims on different shards do not queue behind each other at
+// one line's atomic unit.
+inline constexpr int cursor_words = 16;
 
 static_assert(KWB_TRACE_VALUES >= 0 && KWB_TRACE_VALUES <= 8,
               "KWB_TRACE_VALUES must be between 0 and 8 (the record has 8 slots)");
@@ -531,8 +536,8 @@ __host__ __device__ constexpr auto fitted(const C& coord) {
 
 // The trace buffer (device global memory) and the filter (constant memory).
 #ifdef KWB_TRACE_EXTERN
-extern __device__ __align__(16) Record trace_records[KWB_TRACE_CAPACITY];
-extern __device__ unsigned long long trace_cursor[KWB_TRACE_SHARDS];
+extern __device__ __align__(32) Record trace_records[KWB_TRACE_CAPACITY];
+extern __device__ __align__(128) unsigned long long trace_cursor[KWB_TRACE_SHARDS * cursor_words];
 extern __constant__ Filter trace_filter;
 #ifdef KWB_TRACE_FULL
 extern __device__ TileValue trace_tile_values[KWB_TRACE_TILE_CAPACITY];
@@ -541,11 +546,11 @@ extern __device__ unsigned long long trace_tile_dropped;
 #endif
 #else
 // 16-byte aligned: records (224 bytes) are then written in 16-byte stores.
-__device__ __align__(16) Record trace_records[KWB_TRACE_CAPACITY];
+__device__ __align__(32) Record trace_records[KWB_TRACE_CAPACITY];
 // Per shard: the records claimed so far. Past the shard's capacity they were dropped;
 // no other counter is kept, so a probe of a full buffer costs no atomic on a hot
 // address (every warp of every CTA counting drops on one word serialized them).
-__device__ unsigned long long trace_cursor[KWB_TRACE_SHARDS];
+__device__ __align__(128) unsigned long long trace_cursor[KWB_TRACE_SHARDS * cursor_words];
 #ifdef KWB_TRACE_FULL
 __device__ TileValue trace_tile_values[KWB_TRACE_TILE_CAPACITY];
 __device__ unsigned long long trace_tile_cursor;   // next free value
@@ -713,7 +718,7 @@ __device__ __forceinline__ unsigned shard_of_warp() {
 // for two probes).
 __device__ __forceinline__ Claim claim(unsigned records = 1u) {
   Claim c{__activemask(), shard_of_warp(), lane_id(), 0ull};
-  if (c.lane == __ffs(c.mask) - 1) c.claimed = atomicAdd(&trace_cursor[c.shard], records);
+  if (c.lane == __ffs(c.mask) - 1) c.claimed = atomicAdd(&trace_cursor[c.shard * cursor_words], records);
   return c;
 }
 
@@ -962,9 +967,22 @@ __device__ __forceinline__ void store4(void* at, unsigned a, unsigned b, unsigne
   *static_cast<uint4*>(at) = make_uint4(a, b, c, d);
 }
 
+// A record without samples (KWB_TRACE_VALUES 0: the all-CTA screen) is known whole to
+// every lane once the warp's totals are: the warp writes it in one coalesced 224-byte
+// store (each of the first 14 active lanes one 16-byte chunk, seven full sectors)
+// instead of 13 single-lane stores of the leader. Not with KWB_TRACE_MAPPED, whose
+// records must land body first, header last.
+#if KWB_TRACE_VALUES == 0 && !defined(KWB_TRACE_MAPPED)
+inline constexpr bool whole_records = true;
+#else
+inline constexpr bool whole_records = false;
+#endif
+
 // Marks every value slot of the landed record empty (value 0, coordinates -1): the
-// leader's 16-byte stores, ordered before the lanes' samples by __syncwarp.
+// leader's 16-byte stores, ordered before the lanes' samples by __syncwarp. A whole
+// record's write does it.
 __device__ __forceinline__ void clear_slots(const Slot& slot) {
+  if constexpr (whole_records) return;
   if (slot.lane == slot.leader) {
     unsigned* words = reinterpret_cast<unsigned*>(slot.record->values);
 #pragma unroll
@@ -1070,6 +1088,39 @@ __device__ __forceinline__ Totals totals(unsigned mask, const Stats& s) {
 // words last.
 __device__ __forceinline__ void write(const Slot& slot, const Totals& t, unsigned taken,
                                       const Probe& p) {
+  if constexpr (whole_records) {
+    // Every input is warp-uniform. Chunk c of the record goes out from the active lane
+    // of rank c (mod the active lanes, for a partial warp), picked by selects, not a
+    // branch per chunk: a lane-dependent branch would run the chunks one by one.
+    (void)taken;
+    const int active = __popc(slot.mask);
+    const unsigned warp = static_cast<unsigned>(warp_id());
+    const unsigned vmin = from_order_key_bits(t.vmin), vmax = from_order_key_bits(t.vmax);
+    uint4* chunks = reinterpret_cast<uint4*>(slot.record);
+    for (int c = __popc(slot.mask & slot.below); c < 14; c += active) {
+      // Chunks 0..5 are the header; 6..7 the empty values (0), 8..13 their
+      // coordinates (-1).
+      const unsigned rest = c < 8 ? 0u : ~0u;
+      const auto pick = [c, rest](unsigned c0, unsigned c1, unsigned c2, unsigned c3,
+                                  unsigned c4, unsigned c5) {
+        unsigned v = rest;
+        v = c == 5 ? c5 : v;
+        v = c == 4 ? c4 : v;
+        v = c == 3 ? c3 : v;
+        v = c == 2 ? c2 : v;
+        v = c == 1 ? c1 : v;
+        return c == 0 ? c0 : v;
+      };
+      chunks[c] = make_uint4(
+          pick(record_magic, p.tag, warp, static_cast<unsigned>(p.tile_m), t.counted, t.nans),
+          pick(version, blockIdx.x, static_cast<unsigned>(slot.leader),
+               static_cast<unsigned>(p.tile_n), t.absmax, t.infs),
+          pick(p.site, blockIdx.y, slot.mask, static_cast<unsigned>(p.row_bound), vmin, t.seen),
+          pick(static_cast<unsigned>(p.kind), blockIdx.z, static_cast<unsigned>(p.k_tile),
+               static_cast<unsigned>(p.row_axis), vmax, 0u));
+    }
+    return;
+  }
   if (slot.lane != slot.leader) return;
   Record* r = slot.record;
   const unsigned filled = static_cast<int>(taken) < KWB_TRACE_VALUES ? taken : KWB_TRACE_VALUES;
@@ -1837,12 +1888,39 @@ inline cudaError_t trace_reset() {
 #ifdef KWB_TRACE_MAPPED
   if (detail::map_records()) std::memset(detail::mapped_host(), 0, detail::mapped_bytes);
 #endif
-  const unsigned long long zeros[KWB_TRACE_SHARDS] = {};
-  cudaError_t err = cudaMemcpyToSymbol(trace_cursor, zeros, sizeof zeros);
+  const std::vector<unsigned long long> zeros(sizeof trace_cursor / sizeof(unsigned long long), 0ull);
+  cudaError_t err = cudaMemcpyToSymbol(trace_cursor, zeros.data(), sizeof trace_cursor);
 #ifdef KWB_TRACE_FULL
   const unsigned long long zero = 0;
   if (err == cudaSuccess) err = cudaMemcpyToSymbol(trace_tile_cursor, &zero, sizeof zero);
   if (err == cudaSuccess) err = cudaMemcpyToSymbol(trace_tile_dropped, &zero, sizeof zero);
+#endif
+  return err;
+}
+
+// Empties the trace buffer in stream order, without waiting: memsets of the shard
+// cursors (and in a full-tile build of the tile cursor and drop count) queued on
+// `stream`. For a loop of launches that should each write their records, e.g. a timed
+// loop, where trace_reset()'s synchronous copies would stall the queue. With
+// KWB_TRACE_MAPPED it also clears the mapped records through their device mapping.
+inline cudaError_t trace_reset_async(cudaStream_t stream = 0) {
+  detail::arm_exit_flush_late();
+  const auto clear = [stream](const auto& symbol, size_t bytes) {
+    void* at = nullptr;
+    cudaError_t err = cudaGetSymbolAddress(&at, symbol);
+    return err == cudaSuccess ? cudaMemsetAsync(at, 0, bytes, stream) : err;
+  };
+  cudaError_t err = clear(trace_cursor, sizeof trace_cursor);
+#ifdef KWB_TRACE_FULL
+  if (err == cudaSuccess) err = clear(trace_tile_cursor, sizeof trace_tile_cursor);
+  if (err == cudaSuccess) err = clear(trace_tile_dropped, sizeof trace_tile_dropped);
+#endif
+#ifdef KWB_TRACE_MAPPED
+  void* mapped = nullptr;
+  if (err == cudaSuccess && detail::map_records() &&
+      (err = cudaHostGetDevicePointer(&mapped, detail::mapped_host(), 0)) == cudaSuccess) {
+    err = cudaMemsetAsync(mapped, 0, detail::mapped_bytes, stream);
+  }
 #endif
   return err;
 }
@@ -1865,7 +1943,8 @@ inline cudaError_t set_filter(int cta_x, int cta_y, int cta_z, int k_begin = 0,
 // Returns false, with a one-line reason on stderr, when it cannot.
 inline bool trace_flush(const char* path) {
   if (path == nullptr || *path == '\0') return detail::fail("trace flush", "no path");
-  unsigned long long cursors[KWB_TRACE_SHARDS] = {};
+  std::vector<unsigned long long> lines(sizeof trace_cursor / sizeof(unsigned long long), 0ull);
+  std::vector<unsigned long long> cursors(KWB_TRACE_SHARDS, 0ull);
   unsigned long long dropped = 0;
   cudaError_t err = cudaDeviceSynchronize();
 #ifdef KWB_TRACE_MAPPED
@@ -1873,7 +1952,8 @@ inline bool trace_flush(const char* path) {
     return detail::flush_after_fault(path, err);
   }
 #endif
-  if (err == cudaSuccess) err = cudaMemcpyFromSymbol(cursors, trace_cursor, sizeof cursors);
+  if (err == cudaSuccess) err = cudaMemcpyFromSymbol(lines.data(), trace_cursor, sizeof trace_cursor);
+  for (int s = 0; s < KWB_TRACE_SHARDS; ++s) cursors[s] = lines[static_cast<size_t>(s) * cursor_words];
   // The shards' filled prefixes, one after another (each warp's records stay in the
   // order it appended them); the claims past a shard's end were dropped.
   constexpr unsigned long long per_shard = KWB_TRACE_CAPACITY / KWB_TRACE_SHARDS;
@@ -2071,7 +2151,7 @@ inline void flush_at_exit() {
 #ifdef KWB_TRACE_UNIT
 // This unit in the program's list, so kwb_trace_reset/kwb_trace_flush reach every unit.
 namespace detail {
-inline KwbTraceUnit unit_entry{&trace_reset, &trace_flush, nullptr};
+inline KwbTraceUnit unit_entry{&trace_reset, &trace_reset_async, &trace_flush, nullptr};
 inline const bool unit_listed = [] {
   unit_entry.next = kwb_trace_unit_list;
   kwb_trace_unit_list = &unit_entry;
@@ -2088,6 +2168,7 @@ inline constexpr bool register_sites(const SiteInfo (&)[N]) {
   return true;
 }
 inline cudaError_t trace_reset() { return cudaSuccess; }
+inline cudaError_t trace_reset_async(cudaStream_t = 0) { return cudaSuccess; }
 inline cudaError_t set_filter(const Filter&) { return cudaSuccess; }
 inline cudaError_t set_filter(int, int, int, int = 0, int = INT_MAX) { return cudaSuccess; }
 // Writes nothing: the build has no trace. Returns false.
@@ -2114,6 +2195,14 @@ inline cudaError_t kwb_trace_reset() {
   }
   return err;
 }
+inline cudaError_t kwb_trace_reset_async(cudaStream_t stream) {
+  cudaError_t err = cudaSuccess;
+  for (KwbTraceUnit* u = kwb_trace_unit_list; u != nullptr; u = u->next) {
+    const cudaError_t e = u->reset_async(stream);
+    if (err == cudaSuccess) err = e;
+  }
+  return err;
+}
 inline bool kwb_trace_flush(const char* path) {
   bool ok = true;
   int n = 0;
@@ -2125,6 +2214,9 @@ inline bool kwb_trace_flush(const char* path) {
 }
 #else
 inline cudaError_t kwb_trace_reset() { return kwb::trace_reset(); }
+inline cudaError_t kwb_trace_reset_async(cudaStream_t stream) {
+  return kwb::trace_reset_async(stream);
+}
 inline bool kwb_trace_flush(const char* path) { return kwb::trace_flush(path); }
 #endif
 #endif

@@ -62,10 +62,11 @@ pub const OUT_ENV: &str = "KWB_TRACE_OUT";
 pub mod symbols {
     /// `kwb::trace_records`: `Record[capacity]`.
     pub const RECORDS: &str = "_ZN3kwb13trace_recordsE";
-    /// `kwb::trace_cursor`: `u64[KWB_TRACE_SHARDS]`, the records each shard's warps
-    /// claimed (capacity / shards records from shard × that): up to the shard's
-    /// capacity its next free slot, and what passes it is the records dropped because
-    /// the shard was full (no other drop counter is kept).
+    /// `kwb::trace_cursor`: `u64[KWB_TRACE_SHARDS * 16]`, at word 16 × s (one 128-byte
+    /// line per shard) the records shard s's warps claimed (its records are capacity /
+    /// shards from s × that): up to the shard's capacity its next free slot, and what
+    /// passes it is the records dropped because the shard was full (no other drop
+    /// counter is kept).
     pub const CURSOR: &str = "_ZN3kwb12trace_cursorE";
     /// `kwb::trace_filter`: a [`Filter`](crate::Filter) in `__constant__` memory.
     pub const FILTER: &str = "_ZN3kwb12trace_filterE";

@@ -255,11 +255,11 @@ fn symbols_name_the_headers_variables() {
     for (symbol, declaration) in [
         (
             kwb_runtime::symbols::RECORDS,
-            "__device__ __align__(16) Record trace_records[",
+            "__device__ __align__(32) Record trace_records[",
         ),
         (
             kwb_runtime::symbols::CURSOR,
-            "__device__ unsigned long long trace_cursor[KWB_TRACE_SHARDS];",
+            "__device__ __align__(128) unsigned long long trace_cursor[KWB_TRACE_SHARDS * cursor_words];",
         ),
         (
             kwb_runtime::symbols::FILTER,

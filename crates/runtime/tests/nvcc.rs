@@ -88,6 +88,7 @@ template __global__ void tiny_gemm<128>(const __nv_bfloat16*, const __nv_bfloat1
 // probe {
 int kwb_host_side() {
   if (kwb::trace_reset() != cudaSuccess) return 1;
+  if (kwb_trace_reset_async(0) != cudaSuccess) return 1;
   if (kwb::set_filter(0, 0, 0, 1, 3) != cudaSuccess) return 1;
   return kwb_trace_flush("trace.kwbt") ? 0 : 1;
 }
