@@ -134,6 +134,16 @@ pub(crate) fn enclosing<'t>(node: Node<'t>, kind: &str) -> Option<Node<'t>> {
     None
 }
 
+/// The first line of `node`'s text, trimmed: what the probe table shows of a statement.
+pub(crate) fn first_line(parsed: &Parsed, node: Node<'_>) -> String {
+    parsed.source[node.byte_range()]
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_owned()
+}
+
 /// The 1-based line of byte `offset`.
 pub(crate) fn line_of(parsed: &Parsed, offset: usize) -> usize {
     parsed.source[..offset].matches('\n').count() + 1

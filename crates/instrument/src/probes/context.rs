@@ -16,7 +16,7 @@ use std::ops::Range;
 use tree_sitter::Node;
 
 use crate::emit::Emitter;
-use crate::nodes::{block_statement, declaration_point, enclosing, enclosing_function};
+use crate::nodes::{block_statement, declaration_point, enclosing, enclosing_function, first_line};
 use crate::plan::{ProbeInfo, function_name};
 use crate::tile::{ContextCall, table};
 
@@ -87,12 +87,7 @@ pub(crate) fn probe(em: &mut Emitter<'_>, within: Option<&[Range<usize>]>) {
                     context.callee
                 ),
                 line,
-                text: parsed.source[statement.byte_range()]
-                    .lines()
-                    .next()
-                    .unwrap_or_default()
-                    .trim()
-                    .to_owned(),
+                text: first_line(parsed, statement),
             },
         );
         em.insert(

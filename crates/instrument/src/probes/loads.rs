@@ -9,7 +9,7 @@ use kwb_sites::KernelMap;
 use tree_sitter::Node;
 
 use crate::emit::Emitter;
-use crate::nodes::{block_statement, enclosing_function};
+use crate::nodes::{block_statement, enclosing_function, first_line};
 use crate::plan::{ProbeInfo, function_name, gate_in_function};
 
 /// Probes every `ldmatrix` of the file (once per plan); `element` is the type its b16
@@ -61,12 +61,7 @@ pub(crate) fn probe(em: &mut Emitter<'_>, map: &KernelMap, gate: Option<&str>, e
                 "load: the registers the ldmatrix at line {line} filled, as {element} (records numbered by call)"
             ),
             line,
-            text: parsed.source[statement.byte_range()]
-                .lines()
-                .next()
-                .unwrap_or_default()
-                .trim()
-                .to_owned(),
+            text: first_line(parsed, statement),
         });
     }
 }

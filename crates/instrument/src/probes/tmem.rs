@@ -12,7 +12,7 @@ use kwb_sites::KernelMap;
 use tree_sitter::Node;
 
 use crate::emit::Emitter;
-use crate::nodes::{block_statement, declaration_point, enclosing_function};
+use crate::nodes::{block_statement, declaration_point, enclosing_function, first_line};
 use crate::plan::{ProbeInfo, function_name, gate_in_function};
 
 /// One `tcgen05.ld` 32x32b load: its statement, column count and address operand.
@@ -67,12 +67,7 @@ pub(crate) fn probe(em: &mut Emitter<'_>, map: &KernelMap, gate: Option<&str>) {
                     load.columns
                 ),
                 line,
-                text: parsed.source[load.statement.byte_range()]
-                    .lines()
-                    .next()
-                    .unwrap_or_default()
-                    .trim()
-                    .to_owned(),
+                text: first_line(parsed, load.statement),
             },
         );
     }
