@@ -545,7 +545,8 @@ extern __device__ unsigned long long trace_tile_cursor;
 extern __device__ unsigned long long trace_tile_dropped;
 #endif
 #else
-// 16-byte aligned: records (224 bytes) are then written in 16-byte stores.
+// 32-byte aligned: a record (224 bytes) is then seven whole 32-byte sectors, written in
+// 16-byte stores.
 __device__ __align__(32) Record trace_records[KWB_TRACE_CAPACITY];
 // Per shard: the records claimed so far. Past the shard's capacity they were dropped;
 // no other counter is kept, so a probe of a full buffer costs no atomic on a hot
