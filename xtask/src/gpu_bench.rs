@@ -149,14 +149,12 @@ fn configs(family_source: &str) -> Vec<Config> {
             kwb_instrument::Probes::default(),
             &base,
         ),
-        Config {
-            name: "all CTAs: every kind, buffer full (64 Ki records)",
-            defines: vec![
-                kwb_runtime::ENABLE_MACRO.to_owned(),
-                "KWB_TRACE_CAPACITY=65536".to_owned(),
-            ],
-            ..all_ctas("", kwb_instrument::Probes::default(), &base)
-        },
+        all_ctas_in(
+            "all CTAs: every kind, buffer full (64 Ki records)",
+            kwb_instrument::Probes::default(),
+            &base,
+            65536,
+        ),
     ]
 }
 
@@ -166,6 +164,16 @@ fn all_ctas(
     name: &'static str,
     probes: kwb_instrument::Probes,
     base: &kwb_instrument::Config,
+) -> Config {
+    all_ctas_in(name, probes, base, 4 << 20)
+}
+
+/// [`all_ctas`] into a buffer of `capacity` records.
+fn all_ctas_in(
+    name: &'static str,
+    probes: kwb_instrument::Probes,
+    base: &kwb_instrument::Config,
+    capacity: u32,
 ) -> Config {
     Config {
         name,
@@ -177,7 +185,7 @@ fn all_ctas(
         }),
         defines: vec![
             kwb_runtime::ENABLE_MACRO.to_owned(),
-            "KWB_TRACE_CAPACITY=4194304".to_owned(),
+            format!("KWB_TRACE_CAPACITY={capacity}"),
         ],
     }
 }

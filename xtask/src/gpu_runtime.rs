@@ -1,7 +1,8 @@
 //! `cargo xtask gpu-runtime`: the trace runtime checked on a GPU. Builds
 //! tests/gpu/runtime_check.cu with `-DKWB_TRACE` (once with the default buffer, once
 //! with a buffer of 4 records in one shard, once recording absmax only, once with no
-//! samples, whose records are written whole), runs it with `KWB_TRACE_OUT`, decodes
+//! samples, whose records are written whole, once with records in mapped host
+//! memory), runs it with `KWB_TRACE_OUT`, decodes
 //! the trace and compares every record with the statistics below, worked out by
 //! hand from the formulas in that file: counts before and after the row filter,
 //! minimum, maximum, absmax, NaN and Inf counts, and the sampled values with their
@@ -410,7 +411,7 @@ struct Build {
     samples: bool,
 }
 
-const BUILDS: [Build; 5] = [
+const BUILDS: [Build; 6] = [
     Build {
         name: "default buffer",
         defines: &[],
@@ -442,6 +443,14 @@ const BUILDS: [Build; 5] = [
         minmax: false,
         full: false,
         samples: false,
+    },
+    Build {
+        name: "mapped records",
+        defines: &["KWB_TRACE_MAPPED"],
+        overflow: None,
+        minmax: true,
+        full: false,
+        samples: true,
     },
     Build {
         name: "full tiles",

@@ -46,7 +46,7 @@ impl<'p> Emitter<'p> {
     /// [`crate::tile::TILE`] becomes the tile origin in scope at `at`.
     pub fn probe(&mut self, at: usize, gate: &str, body: &str, info: ProbeInfo) {
         debug_assert_eq!(info.id, self.next_id());
-        self.gated(at, gate, body);
+        self.gate_before(at, gate, body);
         self.probes.push(info);
     }
 
@@ -56,21 +56,22 @@ impl<'p> Emitter<'p> {
         let [first, second] = infos;
         debug_assert_eq!(first.id, self.next_id());
         debug_assert_eq!(second.id, first.id + 1);
-        self.gated(at, gate, body);
+        self.gate_before(at, gate, body);
         self.probes.push(first);
         self.probes.push(second);
     }
 
-    /// Inserts `body` behind the compile-time gate at byte `at`, its
-    /// [`crate::tile::TILE`] replaced by the tile origin in scope there.
-    fn gated(&mut self, at: usize, gate: &str, body: &str) {
-        let body = self.origins.text(body, at);
-        self.builder.insert(
-            at,
-            wrap(&format!(
-                "if constexpr (kwb::enabled && ({gate})) {{ {body} }} "
-            )),
-        );
+    /// Inserts `body` behind the gate at byte `at`, before the code there (a space
+    /// after it), its [`crate::tile::TILE`] replaced by the tile origin in scope there;
+    /// the caller records the probe, if it is one.
+    pub fn gate_before(&mut self, at: usize, gate: &str, body: &str) {
+        self.insert(at, &format!("{} ", gated_text(gate, body)));
+    }
+
+    /// Inserts `body` behind the gate at byte `at`, after the code there (a space
+    /// before it); the caller records the probe, if it is one.
+    pub fn gate_after(&mut self, at: usize, gate: &str, body: &str) {
+        self.insert(at, &format!(" {}", gated_text(gate, body)));
     }
 
     /// Inserts plain kwb text (a counter declaration, a trailing probe with its own
@@ -95,4 +96,9 @@ impl<'p> Emitter<'p> {
     pub fn finish(self) -> (TextEditBuilder, Vec<ProbeInfo>, Vec<String>) {
         (self.builder, self.probes, self.notes)
     }
+}
+
+/// `body` behind the compile-time gate: `if constexpr (kwb::enabled && (GATE)) { BODY }`.
+fn gated_text(gate: &str, body: &str) -> String {
+    format!("if constexpr (kwb::enabled && ({gate})) {{ {body} }}")
 }

@@ -1883,26 +1883,10 @@ inline bool trace_map() {
 #endif
 }
 
-// Empties the trace buffer (the shard cursors); call it before the launches to trace.
-inline cudaError_t trace_reset() {
-  detail::arm_exit_flush_late();
-#ifdef KWB_TRACE_MAPPED
-  if (detail::map_records()) std::memset(detail::mapped_host(), 0, detail::mapped_bytes);
-#endif
-  const std::vector<unsigned long long> zeros(sizeof trace_cursor / sizeof(unsigned long long), 0ull);
-  cudaError_t err = cudaMemcpyToSymbol(trace_cursor, zeros.data(), sizeof trace_cursor);
-#ifdef KWB_TRACE_FULL
-  const unsigned long long zero = 0;
-  if (err == cudaSuccess) err = cudaMemcpyToSymbol(trace_tile_cursor, &zero, sizeof zero);
-  if (err == cudaSuccess) err = cudaMemcpyToSymbol(trace_tile_dropped, &zero, sizeof zero);
-#endif
-  return err;
-}
-
 // Empties the trace buffer in stream order, without waiting: memsets of the shard
 // cursors (and in a full-tile build of the tile cursor and drop count) queued on
 // `stream`. For a loop of launches that should each write their records, e.g. a timed
-// loop, where trace_reset()'s synchronous copies would stall the queue. With
+// loop, where trace_reset()'s wait would stall the queue. With
 // KWB_TRACE_MAPPED it also clears the mapped records through their device mapping.
 inline cudaError_t trace_reset_async(cudaStream_t stream = 0) {
   detail::arm_exit_flush_late();
@@ -1924,6 +1908,13 @@ inline cudaError_t trace_reset_async(cudaStream_t stream = 0) {
   }
 #endif
   return err;
+}
+
+// Empties the trace buffer and waits until it is: trace_reset_async on the default
+// stream, then a synchronize. Call it before the launches to trace.
+inline cudaError_t trace_reset() {
+  const cudaError_t err = trace_reset_async(0);
+  return err == cudaSuccess ? cudaStreamSynchronize(0) : err;
 }
 
 // Sets the runtime filter for the following launches.

@@ -245,7 +245,7 @@ pub fn decode(bytes: &[u8]) -> Result<Trace, TraceError> {
     if extra != 0 {
         return Err(TraceError::TrailingBytes { extra });
     }
-    let records = record_bytes
+    let mut records = record_bytes
         .chunks_exact(RECORD_SIZE)
         .enumerate()
         .map(|(index, chunk)| {
@@ -263,7 +263,6 @@ pub fn decode(bytes: &[u8]) -> Result<Trace, TraceError> {
             Ok(record)
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let mut records = records;
     place_in_contexts(&mut records);
 
     Ok(Trace {
@@ -283,9 +282,6 @@ pub fn decode(bytes: &[u8]) -> Result<Trace, TraceError> {
 /// are in the order they were appended, so "before" is the warp's own order.
 fn place_in_contexts(records: &mut [TraceRecord]) {
     use std::collections::HashMap;
-    if !records.iter().any(|r| r.kind() == Some(Kind::TileContext)) {
-        return;
-    }
     let mut current: HashMap<(u32, u32, u32, u32), (i32, i32)> = HashMap::new();
     for r in records.iter_mut() {
         let warp = (r.cta_x, r.cta_y, r.cta_z, r.warp);

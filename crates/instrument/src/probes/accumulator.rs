@@ -175,10 +175,11 @@ pub(crate) fn probe(
         };
         if want.per_k_tile {
             let id = em.next_id();
-            em.insert(
+            em.gate_before(
                 body.end_byte() - 1,
+                gate,
                 &format!(
-                    "if constexpr (kwb::enabled && ({gate})) {{ {wait}kwb::probe({id}, kwb::Kind::Accumulator, 0x{tag:08x}u, {k_tile}, {TILE}, {acc}{coords});{bump} }} "
+                    "{wait}kwb::probe({id}, kwb::Kind::Accumulator, 0x{tag:08x}u, {k_tile}, {TILE}, {acc}{coords});{bump}"
                 ),
             );
             em.record(ProbeInfo {
@@ -189,10 +190,7 @@ pub(crate) fn probe(
                 text: site.text.clone(),
             });
         } else if want.counter && !bump.is_empty() {
-            em.insert(
-                body.end_byte() - 1,
-                &format!("if constexpr (kwb::enabled && ({gate})) {{{bump} }} "),
-            );
+            em.gate_before(body.end_byte() - 1, gate, bump.trim_start());
         }
         if !last_of_block || !want.complete {
             continue;
@@ -236,10 +234,11 @@ pub(crate) fn probe(
             ),
         };
         let id = em.next_id();
-        em.insert(
+        em.gate_after(
             after,
+            gate,
             &format!(
-                " if constexpr (kwb::enabled && ({gate})) {{ {wait}kwb::probe({id}, kwb::Kind::Accumulator, 0x{tag:08x}u, -1, {TILE}, {probed}{probed_coords}); }}"
+                "{wait}kwb::probe({id}, kwb::Kind::Accumulator, 0x{tag:08x}u, -1, {TILE}, {probed}{probed_coords});"
             ),
         );
         em.record(ProbeInfo {

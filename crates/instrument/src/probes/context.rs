@@ -90,11 +90,10 @@ pub(crate) fn probe(em: &mut Emitter<'_>, within: Option<&[Range<usize>]>) {
                 text: first_line(parsed, statement),
             },
         );
-        em.insert(
+        em.gate_after(
             statement.end_byte(),
-            &format!(
-                " if constexpr (kwb::enabled && (true)) {{ kwb::tile_context({id}, 0x{tag:08x}u, -1, -1); }}"
-            ),
+            "true",
+            &format!("kwb::tile_context({id}, 0x{tag:08x}u, -1, -1);"),
         );
     }
 }

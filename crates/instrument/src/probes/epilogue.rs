@@ -108,10 +108,11 @@ pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str) {
                     continue;
                 }
                 let destination = parsed.source[left].to_owned();
-                em.insert(
+                em.gate_after(
                     statement.end_byte(),
+                    gate,
                     &format!(
-                        " if constexpr (kwb::enabled && ({gate})) {{ kwb::probe_value({id}, kwb::Kind::Epilogue, 0x{tag:08x}u, -1, {TILE}, {destination}); }}"
+                        "kwb::probe_value({id}, kwb::Kind::Epilogue, 0x{tag:08x}u, -1, {TILE}, {destination});"
                     ),
                 );
                 em.record(ProbeInfo {
@@ -129,10 +130,11 @@ pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str) {
                     .map_or(String::new(), |c| {
                         format!(", kwb::all_rows, kwb::Axis::M, {c}")
                     });
-                em.insert(
+                em.gate_after(
                     statement.end_byte(),
+                    gate,
                     &format!(
-                        " if constexpr (kwb::enabled && ({gate})) {{ kwb::probe({id}, kwb::Kind::Epilogue, 0x{tag:08x}u, -1, {TILE}, {destination}{coords}); }}"
+                        "kwb::probe({id}, kwb::Kind::Epilogue, 0x{tag:08x}u, -1, {TILE}, {destination}{coords});"
                     ),
                 );
                 em.record(ProbeInfo {

@@ -48,10 +48,11 @@ pub(crate) fn probe(em: &mut Emitter<'_>, map: &KernelMap, gate: Option<&str>, e
                 "kwb_v".to_owned(),
             ),
         };
-        em.insert(
+        em.gate_after(
             statement.end_byte(),
+            &gate_text,
             &format!(
-                " if constexpr (kwb::enabled && ({gate_text})) {{ {setup}kwb::probe_as<{element}>({id}, kwb::Kind::Load, 0x{tag:08x}u, -1, {TILE}, {array}); }}"
+                "{setup}kwb::probe_as<{element}>({id}, kwb::Kind::Load, 0x{tag:08x}u, -1, {TILE}, {array});"
             ),
         );
         em.record(ProbeInfo {
