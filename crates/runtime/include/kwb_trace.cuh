@@ -37,6 +37,24 @@
 //                       `kwb-instrument --full-tile` asks for, with one CTA.
 //   KWB_TRACE_TILE_CAPACITY  values that buffer holds (default 4194304 = 96 MiB);
 //                       values past it are counted as dropped.
+//   KWB_TRACE_SUMMARY   fold every probe call into a table per site and K tile
+//                       instead of appending a record per warp: the values counted,
+//                       absmax, NaN and Inf counts, and which CTA saw the largest |v|
+//                       and the first NaN/Inf. A probe then claims nothing and waits
+//                       for nothing (its additions are fire-and-forget reductions) and
+//                       nothing is ever dropped for want of room: the screen of every
+//                       CTA. It keeps no samples, min or max (KWB_TRACE_VALUES and
+//                       KWB_TRACE_MINMAX default to 0 and must stay 0), writes no
+//                       TileContext, and takes neither KWB_TRACE_FULL nor
+//                       KWB_TRACE_MAPPED. The trace file's summary section holds it.
+//   KWB_TRACE_SUMMARY_SITES    site ids the table has rows for (default 64); calls of
+//                       a site past them are counted as dropped.
+//   KWB_TRACE_SUMMARY_K_TILES  rows per site (default 256): one for K tile -1 (outside
+//                       the K loop), one per K tile 0.., the last also holding every
+//                       later K tile.
+//   KWB_TRACE_SUMMARY_STRIPES  copies of each row (default 8), CTA c adding into copy
+//                       c % stripes, so the reductions of concurrent CTAs spread over
+//                       several lines; the flush folds them.
 //   KWB_TRACE_CTA_X/Y/Z the CTA the probes record at start-up (default -1: any).
 //   KWB_TRACE_K_BEGIN/END  the K tiles they record at start-up, [begin, end)
 //                       (default 0 and INT_MAX: all).
@@ -80,6 +98,27 @@
 #include <type_traits>
 #include <utility>
 
+// A summary build keeps no records (a minimal buffer), samples or min/max.
+#ifdef KWB_TRACE_SUMMARY
+#ifndef KWB_TRACE_CAPACITY
+#define KWB_TRACE_CAPACITY 64
+#endif
+#ifndef KWB_TRACE_VALUES
+#define KWB_TRACE_VALUES 0
+#endif
+#ifndef KWB_TRACE_MINMAX
+#define KWB_TRACE_MINMAX 0
+#endif
+#endif
+#ifndef KWB_TRACE_SUMMARY_SITES
+#define KWB_TRACE_SUMMARY_SITES 64
+#endif
+#ifndef KWB_TRACE_SUMMARY_K_TILES
+#define KWB_TRACE_SUMMARY_K_TILES 256
+#endif
+#ifndef KWB_TRACE_SUMMARY_STRIPES
+#define KWB_TRACE_SUMMARY_STRIPES 8
+#endif
 #ifndef KWB_TRACE_CAPACITY
 #define KWB_TRACE_CAPACITY 262144
 #endif
@@ -152,8 +191,9 @@ inline constexpr bool enabled = false;
 #endif
 
 // The version of the record layout and of the trace file; both change together.
-// Version 3 added the tile section (--full-tile); readers also take version 2 files.
-inline constexpr uint32_t version = 3;
+// Version 3 added the tile section (--full-tile), version 4 the summary section
+// (KWB_TRACE_SUMMARY); readers also take version 2 and 3 files.
+inline constexpr uint32_t version = 4;
 // "KWBR" read as a little-endian u32: the first field of every written record.
 inline constexpr uint32_t record_magic = 0x5242574Bu;
 // The value slots of a record (fixed); KWB_TRACE_VALUES of them are filled.
@@ -172,6 +212,23 @@ static_assert(KWB_TRACE_VALUES >= 0 && KWB_TRACE_VALUES <= 8,
 static_assert(KWB_TRACE_CAPACITY > 0, "KWB_TRACE_CAPACITY must be positive");
 static_assert(KWB_TRACE_SHARDS > 0 && KWB_TRACE_SHARDS <= KWB_TRACE_CAPACITY,
               "KWB_TRACE_SHARDS must be between 1 and KWB_TRACE_CAPACITY");
+
+// Whether probes fold into the summary table (KWB_TRACE_SUMMARY) instead of records.
+#ifdef KWB_TRACE_SUMMARY
+inline constexpr bool summary = true;
+static_assert(KWB_TRACE_VALUES == 0,
+              "a KWB_TRACE_SUMMARY build keeps no samples: KWB_TRACE_VALUES must be 0");
+static_assert(KWB_TRACE_MINMAX == 0,
+              "a KWB_TRACE_SUMMARY build keeps absmax only: KWB_TRACE_MINMAX must be 0");
+#if defined(KWB_TRACE_FULL) || defined(KWB_TRACE_MAPPED)
+#error "KWB_TRACE_SUMMARY takes neither KWB_TRACE_FULL nor KWB_TRACE_MAPPED (it keeps no records)"
+#endif
+#else
+inline constexpr bool summary = false;
+#endif
+static_assert(KWB_TRACE_SUMMARY_SITES > 0 && KWB_TRACE_SUMMARY_K_TILES >= 2 &&
+                  KWB_TRACE_SUMMARY_STRIPES > 0,
+              "the summary table needs a site, two K-tile rows (-1 and 0..) and a stripe");
 
 // What a probe reads. The numbers are stored in Record::kind.
 enum class Kind : uint32_t {
@@ -345,6 +402,52 @@ struct TileValue {
 };
 // kwb:layout end
 static_assert(sizeof(TileValue) == 24, "the Rust mirror expects 24-byte tile values");
+
+// The summary section, after the tile section (version 4): a SummaryHeader, then
+// `count` SummaryEntries, one per site and K-tile row that a probe call reached, in
+// site and K-tile order. Its count is 0 unless the build defines KWB_TRACE_SUMMARY.
+// kwb:layout SummaryHeader begin
+struct SummaryHeader {
+  char magic[8];        // "KWBSUMMA", no terminating zero
+  uint64_t count;       // entries in the section
+  uint64_t dropped;     // probe calls not folded in: their site id was past the table's
+  uint32_t entry_size;  // sizeof(SummaryEntry)
+  uint32_t k_tiles;     // KWB_TRACE_SUMMARY_K_TILES of the build (0: not a summary build)
+  uint32_t grid_x;      // the grid of the last launch a probe ran in (0: none seen);
+  uint32_t grid_y;      // what the CTAs' linear ids were decoded with
+  uint32_t grid_z;
+  uint32_t reserved;    // 0
+};
+// kwb:layout end
+static_assert(sizeof(SummaryHeader) == 48, "the Rust mirror expects a 48-byte summary header");
+
+// One site and K tile (or, in the table's last row, K tiles) of a summary build: every
+// probe call of every admitted CTA and warp, folded.
+// kwb:layout SummaryEntry begin
+struct SummaryEntry {
+  uint32_t site;        // the probe's site id
+  uint32_t kind;        // a kwb::Kind
+  uint32_t tag;         // instantiation tag
+  int32_t k_tile;       // the first K tile it holds; -1: outside the K loop
+  int32_t k_end;        // one past the last: k_tile + 1, or INT_MAX for the table's last
+                        // row (every later K tile too)
+  uint32_t reserved;    // 0
+  uint64_t probes;      // probe calls (one per warp and call) folded in
+  uint64_t count;       // values that passed the row filter
+  uint64_t seen;        // values looked at before the row filter
+  uint64_t nan_count;   // counted values that are NaN
+  uint64_t inf_count;   // counted values that are +-Inf
+  float absmax;         // max |v| over finite counted values (0 when none)
+  int32_t peak_cta_x;   // a CTA whose values reached absmax (the highest linear id of
+  int32_t peak_cta_y;   // those that did); -1 when the grid is unknown
+  int32_t peak_cta_z;
+  int32_t bad_cta_x;    // the lowest-numbered CTA that counted a NaN or an Inf; -1:
+  int32_t bad_cta_y;    // none did
+  int32_t bad_cta_z;
+  uint32_t reserved2;   // 0
+};
+// kwb:layout end
+static_assert(sizeof(SummaryEntry) == 96, "the Rust mirror expects 96-byte summary entries");
 
 // One probe site as the instrumenter describes it. It emits a table and registers it:
 //
@@ -534,6 +637,30 @@ __host__ __device__ constexpr auto fitted(const C& coord) {
 
 #ifdef KWB_TRACE
 
+#ifdef KWB_TRACE_SUMMARY
+// One stripe of one summary row as the probes add into it (device memory only: the
+// flush folds a row's stripes into a SummaryEntry). 64 bytes, so each stripe is half
+// a 128-byte line and no two rows share a 32-byte sector.
+struct alignas(64) SummaryCell {
+  unsigned long long peak;    // max of (bits of absmax) << 32 | linear CTA id
+  unsigned long long count;   // the five sums, in this order (one lane adds each)
+  unsigned long long seen;
+  unsigned long long nans;
+  unsigned long long infs;
+  unsigned long long probes;
+  uint32_t kind;              // the site's kind and tag (every call stores the same)
+  uint32_t tag;
+  uint32_t bad;               // max of ~(linear CTA id) over calls that counted a NaN or
+                              // an Inf (the lowest such CTA); 0: none
+  uint32_t unused;
+};
+static_assert(sizeof(SummaryCell) == 64, "a summary cell is 64 bytes");
+// The table's cells: site-major, then K-tile row, then stripe.
+inline constexpr long long summary_cells = static_cast<long long>(KWB_TRACE_SUMMARY_SITES) *
+                                           KWB_TRACE_SUMMARY_K_TILES *
+                                           KWB_TRACE_SUMMARY_STRIPES;
+#endif
+
 // The trace buffer (device global memory) and the filter (constant memory).
 #ifdef KWB_TRACE_EXTERN
 extern __device__ __align__(32) Record trace_records[KWB_TRACE_CAPACITY];
@@ -543,6 +670,11 @@ extern __constant__ Filter trace_filter;
 extern __device__ TileValue trace_tile_values[KWB_TRACE_TILE_CAPACITY];
 extern __device__ unsigned long long trace_tile_cursor;
 extern __device__ unsigned long long trace_tile_dropped;
+#endif
+#ifdef KWB_TRACE_SUMMARY
+extern __device__ SummaryCell trace_summary[summary_cells];
+extern __device__ unsigned long long trace_summary_dropped;
+extern __device__ uint4 trace_summary_grid;
 #endif
 #else
 // 32-byte aligned: a record (224 bytes) is then seven whole 32-byte sectors, written in
@@ -556,6 +688,13 @@ __device__ __align__(128) unsigned long long trace_cursor[KWB_TRACE_SHARDS * cur
 __device__ TileValue trace_tile_values[KWB_TRACE_TILE_CAPACITY];
 __device__ unsigned long long trace_tile_cursor;   // next free value
 __device__ unsigned long long trace_tile_dropped;  // values not written: buffer full
+#endif
+#ifdef KWB_TRACE_SUMMARY
+__device__ SummaryCell trace_summary[summary_cells];
+__device__ unsigned long long trace_summary_dropped;  // calls of sites past the table
+// The grid (x, y, z, 1 once written): stored by one warp of one admitted CTA per call,
+// so the flush can decode linear CTA ids.
+__device__ uint4 trace_summary_grid;
 #endif
 __constant__ Filter trace_filter = {KWB_TRACE_CTA_X,   KWB_TRACE_CTA_Y, KWB_TRACE_CTA_Z,
                                     KWB_TRACE_K_BEGIN, KWB_TRACE_K_END, 1u};
@@ -717,10 +856,16 @@ __device__ __forceinline__ unsigned shard_of_warp() {
 // so the round trip overlaps whatever the probe does in between.
 // `records` consecutive records of one shard at once (probe_as_pair: one atomic's wait
 // for two probes).
+// A summary build claims nothing: its probes add into the summary table instead.
 __device__ __forceinline__ Claim claim(unsigned records = 1u) {
-  Claim c{__activemask(), shard_of_warp(), lane_id(), 0ull};
-  if (c.lane == __ffs(c.mask) - 1) c.claimed = atomicAdd(&trace_cursor[c.shard * cursor_words], records);
-  return c;
+  if constexpr (summary) {
+    (void)records;
+    return Claim{__activemask(), 0u, lane_id(), 0ull};
+  } else {
+    Claim c{__activemask(), shard_of_warp(), lane_id(), 0ull};
+    if (c.lane == __ffs(c.mask) - 1) c.claimed = atomicAdd(&trace_cursor[c.shard * cursor_words], records);
+    return c;
+  }
 }
 
 // Waits for record `offset` of the claim. False when the shard is full (the cursor,
@@ -732,6 +877,11 @@ __device__ __forceinline__ bool land(const Claim& c, Slot& slot, unsigned offset
   slot.lane = c.lane;
   slot.below = (1u << slot.lane) - 1u;
   slot.leader = __ffs(c.mask) - 1;
+  if constexpr (summary) {
+    // Nothing to land: write() adds into the summary table.
+    slot.record = nullptr;
+    return true;
+  }
   const unsigned long long claimed = c.claimed + offset;
   const unsigned mine = claimed < per_shard ? static_cast<unsigned>(claimed) : ~0u;
   const unsigned index = __shfl_sync(c.mask, mine, slot.leader);
@@ -983,7 +1133,7 @@ inline constexpr bool whole_records = false;
 // leader's 16-byte stores, ordered before the lanes' samples by __syncwarp. A whole
 // record's write does it.
 __device__ __forceinline__ void clear_slots(const Slot& slot) {
-  if constexpr (whole_records) return;
+  if constexpr (whole_records || summary) return;
   if (slot.lane == slot.leader) {
     unsigned* words = reinterpret_cast<unsigned*>(slot.record->values);
 #pragma unroll
@@ -1084,11 +1234,61 @@ __device__ __forceinline__ Totals totals(unsigned mask, const Stats& s) {
   return t;
 }
 
+#ifdef KWB_TRACE_SUMMARY
+// The summary's stand-in for writing a record: the warp's totals added into the row of
+// (site, K tile), in the stripe of its CTA. Each of the first eight active lanes does
+// one thing, so it is a handful of single-lane reductions whose results nothing waits
+// for (RED, not ATOM): the peak, the five sums (one instruction), the first bad CTA,
+// and a store of the site's kind and tag.
+__device__ __forceinline__ void summarize(const Slot& slot, const Totals& t, const Probe& p) {
+  const unsigned cta = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+  const int rank = __popc(slot.mask & slot.below);
+  if (p.site >= static_cast<uint32_t>(KWB_TRACE_SUMMARY_SITES)) {
+    if (rank == 0) atomicAdd(&trace_summary_dropped, 1ull);
+    return;
+  }
+  constexpr int rows = KWB_TRACE_SUMMARY_K_TILES;
+  const int row = p.k_tile < 0 ? 0 : p.k_tile < rows - 2 ? p.k_tile + 1 : rows - 1;
+  SummaryCell& cell =
+      trace_summary[(static_cast<long long>(p.site) * rows + row) * KWB_TRACE_SUMMARY_STRIPES +
+                    cta % static_cast<unsigned>(KWB_TRACE_SUMMARY_STRIPES)];
+  const Filter& f = trace_filter;
+  const bool anchor = blockIdx.x == static_cast<unsigned>(f.cta_x < 0 ? 0 : f.cta_x) &&
+                      blockIdx.y == static_cast<unsigned>(f.cta_y < 0 ? 0 : f.cta_y) &&
+                      blockIdx.z == static_cast<unsigned>(f.cta_z < 0 ? 0 : f.cta_z) &&
+                      warp_id() == 0;
+  const int active = __popc(slot.mask);
+  for (int w = rank; w < 8; w += active) {
+    // Words 1..5 of the cell: count, seen, nans, infs, probes.
+    unsigned long long add = 1ull;
+    add = w == 4 ? t.infs : add;
+    add = w == 3 ? t.nans : add;
+    add = w == 2 ? t.seen : add;
+    add = w == 1 ? t.counted : add;
+    if (w >= 1 && w <= 5 && add != 0ull) atomicAdd(&cell.count + (w - 1), add);
+    if (w == 0) {
+      atomicMax(&cell.peak, (static_cast<unsigned long long>(t.absmax) << 32) | cta);
+    }
+    if (w == 6 && (t.nans | t.infs) != 0u) atomicMax(&cell.bad, ~cta);
+    if (w == 7) {
+      *reinterpret_cast<uint2*>(&cell.kind) = make_uint2(static_cast<unsigned>(p.kind), p.tag);
+      if (anchor) trace_summary_grid = make_uint4(gridDim.x, gridDim.y, gridDim.z, 1u);
+    }
+  }
+}
+#else
+__device__ __forceinline__ void summarize(const Slot&, const Totals&, const Probe&) {}
+#endif
+
 // The leader writes the record's fields in 16-byte stores (records are 16-byte
 // aligned: 224 bytes each in a 16-byte aligned buffer), the header's first four
 // words last.
 __device__ __forceinline__ void write(const Slot& slot, const Totals& t, unsigned taken,
                                       const Probe& p) {
+  if constexpr (summary) {
+    summarize(slot, t, p);
+    return;
+  }
   if constexpr (whole_records) {
     // Every input is warp-uniform. Chunk c of the record goes out from the active lane
     // of rank c (mod the active lanes, for a partial warp), picked by selects, not a
@@ -1588,6 +1788,8 @@ __device__ __forceinline__ void probe_as_pair(uint32_t site_a, uint32_t site_b, 
 // one, up to the warp's next context; (-1, -1) ends it. Obeys the CTA filter.
 __device__ __forceinline__ void tile_context(uint32_t site, uint32_t tag, int tile_m, int tile_n) {
 #ifdef KWB_TRACE
+  // A summary has no warps' record streams to place.
+  if constexpr (summary) return;
   if (!detail::admitted(-1)) return;
   const detail::Claim claimed = detail::claim();
   detail::Slot slot;
@@ -1790,7 +1992,8 @@ inline std::vector<SiteInfo>& site_registry() {
 inline void flush_at_exit();
 inline bool write_trace(const char* path, const std::vector<Record>& records,
                         unsigned long long dropped, TileHeader tiles,
-                        const std::vector<TileValue>& values);
+                        const std::vector<TileValue>& values, SummaryHeader summary_header,
+                        const std::vector<SummaryEntry>& entries);
 #ifdef KWB_TRACE_MAPPED
 inline bool flush_after_fault(const char* path, cudaError_t fault);
 #endif
@@ -1861,6 +2064,83 @@ inline bool fail(const char* what, const char* detail_text) {
   return false;
 }
 
+// The summary section of a build that keeps none.
+inline SummaryHeader empty_summary() {
+  SummaryHeader header{};
+  std::memcpy(header.magic, "KWBSUMMA", 8);
+  header.entry_size = sizeof(SummaryEntry);
+  return header;
+}
+
+#ifdef KWB_TRACE_SUMMARY
+// Reads the summary table and folds each row's stripes into one entry, for the rows a
+// probe call reached, in site and K-tile order.
+inline cudaError_t read_summary(SummaryHeader& header, std::vector<SummaryEntry>& entries) {
+  std::vector<SummaryCell> cells(static_cast<size_t>(summary_cells));
+  uint4 grid{};
+  cudaError_t err = cudaMemcpyFromSymbol(cells.data(), trace_summary, sizeof trace_summary);
+  if (err == cudaSuccess) {
+    err = cudaMemcpyFromSymbol(&header.dropped, trace_summary_dropped, sizeof header.dropped);
+  }
+  if (err == cudaSuccess) err = cudaMemcpyFromSymbol(&grid, trace_summary_grid, sizeof grid);
+  if (err != cudaSuccess) return err;
+  header.k_tiles = KWB_TRACE_SUMMARY_K_TILES;
+  if (grid.w != 0u) {
+    header.grid_x = grid.x;
+    header.grid_y = grid.y;
+    header.grid_z = grid.z;
+  }
+  // A linear CTA id as (x, y, z); -1s when the grid is unknown.
+  const auto place = [&header](unsigned linear, int32_t& x, int32_t& y, int32_t& z) {
+    if (header.grid_x == 0u || header.grid_y == 0u) {
+      x = y = z = -1;
+      return;
+    }
+    x = static_cast<int32_t>(linear % header.grid_x);
+    y = static_cast<int32_t>(linear / header.grid_x % header.grid_y);
+    z = static_cast<int32_t>(linear / header.grid_x / header.grid_y);
+  };
+  constexpr int rows = KWB_TRACE_SUMMARY_K_TILES;
+  constexpr int stripes = KWB_TRACE_SUMMARY_STRIPES;
+  for (int site = 0; site < KWB_TRACE_SUMMARY_SITES; ++site) {
+    for (int row = 0; row < rows; ++row) {
+      const SummaryCell* cell = &cells[(static_cast<size_t>(site) * rows + row) * stripes];
+      SummaryEntry e{};
+      unsigned long long peak = 0;
+      unsigned bad = 0;
+      for (int s = 0; s < stripes; ++s) {
+        const SummaryCell& c = cell[s];
+        if (c.probes == 0) continue;
+        e.kind = c.kind;
+        e.tag = c.tag;
+        e.probes += c.probes;
+        e.count += c.count;
+        e.seen += c.seen;
+        e.nan_count += c.nans;
+        e.inf_count += c.infs;
+        peak = c.peak > peak ? c.peak : peak;
+        bad = c.bad > bad ? c.bad : bad;
+      }
+      if (e.probes == 0) continue;
+      e.site = static_cast<uint32_t>(site);
+      e.k_tile = row - 1;
+      e.k_end = row == rows - 1 ? INT_MAX : row;
+      const uint32_t absmax_bits = static_cast<uint32_t>(peak >> 32);
+      std::memcpy(&e.absmax, &absmax_bits, sizeof e.absmax);
+      place(static_cast<unsigned>(peak & 0xffffffffull), e.peak_cta_x, e.peak_cta_y,
+            e.peak_cta_z);
+      if (bad != 0u) {
+        place(~bad, e.bad_cta_x, e.bad_cta_y, e.bad_cta_z);
+      } else {
+        e.bad_cta_x = e.bad_cta_y = e.bad_cta_z = -1;
+      }
+      entries.push_back(e);
+    }
+  }
+  return cudaSuccess;
+}
+#endif
+
 }  // namespace detail
 
 // Registers a site table; returns true so it can initialize a static.
@@ -1884,7 +2164,8 @@ inline bool trace_map() {
 }
 
 // Empties the trace buffer in stream order, without waiting: memsets of the shard
-// cursors (and in a full-tile build of the tile cursor and drop count) queued on
+// cursors (in a full-tile build also of the tile cursor and drop count, in a summary
+// build of the summary table) queued on
 // `stream`. For a loop of launches that should each write their records, e.g. a timed
 // loop, where trace_reset()'s wait would stall the queue. With
 // KWB_TRACE_MAPPED it also clears the mapped records through their device mapping.
@@ -1899,6 +2180,11 @@ inline cudaError_t trace_reset_async(cudaStream_t stream = 0) {
 #ifdef KWB_TRACE_FULL
   if (err == cudaSuccess) err = clear(trace_tile_cursor, sizeof trace_tile_cursor);
   if (err == cudaSuccess) err = clear(trace_tile_dropped, sizeof trace_tile_dropped);
+#endif
+#ifdef KWB_TRACE_SUMMARY
+  if (err == cudaSuccess) err = clear(trace_summary, sizeof trace_summary);
+  if (err == cudaSuccess) err = clear(trace_summary_dropped, sizeof trace_summary_dropped);
+  if (err == cudaSuccess) err = clear(trace_summary_grid, sizeof trace_summary_grid);
 #endif
 #ifdef KWB_TRACE_MAPPED
   void* mapped = nullptr;
@@ -2004,13 +2290,18 @@ inline bool trace_flush(const char* path) {
   values.resize(written);
 #endif
   tiles.count = values.size();
+  SummaryHeader summary_header = detail::empty_summary();
+  std::vector<SummaryEntry> entries;
+#ifdef KWB_TRACE_SUMMARY
+  if (err == cudaSuccess) err = detail::read_summary(summary_header, entries);
+#endif
   if (err != cudaSuccess) {
     return detail::fail(
         "cannot read the trace buffer (a device fault loses it; build with "
         "-DKWB_TRACE_MAPPED to keep the records that landed)",
         cudaGetErrorString(err));
   }
-  return detail::write_trace(path, records, dropped, tiles, values);
+  return detail::write_trace(path, records, dropped, tiles, values, summary_header, entries);
 }
 
 namespace detail {
@@ -2028,7 +2319,8 @@ inline std::vector<SiteInfo> sites_by_id() {
 // Writes the trace file: header, site table, records, full-tile section.
 inline bool write_trace(const char* path, const std::vector<Record>& records,
                         unsigned long long dropped, TileHeader tiles,
-                        const std::vector<TileValue>& values) {
+                        const std::vector<TileValue>& values, SummaryHeader summary_header,
+                        const std::vector<SummaryEntry>& entries) {
   const size_t count = records.size();
   const std::vector<SiteInfo> sites = sites_by_id();
   std::vector<unsigned char> table;
@@ -2061,6 +2353,10 @@ inline bool write_trace(const char* path, const std::vector<Record>& records,
   ok = ok && std::fwrite(&tiles, sizeof tiles, 1, out) == 1;
   ok = ok && (values.empty() ||
               std::fwrite(values.data(), sizeof(TileValue), values.size(), out) == values.size());
+  summary_header.count = entries.size();
+  ok = ok && std::fwrite(&summary_header, sizeof summary_header, 1, out) == 1;
+  ok = ok && (entries.empty() || std::fwrite(entries.data(), sizeof(SummaryEntry), entries.size(),
+                                             out) == entries.size());
   ok = (std::fclose(out) == 0) && ok;
   if (!ok) return detail::fail("cannot write the trace file", path);
   return true;
@@ -2080,7 +2376,7 @@ inline bool flush_after_fault(const char* path, cudaError_t fault) {
   TileHeader tiles{};
   std::memcpy(tiles.magic, "KWBTILES", 8);
   tiles.value_size = sizeof(TileValue);
-  const bool written = write_trace(path, records, 0, tiles, {});
+  const bool written = write_trace(path, records, 0, tiles, {}, empty_summary(), {});
   std::fprintf(stderr,
                "kwb: the device faulted (%s: %s); %zu trace records had landed in mapped host "
                "memory%s%s\n",

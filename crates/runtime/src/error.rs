@@ -103,7 +103,17 @@ pub enum TraceError {
         reason: String,
     },
 
-    #[error("{extra} bytes after the last record")]
+    #[error("summary section is corrupt: {reason}")]
+    #[diagnostic(
+        code(kwb::runtime::bad_summary_section),
+        help("the file was damaged after kwb_trace_flush wrote it; trace again")
+    )]
+    BadSummary {
+        /// What does not add up.
+        reason: String,
+    },
+
+    #[error("{extra} bytes after the trace's last section")]
     #[diagnostic(
         code(kwb::runtime::trailing_bytes),
         help(

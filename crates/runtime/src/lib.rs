@@ -30,7 +30,10 @@ pub use crate::record::{
     Axis, Kind, RECORD_MAGIC, RECORD_SIZE, RECORD_VALUES, Sample, TraceRecord,
 };
 pub use crate::tag::{UNGATED, tag};
-pub use crate::trace_file::{FILE_MAGIC, SiteInfo, TILE_MAGIC, TileValue, Trace, decode, encode};
+pub use crate::trace_file::{
+    FILE_MAGIC, SUMMARY_MAGIC, SiteInfo, SummaryEntry, TILE_MAGIC, TileValue, Trace, decode,
+    encode,
+};
 
 /// The text of `kwb_trace.cuh`, for the instrumenter to emit inline or write out.
 pub const HEADER: &str = include_str!("../include/kwb_trace.cuh");
@@ -39,8 +42,9 @@ pub const HEADER: &str = include_str!("../include/kwb_trace.cuh");
 pub const HEADER_NAME: &str = "kwb_trace.cuh";
 
 /// The version of the record layout and of the trace file (`kwb::version`); version 3
-/// added the tile section of `--full-tile` builds.
-pub const VERSION: u32 = 3;
+/// added the tile section of `--full-tile` builds, version 4 the summary section of
+/// `--summary` builds.
+pub const VERSION: u32 = 4;
 
 /// The oldest trace file version [`decode`] reads (version 2: no tile section).
 pub const OLDEST_VERSION: u32 = 2;
@@ -76,4 +80,8 @@ pub mod symbols {
     pub const TILE_CURSOR: &str = "_ZN3kwb17trace_tile_cursorE";
     /// `kwb::trace_tile_dropped`: `u64`, the tile values not written.
     pub const TILE_DROPPED: &str = "_ZN3kwb18trace_tile_droppedE";
+    /// `kwb::trace_summary`: the summary table of a `KWB_TRACE_SUMMARY` build, 64-byte
+    /// cells (site-major, then K-tile row, then stripe) that the flush folds into
+    /// [`SummaryEntry`](crate::SummaryEntry)s.
+    pub const SUMMARY: &str = "_ZN3kwb13trace_summaryE";
 }

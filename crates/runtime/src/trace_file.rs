@@ -11,7 +11,13 @@
 //!    `KWBTILES`, count, dropped, capacity, value size) and `count` [`TileValue`]s
 //!    (24 bytes each), empty unless the build kept full tiles (`KWB_TRACE_FULL`).
 //!
-//! Version 2 files (no tile section) are read too.
+//! 5. from version 4, the summary section: a [`SummaryHeader`] (48 bytes: magic
+//!    `KWBSUMMA`, count, dropped, entry size, K-tile rows, grid) and `count`
+//!    [`SummaryEntry`]s (96 bytes each), empty unless the build folded its probes
+//!    into the summary table (`KWB_TRACE_SUMMARY`).
+//!
+//! Version 2 files (no tile section) and version 3 files (no summary section) are
+//! read too.
 //!
 //! [`decode`] checks the magic and the version before anything else, so a file of
 //! another version is reported as such even when its header has another shape.
@@ -35,6 +41,12 @@ pub const TILE_MAGIC: [u8; 8] = *b"KWBTILES";
 pub const TILE_HEADER_SIZE: usize = 40;
 /// The size of one tile value in bytes.
 pub const TILE_VALUE_SIZE: usize = 24;
+/// The first eight bytes of the summary section.
+pub const SUMMARY_MAGIC: [u8; 8] = *b"KWBSUMMA";
+/// The size of the summary section's header in bytes.
+pub const SUMMARY_HEADER_SIZE: usize = 48;
+/// The size of one summary entry in bytes.
+pub const SUMMARY_ENTRY_SIZE: usize = 96;
 
 mirror! {
     /// The trace file's header, `kwb::FileHeader`.
@@ -118,7 +130,113 @@ mirror! {
     }
 }
 
+mirror! {
+    /// The summary section's header, `kwb::SummaryHeader`.
+    #[repr(C)]
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct SummaryHeader {
+        /// [`SUMMARY_MAGIC`].
+        pub magic: [u8; 8],
+        /// The entries in the section.
+        pub count: u64,
+        /// Probe calls not folded in: their site id was past the table's.
+        pub dropped: u64,
+        /// [`SUMMARY_ENTRY_SIZE`].
+        pub entry_size: u32,
+        /// The table's K-tile rows (`KWB_TRACE_SUMMARY_K_TILES`; 0: not a summary build).
+        pub k_tiles: u32,
+        /// The grid the CTAs' linear ids were decoded with (0: none seen).
+        pub grid_x: u32,
+        /// See `grid_x`.
+        pub grid_y: u32,
+        /// See `grid_x`.
+        pub grid_z: u32,
+        /// 0.
+        pub reserved: u32,
+    }
+}
+
+mirror! {
+    /// One site and K tile of a summary build (`KWB_TRACE_SUMMARY`), `kwb::SummaryEntry`:
+    /// every probe call of every admitted CTA and warp, folded.
+    #[repr(C)]
+    #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+    pub struct SummaryEntry {
+        /// The probe's site id.
+        pub site: u32,
+        /// A [`Kind`] number.
+        pub kind: u32,
+        /// The instantiation tag.
+        pub tag: u32,
+        /// The first K tile it holds; -1: outside the K loop.
+        pub k_tile: i32,
+        /// One past the last K tile it holds: `k_tile + 1`, or `i32::MAX` for the
+        /// table's last row, which also holds every later K tile.
+        pub k_end: i32,
+        /// 0.
+        pub reserved: u32,
+        /// Probe calls (one per warp and call) folded in.
+        pub probes: u64,
+        /// Values that passed the row filter.
+        pub count: u64,
+        /// Values looked at before the row filter.
+        pub seen: u64,
+        /// Counted values that are NaN.
+        pub nan_count: u64,
+        /// Counted values that are ±Inf.
+        pub inf_count: u64,
+        /// Max |v| over finite counted values (0 when none).
+        pub absmax: f32,
+        /// A CTA whose values reached `absmax` (-1: the grid is unknown).
+        pub peak_cta_x: i32,
+        /// See `peak_cta_x`.
+        pub peak_cta_y: i32,
+        /// See `peak_cta_x`.
+        pub peak_cta_z: i32,
+        /// The lowest-numbered CTA that counted a NaN or an Inf (-1: none did).
+        pub bad_cta_x: i32,
+        /// See `bad_cta_x`.
+        pub bad_cta_y: i32,
+        /// See `bad_cta_x`.
+        pub bad_cta_z: i32,
+        /// 0.
+        pub reserved2: u32,
+    }
+}
+
+impl SummaryEntry {
+    /// What the probe read.
+    pub fn kind(&self) -> Option<Kind> {
+        Kind::from_u32(self.kind)
+    }
+
+    /// Whether the entry also holds every K tile after `k_tile` (the table's last row).
+    pub fn holds_later_k_tiles(&self) -> bool {
+        self.k_end == i32::MAX
+    }
+
+    /// The CTA whose values reached `absmax`, when the grid was known.
+    pub fn peak_cta(&self) -> Option<[u32; 3]> {
+        cta([self.peak_cta_x, self.peak_cta_y, self.peak_cta_z])
+    }
+
+    /// The lowest-numbered CTA that counted a NaN or an Inf.
+    pub fn bad_cta(&self) -> Option<[u32; 3]> {
+        cta([self.bad_cta_x, self.bad_cta_y, self.bad_cta_z])
+    }
+}
+
+fn cta(c: [i32; 3]) -> Option<[u32; 3]> {
+    Some([
+        u32::try_from(c[0]).ok()?,
+        u32::try_from(c[1]).ok()?,
+        u32::try_from(c[2]).ok()?,
+    ])
+}
+
 const _: () = assert!(std::mem::size_of::<FileHeader>() == FILE_HEADER_SIZE);
+const _: () = assert!(std::mem::size_of::<SummaryHeader>() == SUMMARY_HEADER_SIZE);
+const _: () = assert!(std::mem::size_of::<SummaryEntry>() == SUMMARY_ENTRY_SIZE);
 const _: () = assert!(std::mem::size_of::<TileHeader>() == TILE_HEADER_SIZE);
 const _: () = assert!(std::mem::size_of::<TileValue>() == TILE_VALUE_SIZE);
 const _: () = assert!(std::mem::size_of::<SiteEntry>() == SITE_ENTRY_SIZE);
@@ -154,6 +272,16 @@ pub struct Trace {
     pub tile_dropped: u64,
     /// The tile buffer's capacity (0: not a full-tile build, or a version 2 file).
     pub tile_capacity: u64,
+    /// A summary build's table (`KWB_TRACE_SUMMARY`), one entry per site and K-tile
+    /// row a probe call reached, in site and K-tile order; empty otherwise.
+    pub summary: Vec<SummaryEntry>,
+    /// Probe calls a summary build could not fold in (site id past its table).
+    pub summary_dropped: u64,
+    /// The summary table's K-tile rows (0: not a summary build, or a file before
+    /// version 4).
+    pub summary_k_tiles: u32,
+    /// The grid the summary's CTAs were decoded with (zeros: unknown).
+    pub summary_grid: [u32; 3],
 }
 
 impl Trace {
@@ -241,6 +369,13 @@ pub fn decode(bytes: &[u8]) -> Result<Trace, TraceError> {
     } else {
         (Vec::new(), 0, 0)
     };
+    let summary = if version >= 4 {
+        let (section, end) = summary_section(bytes, at)?;
+        at = end;
+        section
+    } else {
+        SummarySection::default()
+    };
     let extra = len - at;
     if extra != 0 {
         return Err(TraceError::TrailingBytes { extra });
@@ -273,7 +408,114 @@ pub fn decode(bytes: &[u8]) -> Result<Trace, TraceError> {
         tiles,
         tile_dropped,
         tile_capacity,
+        summary: summary.entries,
+        summary_dropped: summary.dropped,
+        summary_k_tiles: summary.k_tiles,
+        summary_grid: summary.grid,
     })
+}
+
+/// A decoded summary section.
+#[derive(Default)]
+struct SummarySection {
+    entries: Vec<SummaryEntry>,
+    dropped: u64,
+    k_tiles: u32,
+    grid: [u32; 3],
+}
+
+/// The summary section at `at` and the offset past it.
+fn summary_section(bytes: &[u8], at: usize) -> Result<(SummarySection, usize), TraceError> {
+    let len = bytes.len();
+    let corrupt = |reason: String| TraceError::BadSummary { reason };
+    let head = bytes
+        .get(at..at + SUMMARY_HEADER_SIZE)
+        .ok_or(TraceError::Truncated {
+            what: "summary section",
+            offset: at,
+            needed: SUMMARY_HEADER_SIZE,
+            len,
+        })?;
+    let mut le = Le::new(head);
+    let header = SummaryHeader {
+        magic: le.array(),
+        count: le.u64(),
+        dropped: le.u64(),
+        entry_size: le.u32(),
+        k_tiles: le.u32(),
+        grid_x: le.u32(),
+        grid_y: le.u32(),
+        grid_z: le.u32(),
+        reserved: le.u32(),
+    };
+    if header.magic != SUMMARY_MAGIC {
+        return Err(corrupt(format!(
+            "magic {:?}, expected KWBSUMMA",
+            header.magic.escape_ascii().to_string()
+        )));
+    }
+    if header.entry_size as usize != SUMMARY_ENTRY_SIZE {
+        return Err(corrupt(format!(
+            "{}-byte entries, expected {SUMMARY_ENTRY_SIZE}",
+            header.entry_size
+        )));
+    }
+    let entries_at = at + SUMMARY_HEADER_SIZE;
+    let entries_len = usize::try_from(header.count)
+        .ok()
+        .and_then(|count| count.checked_mul(SUMMARY_ENTRY_SIZE))
+        .unwrap_or(usize::MAX);
+    let end = entries_at
+        .checked_add(entries_len)
+        .filter(|end| *end <= len)
+        .ok_or(TraceError::Truncated {
+            what: "summary entries",
+            offset: entries_at,
+            needed: entries_len,
+            len,
+        })?;
+    let mut entries = Vec::new();
+    for (index, chunk) in bytes[entries_at..end]
+        .chunks_exact(SUMMARY_ENTRY_SIZE)
+        .enumerate()
+    {
+        let mut le = Le::new(chunk);
+        let entry = SummaryEntry {
+            site: le.u32(),
+            kind: le.u32(),
+            tag: le.u32(),
+            k_tile: le.i32(),
+            k_end: le.i32(),
+            reserved: le.u32(),
+            probes: le.u64(),
+            count: le.u64(),
+            seen: le.u64(),
+            nan_count: le.u64(),
+            inf_count: le.u64(),
+            absmax: le.f32(),
+            peak_cta_x: le.i32(),
+            peak_cta_y: le.i32(),
+            peak_cta_z: le.i32(),
+            bad_cta_x: le.i32(),
+            bad_cta_y: le.i32(),
+            bad_cta_z: le.i32(),
+            reserved2: le.u32(),
+        };
+        if entry.k_end <= entry.k_tile {
+            return Err(corrupt(format!(
+                "entry {index} holds K tiles {}..{}",
+                entry.k_tile, entry.k_end
+            )));
+        }
+        entries.push(entry);
+    }
+    let section = SummarySection {
+        entries,
+        dropped: header.dropped,
+        k_tiles: header.k_tiles,
+        grid: [header.grid_x, header.grid_y, header.grid_z],
+    };
+    Ok((section, end))
 }
 
 /// Gives each record that has no tile origin (`tile_m` and `tile_n` both -1) the origin
@@ -416,6 +658,38 @@ pub fn encode(trace: &Trace) -> Vec<u8> {
         for c in [v.m, v.n, v.k] {
             out.extend_from_slice(&c.to_le_bytes());
         }
+    }
+    out.extend_from_slice(&SUMMARY_MAGIC);
+    out.extend_from_slice(&(trace.summary.len() as u64).to_le_bytes());
+    out.extend_from_slice(&trace.summary_dropped.to_le_bytes());
+    out.extend_from_slice(&len_u32(SUMMARY_ENTRY_SIZE).to_le_bytes());
+    out.extend_from_slice(&trace.summary_k_tiles.to_le_bytes());
+    for word in trace.summary_grid {
+        out.extend_from_slice(&word.to_le_bytes());
+    }
+    out.extend_from_slice(&0_u32.to_le_bytes());
+    for e in &trace.summary {
+        for word in [e.site, e.kind, e.tag] {
+            out.extend_from_slice(&word.to_le_bytes());
+        }
+        out.extend_from_slice(&e.k_tile.to_le_bytes());
+        out.extend_from_slice(&e.k_end.to_le_bytes());
+        out.extend_from_slice(&e.reserved.to_le_bytes());
+        for word in [e.probes, e.count, e.seen, e.nan_count, e.inf_count] {
+            out.extend_from_slice(&word.to_le_bytes());
+        }
+        out.extend_from_slice(&e.absmax.to_le_bytes());
+        for c in [
+            e.peak_cta_x,
+            e.peak_cta_y,
+            e.peak_cta_z,
+            e.bad_cta_x,
+            e.bad_cta_y,
+            e.bad_cta_z,
+        ] {
+            out.extend_from_slice(&c.to_le_bytes());
+        }
+        out.extend_from_slice(&e.reserved2.to_le_bytes());
     }
     out
 }

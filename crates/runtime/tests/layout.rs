@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 
 use kwb_runtime::filter::Filter;
-use kwb_runtime::trace_file::{FileHeader, SiteEntry, TileHeader};
+use kwb_runtime::trace_file::{FileHeader, SiteEntry, SummaryHeader, TileHeader};
 use kwb_runtime::{Axis, Field, HEADER, Kind, TraceRecord};
 
 /// One struct as the header declares it.
@@ -159,6 +159,8 @@ fn file_layout_agrees() {
     check::<SiteEntry>("SiteEntry", SiteEntry::FIELDS);
     check::<TileHeader>("TileHeader", TileHeader::FIELDS);
     check::<kwb_runtime::TileValue>("TileValue", kwb_runtime::TileValue::FIELDS);
+    check::<SummaryHeader>("SummaryHeader", SummaryHeader::FIELDS);
+    check::<kwb_runtime::SummaryEntry>("SummaryEntry", kwb_runtime::SummaryEntry::FIELDS);
 }
 
 #[test]
@@ -171,6 +173,8 @@ fn every_layout_block_is_checked() {
             "Filter",
             "Record",
             "SiteEntry",
+            "SummaryEntry",
+            "SummaryHeader",
             "TileHeader",
             "TileValue"
         ]
@@ -210,12 +214,13 @@ fn axes_agree() {
     assert_eq!(declared_enum(HEADER, "Axis"), rust);
 }
 
-/// The value of `inline constexpr TYPE NAME = VALUE;` or `#define NAME VALUE`.
+/// The value of `inline constexpr TYPE NAME = VALUE;` or `#define NAME VALUE`: the last
+/// one, the default that stands when no earlier block (a summary build's) set it.
 fn declared_constant(header: &str, name: &str) -> String {
     header
         .lines()
         .map(str::trim)
-        .find_map(|line| {
+        .filter_map(|line| {
             let define = line.strip_prefix(&format!("#define {name} "));
             let constexpr = line
                 .strip_prefix("inline constexpr ")
@@ -224,6 +229,7 @@ fn declared_constant(header: &str, name: &str) -> String {
                 .and_then(|rest| rest.strip_suffix(';'));
             define.or(constexpr)
         })
+        .last()
         .unwrap_or_else(|| panic!("kwb_trace.cuh defines {name}"))
         .to_owned()
 }
@@ -264,6 +270,10 @@ fn symbols_name_the_headers_variables() {
         (
             kwb_runtime::symbols::FILTER,
             "__constant__ Filter trace_filter =",
+        ),
+        (
+            kwb_runtime::symbols::SUMMARY,
+            "__device__ SummaryCell trace_summary[summary_cells];",
         ),
         (
             kwb_runtime::symbols::TILE_VALUES,

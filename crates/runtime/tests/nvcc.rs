@@ -333,6 +333,54 @@ fn values_macro_and_capacity_macro_compile() {
     assert!(traced[GATED].contains("ATOMG"), "{}", traced[GATED]);
 }
 
+/// A summary build's probes claim nothing and wait for nothing: the gated kernel's
+/// atomics are all reductions whose results nothing reads (RED), none an ATOMG.
+#[test]
+fn summary_probes_only_reduce() {
+    let Some((bin, temp)) = setup() else {
+        return;
+    };
+    let dir = temp.path();
+    std::fs::write(dir.join("probed.cu"), KERNEL).unwrap();
+    let object = compile(
+        &bin,
+        dir,
+        "probed.cu",
+        "sm_90a",
+        &["-DKWB_TRACE", "-DKWB_TRACE_SUMMARY"],
+    );
+    let summary = sass(&bin, &object);
+    let gated = &summary[GATED];
+    assert!(gated.contains("REDG.E.ADD.64"), "{gated}");
+    assert!(gated.contains("REDG.E.MAX.64"), "{gated}");
+    assert!(!gated.contains("ATOMG"), "{gated}");
+    // The table is a module global under the name the symbols module gives.
+    let elf = run(&bin, "cuobjdump", &["-elf", object.to_str().unwrap()], dir);
+    assert!(elf.contains(kwb_runtime::symbols::SUMMARY), "no summary table");
+    // Samples have nowhere to go in a summary: asking for them is a compile error.
+    let rejected = std::process::Command::new(bin.join("nvcc"))
+        .current_dir(dir)
+        .args([
+            "-c",
+            "-arch=sm_90a",
+            "-std=c++17",
+            "-DKWB_TRACE",
+            "-DKWB_TRACE_SUMMARY",
+            "-DKWB_TRACE_VALUES=4",
+            "probed.cu",
+            "-o",
+            "rejected.o",
+        ])
+        .output()
+        .unwrap();
+    assert!(!rejected.status.success());
+    assert!(
+        String::from_utf8_lossy(&rejected.stderr).contains("KWB_TRACE_VALUES must be 0"),
+        "{}",
+        String::from_utf8_lossy(&rejected.stderr)
+    );
+}
+
 /// The tile spacing a probe derives from a fragment array's type, checked by the
 /// compiler itself (static_assert), in a plain and a traced build.
 #[test]

@@ -38,7 +38,129 @@ fn file(
     if version >= 3 {
         out.extend_from_slice(&tile_section(&[], 0));
     }
+    if version >= 4 {
+        out.extend_from_slice(&summary_section(&[], 0, [0; 3]));
+    }
     out
+}
+
+/// A summary entry as the header writes it; `k_end` i32::MAX for the last row.
+#[allow(clippy::type_complexity)]
+fn summary_entry(
+    (site, kind, k_tile, k_end): (u32, u32, i32, i32),
+    (probes, count, nans, infs): (u64, u64, u64, u64),
+    absmax: f32,
+    peak: [i32; 3],
+    bad: [i32; 3],
+) -> Vec<u8> {
+    let mut out = Vec::new();
+    for word in [site, kind, 0xabcd_0123] {
+        out.extend_from_slice(&word.to_le_bytes());
+    }
+    out.extend_from_slice(&k_tile.to_le_bytes());
+    out.extend_from_slice(&k_end.to_le_bytes());
+    out.extend_from_slice(&0_u32.to_le_bytes());
+    for word in [probes, count, count + 3, nans, infs] {
+        out.extend_from_slice(&word.to_le_bytes());
+    }
+    out.extend_from_slice(&absmax.to_le_bytes());
+    for c in peak.iter().chain(bad.iter()) {
+        out.extend_from_slice(&c.to_le_bytes());
+    }
+    out.extend_from_slice(&0_u32.to_le_bytes());
+    assert_eq!(out.len(), SUMMARY_ENTRY_SIZE);
+    out
+}
+
+/// A summary section as the header writes it: magic, count, dropped, entry size, K-tile
+/// rows, grid, reserved, then the entries.
+fn summary_section(entries: &[Vec<u8>], dropped: u64, grid: [u32; 3]) -> Vec<u8> {
+    let mut out = b"KWBSUMMA".to_vec();
+    out.extend_from_slice(&(entries.len() as u64).to_le_bytes());
+    out.extend_from_slice(&dropped.to_le_bytes());
+    out.extend_from_slice(&96_u32.to_le_bytes());
+    out.extend_from_slice(&(if entries.is_empty() { 0_u32 } else { 256 }).to_le_bytes());
+    for word in grid {
+        out.extend_from_slice(&word.to_le_bytes());
+    }
+    out.extend_from_slice(&0_u32.to_le_bytes());
+    assert_eq!(out.len(), SUMMARY_HEADER_SIZE);
+    for entry in entries {
+        out.extend_from_slice(entry);
+    }
+    out
+}
+
+/// `good()` with its summary section replaced.
+fn with_summary(entries: &[Vec<u8>], dropped: u64, grid: [u32; 3]) -> Vec<u8> {
+    let mut bytes = good();
+    bytes.truncate(bytes.len() - SUMMARY_HEADER_SIZE);
+    bytes.extend_from_slice(&summary_section(entries, dropped, grid));
+    bytes
+}
+
+#[test]
+fn decodes_summary_entries() {
+    let entries = [
+        summary_entry((1, 3, -1, 0), (264, 1024, 0, 0), 2.5, [3, 1, 0], [-1; 3]),
+        summary_entry((1, 3, 7, 8), (264, 1024, 2, 1), 1.0e30, [0, 0, 0], [5, 0, 0]),
+        summary_entry((2, 4, 254, i32::MAX), (8, 64, 0, 0), 0.0, [131, 0, 0], [-1; 3]),
+    ];
+    let trace = decode(&with_summary(&entries, 4, [132, 1, 1])).unwrap();
+    assert_eq!(trace.summary_dropped, 4);
+    assert_eq!(trace.summary_k_tiles, 256);
+    assert_eq!(trace.summary_grid, [132, 1, 1]);
+    assert_eq!(trace.summary.len(), 3);
+    let [first, second, last] = [&trace.summary[0], &trace.summary[1], &trace.summary[2]];
+    assert_eq!((first.site, first.kind(), first.k_tile), (1, Some(Kind::Accumulator), -1));
+    assert_eq!((first.count, first.seen, first.probes), (1024, 1027, 264));
+    assert_eq!(first.peak_cta(), Some([3, 1, 0]));
+    assert_eq!(first.bad_cta(), None);
+    assert_eq!((second.nan_count, second.inf_count, second.absmax), (2, 1, 1.0e30));
+    assert_eq!(second.bad_cta(), Some([5, 0, 0]));
+    assert!(!second.holds_later_k_tiles());
+    assert!(last.holds_later_k_tiles());
+    assert_eq!(last.kind(), Some(Kind::Epilogue));
+    assert_eq!(decode(&encode(&trace)).unwrap(), trace);
+}
+
+#[test]
+fn a_summary_entry_that_holds_no_k_tile_is_an_error() {
+    let entries = [summary_entry((1, 3, 7, 7), (1, 1, 0, 0), 1.0, [0; 3], [-1; 3])];
+    let err = decode(&with_summary(&entries, 0, [1, 1, 1])).unwrap_err();
+    assert!(matches!(err, TraceError::BadSummary { .. }), "{err}");
+    assert!(err.to_string().contains("entry 0 holds K tiles 7..7"), "{err}");
+}
+
+#[test]
+fn a_bad_or_truncated_summary_section_is_an_error() {
+    let mut bytes = good();
+    let at = bytes.len() - SUMMARY_HEADER_SIZE;
+    bytes[at] = b'X';
+    assert!(matches!(
+        decode(&bytes).unwrap_err(),
+        TraceError::BadSummary { .. }
+    ));
+    let entries = [summary_entry((0, 3, 0, 1), (1, 1, 0, 0), 1.0, [0; 3], [-1; 3])];
+    let mut bytes = with_summary(&entries, 0, [1, 1, 1]);
+    bytes.truncate(bytes.len() - 8);
+    assert!(matches!(
+        decode(&bytes),
+        Err(TraceError::Truncated {
+            what: "summary entries",
+            ..
+        })
+    ));
+}
+
+#[test]
+fn version_3_files_have_no_summary_section() {
+    let mut first = distinct();
+    first.version = 3;
+    let trace = decode(&file(3, RECORD_SIZE as u32, SITES, &[first])).unwrap();
+    assert!(trace.summary.is_empty());
+    assert_eq!(trace.summary_k_tiles, 0);
+    assert_eq!(trace.records.len(), 1);
 }
 
 /// A tile section as the header writes it: magic, count, dropped, capacity, value
@@ -65,8 +187,9 @@ fn tile_section(values: &[(u32, u32, f32, i32, i32, i32)], dropped: u64) -> Vec<
 /// `good()` with its tile section replaced.
 fn with_tiles(values: &[(u32, u32, f32, i32, i32, i32)], dropped: u64) -> Vec<u8> {
     let mut bytes = good();
-    bytes.truncate(bytes.len() - TILE_HEADER_SIZE);
+    bytes.truncate(bytes.len() - TILE_HEADER_SIZE - SUMMARY_HEADER_SIZE);
     bytes.extend_from_slice(&tile_section(values, dropped));
+    bytes.extend_from_slice(&summary_section(&[], 0, [0; 3]));
     bytes
 }
 
@@ -115,7 +238,7 @@ fn a_tile_value_of_a_record_not_in_the_file_is_an_error() {
 #[test]
 fn a_truncated_tile_section_is_an_error() {
     let mut bytes = with_tiles(&[(0, 0, 1.0, 0, 0, 0)], 0);
-    bytes.truncate(bytes.len() - 4);
+    bytes.truncate(bytes.len() - SUMMARY_HEADER_SIZE - 4);
     assert!(matches!(
         decode(&bytes),
         Err(TraceError::Truncated {
@@ -124,7 +247,7 @@ fn a_truncated_tile_section_is_an_error() {
         })
     ));
     let mut bytes = good();
-    bytes.truncate(bytes.len() - 1);
+    bytes.truncate(bytes.len() - SUMMARY_HEADER_SIZE - 1);
     assert!(matches!(
         decode(&bytes),
         Err(TraceError::Truncated {
@@ -141,7 +264,7 @@ fn version_2_files_have_no_tile_section() {
     let trace = decode(&file(2, RECORD_SIZE as u32, SITES, &[first])).unwrap();
     assert!(trace.tiles.is_empty());
     assert_eq!(trace.tile_capacity, 0);
-    // A version 3 record in a version 2 file is not one.
+    // A version 4 record in a version 2 file is not one.
     assert!(decode(&file(2, RECORD_SIZE as u32, SITES, &[distinct()])).is_err());
 }
 
@@ -214,7 +337,7 @@ fn every_cut_is_truncated() {
 #[test]
 fn truncation_names_the_part() {
     let bytes = good();
-    let records_end = bytes.len() - TILE_HEADER_SIZE;
+    let records_end = bytes.len() - TILE_HEADER_SIZE - SUMMARY_HEADER_SIZE;
     let err = decode(&bytes[..records_end - 1]).unwrap_err();
     assert_eq!(
         err.to_string(),
@@ -256,7 +379,7 @@ fn another_version() {
         err,
         TraceError::Version {
             found: 1,
-            expected: 3
+            expected: 4
         }
     ));
     // The version is checked before the rest of the header is needed.
@@ -274,7 +397,7 @@ fn another_record_size() {
         TraceError::RecordSize {
             found: 208,
             expected: 224,
-            version: 3
+            version: 4
         }
     ));
 }
@@ -392,7 +515,7 @@ fn records_without_an_origin_take_their_warps_tile_context() {
         at(Kind::TileContext, 2, none),
         at(Kind::Accumulator, 2, none),
     ];
-    let trace = decode(&file(3, RECORD_SIZE as u32, &[], &records)).unwrap();
+    let trace = decode(&file(VERSION, RECORD_SIZE as u32, &[], &records)).unwrap();
     let origins: Vec<(i32, i32)> = trace.records.iter().map(|r| (r.tile_m, r.tile_n)).collect();
     assert_eq!(
         origins,
@@ -411,6 +534,6 @@ fn records_without_an_origin_take_their_warps_tile_context() {
     // Another CTA's warp 2 is another warp.
     let mut other = at(Kind::Accumulator, 2, none);
     other.cta_x = 9;
-    let trace = decode(&file(3, RECORD_SIZE as u32, &[], &[records[1], other])).unwrap();
+    let trace = decode(&file(VERSION, RECORD_SIZE as u32, &[], &[records[1], other])).unwrap();
     assert_eq!((trace.records[1].tile_m, trace.records[1].tile_n), none);
 }
