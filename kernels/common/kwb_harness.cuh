@@ -283,10 +283,11 @@ inline Args parse_args(int argc, char** argv, int m, int n, int k) {
 // Times `launches` calls of `launch` (after one warm-up) with CUDA events and prints
 // KWB_TIME {"family":…,"defect":…,"m":…,"n":…,"k":…,"launches":…,"ms":…}, the mean
 // milliseconds per launch. A traced build empties its trace buffer ahead of each
-// launch (a memset queued on the stream), so every timed launch writes its records, as
+// launch (memsets queued on the stream), so every timed launch writes its records, as
 // the launch a trace is taken of does, instead of finding the buffer filled by the
-// launches before it; every other build queues a memset of the same size, so each
-// build times the same work around its kernel.
+// launches before it; every other build queues a memset of the trace cursors' size.
+// Each launch is timed alone, between an event recorded after its reset and one after
+// it, so what a reset clears (a summary build's table is megabytes) is never timed.
 template <class Launch>
 inline void time_launches(const char* family, const char* defect, int m, int n, int k,
                           int launches, Launch launch) {
@@ -302,25 +303,28 @@ inline void time_launches(const char* family, const char* defect, int m, int n, 
   KWB_CUDA_CHECK(reset());
   KWB_CUDA_CHECK(launch());
   KWB_CUDA_CHECK(cudaDeviceSynchronize());
-  cudaEvent_t start, stop;
-  KWB_CUDA_CHECK(cudaEventCreate(&start));
-  KWB_CUDA_CHECK(cudaEventCreate(&stop));
-  KWB_CUDA_CHECK(cudaEventRecord(start));
-  for (int i = 0; i < launches; ++i) {
+  const int timed = launches > 0 ? launches : 0;
+  std::vector<cudaEvent_t> events(2 * static_cast<size_t>(timed));
+  for (cudaEvent_t& e : events) KWB_CUDA_CHECK(cudaEventCreate(&e));
+  for (int i = 0; i < timed; ++i) {
     KWB_CUDA_CHECK(reset());
+    KWB_CUDA_CHECK(cudaEventRecord(events[2 * i]));
     KWB_CUDA_CHECK(launch());
+    KWB_CUDA_CHECK(cudaEventRecord(events[2 * i + 1]));
   }
-  KWB_CUDA_CHECK(cudaEventRecord(stop));
-  KWB_CUDA_CHECK(cudaEventSynchronize(stop));
-  float ms = 0.0f;
-  KWB_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+  KWB_CUDA_CHECK(cudaDeviceSynchronize());
+  double total = 0.0;
+  for (int i = 0; i < timed; ++i) {
+    float ms = 0.0f;
+    KWB_CUDA_CHECK(cudaEventElapsedTime(&ms, events[2 * i], events[2 * i + 1]));
+    total += ms;
+  }
   std::printf(
       "KWB_TIME {\"family\":\"%s\",\"defect\":\"%s\",\"m\":%d,\"n\":%d,\"k\":%d,"
       "\"launches\":%d,\"ms\":%.6f}\n",
-      family, defect, m, n, k, launches, ms / float(launches > 0 ? launches : 1));
+      family, defect, m, n, k, launches, total / (timed > 0 ? timed : 1));
   std::fflush(stdout);
-  KWB_CUDA_CHECK(cudaEventDestroy(start));
-  KWB_CUDA_CHECK(cudaEventDestroy(stop));
+  for (cudaEvent_t& e : events) KWB_CUDA_CHECK(cudaEventDestroy(e));
 #ifndef KWB_TRACE
   KWB_CUDA_CHECK(cudaFree(scratch));
 #endif

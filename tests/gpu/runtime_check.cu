@@ -9,7 +9,10 @@
 // mma.sync accumulator of several MMA tiles with a row bound (10), and register
 // fragments of packed 16-bit values tallied in pairs: bf16 (11), bf16 with NaN and
 // +-Inf (12), half (13), and sites 11 and 12's fragments again as the A and B operands
-// of one probe_as_pair, two records from one claim (14, 15).
+// of one probe_as_pair, two records from one claim (14, 15). A summary build
+// (KWB_TRACE_SUMMARY) folds the same calls into its table and then also runs
+// summary_grid: 30 CTAs whose values name them, for the CTA of the peak and of the
+// first NaN, the table's last K-tile row and a site past the table (16, 64).
 #include <cstdio>
 #include <cstring>
 #include <cuda_bf16.h>
@@ -171,12 +174,35 @@ __global__ void check() {
   }
 }
 
+// Over a (5, 3, 2) grid of 64 threads, each warp probes site 16 twice: at K tile 0,
+// v = (linear CTA + 1) * (lane + 1) for each of 4 elements, with a NaN at lane 5,
+// element 0 in CTAs (3, 0, 1) and (2, 1, 1); at K tile 300 (past the table's rows:
+// its last row), twice that. CTA (0, 0, 0) also probes site 64, past the table.
+__global__ void summary_grid() {
+  const int cta = static_cast<int>(blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z));
+  const int lane = kwb::lane_id();
+  const bool poisoned = (blockIdx.x == 3 && blockIdx.y == 0 && blockIdx.z == 1) ||
+                        (blockIdx.x == 2 && blockIdx.y == 1 && blockIdx.z == 1);
+  float v[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) v[i] = static_cast<float>((cta + 1) * (lane + 1));
+  if (poisoned && lane == 5) v[0] = __int_as_float(0x7fc00000);
+  kwb::probe_array(16, kwb::Kind::Accumulator, kTag, 0, 0, 0, v);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) v[i] = static_cast<float>(2 * (cta + 1) * (lane + 1));
+  kwb::probe_array(16, kwb::Kind::Accumulator, kTag, 300, 0, 0, v);
+  if (cta == 0) kwb::probe_array(64, kwb::Kind::Epilogue, kTag, -1, 0, 0, v);
+}
+
 int main() {
   if (kwb_trace_reset() != cudaSuccess) {
     std::fprintf(stderr, "runtime_check: no CUDA device\n");
     return 2;
   }
   check<<<1, 64>>>();
+#ifdef KWB_TRACE_SUMMARY
+  summary_grid<<<dim3(5, 3, 2), 64>>>();
+#endif
   const cudaError_t err = cudaDeviceSynchronize();
   if (err != cudaSuccess) {
     std::fprintf(stderr, "runtime_check: %s\n", cudaGetErrorString(err));

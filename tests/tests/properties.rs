@@ -13,7 +13,9 @@ use std::sync::OnceLock;
 
 use kwb_extract::manifest::Manifest;
 use kwb_instrument::{Config, Probes};
-use kwb_runtime::{RECORD_MAGIC, RECORD_SIZE, SiteInfo, TileValue, Trace, TraceRecord};
+use kwb_runtime::{
+    RECORD_MAGIC, RECORD_SIZE, SiteInfo, SummaryEntry, TileValue, Trace, TraceRecord,
+};
 use kwb_tests::repo_root;
 use proptest::prelude::*;
 use proptest::sample::Index;
@@ -288,7 +290,49 @@ fn site() -> impl Strategy<Value = SiteInfo> {
     })
 }
 
-/// A trace: sites, records, and tile values that each name one of its records.
+/// A summary entry: arbitrary fields, holding at least one K tile.
+fn summary_entry() -> impl Strategy<Value = SummaryEntry> {
+    (
+        any::<(u32, u32, u32, i32, u32)>(),
+        any::<(u64, u64, u64, u64, u64)>(),
+        any::<u32>(),
+        any::<([i32; 3], [i32; 3], u32)>(),
+    )
+        .prop_map(
+            |(
+                (site, kind, tag, k_tile, width),
+                (probes, count, seen, nans, infs),
+                bits,
+                (peak, bad, reserved2),
+            )| {
+                let k_tile = k_tile.min(i32::MAX - 1);
+                SummaryEntry {
+                    site,
+                    kind,
+                    tag,
+                    k_tile,
+                    k_end: k_tile.saturating_add(1 + (width % 1000) as i32),
+                    reserved: 0,
+                    probes,
+                    count,
+                    seen,
+                    nan_count: nans,
+                    inf_count: infs,
+                    absmax: f32::from_bits(bits),
+                    peak_cta_x: peak[0],
+                    peak_cta_y: peak[1],
+                    peak_cta_z: peak[2],
+                    bad_cta_x: bad[0],
+                    bad_cta_y: bad[1],
+                    bad_cta_z: bad[2],
+                    reserved2,
+                }
+            },
+        )
+}
+
+/// A trace: sites, records, tile values that each name one of its records, and a
+/// summary.
 fn trace() -> impl Strategy<Value = Trace> {
     (
         prop::collection::vec(site(), 0..5),
@@ -303,9 +347,19 @@ fn trace() -> impl Strategy<Value = Trace> {
             ),
             0..10,
         ),
+        (
+            prop::collection::vec(summary_entry(), 0..5),
+            any::<(u64, u32, [u32; 3])>(),
+        ),
     )
         .prop_map(
-            |(sites, records, (dropped, capacity, tile_dropped, tile_capacity), tiles)| {
+            |(
+                sites,
+                records,
+                (dropped, capacity, tile_dropped, tile_capacity),
+                tiles,
+                (summary, (summary_dropped, summary_k_tiles, summary_grid)),
+            )| {
                 let tiles = match records.len() {
                     0 => Vec::new(),
                     n => tiles
@@ -328,13 +382,20 @@ fn trace() -> impl Strategy<Value = Trace> {
                     tiles,
                     tile_dropped,
                     tile_capacity,
+                    summary,
+                    summary_dropped,
+                    summary_k_tiles,
+                    summary_grid,
                 }
             },
         )
 }
 
+/// A summary entry's fields, its absmax as bits.
+type SummaryBits = ([u32; 3], [i32; 2], [u64; 5], u32, [i32; 6]);
+
 /// A trace's floats as bits, so that NaN compares equal to itself.
-fn bits(trace: &Trace) -> (Vec<Vec<u8>>, Vec<[u32; 6]>) {
+fn bits(trace: &Trace) -> (Vec<Vec<u8>>, Vec<[u32; 6]>, Vec<SummaryBits>) {
     (
         trace
             .records
@@ -353,6 +414,26 @@ fn bits(trace: &Trace) -> (Vec<Vec<u8>>, Vec<[u32; 6]>) {
                     v.n as u32,
                     v.k as u32,
                 ]
+            })
+            .collect(),
+        trace
+            .summary
+            .iter()
+            .map(|e| {
+                (
+                    [e.site, e.kind, e.tag],
+                    [e.k_tile, e.k_end],
+                    [e.probes, e.count, e.seen, e.nan_count, e.inf_count],
+                    e.absmax.to_bits(),
+                    [
+                        e.peak_cta_x,
+                        e.peak_cta_y,
+                        e.peak_cta_z,
+                        e.bad_cta_x,
+                        e.bad_cta_y,
+                        e.bad_cta_z,
+                    ],
+                )
             })
             .collect(),
     )

@@ -8,6 +8,10 @@
 //! - `original`: the kernel as written;
 //! - `disabled`: instrumented with every probe kind, built without `KWB_TRACE`;
 //! - `one CTA`: the same, built with `KWB_TRACE`, recording CTA (0, 0, 0);
+//! - `all CTAs, summary: …`: every CTA's probes folded into the summary table
+//!   (`--summary`: absmax and NaN/Inf counts per site and K tile, no records): the
+//!   final accumulator and the epilogue, per-K-tile accumulators, operands, every
+//!   kind;
 //! - `all CTAs: …`: every CTA recording absmax and NaN/Inf counts only (no values,
 //!   `--absmax-only`) into a buffer of 4 Mi records: the final accumulator and the
 //!   epilogue (the screen for the CTA that goes wrong), then per-K-tile accumulators,
@@ -117,6 +121,38 @@ fn configs(family_source: &str) -> Vec<Config> {
             }),
             defines: vec![kwb_runtime::ENABLE_MACRO.to_owned()],
         },
+        summary(
+            "all CTAs, summary: final accumulator and epilogue",
+            kwb_instrument::Probes {
+                final_accumulator: true,
+                epilogue: true,
+                ..kwb_instrument::Probes::NONE
+            },
+            &base,
+        ),
+        summary(
+            "all CTAs, summary: accumulator per K tile and epilogue",
+            kwb_instrument::Probes {
+                accumulator: true,
+                final_accumulator: true,
+                epilogue: true,
+                ..kwb_instrument::Probes::NONE
+            },
+            &base,
+        ),
+        summary(
+            "all CTAs, summary: operands",
+            kwb_instrument::Probes {
+                operands: true,
+                ..kwb_instrument::Probes::NONE
+            },
+            &base,
+        ),
+        summary(
+            "all CTAs, summary: every kind",
+            kwb_instrument::Probes::default(),
+            &base,
+        ),
         all_ctas(
             "all CTAs: final accumulator and epilogue",
             kwb_instrument::Probes {
@@ -156,6 +192,24 @@ fn configs(family_source: &str) -> Vec<Config> {
             65536,
         ),
     ]
+}
+
+/// Every CTA's `probes` folded into the summary table (`--summary`: absmax and NaN/Inf
+/// counts per site and K tile, no records).
+fn summary(
+    name: &'static str,
+    probes: kwb_instrument::Probes,
+    base: &kwb_instrument::Config,
+) -> Config {
+    Config {
+        name,
+        instrumented: Some(kwb_instrument::Config {
+            summary: true,
+            probes,
+            ..base.clone()
+        }),
+        defines: vec![kwb_runtime::ENABLE_MACRO.to_owned()],
+    }
 }
 
 /// Every CTA recording `probes`, absmax and NaN/Inf counts only (no values, no min and

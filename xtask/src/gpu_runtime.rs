@@ -1,8 +1,9 @@
 //! `cargo xtask gpu-runtime`: the trace runtime checked on a GPU. Builds
 //! tests/gpu/runtime_check.cu with `-DKWB_TRACE` (once with the default buffer, once
 //! with a buffer of 4 records in one shard, once recording absmax only, once with no
-//! samples, whose records are written whole, once with records in mapped host
-//! memory), runs it with `KWB_TRACE_OUT`, decodes
+//! samples, whose records are written whole, once folding every call into the summary
+//! table, once with records in mapped host memory, once keeping full tiles), runs it
+//! with `KWB_TRACE_OUT`, decodes
 //! the trace and compares every record with the statistics below, worked out by
 //! hand from the formulas in that file: counts before and after the row filter,
 //! minimum, maximum, absmax, NaN and Inf counts, and the sampled values with their
@@ -409,9 +410,12 @@ struct Build {
     /// Records carry samples (not a `KWB_TRACE_VALUES=0` build, whose records the
     /// warp writes whole in one coalesced store).
     samples: bool,
+    /// Probes fold into the summary table (`KWB_TRACE_SUMMARY`): no records; the
+    /// summary section is checked instead.
+    summary: bool,
 }
 
-const BUILDS: [Build; 6] = [
+const BUILDS: [Build; 7] = [
     Build {
         name: "default buffer",
         defines: &[],
@@ -419,6 +423,7 @@ const BUILDS: [Build; 6] = [
         minmax: true,
         full: false,
         samples: true,
+        summary: false,
     },
     Build {
         name: "4-record buffer",
@@ -427,6 +432,7 @@ const BUILDS: [Build; 6] = [
         minmax: true,
         full: false,
         samples: true,
+        summary: false,
     },
     Build {
         name: "absmax only",
@@ -435,6 +441,7 @@ const BUILDS: [Build; 6] = [
         minmax: false,
         full: false,
         samples: true,
+        summary: false,
     },
     Build {
         name: "no values, absmax only",
@@ -443,6 +450,16 @@ const BUILDS: [Build; 6] = [
         minmax: false,
         full: false,
         samples: false,
+        summary: false,
+    },
+    Build {
+        name: "summary",
+        defines: &["KWB_TRACE_SUMMARY"],
+        overflow: Some((0, 0)),
+        minmax: false,
+        full: false,
+        samples: false,
+        summary: true,
     },
     Build {
         name: "mapped records",
@@ -451,6 +468,7 @@ const BUILDS: [Build; 6] = [
         minmax: true,
         full: false,
         samples: true,
+        summary: false,
     },
     Build {
         name: "full tiles",
@@ -459,6 +477,7 @@ const BUILDS: [Build; 6] = [
         minmax: true,
         full: true,
         samples: true,
+        summary: false,
     },
 ];
 
@@ -574,6 +593,14 @@ pub fn run(root: &Path, out: &Path) -> Result {
         kwb_toolchain::compile_executable(&toolchain, &source, &flags, &binary)?;
         let trace = run_check(&binary, &dir.join(format!("runtime_check.{index}.trace")))?;
         let mut problems = judge(&trace, &expect, build);
+        if build.summary {
+            problems.extend(judge_summary(&trace, &expect));
+        } else if !trace.summary.is_empty() {
+            problems.push(format!(
+                "{} summary entries in a build without a summary",
+                trace.summary.len()
+            ));
+        }
         if build.full {
             problems.extend(judge_tiles(&trace));
         } else if !trace.tiles.is_empty() {
@@ -583,11 +610,12 @@ pub fn run(root: &Path, out: &Path) -> Result {
             ));
         }
         report.push_str(&format!(
-            "{}: {} records, {} dropped, {} tile values: {}\n",
+            "{}: {} records, {} dropped, {} tile values, {} summary entries: {}\n",
             build.name,
             trace.records.len(),
             trace.dropped,
             trace.tiles.len(),
+            trace.summary.len(),
             if problems.is_empty() { "ok" } else { "FAILED" }
         ));
         for p in &problems {
@@ -621,6 +649,159 @@ fn run_check(binary: &Path, trace: &PathBuf) -> Result<Trace> {
     kwb_runtime::decode(&bytes).map_err(|e| Failure(format!("{}: {e}", trace.display())))
 }
 
+/// Every problem of a summary build's table: each site of the one-CTA check folded
+/// (its records' counts summed, its absmax, CTA (0, 0, 0) for the peak and for the
+/// first NaN or Inf where there is one), and summary_grid's site 16 over 30 CTAs.
+fn judge_summary(trace: &Trace, expect: &[Expect]) -> Vec<String> {
+    let mut bad = Vec::new();
+    let tag = kwb_runtime::tag("runtime_check");
+    let mut check = |what: String, got: String, want: String| {
+        if got != want {
+            bad.push(format!("summary {what}: got {got}, want {want}"));
+        }
+    };
+    check(
+        "grid".into(),
+        format!("{:?}", trace.summary_grid),
+        "[5, 3, 2]".into(),
+    );
+    check(
+        "K-tile rows".into(),
+        trace.summary_k_tiles.to_string(),
+        "256".into(),
+    );
+    // Site 64 is past the table's 64 sites: CTA (0, 0, 0)'s two warps, one call each.
+    check(
+        "dropped".into(),
+        trace.summary_dropped.to_string(),
+        "2".into(),
+    );
+    for e in expect {
+        let rows: Vec<_> = trace.summary.iter().filter(|r| r.site == e.site).collect();
+        let n = e.records as u64;
+        let sum = |f: fn(&kwb_runtime::SummaryEntry) -> u64| rows.iter().map(|r| f(r)).sum::<u64>();
+        let site = |what: &str| format!("site {} {what}", e.site);
+        check(site("probes"), sum(|r| r.probes).to_string(), n.to_string());
+        check(
+            site("count"),
+            sum(|r| r.count).to_string(),
+            (n * u64::from(e.count)).to_string(),
+        );
+        check(
+            site("seen"),
+            sum(|r| r.seen).to_string(),
+            (n * u64::from(e.seen)).to_string(),
+        );
+        check(
+            site("NaN"),
+            sum(|r| r.nan_count).to_string(),
+            (n * u64::from(e.nans)).to_string(),
+        );
+        check(
+            site("Inf"),
+            sum(|r| r.inf_count).to_string(),
+            (n * u64::from(e.infs)).to_string(),
+        );
+        let absmax = rows.iter().map(|r| r.absmax).fold(0.0_f32, f32::max);
+        check(site("absmax"), absmax.to_string(), e.absmax.to_string());
+        // Site 0 is probed at K tile = warp (0 and 1); the others at one K tile.
+        let k_tiles: Vec<i32> = rows.iter().map(|r| r.k_tile).collect();
+        let want_k: Vec<i32> = match e.k_tile {
+            Some(k) => vec![k],
+            None if e.site == 0 => vec![0, 1],
+            None => vec![-1],
+        };
+        check(
+            site("K tiles"),
+            format!("{k_tiles:?}"),
+            format!("{want_k:?}"),
+        );
+        for r in &rows {
+            check(
+                site("kind"),
+                format!("{:?}", r.kind()),
+                format!("{:?}", Some(e.kind)),
+            );
+            check(site("tag"), r.tag.to_string(), tag.to_string());
+            check(
+                site("k_end"),
+                r.k_end.to_string(),
+                (r.k_tile + 1).to_string(),
+            );
+            check(
+                site("peak CTA"),
+                format!("{:?}", r.peak_cta()),
+                "Some([0, 0, 0])".into(),
+            );
+            let bad_cta = (e.nans + e.infs > 0).then_some([0_u32, 0, 0]);
+            check(
+                site("first bad CTA"),
+                format!("{:?}", r.bad_cta()),
+                format!("{bad_cta:?}"),
+            );
+        }
+    }
+    // Site 16: 30 CTAs x 2 warps x 32 lanes x 4 values in each of two rows.
+    let grid: Vec<_> = trace.summary.iter().filter(|r| r.site == 16).collect();
+    let row = |k: i32| grid.iter().find(|r| r.k_tile == k);
+    match (row(0), row(254)) {
+        (Some(first), Some(last)) => {
+            for (r, name, absmax) in [(first, "K tile 0", 960.0_f32), (last, "last row", 1920.0)] {
+                let what = |field: &str| format!("site 16 {name} {field}");
+                check(what("probes"), r.probes.to_string(), "60".into());
+                check(what("count"), r.count.to_string(), "7680".into());
+                check(what("absmax"), r.absmax.to_string(), absmax.to_string());
+                // The largest |v| is CTA 29's, (4, 2, 1); K tile 0's NaNs (lane 5 of
+                // both warps of CTAs 18 and 22) do not count towards it.
+                check(
+                    what("peak CTA"),
+                    format!("{:?}", r.peak_cta()),
+                    "Some([4, 2, 1])".into(),
+                );
+            }
+            check(
+                "site 16 K tile 0 NaN".into(),
+                first.nan_count.to_string(),
+                "4".into(),
+            );
+            check(
+                "site 16 K tile 0 first bad CTA".into(),
+                format!("{:?}", first.bad_cta()),
+                "Some([3, 0, 1])".into(),
+            );
+            check(
+                "site 16 last row k_end".into(),
+                last.k_end.to_string(),
+                i32::MAX.to_string(),
+            );
+            check(
+                "site 16 last row NaN".into(),
+                last.nan_count.to_string(),
+                "0".into(),
+            );
+            check(
+                "site 16 last row bad CTA".into(),
+                format!("{:?}", last.bad_cta()),
+                "None".into(),
+            );
+        }
+        _ => bad.push(format!(
+            "summary site 16: rows at K tiles {:?}, want 0 and 254 (the last row)",
+            grid.iter().map(|r| r.k_tile).collect::<Vec<_>>()
+        )),
+    }
+    let sites: Vec<u32> = expect.iter().map(|e| e.site).chain([16]).collect();
+    for r in &trace.summary {
+        if !sites.contains(&r.site) {
+            bad.push(format!(
+                "summary: an entry for site {}, which no probe called",
+                r.site
+            ));
+        }
+    }
+    bad
+}
+
 /// Every problem of a trace against the expectations.
 fn judge(trace: &Trace, expect: &[Expect], build: &Build) -> Vec<String> {
     let overflow = build.overflow;
@@ -636,7 +817,7 @@ fn judge(trace: &Trace, expect: &[Expect], build: &Build) -> Vec<String> {
     }
     for e in expect {
         let records: Vec<_> = trace.records.iter().filter(|r| r.site == e.site).collect();
-        if overflow.is_none() && records.len() != e.records {
+        if overflow.is_none() && records.len() != e.records && !build.summary {
             problems.push(format!(
                 "site {}: {} records, want {}",
                 e.site,

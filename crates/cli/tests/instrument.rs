@@ -149,6 +149,45 @@ fn full_tile_needs_one_cta_and_defines_the_macro() {
 }
 
 #[test]
+fn summary_defines_the_macro_and_refuses_samples() {
+    let dir = TempDir::new().unwrap();
+    write(dir.path(), "gemm.cu", KERNEL);
+    let run = instrument(
+        dir.path(),
+        &["gemm.cu", "-o", "out.cu", "--summary", "--values", "4"],
+    );
+    assert_eq!(run.code, 2);
+    assert!(run.stderr.contains("keeps no samples"), "{}", run.stderr);
+    assert!(!dir.path().join("out.cu").exists());
+    let run = instrument(
+        dir.path(),
+        &[
+            "gemm.cu",
+            "-o",
+            "out.cu",
+            "--summary",
+            "--full-tile",
+            "--cta",
+            "0,0,0",
+        ],
+    );
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(!dir.path().join("out.cu").exists());
+    let run = instrument(
+        dir.path(),
+        &["gemm.cu", "-o", "out.cu", "--summary", "--cta", "all"],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let out = std::fs::read_to_string(dir.path().join("out.cu")).unwrap();
+    assert!(out.contains("#define KWB_TRACE_SUMMARY 1"));
+    assert!(out.find("#define KWB_TRACE_SUMMARY 1") < out.find("namespace kwb"));
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("gemm.cu")).unwrap(),
+        KERNEL
+    );
+}
+
+#[test]
 fn unknown_kernel_and_out_of_scope_gate_write_nothing() {
     let dir = TempDir::new().unwrap();
     write(dir.path(), "gemm.cu", KERNEL);

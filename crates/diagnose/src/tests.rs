@@ -45,6 +45,7 @@ fn trace(records: Vec<TraceRecord>) -> Trace {
         tiles: Vec::new(),
         tile_dropped: 0,
         tile_capacity: 0,
+        ..Trace::default()
     }
 }
 

@@ -1,7 +1,7 @@
 //! `KWB_TRACE`: what to instrument, as `key=value` pairs separated by `;` (or, with
 //! `KWB_TRACE=@FILE`, one pair a line in FILE, `#` starting a comment). Keys:
 //! `kernel`, `gate`, `probe`, `cta`, `k-tiles`, `rows`, `values`, `full-tile`,
-//! `absmax-only`, `overlay` (`on`, the default: also instrument the included headers
+//! `absmax-only`, `summary`, `overlay` (`on`, the default: also instrument the included headers
 //! that hold a staged mainloop; `off`). An unknown key or a bad value is an error: a
 //! build never goes on silently without the probes it was asked for.
 
@@ -9,7 +9,7 @@ use kwb_instrument::{Config, Probes, options};
 
 /// The keys `KWB_TRACE` takes.
 pub const KEYS: &str =
-    "kernel, gate, probe, cta, k-tiles, rows, values, full-tile, absmax-only, overlay";
+    "kernel, gate, probe, cta, k-tiles, rows, values, full-tile, absmax-only, summary, overlay";
 
 /// A parsed `KWB_TRACE`.
 #[derive(Clone, Debug)]
@@ -74,6 +74,7 @@ impl Spec {
                 }
                 "full-tile" => config.full_tile = flag(value)?,
                 "absmax-only" => config.absmax_only = flag(value)?,
+                "summary" => config.summary = flag(value)?,
                 "overlay" => overlay = flag(value)?,
                 other => {
                     return Err(format!(
@@ -92,6 +93,11 @@ impl Spec {
             return Err(
                 "`full-tile` keeps one CTA's tiles: give `cta=X,Y,Z`, not `all`".to_owned(),
             );
+        }
+        if let Some(conflict) =
+            options::summary_conflict(config.summary, config.values, config.full_tile)
+        {
+            return Err(format!("`summary`: {conflict}"));
         }
         Ok(Spec {
             config,
@@ -128,6 +134,15 @@ mod tests {
             ),
             (None, Some(0), true, false)
         );
+    }
+
+    #[test]
+    fn a_summary_screens_every_cta() {
+        let s = Spec::parse("cta=all;summary;probe=accumulator,epilogue").unwrap();
+        assert!(s.config.summary);
+        assert_eq!(s.config.cta, None);
+        let e = Spec::parse("cta=all;summary;values=4").unwrap_err();
+        assert!(e.contains("`summary`: a summary keeps no samples"), "{e}");
     }
 
     #[test]

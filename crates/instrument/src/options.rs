@@ -44,9 +44,48 @@ pub fn k_tiles(text: &str) -> Result<(u32, u32), String> {
     Ok((a, b))
 }
 
+/// Why a summary (`--summary`, `summary`) cannot be asked for with these options, if
+/// it cannot: it keeps no samples and no tiles.
+pub fn summary_conflict(summary: bool, values: Option<u32>, full_tile: bool) -> Option<String> {
+    if !summary {
+        return None;
+    }
+    if let Some(n @ 1..) = values {
+        return Some(format!(
+            "a summary keeps no samples, so it cannot keep {n} values a record; drop the values \
+             option (or give 0), or drop the summary to trace records with samples"
+        ));
+    }
+    if full_tile {
+        return Some(
+            "a summary folds every CTA into one table and keeps no tiles; trace one CTA \
+             with the full tile and without the summary"
+                .to_owned(),
+        );
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_summary_takes_no_samples_or_tiles() {
+        assert_eq!(summary_conflict(false, Some(8), true), None);
+        assert_eq!(summary_conflict(true, Some(0), false), None);
+        assert_eq!(summary_conflict(true, None, false), None);
+        assert!(
+            summary_conflict(true, Some(3), false)
+                .unwrap()
+                .contains("3 values")
+        );
+        assert!(
+            summary_conflict(true, None, true)
+                .unwrap()
+                .contains("no tiles")
+        );
+    }
 
     #[test]
     fn options_read_and_refuse() {

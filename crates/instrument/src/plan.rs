@@ -108,6 +108,11 @@ pub struct Config {
     /// Also keep every value each probe looks at, with its coordinates (the whole
     /// tile; meant for one CTA): `kwb trace show --npy` writes them out.
     pub full_tile: bool,
+    /// Fold every probe call into one table per site and K tile (values counted,
+    /// absmax, NaN and Inf counts, the CTA of the peak and of the first NaN/Inf)
+    /// instead of a record per warp: the probes claim nothing and wait for nothing, and
+    /// nothing is dropped. For screening every CTA; keeps no samples, min or max.
+    pub summary: bool,
     /// A row bound (a C++ expression in the kernel's scope, e.g. `kBatchRows`):
     /// values on MMA-tile rows at or past it are padding and stay out of the
     /// statistics. Applies where the fragment layout is known (mma.sync m16n8k16
@@ -151,6 +156,9 @@ impl Config {
         }
         if self.full_tile {
             pairs.push(("KWB_TRACE_FULL", "1".to_owned()));
+        }
+        if self.summary {
+            pairs.push(("KWB_TRACE_SUMMARY", "1".to_owned()));
         }
         pairs
             .iter()

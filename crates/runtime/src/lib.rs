@@ -31,8 +31,7 @@ pub use crate::record::{
 };
 pub use crate::tag::{UNGATED, tag};
 pub use crate::trace_file::{
-    FILE_MAGIC, SUMMARY_MAGIC, SiteInfo, SummaryEntry, TILE_MAGIC, TileValue, Trace, decode,
-    encode,
+    FILE_MAGIC, SUMMARY_MAGIC, SiteInfo, SummaryEntry, TILE_MAGIC, TileValue, Trace, decode, encode,
 };
 
 /// The text of `kwb_trace.cuh`, for the instrumenter to emit inline or write out.

@@ -229,7 +229,7 @@ fn declared_constant(header: &str, name: &str) -> String {
                 .and_then(|rest| rest.strip_suffix(';'));
             define.or(constexpr)
         })
-        .last()
+        .next_back()
         .unwrap_or_else(|| panic!("kwb_trace.cuh defines {name}"))
         .to_owned()
 }

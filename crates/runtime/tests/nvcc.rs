@@ -356,7 +356,10 @@ fn summary_probes_only_reduce() {
     assert!(!gated.contains("ATOMG"), "{gated}");
     // The table is a module global under the name the symbols module gives.
     let elf = run(&bin, "cuobjdump", &["-elf", object.to_str().unwrap()], dir);
-    assert!(elf.contains(kwb_runtime::symbols::SUMMARY), "no summary table");
+    assert!(
+        elf.contains(kwb_runtime::symbols::SUMMARY),
+        "no summary table"
+    );
     // Samples have nowhere to go in a summary: asking for them is a compile error.
     let rejected = std::process::Command::new(bin.join("nvcc"))
         .current_dir(dir)

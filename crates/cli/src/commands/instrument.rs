@@ -54,12 +54,18 @@ pub struct Args {
     /// value): the cheap screen of every CTA
     #[arg(long)]
     absmax_only: bool,
+    /// Fold every probe call into one table per site and K tile instead of a record per
+    /// warp: values counted, absmax, NaN/Inf counts and the CTAs that saw the peak and
+    /// the first NaN/Inf. Probes claim nothing and wait for nothing, and nothing is
+    /// dropped: the cheap screen of every CTA (no samples, min or max)
+    #[arg(long, conflicts_with = "full_tile")]
+    summary: bool,
     /// Also keep every value each probe looks at, with its coordinates (needs --cta X,Y,Z:
     /// one CTA's tiles); `kwb trace show --npy DIR` writes them as .npy files
     #[arg(long)]
     full_tile: bool,
     /// Remove every kwb insertion instead, restoring the original byte for byte
-    #[arg(long, conflicts_with_all = ["kernel", "gate", "probe", "cta", "k_tiles", "rows", "values", "absmax_only", "full_tile", "overlay"])]
+    #[arg(long, conflicts_with_all = ["kernel", "gate", "probe", "cta", "k_tiles", "rows", "values", "absmax_only", "summary", "full_tile", "overlay"])]
     strip: bool,
     /// Print the rewrite as a unified diff
     #[arg(long)]
@@ -117,10 +123,18 @@ enum OutputError {
     #[diagnostic(
         code(kwb::instrument::full_tile_needs_cta),
         help(
-            "add --cta X,Y,Z (find the CTA first: --probe final,epilogue --values 0 --absmax-only on every CTA)"
+            "add --cta X,Y,Z (find the CTA first: --probe final,epilogue --summary on every CTA)"
         )
     )]
     FullTileNeedsCta,
+    #[error("{0}")]
+    #[diagnostic(
+        code(kwb::instrument::summary_conflict),
+        help(
+            "--summary screens every CTA cheaply; trace one CTA without it for samples and tiles"
+        )
+    )]
+    SummaryConflict(String),
     #[error("cannot write {path}: {source}")]
     #[diagnostic(
         code(kwb::instrument::unwritable),
@@ -135,6 +149,12 @@ enum OutputError {
 pub fn run(args: Args) -> i32 {
     if args.full_tile && args.cta.as_ref().and_then(|c| c.0).is_none() {
         render::error(Report::new(OutputError::FullTileNeedsCta));
+        return exit::INPUT;
+    }
+    if let Some(conflict) =
+        kwb_instrument::options::summary_conflict(args.summary, args.values, args.full_tile)
+    {
+        render::error(Report::new(OutputError::SummaryConflict(conflict)));
         return exit::INPUT;
     }
     if crate::output::same_file(&args.file, &args.output) {
@@ -161,6 +181,7 @@ pub fn run(args: Args) -> i32 {
             values: args.values,
             absmax_only: args.absmax_only,
             full_tile: args.full_tile,
+            summary: args.summary,
             rows: args.rows.clone(),
             // With an overlay the gate targets one of many files' kernels.
             lenient_gate: args.overlay.is_some(),

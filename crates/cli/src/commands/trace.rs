@@ -71,6 +71,80 @@ struct Shown {
     /// The CTAs that wrote records, with their tile origin where a probe had it.
     ctas: Vec<Cta>,
     rows: Vec<Row>,
+    /// A summary build's table (`--summary`), folded over every admitted CTA.
+    summary: Option<Summary>,
+}
+
+/// The summary section of a `--summary` trace.
+#[derive(Serialize)]
+struct Summary {
+    /// The grid its CTAs were decoded with (zeros: unknown).
+    grid: [u32; 3],
+    /// The table's K-tile rows: the last also holds every later K tile.
+    k_tiles: u32,
+    /// Probe calls of sites past the table, not folded in.
+    dropped: u64,
+    rows: Vec<SummaryRow>,
+}
+
+/// One site and K tile of a summary: every admitted CTA's and warp's calls folded.
+#[derive(Serialize)]
+struct SummaryRow {
+    site: u32,
+    line: Option<u32>,
+    text: Option<String>,
+    kind: String,
+    tag: String,
+    k_tile: i32,
+    /// True for the table's last row, which also holds every later K tile.
+    later_k_tiles: bool,
+    /// Probe calls folded in (one per warp and call).
+    probes: u64,
+    count: u64,
+    absmax: f32,
+    nan: u64,
+    inf: u64,
+    /// A CTA whose values reached absmax (null: the grid was unknown).
+    peak_cta: Option<[u32; 3]>,
+    /// The lowest-numbered CTA that counted a NaN or an Inf (null: none did).
+    first_bad_cta: Option<[u32; 3]>,
+}
+
+fn summary(trace: &kwb_runtime::Trace) -> Option<Summary> {
+    if trace.summary_k_tiles == 0 && trace.summary.is_empty() {
+        return None;
+    }
+    let rows = trace
+        .summary
+        .iter()
+        .map(|e| {
+            let site = trace.site(e.site);
+            SummaryRow {
+                site: e.site,
+                line: site.map(|s| s.line),
+                text: site.map(|s| s.text.clone()),
+                kind: e
+                    .kind()
+                    .map_or_else(|| format!("kind {}", e.kind), |k| format!("{k:?}")),
+                tag: format!("0x{:08x}", e.tag),
+                k_tile: e.k_tile,
+                later_k_tiles: e.holds_later_k_tiles(),
+                probes: e.probes,
+                count: e.count,
+                absmax: e.absmax,
+                nan: e.nan_count,
+                inf: e.inf_count,
+                peak_cta: e.peak_cta(),
+                first_bad_cta: e.bad_cta(),
+            }
+        })
+        .collect();
+    Some(Summary {
+        grid: trace.summary_grid,
+        k_tiles: trace.summary_k_tiles,
+        dropped: trace.summary_dropped,
+        rows,
+    })
 }
 
 /// One CTA of the trace and the origin of its output tile (the kernel's own
@@ -202,6 +276,7 @@ pub fn show(args: ShowArgs) -> i32 {
         npy_files,
         ctas: ctas.into_values().collect(),
         rows: rows.into_values().collect(),
+        summary: summary(&trace),
     };
     let mut out = std::io::stdout().lock();
     let written = if args.json {
@@ -272,6 +347,12 @@ fn human(out: &mut impl Write, shown: &Shown) -> std::io::Result<()> {
             many.len()
         )?,
     }
+    if let Some(summary) = &shown.summary {
+        summary_table(out, summary)?;
+        if shown.rows.is_empty() {
+            return Ok(());
+        }
+    }
     writeln!(
         out,
         "{:>4} {:>6} {:>12} {:>7} {:>10} {:>12} {:>12} {:>12} {:>5} {:>5}  first values",
@@ -279,11 +360,8 @@ fn human(out: &mut impl Write, shown: &Shown) -> std::io::Result<()> {
     )?;
     for r in &shown.rows {
         let k = match (r.k_tile, r.call) {
-            (k, _) if k >= 0 => k.to_string(),
             (_, Some(call)) => format!("#{call}"),
-            _ if r.kind == "Epilogue" => "out".to_owned(),
-            _ if r.kind == "TileContext" => "-".to_owned(),
-            _ => "final".to_owned(),
+            (k, None) => k_tile_label(k, &r.kind),
         };
         let opt = |v: Option<f32>| v.map_or("-".to_owned(), |v| format!("{v}"));
         let first: Vec<String> = r
@@ -306,6 +384,68 @@ fn human(out: &mut impl Write, shown: &Shown) -> std::io::Result<()> {
             r.nan,
             r.inf,
             first.join(" ")
+        )?;
+    }
+    Ok(())
+}
+
+/// How a K tile reads in a table: its index, or what a probe outside the K loop saw.
+fn k_tile_label(k_tile: i32, kind: &str) -> String {
+    match k_tile {
+        k if k >= 0 => k.to_string(),
+        _ if kind == "Epilogue" => "out".to_owned(),
+        _ if kind == "TileContext" => "-".to_owned(),
+        _ => "final".to_owned(),
+    }
+}
+
+/// A summary's table: per site and K tile, every admitted CTA folded.
+fn summary_table(out: &mut impl Write, summary: &Summary) -> std::io::Result<()> {
+    let [gx, gy, gz] = summary.grid;
+    let grid = if gx == 0 {
+        "grid unknown: no CTA places".to_owned()
+    } else {
+        format!("grid ({gx}, {gy}, {gz})")
+    };
+    writeln!(
+        out,
+        "summary of every admitted CTA: {} site/K-tile rows, {grid}{}",
+        summary.rows.len(),
+        if summary.dropped > 0 {
+            format!(
+                "; {} probe calls of sites past the table were not folded in (raise KWB_TRACE_SUMMARY_SITES)",
+                summary.dropped
+            )
+        } else {
+            String::new()
+        }
+    )?;
+    writeln!(
+        out,
+        "{:>4} {:>6} {:>12} {:>7} {:>8} {:>12} {:>12} {:>8} {:>8}  {:<15} first NaN/Inf at",
+        "site", "line", "kind", "k tile", "calls", "values", "absmax", "NaN", "Inf", "peak at"
+    )?;
+    let cta =
+        |c: Option<[u32; 3]>| c.map_or("-".to_owned(), |[x, y, z]| format!("({x}, {y}, {z})"));
+    for r in &summary.rows {
+        let mut k = k_tile_label(r.k_tile, &r.kind);
+        if r.later_k_tiles {
+            k.push('+');
+        }
+        writeln!(
+            out,
+            "{:>4} {:>6} {:>12} {:>7} {:>8} {:>12} {:>12} {:>8} {:>8}  {:<15} {}",
+            r.site,
+            r.line.map_or("-".to_owned(), |l| l.to_string()),
+            r.kind,
+            k,
+            r.probes,
+            r.count,
+            r.absmax,
+            r.nan,
+            r.inf,
+            cta(r.peak_cta),
+            cta(r.first_bad_cta)
         )?;
     }
     Ok(())

@@ -103,8 +103,20 @@ fn with_summary(entries: &[Vec<u8>], dropped: u64, grid: [u32; 3]) -> Vec<u8> {
 fn decodes_summary_entries() {
     let entries = [
         summary_entry((1, 3, -1, 0), (264, 1024, 0, 0), 2.5, [3, 1, 0], [-1; 3]),
-        summary_entry((1, 3, 7, 8), (264, 1024, 2, 1), 1.0e30, [0, 0, 0], [5, 0, 0]),
-        summary_entry((2, 4, 254, i32::MAX), (8, 64, 0, 0), 0.0, [131, 0, 0], [-1; 3]),
+        summary_entry(
+            (1, 3, 7, 8),
+            (264, 1024, 2, 1),
+            1.0e30,
+            [0, 0, 0],
+            [5, 0, 0],
+        ),
+        summary_entry(
+            (2, 4, 254, i32::MAX),
+            (8, 64, 0, 0),
+            0.0,
+            [131, 0, 0],
+            [-1; 3],
+        ),
     ];
     let trace = decode(&with_summary(&entries, 4, [132, 1, 1])).unwrap();
     assert_eq!(trace.summary_dropped, 4);
@@ -112,11 +124,17 @@ fn decodes_summary_entries() {
     assert_eq!(trace.summary_grid, [132, 1, 1]);
     assert_eq!(trace.summary.len(), 3);
     let [first, second, last] = [&trace.summary[0], &trace.summary[1], &trace.summary[2]];
-    assert_eq!((first.site, first.kind(), first.k_tile), (1, Some(Kind::Accumulator), -1));
+    assert_eq!(
+        (first.site, first.kind(), first.k_tile),
+        (1, Some(Kind::Accumulator), -1)
+    );
     assert_eq!((first.count, first.seen, first.probes), (1024, 1027, 264));
     assert_eq!(first.peak_cta(), Some([3, 1, 0]));
     assert_eq!(first.bad_cta(), None);
-    assert_eq!((second.nan_count, second.inf_count, second.absmax), (2, 1, 1.0e30));
+    assert_eq!(
+        (second.nan_count, second.inf_count, second.absmax),
+        (2, 1, 1.0e30)
+    );
     assert_eq!(second.bad_cta(), Some([5, 0, 0]));
     assert!(!second.holds_later_k_tiles());
     assert!(last.holds_later_k_tiles());
@@ -126,10 +144,19 @@ fn decodes_summary_entries() {
 
 #[test]
 fn a_summary_entry_that_holds_no_k_tile_is_an_error() {
-    let entries = [summary_entry((1, 3, 7, 7), (1, 1, 0, 0), 1.0, [0; 3], [-1; 3])];
+    let entries = [summary_entry(
+        (1, 3, 7, 7),
+        (1, 1, 0, 0),
+        1.0,
+        [0; 3],
+        [-1; 3],
+    )];
     let err = decode(&with_summary(&entries, 0, [1, 1, 1])).unwrap_err();
     assert!(matches!(err, TraceError::BadSummary { .. }), "{err}");
-    assert!(err.to_string().contains("entry 0 holds K tiles 7..7"), "{err}");
+    assert!(
+        err.to_string().contains("entry 0 holds K tiles 7..7"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -141,7 +168,13 @@ fn a_bad_or_truncated_summary_section_is_an_error() {
         decode(&bytes).unwrap_err(),
         TraceError::BadSummary { .. }
     ));
-    let entries = [summary_entry((0, 3, 0, 1), (1, 1, 0, 0), 1.0, [0; 3], [-1; 3])];
+    let entries = [summary_entry(
+        (0, 3, 0, 1),
+        (1, 1, 0, 0),
+        1.0,
+        [0; 3],
+        [-1; 3],
+    )];
     let mut bytes = with_summary(&entries, 0, [1, 1, 1]);
     bytes.truncate(bytes.len() - 8);
     assert!(matches!(
@@ -534,6 +567,12 @@ fn records_without_an_origin_take_their_warps_tile_context() {
     // Another CTA's warp 2 is another warp.
     let mut other = at(Kind::Accumulator, 2, none);
     other.cta_x = 9;
-    let trace = decode(&file(VERSION, RECORD_SIZE as u32, &[], &[records[1], other])).unwrap();
+    let trace = decode(&file(
+        VERSION,
+        RECORD_SIZE as u32,
+        &[],
+        &[records[1], other],
+    ))
+    .unwrap();
     assert_eq!((trace.records[1].tile_m, trace.records[1].tile_n), none);
 }
