@@ -47,14 +47,15 @@
 //                       KWB_TRACE_MINMAX default to 0 and must stay 0), writes no
 //                       TileContext, and takes neither KWB_TRACE_FULL nor
 //                       KWB_TRACE_MAPPED. The trace file's summary section holds it.
-//   KWB_TRACE_SUMMARY_SITES    site ids the table has rows for (default 64); calls of
+//   KWB_TRACE_SUMMARY_SITES    site ids the table has rows for (default 32); calls of
 //                       a site past them are counted as dropped.
 //   KWB_TRACE_SUMMARY_K_TILES  rows per site (default 256): one for K tile -1 (outside
 //                       the K loop), one per K tile 0.., the last also holding every
 //                       later K tile.
-//   KWB_TRACE_SUMMARY_STRIPES  copies of each row (default 8), CTA c adding into copy
-//                       c % stripes, so the reductions of concurrent CTAs spread over
-//                       several lines; the flush folds them.
+//   KWB_TRACE_SUMMARY_STRIPES  copies of each row (default 64), warp w of the grid
+//                       adding into copy w % stripes, so the reductions of concurrent
+//                       warps spread over many L2 lines; the flush folds them. The
+//                       table is 64 bytes * sites * rows * stripes (32 MiB by default).
 //   KWB_TRACE_CTA_X/Y/Z the CTA the probes record at start-up (default -1: any).
 //   KWB_TRACE_K_BEGIN/END  the K tiles they record at start-up, [begin, end)
 //                       (default 0 and INT_MAX: all).
@@ -111,13 +112,13 @@
 #endif
 #endif
 #ifndef KWB_TRACE_SUMMARY_SITES
-#define KWB_TRACE_SUMMARY_SITES 64
+#define KWB_TRACE_SUMMARY_SITES 32
 #endif
 #ifndef KWB_TRACE_SUMMARY_K_TILES
 #define KWB_TRACE_SUMMARY_K_TILES 256
 #endif
 #ifndef KWB_TRACE_SUMMARY_STRIPES
-#define KWB_TRACE_SUMMARY_STRIPES 8
+#define KWB_TRACE_SUMMARY_STRIPES 64
 #endif
 #ifndef KWB_TRACE_CAPACITY
 #define KWB_TRACE_CAPACITY 262144
@@ -432,7 +433,8 @@ struct SummaryEntry {
   int32_t k_end;        // one past the last: k_tile + 1, or INT_MAX for the table's last
                         // row (every later K tile too)
   uint32_t reserved;    // 0
-  uint64_t probes;      // probe calls (one per warp and call) folded in
+  uint64_t probes;      // probe calls (one per warp and call) folded in (each of the
+                        // table's stripes counts them modulo 2^24)
   uint64_t count;       // values that passed the row filter
   uint64_t seen;        // values looked at before the row filter
   uint64_t nan_count;   // counted values that are NaN
@@ -639,23 +641,25 @@ __host__ __device__ constexpr auto fitted(const C& coord) {
 
 #ifdef KWB_TRACE_SUMMARY
 // One stripe of one summary row as the probes add into it (device memory only: the
-// flush folds a row's stripes into a SummaryEntry). 64 bytes, so each stripe is half
-// a 128-byte line and no two rows share a 32-byte sector.
+// flush folds a row's stripes into a SummaryEntry). A call costs two reductions in the
+// common case (the peak and the count; the rest only when non-zero), and concurrent
+// warps spread over the stripes: reductions to one address queue at one L2 slice, and
+// every CTA's warps reach the same rows at about the same time.
 struct alignas(64) SummaryCell {
-  unsigned long long peak;    // max of (bits of absmax) << 32 | linear CTA id
-  unsigned long long count;   // the five sums, in this order (one lane adds each)
-  unsigned long long seen;
+  unsigned long long peak;      // max of (bits of absmax) << 32 | linear CTA id
+  unsigned long long count;     // values counted + calls << summary_call_shift
+  unsigned long long filtered;  // values looked at but left out by the row filter
   unsigned long long nans;
   unsigned long long infs;
-  unsigned long long probes;
-  uint32_t kind;              // the site's kind and tag (every call stores the same)
-  uint32_t tag;
-  uint32_t bad;               // max of ~(linear CTA id) over calls that counted a NaN or
-                              // an Inf (the lowest such CTA); 0: none
-  uint32_t unused;
+  uint32_t bad;                 // max of ~(linear CTA id) over calls that counted a NaN
+                                // or an Inf (the lowest such CTA); 0: none
+  uint32_t unused[5];
 };
 static_assert(sizeof(SummaryCell) == 64, "a summary cell is 64 bytes");
-// The table's cells: site-major, then K-tile row, then stripe.
+// `count` holds the values in its low 40 bits and the calls above them (modulo 2^24).
+inline constexpr int summary_call_shift = 40;
+// The table's cells: stripe-major, then site, then K-tile row, so the cells of one
+// line (two) are two K tiles of one stripe, which concurrent warps do not share.
 inline constexpr long long summary_cells = static_cast<long long>(KWB_TRACE_SUMMARY_SITES) *
                                            KWB_TRACE_SUMMARY_K_TILES *
                                            KWB_TRACE_SUMMARY_STRIPES;
@@ -673,6 +677,7 @@ extern __device__ unsigned long long trace_tile_dropped;
 #endif
 #ifdef KWB_TRACE_SUMMARY
 extern __device__ SummaryCell trace_summary[summary_cells];
+extern __device__ uint2 trace_summary_kinds[KWB_TRACE_SUMMARY_SITES];
 extern __device__ unsigned long long trace_summary_dropped;
 extern __device__ uint4 trace_summary_grid;
 #endif
@@ -691,6 +696,8 @@ __device__ unsigned long long trace_tile_dropped;  // values not written: buffer
 #endif
 #ifdef KWB_TRACE_SUMMARY
 __device__ SummaryCell trace_summary[summary_cells];
+// Per site: (kind, tag), stored by a call that finds them unset.
+__device__ uint2 trace_summary_kinds[KWB_TRACE_SUMMARY_SITES];
 __device__ unsigned long long trace_summary_dropped;  // calls of sites past the table
 // The grid (x, y, z, 1 once written): stored by one warp of one admitted CTA per call,
 // so the flush can decode linear CTA ids.
@@ -1236,22 +1243,27 @@ __device__ __forceinline__ Totals totals(unsigned mask, const Stats& s) {
 
 #ifdef KWB_TRACE_SUMMARY
 // The summary's stand-in for writing a record: the warp's totals added into the row of
-// (site, K tile), in the stripe of its CTA. Each of the first eight active lanes does
-// one thing, so it is a handful of single-lane reductions whose results nothing waits
-// for (RED, not ATOM): the peak, the five sums (one instruction), the first bad CTA,
-// and a store of the site's kind and tag.
+// (site, K tile), in the stripe of the warp (its global index modulo the stripes).
+// Each of the first eight active lanes does one thing, with reductions whose results
+// nothing waits for (RED, not ATOM): the peak and the count, and only when non-zero
+// the filtered, NaN and Inf counts and the first bad CTA; the site's kind and tag are
+// read (an L1 hit once this SM has read them) and stored only while unset.
 __device__ __forceinline__ void summarize(const Slot& slot, const Totals& t, const Probe& p) {
   const unsigned cta = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
   const int rank = __popc(slot.mask & slot.below);
   if (p.site >= static_cast<uint32_t>(KWB_TRACE_SUMMARY_SITES)) {
     if (rank == 0) atomicAdd(&trace_summary_dropped, 1ull);
+    __syncwarp(slot.mask);
     return;
   }
   constexpr int rows = KWB_TRACE_SUMMARY_K_TILES;
   const int row = p.k_tile < 0 ? 0 : p.k_tile < rows - 2 ? p.k_tile + 1 : rows - 1;
+  const unsigned warps = (blockDim.x * blockDim.y * blockDim.z + 31u) / 32u;
+  const unsigned stripe = (cta * warps + static_cast<unsigned>(warp_id())) %
+                          static_cast<unsigned>(KWB_TRACE_SUMMARY_STRIPES);
   SummaryCell& cell =
-      trace_summary[(static_cast<long long>(p.site) * rows + row) * KWB_TRACE_SUMMARY_STRIPES +
-                    cta % static_cast<unsigned>(KWB_TRACE_SUMMARY_STRIPES)];
+      trace_summary[(static_cast<long long>(stripe) * KWB_TRACE_SUMMARY_SITES + p.site) * rows +
+                    row];
   const Filter& f = trace_filter;
   const bool anchor = blockIdx.x == static_cast<unsigned>(f.cta_x < 0 ? 0 : f.cta_x) &&
                       blockIdx.y == static_cast<unsigned>(f.cta_y < 0 ? 0 : f.cta_y) &&
@@ -1259,22 +1271,26 @@ __device__ __forceinline__ void summarize(const Slot& slot, const Totals& t, con
                       warp_id() == 0;
   const int active = __popc(slot.mask);
   for (int w = rank; w < 8; w += active) {
-    // Words 1..5 of the cell: count, seen, nans, infs, probes.
-    unsigned long long add = 1ull;
-    add = w == 4 ? t.infs : add;
+    // Words 1..4 of the cell: count (with the call), filtered, nans, infs.
+    unsigned long long add = (1ull << summary_call_shift) | t.counted;
+    add = w == 2 ? t.seen - t.counted : add;
     add = w == 3 ? t.nans : add;
-    add = w == 2 ? t.seen : add;
-    add = w == 1 ? t.counted : add;
-    if (w >= 1 && w <= 5 && add != 0ull) atomicAdd(&cell.count + (w - 1), add);
+    add = w == 4 ? t.infs : add;
+    if (w >= 1 && w <= 4 && add != 0ull) atomicAdd(&cell.count + (w - 1), add);
     if (w == 0) {
       atomicMax(&cell.peak, (static_cast<unsigned long long>(t.absmax) << 32) | cta);
     }
-    if (w == 6 && (t.nans | t.infs) != 0u) atomicMax(&cell.bad, ~cta);
-    if (w == 7) {
-      *reinterpret_cast<uint2*>(&cell.kind) = make_uint2(static_cast<unsigned>(p.kind), p.tag);
-      if (anchor) trace_summary_grid = make_uint4(gridDim.x, gridDim.y, gridDim.z, 1u);
+    if (w == 5 && (t.nans | t.infs) != 0u) atomicMax(&cell.bad, ~cta);
+    if (w == 6) {
+      const uint2 kind = trace_summary_kinds[p.site];
+      if (kind.x != static_cast<unsigned>(p.kind) || kind.y != p.tag) {
+        trace_summary_kinds[p.site] = make_uint2(static_cast<unsigned>(p.kind), p.tag);
+      }
     }
+    if (w == 7 && anchor) trace_summary_grid = make_uint4(gridDim.x, gridDim.y, gridDim.z, 1u);
   }
+  // The lanes part ways above: meet again, so the warp reaches its next probe whole.
+  __syncwarp(slot.mask);
 }
 #else
 __device__ __forceinline__ void summarize(const Slot&, const Totals&, const Probe&) {}
@@ -2077,8 +2093,12 @@ inline SummaryHeader empty_summary() {
 // probe call reached, in site and K-tile order.
 inline cudaError_t read_summary(SummaryHeader& header, std::vector<SummaryEntry>& entries) {
   std::vector<SummaryCell> cells(static_cast<size_t>(summary_cells));
+  std::vector<uint2> kinds(KWB_TRACE_SUMMARY_SITES);
   uint4 grid{};
   cudaError_t err = cudaMemcpyFromSymbol(cells.data(), trace_summary, sizeof trace_summary);
+  if (err == cudaSuccess) {
+    err = cudaMemcpyFromSymbol(kinds.data(), trace_summary_kinds, sizeof trace_summary_kinds);
+  }
   if (err == cudaSuccess) {
     err = cudaMemcpyFromSymbol(&header.dropped, trace_summary_dropped, sizeof header.dropped);
   }
@@ -2101,21 +2121,18 @@ inline cudaError_t read_summary(SummaryHeader& header, std::vector<SummaryEntry>
     z = static_cast<int32_t>(linear / header.grid_x / header.grid_y);
   };
   constexpr int rows = KWB_TRACE_SUMMARY_K_TILES;
-  constexpr int stripes = KWB_TRACE_SUMMARY_STRIPES;
-  for (int site = 0; site < KWB_TRACE_SUMMARY_SITES; ++site) {
+  constexpr int sites = KWB_TRACE_SUMMARY_SITES;
+  constexpr unsigned long long values_mask = (1ull << summary_call_shift) - 1ull;
+  for (int site = 0; site < sites; ++site) {
     for (int row = 0; row < rows; ++row) {
-      const SummaryCell* cell = &cells[(static_cast<size_t>(site) * rows + row) * stripes];
       SummaryEntry e{};
-      unsigned long long peak = 0;
+      unsigned long long peak = 0, filtered = 0;
       unsigned bad = 0;
-      for (int s = 0; s < stripes; ++s) {
-        const SummaryCell& c = cell[s];
-        if (c.probes == 0) continue;
-        e.kind = c.kind;
-        e.tag = c.tag;
-        e.probes += c.probes;
-        e.count += c.count;
-        e.seen += c.seen;
+      for (int s = 0; s < KWB_TRACE_SUMMARY_STRIPES; ++s) {
+        const SummaryCell& c = cells[(static_cast<size_t>(s) * sites + site) * rows + row];
+        e.probes += c.count >> summary_call_shift;
+        e.count += c.count & values_mask;
+        filtered += c.filtered;
         e.nan_count += c.nans;
         e.inf_count += c.infs;
         peak = c.peak > peak ? c.peak : peak;
@@ -2123,6 +2140,9 @@ inline cudaError_t read_summary(SummaryHeader& header, std::vector<SummaryEntry>
       }
       if (e.probes == 0) continue;
       e.site = static_cast<uint32_t>(site);
+      e.kind = kinds[static_cast<size_t>(site)].x;
+      e.tag = kinds[static_cast<size_t>(site)].y;
+      e.seen = e.count + filtered;
       e.k_tile = row - 1;
       e.k_end = row == rows - 1 ? INT_MAX : row;
       const uint32_t absmax_bits = static_cast<uint32_t>(peak >> 32);
@@ -2183,6 +2203,7 @@ inline cudaError_t trace_reset_async(cudaStream_t stream = 0) {
 #endif
 #ifdef KWB_TRACE_SUMMARY
   if (err == cudaSuccess) err = clear(trace_summary, sizeof trace_summary);
+  if (err == cudaSuccess) err = clear(trace_summary_kinds, sizeof trace_summary_kinds);
   if (err == cudaSuccess) err = clear(trace_summary_dropped, sizeof trace_summary_dropped);
   if (err == cudaSuccess) err = clear(trace_summary_grid, sizeof trace_summary_grid);
 #endif

@@ -175,7 +175,8 @@ mirror! {
         pub k_end: i32,
         /// 0.
         pub reserved: u32,
-        /// Probe calls (one per warp and call) folded in.
+        /// Probe calls (one per warp and call) folded in (each of the table's stripes
+        /// counts them modulo 2^24).
         pub probes: u64,
         /// Values that passed the row filter.
         pub count: u64,
