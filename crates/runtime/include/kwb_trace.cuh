@@ -644,7 +644,8 @@ __host__ __device__ constexpr auto fitted(const C& coord) {
 // flush folds a row's stripes into a SummaryEntry). A call costs two reductions in the
 // common case (the peak and the count; the rest only when non-zero), and concurrent
 // warps spread over the stripes: reductions to one address queue at one L2 slice, and
-// every CTA's warps reach the same rows at about the same time.
+// every CTA's warps reach the same rows at about the same time. Nothing in a call
+// waits for memory.
 struct alignas(64) SummaryCell {
   unsigned long long peak;      // max of (bits of absmax) << 32 | linear CTA id
   unsigned long long count;     // values counted + calls << summary_call_shift
@@ -653,7 +654,10 @@ struct alignas(64) SummaryCell {
   unsigned long long infs;
   uint32_t bad;                 // max of ~(linear CTA id) over calls that counted a NaN
                                 // or an Inf (the lowest such CTA); 0: none
-  uint32_t unused[5];
+  uint32_t unused;
+  uint32_t kind;                // the site's kind and tag: every call stores them (a
+  uint32_t tag;                 // store nothing waits for, where a check would wait)
+  uint32_t unused2[2];
 };
 static_assert(sizeof(SummaryCell) == 64, "a summary cell is 64 bytes");
 // `count` holds the values in its low 40 bits and the calls above them (modulo 2^24).
@@ -677,7 +681,6 @@ extern __device__ unsigned long long trace_tile_dropped;
 #endif
 #ifdef KWB_TRACE_SUMMARY
 extern __device__ SummaryCell trace_summary[summary_cells];
-extern __device__ uint2 trace_summary_kinds[KWB_TRACE_SUMMARY_SITES];
 extern __device__ unsigned long long trace_summary_dropped;
 extern __device__ uint4 trace_summary_grid;
 #endif
@@ -696,8 +699,6 @@ __device__ unsigned long long trace_tile_dropped;  // values not written: buffer
 #endif
 #ifdef KWB_TRACE_SUMMARY
 __device__ SummaryCell trace_summary[summary_cells];
-// Per site: (kind, tag), stored by a call that finds them unset.
-__device__ uint2 trace_summary_kinds[KWB_TRACE_SUMMARY_SITES];
 __device__ unsigned long long trace_summary_dropped;  // calls of sites past the table
 // The grid (x, y, z, 1 once written): stored by one warp of one admitted CTA per call,
 // so the flush can decode linear CTA ids.
@@ -1246,8 +1247,8 @@ __device__ __forceinline__ Totals totals(unsigned mask, const Stats& s) {
 // (site, K tile), in the stripe of the warp (its global index modulo the stripes).
 // Each of the first eight active lanes does one thing, with reductions whose results
 // nothing waits for (RED, not ATOM): the peak and the count, and only when non-zero
-// the filtered, NaN and Inf counts and the first bad CTA; the site's kind and tag are
-// read (an L1 hit once this SM has read them) and stored only while unset.
+// the filtered, NaN and Inf counts and the first bad CTA; and a store of the site's
+// kind and tag.
 __device__ __forceinline__ void summarize(const Slot& slot, const Totals& t, const Probe& p) {
   const unsigned cta = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
   const int rank = __popc(slot.mask & slot.below);
@@ -1282,10 +1283,7 @@ __device__ __forceinline__ void summarize(const Slot& slot, const Totals& t, con
     }
     if (w == 5 && (t.nans | t.infs) != 0u) atomicMax(&cell.bad, ~cta);
     if (w == 6) {
-      const uint2 kind = trace_summary_kinds[p.site];
-      if (kind.x != static_cast<unsigned>(p.kind) || kind.y != p.tag) {
-        trace_summary_kinds[p.site] = make_uint2(static_cast<unsigned>(p.kind), p.tag);
-      }
+      *reinterpret_cast<uint2*>(&cell.kind) = make_uint2(static_cast<unsigned>(p.kind), p.tag);
     }
     if (w == 7 && anchor) trace_summary_grid = make_uint4(gridDim.x, gridDim.y, gridDim.z, 1u);
   }
@@ -2093,12 +2091,8 @@ inline SummaryHeader empty_summary() {
 // probe call reached, in site and K-tile order.
 inline cudaError_t read_summary(SummaryHeader& header, std::vector<SummaryEntry>& entries) {
   std::vector<SummaryCell> cells(static_cast<size_t>(summary_cells));
-  std::vector<uint2> kinds(KWB_TRACE_SUMMARY_SITES);
   uint4 grid{};
   cudaError_t err = cudaMemcpyFromSymbol(cells.data(), trace_summary, sizeof trace_summary);
-  if (err == cudaSuccess) {
-    err = cudaMemcpyFromSymbol(kinds.data(), trace_summary_kinds, sizeof trace_summary_kinds);
-  }
   if (err == cudaSuccess) {
     err = cudaMemcpyFromSymbol(&header.dropped, trace_summary_dropped, sizeof header.dropped);
   }
@@ -2130,6 +2124,10 @@ inline cudaError_t read_summary(SummaryHeader& header, std::vector<SummaryEntry>
       unsigned bad = 0;
       for (int s = 0; s < KWB_TRACE_SUMMARY_STRIPES; ++s) {
         const SummaryCell& c = cells[(static_cast<size_t>(s) * sites + site) * rows + row];
+        if ((c.count >> summary_call_shift) != 0) {
+          e.kind = c.kind;
+          e.tag = c.tag;
+        }
         e.probes += c.count >> summary_call_shift;
         e.count += c.count & values_mask;
         filtered += c.filtered;
@@ -2140,8 +2138,6 @@ inline cudaError_t read_summary(SummaryHeader& header, std::vector<SummaryEntry>
       }
       if (e.probes == 0) continue;
       e.site = static_cast<uint32_t>(site);
-      e.kind = kinds[static_cast<size_t>(site)].x;
-      e.tag = kinds[static_cast<size_t>(site)].y;
       e.seen = e.count + filtered;
       e.k_tile = row - 1;
       e.k_end = row == rows - 1 ? INT_MAX : row;
@@ -2203,7 +2199,6 @@ inline cudaError_t trace_reset_async(cudaStream_t stream = 0) {
 #endif
 #ifdef KWB_TRACE_SUMMARY
   if (err == cudaSuccess) err = clear(trace_summary, sizeof trace_summary);
-  if (err == cudaSuccess) err = clear(trace_summary_kinds, sizeof trace_summary_kinds);
   if (err == cudaSuccess) err = clear(trace_summary_dropped, sizeof trace_summary_dropped);
   if (err == cudaSuccess) err = clear(trace_summary_grid, sizeof trace_summary_grid);
 #endif
