@@ -1,9 +1,9 @@
 //! `cargo xtask gpu-bench`: what Track A costs, on a machine with a GPU. For the
 //! register-operand (mma_sync) and shared-operand (tma_wgmma_sm90) families at
-//! M = N = K = 4096, one run times, with the harness's `--time` (CUDA events,
-//! mean over launches after a warm-up; a traced build's trace buffer is emptied
-//! before each launch, so every timed launch writes its records, as the launch a
-//! trace is taken of does):
+//! M = N = K = 4096, one run times, with the harness's `--time` (CUDA events around
+//! each launch alone, mean over launches after a warm-up; a traced build's trace
+//! buffer is emptied before each launch, untimed, so every timed launch writes its
+//! records, as the launch a trace is taken of does):
 //!
 //! - `original`: the kernel as written;
 //! - `disabled`: instrumented with every probe kind, built without `KWB_TRACE`;

@@ -1146,6 +1146,85 @@ fn trace_show_reads_real_gpu_traces() {
     );
 }
 
+/// Real summary traces (`--summary --cta all`, every CTA of a 1024³ run on ones): the
+/// stage reads off the table, and every row names the CTA of its peak.
+#[test]
+fn trace_show_reads_real_summary_traces() {
+    let dir = TempDir::new().unwrap();
+    let show = |name: &str| {
+        let path = std::path::Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../fixtures/traces"
+        ))
+        .join(name);
+        let run = kwb(
+            dir.path(),
+            &[
+                OsStr::new("trace"),
+                OsStr::new("show"),
+                OsStr::new("--json"),
+                path.as_os_str(),
+            ],
+        );
+        assert_eq!(run.code, OK, "{}", run.stderr);
+        json(&run)
+    };
+    let row = |shown: &serde_json::Value, kind: &str, k_tile: i64| {
+        shown["summary"]["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["kind"] == kind && r["k_tile"] == k_tile)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {kind} row at K tile {k_tile}"))
+    };
+    let none = show("mma_sync_none_summary.trace");
+    assert_eq!(none["records"], 0);
+    assert_eq!(none["summary"]["grid"], serde_json::json!([8, 8, 1]));
+    // 64 CTAs x 4 warps call the accumulator probe once per K tile: K tile k holds
+    // 32 (k + 1) everywhere; the epilogue writes alpha * K = 2048.
+    let k7 = row(&none, "Accumulator", 7);
+    assert_eq!(
+        (k7["probes"].as_u64(), k7["absmax"].as_f64()),
+        (Some(256), Some(256.0))
+    );
+    assert_eq!(k7["count"], 1024 * 1024);
+    assert_eq!(row(&none, "Accumulator", -1)["absmax"], 1024.0);
+    assert_eq!(row(&none, "Epilogue", -1)["absmax"], 2048.0);
+    for r in none["summary"]["rows"].as_array().unwrap() {
+        assert_eq!(r["nan"], 0);
+        assert!(r["peak_cta"].is_array(), "{r}");
+        assert!(r["first_bad_cta"].is_null(), "{r}");
+    }
+    // The last K tile twice: the accumulator after the mainloop is 1056, one K tile
+    // (32) past the last per-K-tile reading: the MMA stage.
+    let twice = show("mma_sync_last_tile_twice_summary.trace");
+    assert_eq!(row(&twice, "Accumulator", 31)["absmax"], 1024.0);
+    assert_eq!(row(&twice, "Accumulator", -1)["absmax"], 1056.0);
+    // Alpha applied twice: the accumulator is right (1024), the epilogue writes 4096.
+    let alpha = show("mma_sync_alpha_twice_summary.trace");
+    assert_eq!(row(&alpha, "Accumulator", -1)["absmax"], 1024.0);
+    assert_eq!(row(&alpha, "Epilogue", -1)["absmax"], 4096.0);
+    // The human table: operands outside a counted K loop fold into one row, `any`.
+    let path = std::path::Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../fixtures/traces/mma_sync_none_summary.trace"
+    ));
+    let run = kwb(
+        dir.path(),
+        &[OsStr::new("trace"), OsStr::new("show"), path.as_os_str()],
+    );
+    assert_eq!(run.code, OK, "{}", run.stderr);
+    assert!(
+        run.stdout
+            .contains("summary of every admitted CTA: 35 site/K-tile rows, grid (8, 8, 1)"),
+        "{}",
+        run.stdout
+    );
+    let a = run.stdout.lines().find(|l| l.contains("OperandA")).unwrap();
+    assert!(a.contains(" any ") && a.contains(" 16384 "), "{a}");
+}
+
 #[test]
 fn trace_show_writes_full_tiles_as_npy() {
     let dir = TempDir::new().unwrap();
