@@ -181,6 +181,16 @@ fn summary_defines_the_macro_and_refuses_samples() {
     let out = std::fs::read_to_string(dir.path().join("out.cu")).unwrap();
     assert!(out.contains("#define KWB_TRACE_SUMMARY 1"));
     assert!(out.find("#define KWB_TRACE_SUMMARY 1") < out.find("namespace kwb"));
+    assert!(
+        run.stderr.contains("summary: every CTA's probe calls fold"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        !run.stderr.contains("KWB_TRACE_SUMMARY_SITES"),
+        "{}",
+        run.stderr
+    );
     assert_eq!(
         std::fs::read_to_string(dir.path().join("gemm.cu")).unwrap(),
         KERNEL

@@ -52,6 +52,10 @@ pub const OLDEST_VERSION: u32 = 2;
 /// `KWB_TRACE_CAPACITY`.
 pub const DEFAULT_CAPACITY: u64 = 262_144;
 
+/// The site ids a summary build's table has rows for when the build does not set
+/// `KWB_TRACE_SUMMARY_SITES`; calls of a site past them are only counted.
+pub const DEFAULT_SUMMARY_SITES: u32 = 32;
+
 /// The macro that turns tracing on (`-DKWB_TRACE`).
 pub const ENABLE_MACRO: &str = "KWB_TRACE";
 

@@ -252,6 +252,10 @@ fn constants_agree() {
         declared_constant(HEADER, "KWB_TRACE_CAPACITY"),
         kwb_runtime::DEFAULT_CAPACITY.to_string()
     );
+    assert_eq!(
+        declared_constant(HEADER, "KWB_TRACE_SUMMARY_SITES"),
+        kwb_runtime::DEFAULT_SUMMARY_SITES.to_string()
+    );
     assert_eq!(&kwb_runtime::RECORD_MAGIC.to_le_bytes(), b"KWBR");
 }
 

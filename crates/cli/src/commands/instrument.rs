@@ -241,6 +241,9 @@ pub fn run(args: Args) -> i32 {
                 "wrote {}: build with -DKWB_TRACE to record a trace (KWB_TRACE_OUT=trace.bin writes it at exit); without it the probes compile to nothing",
                 args.output.display()
             );
+            if args.summary {
+                let _ = writeln!(stderr, "{}", summary_note(plan.probes.len()));
+            }
         }
         None => {
             let _ = writeln!(
@@ -334,7 +337,24 @@ fn with_overlay(
         dir.display(),
         dir.display()
     );
+    if args.summary {
+        let sites = plans.iter().map(|(_, p)| p.probes.len()).sum();
+        let _ = writeln!(stderr, "{}", summary_note(sites));
+    }
     exit::OK
+}
+
+/// What a `--summary` build keeps, and the define it needs when its probes have more
+/// site ids than the table's default rows.
+fn summary_note(sites: usize) -> String {
+    let mut note = "summary: every CTA's probe calls fold into one table per site and K tile (absmax, NaN/Inf counts, the CTA of the peak and of the first NaN/Inf); `kwb trace show` prints it".to_owned();
+    let rows = kwb_runtime::DEFAULT_SUMMARY_SITES as usize;
+    if sites > rows {
+        note.push_str(&format!(
+            "\nnote: {sites} probe sites, and the table has rows for {rows}: build with -DKWB_TRACE_SUMMARY_SITES={sites} too, or the calls of sites {rows} and up are only counted"
+        ));
+    }
+    note
 }
 
 /// `{"files": [{"path", "probes": [{"id", "kernel", "what", "line", "text"}],
@@ -387,4 +407,17 @@ fn write_atomically(path: &Path, text: &str) -> Result<(), OutputError> {
             source,
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::summary_note;
+
+    #[test]
+    fn a_summary_of_more_sites_than_rows_says_which_define_it_needs() {
+        assert!(!summary_note(32).contains("KWB_TRACE_SUMMARY_SITES"));
+        let note = summary_note(40);
+        assert!(note.contains("-DKWB_TRACE_SUMMARY_SITES=40"), "{note}");
+        assert!(note.contains("sites 32 and up are only counted"), "{note}");
+    }
 }
