@@ -46,7 +46,7 @@ const FAMILIES: [&str; 2] = ["mma_sync", "tma_wgmma_sm90"];
 
 /// One build of the benchmark.
 struct Config {
-    name: &'static str,
+    name: String,
     instrumented: Option<kwb_instrument::Config>,
     defines: Vec<String>,
 }
@@ -58,17 +58,17 @@ fn configs(family_source: &str) -> Vec<Config> {
     };
     vec![
         Config {
-            name: "original",
+            name: "original".to_owned(),
             instrumented: None,
             defines: Vec::new(),
         },
         Config {
-            name: "disabled",
+            name: "disabled".to_owned(),
             instrumented: Some(base.clone()),
             defines: Vec::new(),
         },
         Config {
-            name: "one CTA",
+            name: "one CTA".to_owned(),
             instrumented: Some(kwb_instrument::Config {
                 cta: Some([0, 0, 0]),
                 ..base.clone()
@@ -76,7 +76,7 @@ fn configs(family_source: &str) -> Vec<Config> {
             defines: vec![kwb_runtime::ENABLE_MACRO.to_owned()],
         },
         Config {
-            name: "one CTA, K tiles 0..4",
+            name: "one CTA, K tiles 0..4".to_owned(),
             instrumented: Some(kwb_instrument::Config {
                 cta: Some([0, 0, 0]),
                 k_tiles: Some((0, 4)),
@@ -85,7 +85,7 @@ fn configs(family_source: &str) -> Vec<Config> {
             defines: vec![kwb_runtime::ENABLE_MACRO.to_owned()],
         },
         Config {
-            name: "one CTA, accumulator only",
+            name: "one CTA, accumulator only".to_owned(),
             instrumented: Some(kwb_instrument::Config {
                 cta: Some([0, 0, 0]),
                 probes: kwb_instrument::Probes {
@@ -98,7 +98,7 @@ fn configs(family_source: &str) -> Vec<Config> {
             defines: vec![kwb_runtime::ENABLE_MACRO.to_owned()],
         },
         Config {
-            name: "one CTA, operands only",
+            name: "one CTA, operands only".to_owned(),
             instrumented: Some(kwb_instrument::Config {
                 cta: Some([0, 0, 0]),
                 probes: kwb_instrument::Probes {
@@ -110,7 +110,7 @@ fn configs(family_source: &str) -> Vec<Config> {
             defines: vec![kwb_runtime::ENABLE_MACRO.to_owned()],
         },
         Config {
-            name: "one CTA, epilogue only",
+            name: "one CTA, epilogue only".to_owned(),
             instrumented: Some(kwb_instrument::Config {
                 cta: Some([0, 0, 0]),
                 probes: kwb_instrument::Probes {
@@ -121,88 +121,65 @@ fn configs(family_source: &str) -> Vec<Config> {
             }),
             defines: vec![kwb_runtime::ENABLE_MACRO.to_owned()],
         },
-        summary(
-            "all CTAs, summary: final accumulator and epilogue",
-            kwb_instrument::Probes {
+    ]
+    .into_iter()
+    .chain(
+        screens()
+            .into_iter()
+            .map(|(what, probes)| summary(&format!("all CTAs, summary: {what}"), probes, &base)),
+    )
+    .chain(
+        screens()
+            .into_iter()
+            .map(|(what, probes)| all_ctas(&format!("all CTAs: {what}"), probes, &base)),
+    )
+    .chain([all_ctas_in(
+        "all CTAs: every kind, buffer full (64 Ki records)",
+        kwb_instrument::Probes::default(),
+        &base,
+        65536,
+    )])
+    .collect()
+}
+
+/// What the all-CTA builds read: the final accumulator and the epilogue (the screen
+/// for the CTA that goes wrong), the accumulator per K tile, operands, every kind.
+fn screens() -> [(&'static str, kwb_instrument::Probes); 4] {
+    use kwb_instrument::Probes;
+    [
+        (
+            "final accumulator and epilogue",
+            Probes {
                 final_accumulator: true,
                 epilogue: true,
-                ..kwb_instrument::Probes::NONE
+                ..Probes::NONE
             },
-            &base,
         ),
-        summary(
-            "all CTAs, summary: accumulator per K tile and epilogue",
-            kwb_instrument::Probes {
+        (
+            "accumulator per K tile and epilogue",
+            Probes {
                 accumulator: true,
                 final_accumulator: true,
                 epilogue: true,
-                ..kwb_instrument::Probes::NONE
+                ..Probes::NONE
             },
-            &base,
         ),
-        summary(
-            "all CTAs, summary: operands",
-            kwb_instrument::Probes {
+        (
+            "operands",
+            Probes {
                 operands: true,
-                ..kwb_instrument::Probes::NONE
+                ..Probes::NONE
             },
-            &base,
         ),
-        summary(
-            "all CTAs, summary: every kind",
-            kwb_instrument::Probes::default(),
-            &base,
-        ),
-        all_ctas(
-            "all CTAs: final accumulator and epilogue",
-            kwb_instrument::Probes {
-                final_accumulator: true,
-                epilogue: true,
-                ..kwb_instrument::Probes::NONE
-            },
-            &base,
-        ),
-        all_ctas(
-            "all CTAs: accumulator per K tile and epilogue",
-            kwb_instrument::Probes {
-                accumulator: true,
-                final_accumulator: true,
-                epilogue: true,
-                ..kwb_instrument::Probes::NONE
-            },
-            &base,
-        ),
-        all_ctas(
-            "all CTAs: operands",
-            kwb_instrument::Probes {
-                operands: true,
-                ..kwb_instrument::Probes::NONE
-            },
-            &base,
-        ),
-        all_ctas(
-            "all CTAs: every kind",
-            kwb_instrument::Probes::default(),
-            &base,
-        ),
-        all_ctas_in(
-            "all CTAs: every kind, buffer full (64 Ki records)",
-            kwb_instrument::Probes::default(),
-            &base,
-            65536,
-        ),
+        ("every kind", Probes::default()),
     ]
 }
 
 /// Every CTA's `probes` folded into the summary table (`--summary`: absmax and NaN/Inf
 /// counts per site and K tile, no records).
-fn summary(
-    name: &'static str,
-    probes: kwb_instrument::Probes,
-    base: &kwb_instrument::Config,
-) -> Config {
+fn summary(name: &str, probes: kwb_instrument::Probes, base: &kwb_instrument::Config) -> Config {
     Config {
-        name,
+        name: name.to_owned(),
         instrumented: Some(kwb_instrument::Config {
             summary: true,
             probes,
@@ -214,23 +191,19 @@ fn summary(
 
 /// Every CTA recording `probes`, absmax and NaN/Inf counts only (no values, no min and
 /// max), into a buffer of 4 Mi records.
-fn all_ctas(
-    name: &'static str,
-    probes: kwb_instrument::Probes,
-    base: &kwb_instrument::Config,
-) -> Config {
+fn all_ctas(name: &str, probes: kwb_instrument::Probes, base: &kwb_instrument::Config) -> Config {
     all_ctas_in(name, probes, base, 4 << 20)
 }
 
 /// [`all_ctas`] into a buffer of `capacity` records.
 fn all_ctas_in(
-    name: &'static str,
+    name: &str,
     probes: kwb_instrument::Probes,
     base: &kwb_instrument::Config,
     capacity: u32,
 ) -> Config {
     Config {
-        name,
+        name: name.to_owned(),
         instrumented: Some(kwb_instrument::Config {
             values: Some(0),
             absmax_only: true,

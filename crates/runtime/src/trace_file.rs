@@ -615,7 +615,8 @@ fn tile_section(
     Ok((values, header.dropped, header.capacity, end))
 }
 
-/// Encodes a trace as `kwb_trace_flush` writes it; [`decode`] reads it back.
+/// Encodes a trace as `kwb_trace_flush` writes it, at [`VERSION`] (so a trace decoded
+/// from an older file is written as a current one); [`decode`] reads it back.
 pub fn encode(trace: &Trace) -> Vec<u8> {
     let mut table = Vec::new();
     for site in &trace.sites {
@@ -643,8 +644,14 @@ pub fn encode(trace: &Trace) -> Vec<u8> {
     out.extend_from_slice(&len_u32(trace.sites.len()).to_le_bytes());
     out.extend_from_slice(&len_u32(table.len()).to_le_bytes());
     out.extend_from_slice(&table);
+    // Records read from an older file carry its version: written here, they are
+    // records of this one.
     for record in &trace.records {
-        out.extend_from_slice(&record.to_le_bytes());
+        let current = TraceRecord {
+            version: VERSION,
+            ..*record
+        };
+        out.extend_from_slice(&current.to_le_bytes());
     }
     out.extend_from_slice(&TILE_MAGIC);
     out.extend_from_slice(&(trace.tiles.len() as u64).to_le_bytes());

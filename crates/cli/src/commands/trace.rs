@@ -110,6 +110,24 @@ struct SummaryRow {
     first_bad_cta: Option<[u32; 3]>,
 }
 
+/// How a row names its probe: the site's line and source text (when the site table
+/// has it), the kind by name and the tag in hex.
+fn labels(
+    trace: &kwb_runtime::Trace,
+    site: u32,
+    kind: u32,
+    tag: u32,
+) -> (Option<u32>, Option<String>, String, String) {
+    let entry = trace.site(site);
+    (
+        entry.map(|s| s.line),
+        entry.map(|s| s.text.clone()),
+        kwb_runtime::Kind::from_u32(kind)
+            .map_or_else(|| format!("kind {kind}"), |k| format!("{k:?}")),
+        format!("0x{tag:08x}"),
+    )
+}
+
 fn summary(trace: &kwb_runtime::Trace) -> Option<Summary> {
     if trace.summary_k_tiles == 0 && trace.summary.is_empty() {
         return None;
@@ -118,15 +136,13 @@ fn summary(trace: &kwb_runtime::Trace) -> Option<Summary> {
         .summary
         .iter()
         .map(|e| {
-            let site = trace.site(e.site);
+            let (line, text, kind, tag) = labels(trace, e.site, e.kind, e.tag);
             SummaryRow {
                 site: e.site,
-                line: site.map(|s| s.line),
-                text: site.map(|s| s.text.clone()),
-                kind: e
-                    .kind()
-                    .map_or_else(|| format!("kind {}", e.kind), |k| format!("{k:?}")),
-                tag: format!("0x{:08x}", e.tag),
+                line,
+                text,
+                kind,
+                tag,
                 k_tile: e.k_tile,
                 later_k_tiles: e.holds_later_k_tiles(),
                 probes: e.probes,
@@ -202,28 +218,28 @@ pub fn show(args: ShowArgs) -> i32 {
         if record.tile_n >= 0 {
             cta.tile_n.get_or_insert(record.tile_n);
         }
-        let site = trace.site(record.site);
         let call = (record.k_tile < 0 && numbered_by_call(record.kind())).then_some(call);
         let row = rows
             .entry((record.site, record.k_tile, call))
-            .or_insert_with(|| Row {
-                site: record.site,
-                line: site.map(|s| s.line),
-                text: site.map(|s| s.text.clone()),
-                kind: record
-                    .kind()
-                    .map_or_else(|| format!("kind {}", record.kind), |k| format!("{k:?}")),
-                tag: format!("0x{:08x}", record.tag),
-                k_tile: record.k_tile,
-                call,
-                records: 0,
-                count: 0,
-                absmax: 0.0,
-                min: None,
-                max: None,
-                nan: 0,
-                inf: 0,
-                first_values: record.samples().map(|s| s.value).collect(),
+            .or_insert_with(|| {
+                let (line, text, kind, tag) = labels(&trace, record.site, record.kind, record.tag);
+                Row {
+                    site: record.site,
+                    line,
+                    text,
+                    kind,
+                    tag,
+                    k_tile: record.k_tile,
+                    call,
+                    records: 0,
+                    count: 0,
+                    absmax: 0.0,
+                    min: None,
+                    max: None,
+                    nan: 0,
+                    inf: 0,
+                    first_values: record.samples().map(|s| s.value).collect(),
+                }
             });
         row.records += 1;
         row.count += u64::from(record.count);

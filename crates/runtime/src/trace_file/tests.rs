@@ -194,6 +194,10 @@ fn version_3_files_have_no_summary_section() {
     assert!(trace.summary.is_empty());
     assert_eq!(trace.summary_k_tiles, 0);
     assert_eq!(trace.records.len(), 1);
+    // Written again, it is a current file whose records are current records.
+    let again = decode(&encode(&trace)).unwrap();
+    assert_eq!(again.records[0].version, VERSION);
+    assert_eq!(again.records[0].count, first.count);
 }
 
 /// A tile section as the header writes it: magic, count, dropped, capacity, value
