@@ -366,7 +366,7 @@ const CASES: &[(&str, Setup)] = &[
         put(d, "t.trace", bytes);
         kwb(&["trace", "show", "t.trace"]).fails(
             INPUT,
-            "trace file version 99, this kwb reads versions 2 to 3",
+            "trace file version 99, this kwb reads versions 2 to 4",
         )
     }),
     ("trace show: an older format version", |d| {
@@ -379,7 +379,7 @@ const CASES: &[(&str, Setup)] = &[
         let mut bytes = trace_bytes();
         bytes.extend_from_slice(&trace_bytes());
         put(d, "t.trace", bytes);
-        kwb(&["trace", "show", "t.trace"]).fails(INPUT, "bytes after the last record")
+        kwb(&["trace", "show", "t.trace"]).fails(INPUT, "bytes after the trace's last section")
     }),
     ("trace show: --npy of a trace without tiles", |d| {
         put(d, "t.trace", trace_bytes());
