@@ -186,11 +186,14 @@ fn summary_defines_the_macro_and_refuses_samples() {
         "{}",
         run.stderr
     );
-    assert!(
-        !run.stderr.contains("KWB_TRACE_SUMMARY_SITES"),
-        "{}",
-        run.stderr
-    );
+    // The table has a row for each of the file's sites, not the header's default.
+    let probes = run
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("probe "))
+        .count();
+    let define = format!("#define KWB_TRACE_SUMMARY_SITES {probes}\n");
+    assert!(out.find(&define) < out.find("namespace kwb"), "{define}");
     assert_eq!(
         std::fs::read_to_string(dir.path().join("gemm.cu")).unwrap(),
         KERNEL
@@ -376,6 +379,58 @@ fn overlay_site_ids_continue_after_the_input_s_own() {
     assert!(
         copy.contains(&format!("_{}\n", b.iter().min().unwrap())),
         "{copy}"
+    );
+}
+
+/// A summary through an overlay: the input and every copy name the unit's site count
+/// (the input's ids and the copies'), so whichever includes the runtime first sizes the
+/// table with a row for every site.
+#[test]
+fn a_summary_through_an_overlay_has_a_row_for_every_site() {
+    let dir = TempDir::new().unwrap();
+    std::fs::create_dir_all(dir.path().join("inc")).unwrap();
+    write(
+        dir.path(),
+        "inc/task.cuh",
+        &format!("#pragma once\n{KERNEL}"),
+    );
+    write(
+        dir.path(),
+        "main.cu",
+        &format!(
+            "#include \"task.cuh\"\n{}",
+            KERNEL.replace("gemm(", "gemm2(")
+        ),
+    );
+    let run = instrument(
+        dir.path(),
+        &[
+            "main.cu",
+            "-o",
+            "traced.cu",
+            "--overlay",
+            "ov",
+            "-I",
+            "inc",
+            "--summary",
+        ],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let probes = run
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("probe "))
+        .count();
+    assert!(probes > 1, "{}", run.stderr);
+    let define = format!("#define KWB_TRACE_SUMMARY_SITES {probes}\n");
+    for file in ["traced.cu", "ov/task.cuh"] {
+        let text = std::fs::read_to_string(dir.path().join(file)).unwrap();
+        assert!(text.contains(&define), "{file} lacks {define}");
+    }
+    assert!(
+        run.stderr.contains(&format!("{probes} site rows")),
+        "{}",
+        run.stderr
     );
 }
 

@@ -113,6 +113,10 @@ pub struct Config {
     /// instead of a record per warp: the probes claim nothing and wait for nothing, and
     /// nothing is dropped. For screening every CTA; keeps no samples, min or max.
     pub summary: bool,
+    /// The site rows of a summary build's table: every site id of the translation
+    /// unit, this file's and the other instrumented files' (an overlay's headers). The
+    /// first file that includes the runtime sizes the table. `None`: this file's ids.
+    pub summary_sites: Option<u32>,
     /// A row bound (a C++ expression in the kernel's scope, e.g. `kBatchRows`):
     /// values on MMA-tile rows at or past it are padding and stay out of the
     /// statistics. Applies where the fragment layout is known (mma.sync m16n8k16
@@ -137,7 +141,8 @@ pub struct Config {
 impl Config {
     /// The runtime's start-up settings this config asks for, as `#define`s that a
     /// `-D` on the command line still overrides.
-    fn defines(&self) -> String {
+    /// `sites`: one past this file's last site id.
+    fn defines(&self, sites: u32) -> String {
         let mut pairs: Vec<(&str, String)> = Vec::new();
         if let Some([x, y, z]) = self.cta {
             pairs.push(("KWB_TRACE_CTA_X", x.to_string()));
@@ -159,6 +164,8 @@ impl Config {
         }
         if self.summary {
             pairs.push(("KWB_TRACE_SUMMARY", "1".to_owned()));
+            let rows = self.summary_sites.unwrap_or(sites).max(sites).max(1);
+            pairs.push(("KWB_TRACE_SUMMARY_SITES", rows.to_string()));
         }
         pairs
             .iter()
@@ -271,7 +278,7 @@ pub fn plan(parsed: &Parsed, map: &KernelMap, config: &Config) -> Result<Plan, I
         0,
         wrap(&format!(
             "{}{runtime}\n#line 1 \"{file}\"\n",
-            config.defines()
+            config.defines(config.id_base + probes.len() as u32)
         )),
     );
     builder.insert(

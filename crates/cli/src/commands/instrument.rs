@@ -266,7 +266,7 @@ fn with_overlay(
     dir: &Path,
     own: Result<(String, kwb_instrument::Plan), kwb_instrument::InstrumentError>,
 ) -> i32 {
-    let (text, own_plan) = match own {
+    let (mut text, mut own_plan) = match own {
         Ok((text, plan)) => (text, Some(plan)),
         Err(kwb_instrument::InstrumentError::NothingToProbe) => (source.to_owned(), None),
         Err(e) => {
@@ -275,7 +275,20 @@ fn with_overlay(
         }
     };
     let first_id = own_plan.as_ref().map_or(0, |p| p.probes.len() as u32);
-    let copies = overlay::plan(&args.file, source, &args.include, dir, config, first_id);
+    let mut copies = overlay::plan(&args.file, source, &args.include, dir, config, first_id);
+    if let Some(total) = overlay::summary_total(config, first_id, &copies) {
+        // Every file names the unit's site count, so the table has a row for each.
+        let config = Config {
+            summary_sites: Some(total),
+            ..config.clone()
+        };
+        if own_plan.is_some()
+            && let Ok((again, plan)) = kwb_instrument::instrument(source, &config)
+        {
+            (text, own_plan) = (again, Some(plan));
+        }
+        copies = overlay::plan(&args.file, source, &args.include, dir, &config, first_id);
+    }
     if own_plan.is_none() && copies.is_empty() {
         render::error(Report::new(kwb_instrument::InstrumentError::NothingToProbe));
         return exit::NO_KERNEL;
@@ -344,17 +357,14 @@ fn with_overlay(
     exit::OK
 }
 
-/// What a `--summary` build keeps, and the define it needs when its probes have more
-/// site ids than the table's default rows.
+/// What a `--summary` build keeps, and the table it sizes for `sites` site ids.
 fn summary_note(sites: usize) -> String {
-    let mut note = "summary: every CTA's probe calls fold into one table per site and K tile (absmax, NaN/Inf counts, the CTA of the peak and of the first NaN/Inf); `kwb trace show` prints it".to_owned();
-    let rows = kwb_runtime::DEFAULT_SUMMARY_SITES as usize;
-    if sites > rows {
-        note.push_str(&format!(
-            "\nnote: {sites} probe sites, and the table has rows for {rows}: build with -DKWB_TRACE_SUMMARY_SITES={sites} too, or the calls of sites {rows} and up are only counted"
-        ));
-    }
-    note
+    // 64-byte cells: sites x K-tile rows x stripes (the header's defaults).
+    let mib = (sites.max(1) * 256 * 64 * 64) as f64 / (1024.0 * 1024.0);
+    format!(
+        "summary: every CTA's probe calls fold into one table per site and K tile (absmax, NaN/Inf counts, the CTA of the peak and of the first NaN/Inf), {} site rows ({mib:.0} MiB of device memory); `kwb trace show` prints it",
+        sites.max(1)
+    )
 }
 
 /// `{"files": [{"path", "probes": [{"id", "kernel", "what", "line", "text"}],
@@ -414,10 +424,16 @@ mod tests {
     use super::summary_note;
 
     #[test]
-    fn a_summary_of_more_sites_than_rows_says_which_define_it_needs() {
-        assert!(!summary_note(32).contains("KWB_TRACE_SUMMARY_SITES"));
-        let note = summary_note(40);
-        assert!(note.contains("-DKWB_TRACE_SUMMARY_SITES=40"), "{note}");
-        assert!(note.contains("sites 32 and up are only counted"), "{note}");
+    fn a_summary_note_says_how_big_its_table_is() {
+        assert!(
+            summary_note(5).contains("5 site rows (5 MiB"),
+            "{}",
+            summary_note(5)
+        );
+        assert!(
+            summary_note(91).contains("91 site rows (91 MiB"),
+            "{}",
+            summary_note(91)
+        );
     }
 }

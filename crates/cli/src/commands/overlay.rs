@@ -40,6 +40,19 @@ struct Found {
     key: u64,
 }
 
+/// The site rows a summary build's table needs when an overlay adds sites to the
+/// unit's own (`own` ids, then the copies'), if the files were not instrumented with
+/// that total: the first file of the unit to include the runtime sizes the table, so
+/// every file must name the total; the caller instruments them again with it.
+pub fn summary_total(config: &Config, own: u32, copies: &[(Written, String)]) -> Option<u32> {
+    let total = own
+        + copies
+            .iter()
+            .map(|(w, _)| w.plan.probes.len() as u32)
+            .sum::<u32>();
+    (config.summary && !copies.is_empty() && config.summary_sites != Some(total)).then_some(total)
+}
+
 /// Follows the includes of `file` (text `source`) through `roots` and returns the
 /// headers found, in breadth-first order, without `file` itself.
 fn headers(file: &Path, source: &str, roots: &[PathBuf]) -> Vec<Found> {
