@@ -700,7 +700,7 @@ __device__ unsigned long long trace_tile_dropped;  // values not written: buffer
 #ifdef KWB_TRACE_SUMMARY
 __device__ SummaryCell trace_summary[summary_cells];
 __device__ unsigned long long trace_summary_dropped;  // calls of sites past the table
-// The grid (x, y, z, 1 once written): stored by one warp of one admitted CTA per call,
+// The grid (x, y, z, 1 once written): stored at each call of one admitted CTA's warps,
 // so the flush can decode linear CTA ids.
 __device__ uint4 trace_summary_grid;
 #endif
@@ -1266,10 +1266,11 @@ __device__ __forceinline__ void summarize(const Slot& slot, const Totals& t, con
       trace_summary[(static_cast<long long>(stripe) * KWB_TRACE_SUMMARY_SITES + p.site) * rows +
                     row];
   const Filter& f = trace_filter;
+  // Any warp of one CTA the filter admits: in a warp-specialized kernel warp 0 may be
+  // a producer that never reaches a probe.
   const bool anchor = blockIdx.x == static_cast<unsigned>(f.cta_x < 0 ? 0 : f.cta_x) &&
                       blockIdx.y == static_cast<unsigned>(f.cta_y < 0 ? 0 : f.cta_y) &&
-                      blockIdx.z == static_cast<unsigned>(f.cta_z < 0 ? 0 : f.cta_z) &&
-                      warp_id() == 0;
+                      blockIdx.z == static_cast<unsigned>(f.cta_z < 0 ? 0 : f.cta_z);
   const int active = __popc(slot.mask);
   for (int w = rank; w < 8; w += active) {
     // Words 1..4 of the cell: count (with the call), filtered, nans, infs.
