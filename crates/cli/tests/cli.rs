@@ -1223,6 +1223,18 @@ fn trace_show_reads_real_summary_traces() {
     );
     let a = run.stdout.lines().find(|l| l.contains("OperandA")).unwrap();
     assert!(a.contains(" any ") && a.contains(" 16384 "), "{a}");
+    // CUTLASS 3.x through the overlay: a persistent grid of 132 CTAs, every consumer
+    // warp of every work tile folded into the collective's rows.
+    let cutlass = show("cutlass3x_sm90_summary.trace");
+    assert_eq!(cutlass["summary"]["grid"], serde_json::json!([1, 132, 1]));
+    let k15 = row(&cutlass, "Accumulator", 15);
+    assert_eq!(
+        (k15["probes"].as_u64(), k15["absmax"].as_f64()),
+        (Some(2048), Some(1024.0))
+    );
+    assert_eq!(k15["count"], 2048 * 2048);
+    assert_eq!(k15["peak_cta"], serde_json::json!([0, 131, 0]));
+    assert_eq!(row(&cutlass, "Accumulator", 1)["absmax"], 128.0);
 }
 
 #[test]
