@@ -352,7 +352,8 @@ static_assert(sizeof(Filter) == 24, "the Rust mirror expects a 24-byte filter");
 // The trace file: a FileHeader, then site_count site entries (a SiteEntry, the file
 // name bytes, the source text bytes, zero padding to a multiple of 8; the entries
 // take site_table_bytes in all), then record_count Records, then (version 3) the tile
-// section: a TileHeader and its TileValues. Little-endian.
+// section: a TileHeader and its TileValues, then (version 4) the summary section: a
+// SummaryHeader and its SummaryEntries. Little-endian.
 // kwb:layout FileHeader begin
 struct FileHeader {
   char magic[8];              // "KWBTRACE", no terminating zero
@@ -2123,12 +2124,13 @@ inline cudaError_t read_summary(SummaryHeader& header, std::vector<SummaryEntry>
       SummaryEntry e{};
       unsigned long long peak = 0, filtered = 0;
       unsigned bad = 0;
+      bool reached = false;
       for (int s = 0; s < KWB_TRACE_SUMMARY_STRIPES; ++s) {
         const SummaryCell& c = cells[(static_cast<size_t>(s) * sites + site) * rows + row];
-        if ((c.count >> summary_call_shift) != 0) {
-          e.kind = c.kind;
-          e.tag = c.tag;
-        }
+        if (c.count == 0) continue;  // no call reached this stripe
+        reached = true;
+        e.kind = c.kind;
+        e.tag = c.tag;
         e.probes += c.count >> summary_call_shift;
         e.count += c.count & values_mask;
         filtered += c.filtered;
@@ -2137,7 +2139,7 @@ inline cudaError_t read_summary(SummaryHeader& header, std::vector<SummaryEntry>
         peak = c.peak > peak ? c.peak : peak;
         bad = c.bad > bad ? c.bad : bad;
       }
-      if (e.probes == 0) continue;
+      if (!reached) continue;
       e.site = static_cast<uint32_t>(site);
       e.seen = e.count + filtered;
       e.k_tile = row - 1;
@@ -2333,7 +2335,7 @@ inline std::vector<SiteInfo> sites_by_id() {
   return sites;
 }
 
-// Writes the trace file: header, site table, records, full-tile section.
+// Writes the trace file: header, site table, records, full-tile section, summary section.
 inline bool write_trace(const char* path, const std::vector<Record>& records,
                         unsigned long long dropped, TileHeader tiles,
                         const std::vector<TileValue>& values, SummaryHeader summary_header,
