@@ -334,8 +334,8 @@ fn overlay_instruments_included_library_headers_without_touching_them() {
     assert_eq!(run.code, 2, "{}", run.stderr);
 }
 
-#[test]
-fn overlay_site_ids_continue_after_the_input_s_own() {
+/// `main.cu` (a kernel) including `inc/task.cuh` (another), both with sites.
+fn kernel_with_a_task_header() -> TempDir {
     let dir = TempDir::new().unwrap();
     std::fs::create_dir_all(dir.path().join("inc")).unwrap();
     write(
@@ -351,6 +351,12 @@ fn overlay_site_ids_continue_after_the_input_s_own() {
             KERNEL.replace("gemm(", "gemm2(")
         ),
     );
+    dir
+}
+
+#[test]
+fn overlay_site_ids_continue_after_the_input_s_own() {
+    let dir = kernel_with_a_task_header();
     let run = instrument(
         dir.path(),
         &["main.cu", "-o", "traced.cu", "--overlay", "ov", "-I", "inc"],
@@ -387,21 +393,7 @@ fn overlay_site_ids_continue_after_the_input_s_own() {
 /// table with a row for every site.
 #[test]
 fn a_summary_through_an_overlay_has_a_row_for_every_site() {
-    let dir = TempDir::new().unwrap();
-    std::fs::create_dir_all(dir.path().join("inc")).unwrap();
-    write(
-        dir.path(),
-        "inc/task.cuh",
-        &format!("#pragma once\n{KERNEL}"),
-    );
-    write(
-        dir.path(),
-        "main.cu",
-        &format!(
-            "#include \"task.cuh\"\n{}",
-            KERNEL.replace("gemm(", "gemm2(")
-        ),
-    );
+    let dir = kernel_with_a_task_header();
     let run = instrument(
         dir.path(),
         &[
