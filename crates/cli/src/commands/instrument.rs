@@ -275,19 +275,18 @@ fn with_overlay(
         }
     };
     let first_id = own_plan.as_ref().map_or(0, |p| p.probes.len() as u32);
-    let mut copies = overlay::plan(&args.file, source, &args.include, dir, config, first_id);
-    if let Some(total) = overlay::summary_total(config, first_id, &copies) {
-        // Every file names the unit's site count, so the table has a row for each.
+    let copies = overlay::plan(&args.file, source, &args.include, dir, config, first_id);
+    if let Some(total) = overlay::summary_total(config, first_id, &copies)
+        && own_plan.is_some()
+    {
+        // The input names the unit's site count too, so the table has a row for each.
         let config = Config {
             summary_sites: Some(total),
             ..config.clone()
         };
-        if own_plan.is_some()
-            && let Ok((again, plan)) = kwb_instrument::instrument(source, &config)
-        {
+        if let Ok((again, plan)) = kwb_instrument::instrument(source, &config) {
             (text, own_plan) = (again, Some(plan));
         }
-        copies = overlay::plan(&args.file, source, &args.include, dir, &config, first_id);
     }
     if own_plan.is_none() && copies.is_empty() {
         render::error(Report::new(kwb_instrument::InstrumentError::NothingToProbe));

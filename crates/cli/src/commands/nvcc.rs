@@ -379,39 +379,34 @@ fn build_entry(
     ));
     let _ = std::fs::remove_dir_all(&staging);
     let overlay = staging.join("overlay");
-    let overlay_config = kwb_instrument::Config {
-        lenient_gate: true,
-        ..config.clone()
-    };
     let own_sites = traced.as_ref().map_or(0, |t| t.1 as u32);
-    let mut copies = if spec.overlay {
-        crate::commands::overlay::plan(source, text, roots, &overlay, &overlay_config, own_sites)
-    } else {
-        Vec::new()
-    };
-    let mut traced = traced;
-    if let Some(total) = crate::commands::overlay::summary_total(config, own_sites, &copies) {
-        // Every file names the unit's site count, so the summary has a row for each.
-        let config = kwb_instrument::Config {
-            summary_sites: Some(total),
-            ..config.clone()
-        };
-        if traced.is_some()
-            && let Ok((again, plan)) = kwb_instrument::instrument(text, &config)
-        {
-            traced = Some((again, plan.probes.len()));
-        }
-        copies = crate::commands::overlay::plan(
+    let copies = if spec.overlay {
+        crate::commands::overlay::plan(
             source,
             text,
             roots,
             &overlay,
             &kwb_instrument::Config {
-                summary_sites: Some(total),
-                ..overlay_config
+                lenient_gate: true,
+                ..config.clone()
             },
             own_sites,
-        );
+        )
+    } else {
+        Vec::new()
+    };
+    let mut traced = traced;
+    if let Some(total) = crate::commands::overlay::summary_total(config, own_sites, &copies)
+        && traced.is_some()
+    {
+        // The source names the unit's site count too, so the summary has a row for each.
+        let config = kwb_instrument::Config {
+            summary_sites: Some(total),
+            ..config.clone()
+        };
+        if let Ok((again, plan)) = kwb_instrument::instrument(text, &config) {
+            traced = Some((again, plan.probes.len()));
+        }
     }
     if traced.is_none() && copies.is_empty() {
         if let Some(kernel) = &spec.config.kernel

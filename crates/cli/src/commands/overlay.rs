@@ -41,9 +41,10 @@ struct Found {
 }
 
 /// The site rows a summary build's table needs when an overlay adds sites to the
-/// unit's own (`own` ids, then the copies'), if the files were not instrumented with
-/// that total: the first file of the unit to include the runtime sizes the table, so
-/// every file must name the total; the caller instruments them again with it.
+/// unit's own (`own` ids, then the copies'): the copies name that total already (see
+/// [`plan`]); the input, instrumented before its overlay was known, must be
+/// instrumented again with it, since the first file to include the runtime sizes the
+/// table.
 pub fn summary_total(config: &Config, own: u32, copies: &[(Written, String)]) -> Option<u32> {
     let total = own
         + copies
@@ -124,7 +125,8 @@ pub fn followed(file: &Path, source: &str, roots: &[PathBuf]) -> Vec<(PathBuf, u
 /// Instruments every header `file` includes that has something to probe, with
 /// `config` (its gate only where it reaches), ids from `first_id` on; returns the
 /// copies to write, in id order. The copies include [`runtime_header`]`(dir)`, which
-/// the caller writes with them.
+/// the caller writes with them. With a summary every copy names the unit's total
+/// sites (`first_id` and the copies' own).
 pub fn plan(
     file: &Path,
     source: &str,
@@ -134,7 +136,7 @@ pub fn plan(
     first_id: u32,
 ) -> Vec<(Written, String)> {
     let found = headers(file, source, roots);
-    let instrument = |path: &Path, id_base: u32| -> Option<(String, Plan)> {
+    let instrument = |path: &Path, id_base: u32, config: &Config| -> Option<(String, Plan)> {
         let text = std::fs::read_to_string(path).ok()?;
         // Cheap filter: a header with a mainloop around an MMA names one of these.
         if !["mma", "gemm", "fma"].iter().any(|w| text.contains(w)) {
@@ -153,16 +155,16 @@ pub fn plan(
             Err(InstrumentError::NothingToProbe) | Err(_) => None,
         }
     };
-    // Which headers have probes: planned in parallel, ids assigned after.
+    // How many probes each header has: planned in parallel, ids assigned after.
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
     let chunk = found.len().div_ceil(threads).max(1);
-    let with_probes: Vec<bool> = std::thread::scope(|scope| {
+    let probes: Vec<usize> = std::thread::scope(|scope| {
         let handles: Vec<_> = found
             .chunks(chunk)
             .map(|part| {
                 scope.spawn(move || {
                     part.iter()
-                        .map(|f| instrument(&f.path, 0).is_some())
+                        .map(|f| instrument(&f.path, 0, config).map_or(0, |(_, p)| p.probes.len()))
                         .collect::<Vec<_>>()
                 })
             })
@@ -172,13 +174,20 @@ pub fn plan(
             .flat_map(|h| h.join().unwrap_or_default())
             .collect()
     });
+    // A summary's table is sized by the first file of the unit to include the
+    // runtime, so every copy names the unit's total sites.
+    let total = first_id + probes.iter().sum::<usize>() as u32;
+    let config = &Config {
+        summary_sites: config.summary.then_some(total),
+        ..config.clone()
+    };
     let mut next = first_id;
     let mut out = Vec::new();
-    for (f, probed) in found.iter().zip(with_probes) {
-        if !probed {
+    for (f, count) in found.iter().zip(probes) {
+        if count == 0 {
             continue;
         }
-        if let Some((text, plan)) = instrument(&f.path, next) {
+        if let Some((text, plan)) = instrument(&f.path, next, config) {
             next += plan.probes.len() as u32;
             out.push((
                 Written {
