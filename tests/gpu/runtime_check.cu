@@ -12,7 +12,8 @@
 // of one probe_as_pair, two records from one claim (14, 15). A summary build
 // (KWB_TRACE_SUMMARY) folds the same calls into its table and then also runs
 // summary_grid: 30 CTAs whose values name them, for the CTA of the peak and of the
-// first NaN, the table's last K-tile row and a site past the table (16, 64).
+// first NaN, the table's last K-tile row and a site past the table's default 32
+// (16, 64).
 #include <cstdio>
 #include <cstring>
 #include <cuda_bf16.h>

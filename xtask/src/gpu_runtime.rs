@@ -649,6 +649,9 @@ fn run_check(binary: &Path, trace: &PathBuf) -> Result<Trace> {
     kwb_runtime::decode(&bytes).map_err(|e| Failure(format!("{}: {e}", trace.display())))
 }
 
+/// A summed field of a summary entry.
+type EntryField = fn(&kwb_runtime::SummaryEntry) -> u64;
+
 /// Every problem of a summary build's table: each site of the one-CTA check folded
 /// (its records' counts summed, its absmax, CTA (0, 0, 0) for the peak and for the
 /// first NaN or Inf where there is one), and summary_grid's site 16 over 30 CTAs.
@@ -668,9 +671,10 @@ fn judge_summary(trace: &Trace, expect: &[Expect]) -> Vec<String> {
     check(
         "K-tile rows".into(),
         trace.summary_k_tiles.to_string(),
-        "256".into(),
+        kwb_runtime::DEFAULT_SUMMARY_K_TILES.to_string(),
     );
-    // Site 64 is past the table's 64 sites: CTA (0, 0, 0)'s two warps, one call each.
+    // Site 64 is past the table's sites (32 by default, the build sets none): CTA (0, 0,
+    // 0)'s two warps, one call each.
     check(
         "dropped".into(),
         trace.summary_dropped.to_string(),
@@ -679,29 +683,23 @@ fn judge_summary(trace: &Trace, expect: &[Expect]) -> Vec<String> {
     for e in expect {
         let rows: Vec<_> = trace.summary.iter().filter(|r| r.site == e.site).collect();
         let n = e.records as u64;
-        let sum = |f: fn(&kwb_runtime::SummaryEntry) -> u64| rows.iter().map(|r| f(r)).sum::<u64>();
+        let sum = |f: EntryField| rows.iter().map(|r| f(r)).sum::<u64>();
         let site = |what: &str| format!("site {} {what}", e.site);
         check(site("probes"), sum(|r| r.probes).to_string(), n.to_string());
-        check(
-            site("count"),
-            sum(|r| r.count).to_string(),
-            (n * u64::from(e.count)).to_string(),
-        );
-        check(
-            site("seen"),
-            sum(|r| r.seen).to_string(),
-            (n * u64::from(e.seen)).to_string(),
-        );
-        check(
-            site("NaN"),
-            sum(|r| r.nan_count).to_string(),
-            (n * u64::from(e.nans)).to_string(),
-        );
-        check(
-            site("Inf"),
-            sum(|r| r.inf_count).to_string(),
-            (n * u64::from(e.infs)).to_string(),
-        );
+        // Each sum is the expected record's figure once per record.
+        let sums: [(&str, EntryField, u32); 4] = [
+            ("count", |r| r.count, e.count),
+            ("seen", |r| r.seen, e.seen),
+            ("NaN", |r| r.nan_count, e.nans),
+            ("Inf", |r| r.inf_count, e.infs),
+        ];
+        for (what, field, per_record) in sums {
+            check(
+                site(what),
+                sum(field).to_string(),
+                (n * u64::from(per_record)).to_string(),
+            );
+        }
         let absmax = rows.iter().map(|r| r.absmax).fold(0.0_f32, f32::max);
         check(site("absmax"), absmax.to_string(), e.absmax.to_string());
         // Site 0 is probed at K tile = warp (0 and 1); the others at one K tile.
@@ -744,7 +742,9 @@ fn judge_summary(trace: &Trace, expect: &[Expect]) -> Vec<String> {
     // Site 16: 30 CTAs x 2 warps x 32 lanes x 4 values in each of two rows.
     let grid: Vec<_> = trace.summary.iter().filter(|r| r.site == 16).collect();
     let row = |k: i32| grid.iter().find(|r| r.k_tile == k);
-    match (row(0), row(254)) {
+    // K tile 300 lands in the table's last row, which starts at its rows less 2.
+    let last_row = kwb_runtime::DEFAULT_SUMMARY_K_TILES as i32 - 2;
+    match (row(0), row(last_row)) {
         (Some(first), Some(last)) => {
             for (r, name, absmax) in [(first, "K tile 0", 960.0_f32), (last, "last row", 1920.0)] {
                 let what = |field: &str| format!("site 16 {name} {field}");
@@ -786,7 +786,7 @@ fn judge_summary(trace: &Trace, expect: &[Expect]) -> Vec<String> {
             );
         }
         _ => bad.push(format!(
-            "summary site 16: rows at K tiles {:?}, want 0 and 254 (the last row)",
+            "summary site 16: rows at K tiles {:?}, want 0 and {last_row} (the last row)",
             grid.iter().map(|r| r.k_tile).collect::<Vec<_>>()
         )),
     }

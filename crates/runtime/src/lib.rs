@@ -56,6 +56,18 @@ pub const DEFAULT_CAPACITY: u64 = 262_144;
 /// `KWB_TRACE_SUMMARY_SITES`; calls of a site past them are only counted.
 pub const DEFAULT_SUMMARY_SITES: u32 = 32;
 
+/// The K-tile rows per site of a summary build's table (`KWB_TRACE_SUMMARY_K_TILES`'s
+/// default).
+pub const DEFAULT_SUMMARY_K_TILES: u32 = 256;
+
+/// The stripes of each row of a summary build's table (`KWB_TRACE_SUMMARY_STRIPES`'s
+/// default).
+pub const DEFAULT_SUMMARY_STRIPES: u32 = 64;
+
+/// The bytes of one cell of a summary build's table (`kwb::SummaryCell`): the table is
+/// this × sites × K-tile rows × stripes of device memory.
+pub const SUMMARY_CELL_SIZE: u32 = 64;
+
 /// The macro that turns tracing on (`-DKWB_TRACE`).
 pub const ENABLE_MACRO: &str = "KWB_TRACE";
 

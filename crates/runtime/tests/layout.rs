@@ -256,6 +256,18 @@ fn constants_agree() {
         declared_constant(HEADER, "KWB_TRACE_SUMMARY_SITES"),
         kwb_runtime::DEFAULT_SUMMARY_SITES.to_string()
     );
+    assert_eq!(
+        declared_constant(HEADER, "KWB_TRACE_SUMMARY_K_TILES"),
+        kwb_runtime::DEFAULT_SUMMARY_K_TILES.to_string()
+    );
+    assert_eq!(
+        declared_constant(HEADER, "KWB_TRACE_SUMMARY_STRIPES"),
+        kwb_runtime::DEFAULT_SUMMARY_STRIPES.to_string()
+    );
+    assert!(HEADER.contains(&format!(
+        "static_assert(sizeof(SummaryCell) == {}, ",
+        kwb_runtime::SUMMARY_CELL_SIZE
+    )));
     assert_eq!(&kwb_runtime::RECORD_MAGIC.to_le_bytes(), b"KWBR");
 }
 

@@ -358,8 +358,11 @@ fn with_overlay(
 
 /// What a `--summary` build keeps, and the table it sizes for `sites` site ids.
 fn summary_note(sites: usize) -> String {
-    // 64-byte cells: sites x K-tile rows x stripes (the header's defaults).
-    let mib = (sites.max(1) * 256 * 64 * 64) as f64 / (1024.0 * 1024.0);
+    // Cells of sites x K-tile rows x stripes (the header's defaults).
+    let cells = sites.max(1) as u64
+        * u64::from(kwb_runtime::DEFAULT_SUMMARY_K_TILES)
+        * u64::from(kwb_runtime::DEFAULT_SUMMARY_STRIPES);
+    let mib = (cells * u64::from(kwb_runtime::SUMMARY_CELL_SIZE)) as f64 / (1024.0 * 1024.0);
     format!(
         "summary: every CTA's probe calls fold into one table per site and K tile (absmax, NaN/Inf counts, the CTA of the peak and of the first NaN/Inf), {} site rows ({mib:.0} MiB of device memory); `kwb trace show` prints it",
         sites.max(1)
