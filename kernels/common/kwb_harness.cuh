@@ -285,8 +285,9 @@ inline Args parse_args(int argc, char** argv, int m, int n, int k) {
 // milliseconds per launch. A traced build empties its trace buffer ahead of each
 // launch (memsets queued on the stream), so every timed launch writes its records, as
 // the launch a trace is taken of does, instead of finding the buffer filled by the
-// launches before it; every other build queues a memset of the trace cursors' size.
-// Each launch is timed alone, between an event recorded after its reset and one after
+// launches before it; every other build queues a memset of the trace cursors' size, so
+// every build leaves the same kind of gap between its launches. Each launch is timed
+// alone, between an event recorded after its reset and one after
 // it, so what a reset clears (a summary build's table is megabytes) is never timed.
 template <class Launch>
 inline void time_launches(const char* family, const char* defect, int m, int n, int k,
