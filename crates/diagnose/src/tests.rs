@@ -1592,6 +1592,75 @@ mod structured {
         );
     }
 
+    /// A full trace of output rows 0..16, columns 0..16 whose operand B is the input
+    /// read with its dimensions swapped (`B(n, k) = b[k * N + n]`, N = 64), K tiles of
+    /// 32 with local k; the accumulator is the product of what the probes show, plus
+    /// `bump` on its first value.
+    fn b_swapped(a: &Matrix, b: &Matrix, bump: f32) -> Trace {
+        let read_b = |n: usize, k: usize| b.data[k * 64 + n];
+        let mut t = Trace::default();
+        for step in 0..4 {
+            let a_vals = (0..16)
+                .flat_map(|m| (0..32).map(move |k| (m, k)))
+                .map(|(m, k)| (a.data[m * a.cols + step * 32 + k], m as i32, -1, k as i32))
+                .collect();
+            push(&mut t, Kind::OperandA, step as i32, a_vals);
+            let b_vals = (0..16)
+                .flat_map(|n| (0..32).map(move |k| (n, k)))
+                .map(|(n, k)| (read_b(n, step * 32 + k), -1, n as i32, k as i32))
+                .collect();
+            push(&mut t, Kind::OperandB, step as i32, b_vals);
+        }
+        let mut acc: Vec<(f32, i32, i32, i32)> = (0..16)
+            .flat_map(|m| (0..16).map(move |n| (m, n)))
+            .map(|(m, n)| {
+                let v: f32 = (0..128)
+                    .map(|k| a.data[m * a.cols + k] * read_b(n, k))
+                    .sum();
+                (v, m as i32, n as i32, -1)
+            })
+            .collect();
+        acc[0].0 += bump;
+        push(&mut t, Kind::Accumulator, -1, acc);
+        t
+    }
+
+    #[test]
+    fn an_operand_read_in_another_layout_is_a_verdict_when_the_mma_consumed_it() {
+        let (a, b) = inputs();
+        let f = judged(&b_swapped(&a, &b, 0.0), &a, &b, 100);
+        assert_eq!(
+            (f.stage, f.status, f.confound),
+            (Some(Stage::OperandLoad), Status::Verdict, None),
+            "{}",
+            f.summary
+        );
+        assert!(
+            f.summary.contains("the probe's coordinates are the MMA's"),
+            "{}",
+            f.summary
+        );
+        assert!(f.summary.contains("as if stored [K, N]"), "{}", f.summary);
+        // An accumulator that is not the traced operands' product leaves the probe's
+        // coordinates in doubt: a draft.
+        let g = judged(&b_swapped(&a, &b, 1.0), &a, &b, 100);
+        assert_eq!(
+            (g.stage, g.status, g.confound),
+            (
+                Some(Stage::OperandLoad),
+                Status::Draft,
+                Some(crate::Confound::ProbeCoordinates)
+            ),
+            "{}",
+            g.summary
+        );
+        assert!(
+            g.evidence.iter().any(|e| e.contains("255 equal")),
+            "{:?}",
+            g.evidence
+        );
+    }
+
     #[test]
     fn a_right_accumulator_under_a_wrong_output_is_the_epilogue() {
         let (a, b) = inputs();

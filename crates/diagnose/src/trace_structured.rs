@@ -9,6 +9,10 @@
 //!    zeros are out of place). When the only fault is the number of K steps (right
 //!    rows, slices met too often or never but not both), each MMA got its own step's
 //!    operands and the K loop ran a wrong number of steps: **mma**;
+//!    An operand read with coordinates that holds no slice of the input is
+//!    **operand-load** when the accumulator is exactly the product of the operand
+//!    values as traced (the MMA consumed what the probes show, so their coordinates
+//!    are the MMA's), a DRAFT when it is not (the probe's coordinates could be wrong);
 //! 2. the accumulator after the mainloop placed in A·Bᵀ: in a global frame, a tile
 //!    that is the product of the rows the operands show but moved from where its
 //!    coordinates put it is the tile selection (**operand-load**); a tile found
@@ -19,7 +23,7 @@
 
 use kwb_reconcile::{
     AccumulatorReport, Arrangement, Matrix, OperandReport, Placement, Product, ProvenanceIndex,
-    arrangement, check_operand, locate_accumulators, units_of,
+    arrangement, check_operand, check_traced_product, locate_accumulators, read_swapped, units_of,
 };
 use kwb_runtime::{Kind, Trace};
 
@@ -223,15 +227,46 @@ pub fn judge_structured(trace: &Trace, a: &Matrix, b: &Matrix, run: &StructuredR
             ),
         );
     } else if let Some((letter, r)) = foreign.filter(|_| !acc.right()) {
-        operand_reading(
-            &mut f,
-            Status::Draft,
+        // Whether the MMA multiplied what the probes show, where they show it.
+        let traced = check_traced_product(trace);
+        f.evidence.push(traced.describe());
+        let (kind, matrix, dims) = if letter == 'A' {
+            (Kind::OperandA, a, ("M", "m"))
+        } else {
+            (Kind::OperandB, b, ("N", "n"))
+        };
+        let swapped = read_swapped(trace, kind, matrix).then(|| {
             format!(
-                "operand-load/descriptor? (operand {letter} read in the kernel's own logical (row, k) order holds {} of {} runs of 8 that are a slice of the input, and the accumulator is no tile of A·Bᵀ: the kernel reads {letter} in another layout than it is stored in, unless the probe's coordinates are wrong, which this trace cannot rule out)",
-                r.located, r.units
-            ),
+                "; every value is the input's element at k·{0} + {1}: {letter} was read as if stored [K, {0}] where it is stored [{0}, K]",
+                dims.0, dims.1
+            )
+        });
+        let held = format!(
+            "operand {letter} read in the kernel's own logical (row, k) order holds {} of {} runs of 8 that are a slice of the input, and the accumulator is no tile of A·Bᵀ",
+            r.located, r.units
         );
-        f.confound = Some(Confound::ProbeCoordinates);
+        if traced.explains() {
+            operand_reading(
+                &mut f,
+                Status::Verdict,
+                format!(
+                    "operand-load/descriptor (operand {letter}: {held}, but it is exactly the product of the operand values the trace shows at their coordinates ({} of {} accumulator values): the MMA consumed what the probes read, where they read it, so the probe's coordinates are the MMA's and {letter} was read in another layout than it is stored in{})",
+                    traced.matched,
+                    traced.cells,
+                    swapped.unwrap_or_default()
+                ),
+            );
+        } else {
+            operand_reading(
+                &mut f,
+                Status::Draft,
+                format!(
+                    "operand-load/descriptor? ({held}: the kernel reads {letter} in another layout than it is stored in, unless the probe's coordinates are wrong, which this trace cannot rule out{})",
+                    swapped.unwrap_or_default()
+                ),
+            );
+            f.confound = Some(Confound::ProbeCoordinates);
+        }
     } else if acc.partly() {
         let (all, placed) = acc.layers();
         let why = format!(

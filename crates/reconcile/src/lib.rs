@@ -17,6 +17,10 @@
 //! - **Shared-memory arrangement.** Where operand chunks carry their raw position,
 //!   the arrangement they lie in (unswizzled, 128-byte swizzle) is read from where
 //!   each chunk's K slice sits.
+//! - **Accumulator, by the traced operands.** Where an operand is no slice of the
+//!   input, the accumulator is held to the product of the operand values the trace
+//!   shows at their coordinates: equal, the MMA consumed what the probes show, so
+//!   their coordinates are the MMA's and the operand really was read that way.
 //!
 //! No IO and no GPU: the caller decodes the trace and reads the dumped inputs.
 
@@ -25,6 +29,7 @@ mod arrangement;
 mod matrix;
 mod provenance;
 mod ranges;
+mod traced_product;
 
 pub use crate::accumulator::{AccumulatorReport, Placement, locate_accumulators};
 pub use crate::arrangement::{Arrangement, arrangement};
@@ -33,6 +38,7 @@ pub use crate::provenance::{
     Located, OperandReport, ProvenanceIndex, UNIT, Unit, Units, check_operand, units_of,
 };
 pub use crate::ranges::Ranges;
+pub use crate::traced_product::{TracedProduct, check_traced_product, read_swapped};
 
 #[cfg(test)]
 mod tests;

@@ -371,3 +371,120 @@ fn an_accumulator_with_a_second_set_is_partly_placed() {
     assert_eq!(report.layers(), (2, 1));
     assert!(!report.right() && report.partly() && report.nowhere() == 0);
 }
+
+/// A full trace of one CTA tile (rows 0..16 of A, 0..16 of B, K = 64 in K tiles of
+/// 32, k local to its K tile): operand B as the kernel read it, `read_b(n, k)` at
+/// global k, operand A straight from the input, and the accumulator holding
+/// `Σ A(m, k) · read_b(n, k)` plus `bump` on cell (0, 0). Operand coordinates are
+/// moved by `operand_origin` from the accumulator's.
+fn read_as(
+    a: &Matrix,
+    read_b: impl Fn(usize, usize) -> f32,
+    bump: f32,
+    operand_origin: i32,
+) -> Trace {
+    let mut t = Builder::default();
+    let (bk, tiles) = (32, 2);
+    for step in 0..tiles {
+        for warp in 0..2 {
+            // Two warps read the same tile: their values agree at every key.
+            let a_vals = (0..16).flat_map(|m| {
+                (0..bk).map(move |k| {
+                    let v = a.data[m * a.cols + step * bk + k];
+                    (v, m as i32 + operand_origin, -1, k as i32)
+                })
+            });
+            t.push(
+                record(Kind::OperandA, warp, step as i32),
+                a_vals.collect::<Vec<_>>(),
+            );
+            let b_vals: Vec<_> = (0..16)
+                .flat_map(|n| (0..bk).map(move |k| (n, k)))
+                .map(|(n, k)| {
+                    (
+                        read_b(n, step * bk + k),
+                        -1,
+                        n as i32 + operand_origin,
+                        k as i32,
+                    )
+                })
+                .collect();
+            t.push(record(Kind::OperandB, warp, step as i32), b_vals);
+        }
+    }
+    let acc: Vec<_> = square(0, 16)
+        .map(|(m, n)| {
+            let s: f32 = (0..bk * tiles)
+                .map(|k| a.data[m as usize * a.cols + k] * read_b(n as usize, k))
+                .sum();
+            let v = if (m, n) == (0, 0) { s + bump } else { s };
+            (v, m as i32, n as i32, -1)
+        })
+        .collect();
+    t.push(record(Kind::Accumulator, 0, -1), acc);
+    t.trace
+}
+
+#[test]
+fn an_accumulator_of_the_traced_operands_vouches_for_their_coordinates() {
+    let a = wide(16, 64, 3);
+    let b = wide(64, 64, 4);
+    // B (stored [N, K]) read as if stored [K, N]: B(n, k) = b[k * N + n], with N = 64.
+    let transposed = |n: usize, k: usize| b.data[k * 64 + n];
+    let p = check_traced_product(&read_as(&a, transposed, 0.0, 0));
+    assert!(p.explains(), "{p:?}");
+    assert_eq!(
+        (p.cells, p.checked, p.matched, p.shift),
+        (256, 256, 256, (0, 0))
+    );
+    assert!(p.describe().contains("256 of 256"), "{}", p.describe());
+    // One cell off: the MMA did not consume what the probes show.
+    let off = check_traced_product(&read_as(&a, transposed, 1.0, 0));
+    assert!(!off.explains());
+    assert_eq!((off.checked, off.matched), (256, 255));
+    // Operand coordinates in another frame (from 64) are moved to the accumulator's.
+    let moved = check_traced_product(&read_as(&a, transposed, 0.0, 64));
+    assert!(moved.explains(), "{moved:?}");
+    assert_eq!(moved.shift, (64, 64));
+    assert!(moved.describe().contains("moved by (64, 64)"));
+}
+
+#[test]
+fn a_traced_product_is_not_judged_on_disagreeing_or_missing_values() {
+    let a = wide(16, 64, 3);
+    let b = wide(64, 64, 4);
+    let straight = |n: usize, k: usize| b.data[n * 64 + k];
+    // Two warps that read one key differently: the probes contradict each other.
+    let mut t = read_as(&a, straight, 0.0, 0);
+    let first_b = t
+        .tiles
+        .iter()
+        .position(|v| t.records[v.record as usize].kind() == Some(Kind::OperandB))
+        .unwrap();
+    t.tiles[first_b].value += 1.0;
+    let p = check_traced_product(&t);
+    assert!(!p.explains());
+    assert!(
+        p.unjudged.as_deref().unwrap().contains("two values"),
+        "{p:?}"
+    );
+    // No operand B at all.
+    let mut no_b = read_as(&a, straight, 0.0, 0);
+    let records = no_b.records.clone();
+    no_b.tiles
+        .retain(|v| records[v.record as usize].kind() != Some(Kind::OperandB));
+    let q = check_traced_product(&no_b);
+    assert!(!q.explains() && q.unjudged.is_some(), "{q:?}");
+    assert!(q.describe().contains("not judged"));
+}
+
+#[test]
+fn an_operand_read_with_its_dimensions_swapped_is_named() {
+    let a = wide(16, 64, 3);
+    let b = wide(64, 64, 4);
+    let swapped = read_as(&a, |n, k| b.data[k * 64 + n], 0.0, 0);
+    assert!(read_swapped(&swapped, Kind::OperandB, &b));
+    assert!(!read_swapped(&swapped, Kind::OperandA, &a));
+    let straight = read_as(&a, |n, k| b.data[n * 64 + k], 0.0, 0);
+    assert!(!read_swapped(&straight, Kind::OperandB, &b));
+}
