@@ -488,3 +488,68 @@ fn an_operand_read_with_its_dimensions_swapped_is_named() {
     let straight = read_as(&a, |n, k| b.data[n * 64 + k], 0.0, 0);
     assert!(!read_swapped(&straight, Kind::OperandB, &b));
 }
+
+#[test]
+fn an_accumulator_without_coordinates_is_matched_as_a_multiset() {
+    let a = wide(16, 64, 3);
+    let b = wide(64, 64, 4);
+    let transposed = |n: usize, k: usize| b.data[k * 64 + n];
+    let strip = |mut t: Trace| {
+        let records = t.records.clone();
+        for v in &mut t.tiles {
+            if records[v.record as usize].kind() == Some(Kind::Accumulator) {
+                (v.m, v.n) = (-1, -1);
+            }
+        }
+        // Raw register order is no order of (m, n).
+        t.tiles.reverse();
+        t
+    };
+    let p = check_traced_product(&strip(read_as(&a, transposed, 0.0, 0)));
+    assert!(p.explains() && p.multiset, "{p:?}");
+    assert!(
+        p.describe().contains("sorted, 256 of its 256"),
+        "{}",
+        p.describe()
+    );
+    // One value off, or operands moved to another frame (rows do not matter to a
+    // multiset): the first fails, the second still matches.
+    assert!(!check_traced_product(&strip(read_as(&a, transposed, 1.0, 0))).explains());
+    assert!(check_traced_product(&strip(read_as(&a, transposed, 0.0, 64))).explains());
+    // A K slice paired with the wrong one in B shows: the pairing along K is judged.
+    let shuffled = |n: usize, k: usize| transposed(n, k ^ 1);
+    let mut t = strip(read_as(&a, transposed, 0.0, 0));
+    let records = t.records.clone();
+    let mut i = 0;
+    for v in &mut t.tiles {
+        if records[v.record as usize].kind() == Some(Kind::OperandB) {
+            let k = (records[v.record as usize].k_tile * 32 + v.k) as usize;
+            v.value = shuffled(v.n as usize, k);
+            i += 1;
+        }
+    }
+    assert!(i > 0);
+    assert!(!check_traced_product(&t).explains());
+    // Products that are not exact in fp32 are not matched as a multiset.
+    let mut inexact = strip(read_as(&a, transposed, 0.0, 0));
+    for v in &mut inexact.tiles {
+        v.value *= 0.1;
+    }
+    let q = check_traced_product(&inexact);
+    assert!(!q.explains() && q.unjudged.is_some(), "{q:?}");
+}
+
+#[test]
+fn a_peeled_first_k_tile_counts_and_a_swapped_read_is_found_at_any_tile_index() {
+    let a = wide(16, 64, 3);
+    let b = wide(64, 64, 4);
+    let mut t = read_as(&a, |n, k| b.data[k * 64 + n], 0.0, 0);
+    // K tile 0 as a peeled first MMA outside the loop records it (K tile -1).
+    for r in &mut t.records {
+        if r.kind() != Some(Kind::Accumulator) && r.k_tile == 0 {
+            r.k_tile = -1;
+        }
+    }
+    assert!(check_traced_product(&t).explains());
+    assert!(read_swapped(&t, Kind::OperandB, &b));
+}

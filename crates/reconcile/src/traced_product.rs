@@ -38,6 +38,9 @@ pub struct TracedProduct {
     pub shift: (i64, i64),
     /// Why nothing was judged, when nothing was.
     pub unjudged: Option<String>,
+    /// The accumulator had no coordinates and was matched as a multiset: sorted,
+    /// value for value, against the product of every traced A row and B row.
+    pub multiset: bool,
 }
 
 impl TracedProduct {
@@ -64,6 +67,12 @@ impl TracedProduct {
                 format_shift(self.shift)
             )
         };
+        if self.multiset {
+            return format!(
+                "the traced operands' product: the accumulator has no coordinates; sorted, {} of its {} values equal the product of every traced A row and B row over the K the operands show",
+                self.matched, self.cells
+            );
+        }
         format!(
             "the traced operands' product: {} of {} accumulator values checked over the K the operands show{frame}, {} equal to it",
             self.checked, self.cells, self.matched
@@ -83,7 +92,7 @@ fn traced(trace: &Trace, kind: Kind) -> Result<Traced, String> {
         let Some(r) = trace.records.get(v.record as usize) else {
             continue;
         };
-        if r.kind() != Some(kind) || r.k_tile < 0 {
+        if r.kind() != Some(kind) {
             continue;
         }
         let row = if kind == Kind::OperandB { v.n } else { v.m };
@@ -110,10 +119,19 @@ fn traced(trace: &Trace, kind: Kind) -> Result<Traced, String> {
     Ok(out)
 }
 
-/// The final accumulator values (K tile -1, rows below the row bound) by (m, n);
-/// `Err` when a cell holds two different values.
-fn final_cells(trace: &Trace) -> Result<HashMap<(i32, i32), f32>, String> {
-    let mut out: HashMap<(i32, i32), f32> = HashMap::new();
+/// The final accumulator values (K tile -1, rows below the row bound).
+enum Finals {
+    /// By (m, n), where every value has coordinates.
+    Cells(HashMap<(i32, i32), f32>),
+    /// In raw register order, where none has.
+    Values(Vec<f32>),
+}
+
+/// The final accumulator values; `Err` when a cell holds two different values or
+/// only some values have coordinates.
+fn finals(trace: &Trace) -> Result<Finals, String> {
+    let mut cells: HashMap<(i32, i32), f32> = HashMap::new();
+    let mut raw: Vec<f32> = Vec::new();
     for v in &trace.tiles {
         let Some(r) = trace.records.get(v.record as usize) else {
             continue;
@@ -122,9 +140,10 @@ fn final_cells(trace: &Trace) -> Result<HashMap<(i32, i32), f32>, String> {
             continue;
         }
         if v.m < 0 || v.n < 0 {
-            return Err("the accumulator has no coordinates".to_owned());
+            raw.push(v.value);
+            continue;
         }
-        let old = out.insert((v.m, v.n), v.value);
+        let old = cells.insert((v.m, v.n), v.value);
         if old.is_some_and(|o| o.to_bits() != v.value.to_bits()) {
             return Err(format!(
                 "accumulator cell ({}, {}) holds more than one value (accumulator sets the probe could not tell apart)",
@@ -132,7 +151,11 @@ fn final_cells(trace: &Trace) -> Result<HashMap<(i32, i32), f32>, String> {
             ));
         }
     }
-    Ok(out)
+    match (cells.is_empty(), raw.is_empty()) {
+        (false, false) => Err("only some accumulator values have coordinates".to_owned()),
+        (true, _) => Ok(Finals::Values(raw)),
+        (false, true) => Ok(Finals::Cells(cells)),
+    }
 }
 
 /// `Σ a(key) · b(key)` over the keys both rows hold, with the bound `Σ |a · b|` and
@@ -151,11 +174,14 @@ fn dot(a: &BTreeMap<(i32, i32), f32>, b: &BTreeMap<(i32, i32), f32>) -> Option<(
     Some((sum, bound, integral))
 }
 
+/// Below this bound an integer dot product's every fp32 partial sum is exact.
+const EXACT_BOUND: f64 = 16_777_216.0;
+
 /// Whether fp32 accumulator value `v` can be a K-term dot product `want` of bound
 /// `bound`: equal when every partial sum is exact, within the fp32 accumulation bound
 /// otherwise (the rule of [`crate::Product::matches`]).
 fn agrees(v: f32, want: f64, bound: f64, integral: bool, terms: usize) -> bool {
-    if integral && bound < 16_777_216.0 {
+    if integral && bound < EXACT_BOUND {
         f64::from(v) == want
     } else {
         (f64::from(v) - want).abs() <= terms as f64 * 2f64.powi(-24) * bound
@@ -163,18 +189,27 @@ fn agrees(v: f32, want: f64, bound: f64, integral: bool, terms: usize) -> bool {
 }
 
 /// Checks the final accumulator against the product of the operand values the trace
-/// shows. The operands' rows are taken in the accumulator's frame, or else moved so
-/// their smallest rows meet the accumulator's smallest (m, n): a probe may record
-/// operands local to a tile and the accumulator global, or the other way round.
+/// shows.
+///
+/// - With coordinates, cell by cell. The operands' rows are taken in the
+///   accumulator's frame, or else moved so their smallest rows meet the
+///   accumulator's smallest (m, n): a probe may record operands local to a tile and
+///   the accumulator global, or the other way round.
+/// - Without (a register fragment the probe could give no coordinates), as
+///   multisets: the accumulator's values must be exactly the values of the traced
+///   rows' product, every traced A row by every traced B row. Only an exact product
+///   (integer values, every partial sum exact) is matched this way. Row order does
+///   not show in a multiset, but which k meets which does, and that is what an
+///   operand's runs along K are judged by.
 pub fn check_traced_product(trace: &Trace) -> TracedProduct {
     let unjudged = |why: String| TracedProduct {
         unjudged: Some(why),
         ..TracedProduct::default()
     };
-    let (a, b, cells) = match (
+    let (a, b, finals) = match (
         traced(trace, Kind::OperandA),
         traced(trace, Kind::OperandB),
-        final_cells(trace),
+        finals(trace),
     ) {
         (Ok(a), Ok(b), Ok(c)) => (a, b, c),
         (Err(why), _, _) | (_, Err(why), _) | (_, _, Err(why)) => return unjudged(why),
@@ -182,9 +217,14 @@ pub fn check_traced_product(trace: &Trace) -> TracedProduct {
     if a.is_empty() || b.is_empty() {
         return unjudged("an operand has no values with coordinates".to_owned());
     }
-    if cells.is_empty() {
-        return unjudged("no accumulator after the mainloop".to_owned());
+    match finals {
+        Finals::Cells(cells) if !cells.is_empty() => by_cells(&a, &b, &cells),
+        Finals::Values(values) if !values.is_empty() => by_multiset(&a, &b, values),
+        _ => unjudged("no accumulator after the mainloop".to_owned()),
     }
+}
+
+fn by_cells(a: &Traced, b: &Traced, cells: &HashMap<(i32, i32), f32>) -> TracedProduct {
     let rows_m: BTreeSet<i32> = cells.keys().map(|c| c.0).collect();
     let rows_n: BTreeSet<i32> = cells.keys().map(|c| c.1).collect();
     let covered = |dm: i64, dn: i64| {
@@ -197,26 +237,26 @@ pub fn check_traced_product(trace: &Trace) -> TracedProduct {
     };
     let first = |s: &BTreeSet<i32>| i64::from(*s.first().unwrap_or(&0));
     let first_key = |t: &Traced| i64::from(*t.keys().next().unwrap_or(&0));
-    let moved = (
-        first_key(&a) - first(&rows_m),
-        first_key(&b) - first(&rows_n),
-    );
+    let moved = (first_key(a) - first(&rows_m), first_key(b) - first(&rows_n));
     let shift = if covered(0, 0) {
         (0, 0)
     } else if covered(moved.0, moved.1) {
         moved
     } else {
-        return unjudged(
-            "the operands' rows do not cover the accumulator's, in its frame or moved to it"
-                .to_owned(),
-        );
+        return TracedProduct {
+            unjudged: Some(
+                "the operands' rows do not cover the accumulator's, in its frame or moved to it"
+                    .to_owned(),
+            ),
+            ..TracedProduct::default()
+        };
     };
     let mut out = TracedProduct {
         cells: cells.len(),
         shift,
         ..TracedProduct::default()
     };
-    for (&(m, n), &v) in &cells {
+    for (&(m, n), &v) in cells {
         let row_a = &a[&((i64::from(m) + shift.0) as i32)];
         let row_b = &b[&((i64::from(n) + shift.1) as i32)];
         if let Some((want, bound, integral)) = dot(row_a, row_b) {
@@ -229,38 +269,100 @@ pub fn check_traced_product(trace: &Trace) -> TracedProduct {
     out
 }
 
+fn by_multiset(a: &Traced, b: &Traced, mut values: Vec<f32>) -> TracedProduct {
+    let cells = a.len() * b.len();
+    let unjudged = |why: String| TracedProduct {
+        cells: values.len(),
+        unjudged: Some(why),
+        multiset: true,
+        ..TracedProduct::default()
+    };
+    if values.len() != cells {
+        return unjudged(format!(
+            "the accumulator has no coordinates and {} values, where the traced rows' product has {cells}",
+            values.len()
+        ));
+    }
+    let mut want = Vec::with_capacity(cells);
+    for row_a in a.values() {
+        for row_b in b.values() {
+            match dot(row_a, row_b) {
+                Some((v, bound, true)) if bound < EXACT_BOUND => want.push(v),
+                Some(_) => {
+                    return unjudged(
+                        "the accumulator has no coordinates and the traced operands' product is not exact in fp32, so it cannot be matched as a multiset".to_owned(),
+                    );
+                }
+                None => {
+                    return unjudged("the traced operand rows cover different K".to_owned());
+                }
+            }
+        }
+    }
+    want.sort_by(f64::total_cmp);
+    values.sort_by(f32::total_cmp);
+    let matched = values
+        .iter()
+        .zip(&want)
+        .filter(|(v, w)| f64::from(**v) == **w)
+        .count();
+    TracedProduct {
+        cells,
+        checked: cells,
+        matched,
+        shift: (0, 0),
+        unjudged: None,
+        multiset: true,
+    }
+}
+
 /// Whether every traced value of operand `kind` is the input's element at `k · rows +
 /// row` of `matrix` (stored `[rows, K]`): the operand read as if stored `[K, rows]`,
 /// its two dimensions swapped (a row-major layout tag on a column-major operand, or
-/// the other way round). A probe's k is taken as global where a later K tile's k
-/// passes the first tile's width, else as local to its K tile. False when the operand
-/// has no values with coordinates.
+/// the other way round). Each K tile's k are taken relative to its smallest, and the
+/// tile must match at some offset along K, each tile at its own: so whether a probe's
+/// k is global or local to its K tile, and whatever index a peeled first tile has,
+/// does not matter. False when the operand has no values with coordinates.
 pub fn read_swapped(trace: &Trace, kind: Kind, matrix: &Matrix) -> bool {
     let Ok(values) = traced(trace, kind) else {
         return false;
     };
-    let keys = || values.values().flat_map(|ks| ks.keys());
-    let width = keys()
-        .filter(|(t, _)| *t == 0)
-        .map(|(_, k)| i64::from(*k) + 1)
-        .max();
-    let Some(width) = width else {
+    // K tile -> (row, k relative to the tile's smallest k, value).
+    let mut tiles: BTreeMap<i32, Vec<(i64, i64, f32)>> = BTreeMap::new();
+    for (&row, ks) in &values {
+        for (&(t, k), &v) in ks {
+            tiles
+                .entry(t)
+                .or_default()
+                .push((i64::from(row), i64::from(k), v));
+        }
+    }
+    if tiles.is_empty() {
         return false;
-    };
-    let global = keys().any(|(t, k)| *t > 0 && i64::from(*k) >= width);
+    }
     let rows = matrix.rows as i64;
-    values.iter().all(|(&row, ks)| {
-        ks.iter().all(|(&(t, k), &v)| {
-            let k = if global {
-                i64::from(k)
-            } else {
-                i64::from(t) * width + i64::from(k)
-            };
-            let at = k * rows + i64::from(row);
-            usize::try_from(at)
-                .ok()
-                .and_then(|i| matrix.data.get(i))
-                .is_some_and(|x| x.to_bits() == v.to_bits() || (*x == 0.0 && v == 0.0))
-        })
-    }) && !values.is_empty()
+    let depth = matrix.cols as i64;
+    let at = |row: i64, k: i64| {
+        usize::try_from(k * rows + row)
+            .ok()
+            .filter(|_| (0..rows).contains(&row) && (0..depth).contains(&k))
+            .and_then(|i| matrix.data.get(i))
+    };
+    let same = |x: Option<&f32>, v: f32| {
+        x.is_some_and(|x| x.to_bits() == v.to_bits() || (*x == 0.0 && v == 0.0))
+    };
+    let mut offsets = BTreeSet::new();
+    for tile in tiles.values_mut() {
+        let low = tile.iter().map(|e| e.1).min().unwrap_or(0);
+        for e in tile.iter_mut() {
+            e.1 -= low;
+        }
+        let span = tile.iter().map(|e| e.1).max().unwrap_or(0);
+        let fits = |o: i64| tile.iter().all(|&(row, k, v)| same(at(row, o + k), v));
+        match (0..depth - span).find(|&o| fits(o)) {
+            Some(o) if offsets.insert(o) => {}
+            _ => return false,
+        }
+    }
+    true
 }
