@@ -7,8 +7,7 @@
 //!
 //! - `original`: the kernel as written;
 //! - `disabled`: instrumented with every probe kind, built without `KWB_TRACE`;
-//! - `one CTA`: the same, built with `KWB_TRACE`, recording CTA (0, 0, 0); and with
-//!   `KWB_TRACE_DEFER` (register fragments' statistics worked out by the flush);
+//! - `one CTA`: the same, built with `KWB_TRACE`, recording CTA (0, 0, 0);
 //! - `all CTAs, summary: …`: every CTA's probes folded into the summary table
 //!   (`--summary`: absmax and NaN/Inf counts per site and K tile, no records): the
 //!   final accumulator and the epilogue, per-K-tile accumulators, operands, every
@@ -75,17 +74,6 @@ fn configs(family_source: &str) -> Vec<Config> {
                 ..base.clone()
             }),
             defines: vec![kwb_runtime::ENABLE_MACRO.to_owned()],
-        },
-        Config {
-            name: "one CTA, deferred tally".to_owned(),
-            instrumented: Some(kwb_instrument::Config {
-                cta: Some([0, 0, 0]),
-                ..base.clone()
-            }),
-            defines: vec![
-                kwb_runtime::ENABLE_MACRO.to_owned(),
-                "KWB_TRACE_DEFER".to_owned(),
-            ],
         },
         Config {
             name: "one CTA, K tiles 0..4".to_owned(),

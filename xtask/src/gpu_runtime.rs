@@ -415,7 +415,7 @@ struct Build {
     summary: bool,
 }
 
-const BUILDS: [Build; 9] = [
+const BUILDS: [Build; 7] = [
     Build {
         name: "default buffer",
         defines: &[],
@@ -476,32 +476,6 @@ const BUILDS: [Build; 9] = [
         overflow: None,
         minmax: true,
         full: true,
-        samples: true,
-        summary: false,
-    },
-    // Register fragments tallied by the flush from their raw values: every record must
-    // read as the device's tally writes it.
-    Build {
-        name: "deferred tally",
-        defines: &["KWB_TRACE_DEFER"],
-        overflow: None,
-        minmax: true,
-        full: false,
-        samples: true,
-        summary: false,
-    },
-    // A raw arena of one 512-word region: the first fragments defer, the rest find it
-    // full and tally on the device; nothing may differ.
-    Build {
-        name: "deferred tally, raw arena full",
-        defines: &[
-            "KWB_TRACE_DEFER",
-            "KWB_TRACE_RAW_WORDS=512",
-            "KWB_TRACE_RAW_SHARDS=1",
-        ],
-        overflow: None,
-        minmax: true,
-        full: false,
         samples: true,
         summary: false,
     },

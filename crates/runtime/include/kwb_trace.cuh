@@ -47,22 +47,6 @@
 //                       KWB_TRACE_MINMAX default to 0 and must stay 0), writes no
 //                       TileContext, and takes neither KWB_TRACE_FULL nor
 //                       KWB_TRACE_MAPPED. The trace file's summary section holds it.
-//   KWB_TRACE_DEFER     register fragments without a row filter are not tallied on
-//                       the device: the probe stores the warp's raw values (16-byte
-//                       stores, bf16 and half pairs as the registers hold them) into
-//                       a raw arena and writes its record pending; the flush works out
-//                       count, absmax, min, max and the NaN and Inf counts on the host,
-//                       exactly as the device tally would. A traced CTA then runs a
-//                       few instructions per 4 values instead of one or two per
-//                       value, and records no longer cost it their warp reductions.
-//                       Samples and their coordinates are still taken on the device.
-//                       Where the arena is full, or a fragment has a row filter or
-//                       another element type, the probe tallies on the device as
-//                       without it: nothing is lost. Takes neither KWB_TRACE_SUMMARY
-//                       nor KWB_TRACE_MAPPED.
-//   KWB_TRACE_RAW_WORDS  the raw arena's 32-bit words (default 16 Mi = 64 MiB), in
-//                       KWB_TRACE_RAW_SHARDS (default 8) regions, a warp claiming in
-//                       region (linear CTA * warps per CTA + warp) % shards.
 //   KWB_TRACE_SUMMARY_SITES    site ids the table has rows for (default 32); calls of
 //                       a site past them are counted as dropped.
 //   KWB_TRACE_SUMMARY_K_TILES  rows per site (default 256): one for K tile -1 (outside
@@ -151,12 +135,6 @@
 #ifndef KWB_TRACE_TILE_CAPACITY
 #define KWB_TRACE_TILE_CAPACITY 4194304
 #endif
-#ifndef KWB_TRACE_RAW_WORDS
-#define KWB_TRACE_RAW_WORDS (16u << 20)
-#endif
-#ifndef KWB_TRACE_RAW_SHARDS
-#define KWB_TRACE_RAW_SHARDS 8
-#endif
 #ifndef KWB_TRACE_CTA_X
 #define KWB_TRACE_CTA_X -1
 #endif
@@ -178,11 +156,9 @@
 #include <cuda_fp16.h>
 #if !defined(__CUDACC_RTC__)
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <limits>
 #include <vector>
 #endif
 #endif
@@ -221,9 +197,6 @@ inline constexpr bool enabled = false;
 inline constexpr uint32_t version = 4;
 // "KWBR" read as a little-endian u32: the first field of every written record.
 inline constexpr uint32_t record_magic = 0x5242574Bu;
-// "KWBP": a pending record of a KWB_TRACE_DEFER build, whose statistics the flush works
-// out from its raw values; no file ever holds one.
-inline constexpr uint32_t pending_magic = 0x5042574Bu;
 // The value slots of a record (fixed); KWB_TRACE_VALUES of them are filled.
 inline constexpr int record_values = 8;
 // A row bound that keeps every value: pass it when there are no padding rows.
@@ -254,20 +227,6 @@ static_assert(KWB_TRACE_MINMAX == 0,
 #else
 inline constexpr bool summary = false;
 #endif
-
-// Whether register fragments store raw values for the flush to tally (KWB_TRACE_DEFER).
-#ifdef KWB_TRACE_DEFER
-inline constexpr bool deferred = true;
-#if defined(KWB_TRACE_SUMMARY) || defined(KWB_TRACE_MAPPED)
-#error "KWB_TRACE_DEFER takes neither KWB_TRACE_SUMMARY nor KWB_TRACE_MAPPED"
-#endif
-#else
-inline constexpr bool deferred = false;
-#endif
-static_assert(KWB_TRACE_RAW_SHARDS > 0 && KWB_TRACE_RAW_WORDS / KWB_TRACE_RAW_SHARDS >= 128,
-              "the raw arena needs a shard and room for one chunk of a warp per shard");
-// The formats of raw values: 32-bit floats, or pairs of bf16 or half in 32-bit words.
-enum class RawFormat : uint32_t { none = 0, f32 = 1, bf16_pairs = 2, f16_pairs = 3 };
 static_assert(KWB_TRACE_SUMMARY_SITES > 0 && KWB_TRACE_SUMMARY_K_TILES >= 2 &&
                   KWB_TRACE_SUMMARY_STRIPES > 0,
               "the summary table needs a site, two K-tile rows (-1 and 0..) and a stripe");
@@ -726,10 +685,6 @@ extern __device__ SummaryCell trace_summary[summary_cells];
 extern __device__ unsigned long long trace_summary_dropped;
 extern __device__ uint4 trace_summary_grid;
 #endif
-#ifdef KWB_TRACE_DEFER
-extern __device__ __align__(16) uint32_t trace_raw[KWB_TRACE_RAW_WORDS];
-extern __device__ __align__(128) unsigned long long trace_raw_cursor[KWB_TRACE_RAW_SHARDS * cursor_words];
-#endif
 #else
 // 32-byte aligned: a record (224 bytes) is then seven whole 32-byte sectors, written in
 // 16-byte stores.
@@ -749,12 +704,6 @@ __device__ unsigned long long trace_summary_dropped;  // calls of sites past the
 // The grid (x, y, z, 1 once written): stored at each call of one admitted CTA's warps,
 // so the flush can decode linear CTA ids.
 __device__ uint4 trace_summary_grid;
-#endif
-#ifdef KWB_TRACE_DEFER
-// The raw values of pending records, and per region the words claimed so far (past the
-// region's end the claim failed and its probe tallied on the device).
-__device__ __align__(16) uint32_t trace_raw[KWB_TRACE_RAW_WORDS];
-__device__ __align__(128) unsigned long long trace_raw_cursor[KWB_TRACE_RAW_SHARDS * cursor_words];
 #endif
 __constant__ Filter trace_filter = {KWB_TRACE_CTA_X,   KWB_TRACE_CTA_Y, KWB_TRACE_CTA_Z,
                                     KWB_TRACE_K_BEGIN, KWB_TRACE_K_END, 1u};
@@ -1412,103 +1361,6 @@ __device__ __forceinline__ void finish(const Slot& slot, const Stats& s, const P
   write(slot, totals(slot.mask, s), s.taken, p);
 }
 
-// The raw format of N values of T per lane (none: not deferred), and the 32-bit words
-// they take.
-template <class T, int N>
-__device__ __forceinline__ constexpr RawFormat raw_format() {
-  if constexpr (std::is_same<T, float>::value) {
-    return RawFormat::f32;
-  } else if constexpr (is_bf16<T> && N % 2 == 0) {
-    return RawFormat::bf16_pairs;
-  } else if constexpr (is_half<T> && N % 2 == 0) {
-    return RawFormat::f16_pairs;
-  } else {
-    return RawFormat::none;
-  }
-}
-
-// KWB_TRACE_DEFER: stores the warp's N values per lane into the raw arena and writes a
-// pending record for the flush to tally. Chunk j (words 4j..4j+3) of active lane r lies
-// at words (j * 32 + r) * 4 of the claim, so each 16-byte store of the warp fills 512
-// contiguous bytes. The leader's claim on the warp's raw region goes out with nothing
-// waiting on it but the samples' coordinates. False (nothing written, the record slot
-// still to be landed) when the format is not deferred or the region is full: the caller
-// then tallies on the device.
-template <int N, class ValueFn, class CoordFn>
-__device__ __forceinline__ bool deferred_fragment(const Probe& p, ValueFn&& value, CoordFn&& coord,
-                                                  const Claim& claimed, unsigned offset) {
-#ifdef KWB_TRACE_DEFER
-  using Element = std::decay_t<decltype(value(0))>;
-  constexpr RawFormat format = raw_format<Element, N>();
-  if constexpr (format == RawFormat::none) {
-    (void)p, (void)value, (void)coord, (void)claimed, (void)offset;
-    return false;
-  } else {
-    constexpr int words = format == RawFormat::f32 ? N : N / 2;
-    constexpr int chunks = (words + 3) / 4;
-    constexpr unsigned long long claim_words = static_cast<unsigned long long>(chunks) * 128ull;
-    constexpr unsigned long long per_region = KWB_TRACE_RAW_WORDS / KWB_TRACE_RAW_SHARDS;
-    const unsigned cta = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
-    const unsigned warps = (blockDim.x * blockDim.y * blockDim.z + 31u) / 32u;
-    const unsigned region = (cta * warps + static_cast<unsigned>(warp_id())) %
-                            static_cast<unsigned>(KWB_TRACE_RAW_SHARDS);
-    const int leader = __ffs(claimed.mask) - 1;
-    unsigned long long base = 0ull;
-    if (claimed.lane == leader) {
-      base = atomicAdd(&trace_raw_cursor[region * cursor_words], claim_words);
-    }
-    // The sample (each lane's element 0) is worked out while the claim is in flight.
-    const float first = to_float(value(0));
-    const Coord at = coord(0);
-    base = __shfl_sync(claimed.mask, base, leader);
-    if (base + claim_words > per_region) return false;
-    Slot slot;
-    // A full record buffer: the values are not kept either (the cursor counts the drop).
-    if (!land(claimed, slot, offset)) return true;
-    const unsigned long long word = region * per_region + base;
-    const int rank = __popc(claimed.mask & slot.below);
-    const auto word_of = [&](int w) -> unsigned {
-      if (w >= words) return 0u;
-      if constexpr (format == RawFormat::f32) {
-        return __float_as_uint(to_float(value(w)));
-      } else {
-        return bits_of(value(2 * w)) | (bits_of(value(2 * w + 1)) << 16);
-      }
-    };
-#pragma unroll
-    for (int j = 0; j < chunks; ++j) {
-      store4(&trace_raw[word + (static_cast<unsigned long long>(j) * 32u + rank) * 4u],
-             word_of(4 * j), word_of(4 * j + 1), word_of(4 * j + 2), word_of(4 * j + 3));
-    }
-    Stats s = fresh_stats();
-    sample_each(s, slot, INT_MAX, [&](int) { return first; }, [&](int) { return at; });
-#ifdef KWB_TRACE_FULL
-    keep_values(slot, static_cast<unsigned>(N) * __popc(slot.mask), N, true, value, coord);
-#endif
-    if (slot.lane == slot.leader) {
-      Record* r = slot.record;
-      const unsigned filled =
-          static_cast<int>(s.taken) < KWB_TRACE_VALUES ? s.taken : KWB_TRACE_VALUES;
-      store4(&r->tag, p.tag, blockIdx.x, blockIdx.y, blockIdx.z);
-      store4(&r->warp, static_cast<unsigned>(warp_id()), static_cast<unsigned>(slot.lane),
-             slot.mask, static_cast<unsigned>(p.k_tile));
-      store4(&r->tile_m, static_cast<unsigned>(p.tile_m), static_cast<unsigned>(p.tile_n),
-             static_cast<unsigned>(p.row_bound), static_cast<unsigned>(p.row_axis));
-      // Pending: count holds the claim's first word (low half) and absmax its high
-      // half, vmin the format and vmax the values per lane, until the flush tallies.
-      store4(&r->count, static_cast<unsigned>(word), static_cast<unsigned>(word >> 32),
-             static_cast<unsigned>(format), static_cast<unsigned>(N));
-      store4(&r->nan_count, 0u, 0u, 0u, filled);
-      store4(&r->magic, pending_magic, version, p.site, static_cast<unsigned>(p.kind));
-    }
-    return true;
-  }
-#else
-  (void)p, (void)value, (void)coord, (void)claimed, (void)offset;
-  return false;
-#endif
-}
-
 // Values held per lane: each lane looks at value(i) for i in [0, N). N is a constant
 // and the loops are unrolled, so register fragments stay in registers. Without a row
 // filter the values go through the quick tally, and through the full one only when
@@ -1518,9 +1370,6 @@ __device__ __forceinline__ bool deferred_fragment(const Probe& p, ValueFn&& valu
 template <int N, class ValueFn, class CoordFn>
 __device__ __forceinline__ void fragment_claimed(const Probe& p, ValueFn&& value, CoordFn&& coord,
                                                  const Claim& claimed, unsigned offset) {
-  if constexpr (deferred) {
-    if (p.row_bound == all_rows && deferred_fragment<N>(p, value, coord, claimed, offset)) return;
-  }
   const unsigned mask = claimed.mask;
   Stats s = fresh_stats();
   bool done = false;
@@ -2239,99 +2088,6 @@ inline SummaryHeader empty_summary() {
   return header;
 }
 
-#ifdef KWB_TRACE_DEFER
-// Value i of active lane r of a pending record whose raw values start at `word`.
-inline float raw_value(const std::vector<uint32_t>& raw, unsigned long long word,
-                       RawFormat format, int r, int i) {
-  const int w = format == RawFormat::f32 ? i : i / 2;
-  const uint32_t bits =
-      raw[word + (static_cast<unsigned long long>(w / 4) * 32u + static_cast<unsigned>(r)) * 4u +
-          static_cast<unsigned>(w % 4)];
-  float v = 0.0f;
-  if (format == RawFormat::f32) {
-    std::memcpy(&v, &bits, sizeof v);
-    return v;
-  }
-  const uint16_t half = static_cast<uint16_t>(i % 2 == 0 ? bits & 0xffffu : bits >> 16);
-  if (format == RawFormat::bf16_pairs) {
-    const uint32_t widened = static_cast<uint32_t>(half) << 16;
-    std::memcpy(&v, &widened, sizeof v);
-    return v;
-  }
-  __half h;
-  std::memcpy(&h, &half, sizeof half);
-  return __half2float(h);
-}
-
-inline uint32_t bits_of_float(float f) {
-  uint32_t b = 0;
-  std::memcpy(&b, &f, sizeof b);
-  return b;
-}
-
-// Tallies every pending record (KWB_TRACE_DEFER) from its raw values and makes it a
-// written record, with what the device's tally would have written: every value counts
-// (a pending record never has a row filter); NaN and Inf are counted and kept out of
-// absmax, min and max.
-inline cudaError_t settle_pending(std::vector<Record>& records) {
-  const bool any = std::any_of(records.begin(), records.end(),
-                               [](const Record& r) { return r.magic == pending_magic; });
-  if (!any) return cudaSuccess;
-  std::vector<unsigned long long> lines(sizeof trace_raw_cursor / sizeof(unsigned long long), 0ull);
-  cudaError_t err = cudaMemcpyFromSymbol(lines.data(), trace_raw_cursor, sizeof trace_raw_cursor);
-  constexpr unsigned long long per_region = KWB_TRACE_RAW_WORDS / KWB_TRACE_RAW_SHARDS;
-  std::vector<uint32_t> raw(static_cast<size_t>(KWB_TRACE_RAW_WORDS), 0u);
-  for (int g = 0; g < KWB_TRACE_RAW_SHARDS && err == cudaSuccess; ++g) {
-    const unsigned long long claimed = lines[static_cast<size_t>(g) * cursor_words];
-    const unsigned long long used = claimed < per_region ? claimed : per_region;
-    if (used == 0) continue;
-    err = cudaMemcpyFromSymbol(raw.data() + g * per_region, trace_raw, used * sizeof(uint32_t),
-                               g * per_region * sizeof(uint32_t));
-  }
-  if (err != cudaSuccess) return err;
-  for (Record& r : records) {
-    if (r.magic != pending_magic) continue;
-    const unsigned long long word =
-        static_cast<unsigned long long>(r.count) |
-        (static_cast<unsigned long long>(bits_of_float(r.absmax)) << 32);
-    const RawFormat format = static_cast<RawFormat>(bits_of_float(r.vmin));
-    const int n = static_cast<int>(bits_of_float(r.vmax));
-    const int lanes = __builtin_popcount(r.active_mask);
-    uint32_t nans = 0, infs = 0;
-    float absmax = 0.0f;
-    float lo = std::numeric_limits<float>::infinity();
-    float hi = -std::numeric_limits<float>::infinity();
-    for (int lane = 0; lane < lanes; ++lane) {
-      for (int i = 0; i < n; ++i) {
-        const float v = raw_value(raw, word, format, lane, i);
-        if (std::isnan(v)) {
-          ++nans;
-        } else if (std::isinf(v)) {
-          ++infs;
-        } else {
-          absmax = std::max(absmax, std::fabs(v));
-          lo = std::min(lo, v);
-          hi = std::max(hi, v);
-        }
-      }
-    }
-    const uint32_t total = static_cast<uint32_t>(n) * static_cast<uint32_t>(lanes);
-    r.count = total;
-    r.seen = total;
-    r.nan_count = nans;
-    r.inf_count = infs;
-    r.absmax = absmax;
-    // As the device's two tallies: a KWB_TRACE_MINMAX=0 build leaves min and max out
-    // (NaN) only where every value is finite (its quick tally).
-    const bool kept = KWB_TRACE_MINMAX != 0 || nans + infs != 0u;
-    r.vmin = kept ? lo : std::numeric_limits<float>::quiet_NaN();
-    r.vmax = kept ? hi : std::numeric_limits<float>::quiet_NaN();
-    r.magic = record_magic;
-  }
-  return cudaSuccess;
-}
-#endif
-
 #ifdef KWB_TRACE_SUMMARY
 // Reads the summary table and folds each row's stripes into one entry, for the rows a
 // probe call reached, in site and K-tile order.
@@ -2444,9 +2200,6 @@ inline cudaError_t trace_reset_async(cudaStream_t stream = 0) {
   if (err == cudaSuccess) err = clear(trace_tile_cursor, sizeof trace_tile_cursor);
   if (err == cudaSuccess) err = clear(trace_tile_dropped, sizeof trace_tile_dropped);
 #endif
-#ifdef KWB_TRACE_DEFER
-  if (err == cudaSuccess) err = clear(trace_raw_cursor, sizeof trace_raw_cursor);
-#endif
 #ifdef KWB_TRACE_SUMMARY
   if (err == cudaSuccess) err = clear(trace_summary, sizeof trace_summary);
   if (err == cudaSuccess) err = clear(trace_summary_dropped, sizeof trace_summary_dropped);
@@ -2523,9 +2276,6 @@ inline bool trace_flush(const char* path) {
                                static_cast<size_t>(s) * per_shard * sizeof(Record));
   }
   const size_t count = records.size();
-#ifdef KWB_TRACE_DEFER
-  if (err == cudaSuccess) err = detail::settle_pending(records);
-#endif
   // The full-tile values, their records renumbered from buffer slots to file order.
   TileHeader tiles{};
   std::memcpy(tiles.magic, "KWBTILES", 8);

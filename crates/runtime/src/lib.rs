@@ -99,7 +99,4 @@ pub mod symbols {
     /// cells (site-major, then K-tile row, then stripe) that the flush folds into
     /// [`SummaryEntry`](crate::SummaryEntry)s.
     pub const SUMMARY: &str = "_ZN3kwb13trace_summaryE";
-    /// `kwb::trace_raw`: `u32[KWB_TRACE_RAW_WORDS]`, the raw values of a
-    /// `KWB_TRACE_DEFER` build's pending records, which the flush tallies.
-    pub const RAW: &str = "_ZN3kwb9trace_rawE";
 }

@@ -384,65 +384,6 @@ fn summary_probes_only_reduce() {
     );
 }
 
-/// A deferred build stores a register fragment's raw values in 16-byte stores and
-/// tallies nothing on the device for it (no min/max of its 16 floats); it takes no
-/// summary.
-#[test]
-fn deferred_fragments_store_raw_values() {
-    let Some((bin, temp)) = setup() else {
-        return;
-    };
-    let dir = temp.path();
-    std::fs::write(dir.join("probed.cu"), KERNEL).unwrap();
-    let plain = compile(&bin, dir, "probed.cu", "sm_90a", &["-DKWB_TRACE"]);
-    let deferred = compile(
-        &bin,
-        dir,
-        "probed.cu",
-        "sm_90a",
-        &["-DKWB_TRACE", "-DKWB_TRACE_DEFER"],
-    );
-    let stores = |object: &Path| sass(&bin, object)[GATED].matches("STG.E.128").count();
-    // The accumulator's 16 floats a lane: four more 16-byte stores, beside the
-    // record's own (a row-bounded probe falls back to the device tally, so both paths
-    // are there).
-    assert!(
-        stores(&deferred) >= stores(&plain) + 4,
-        "{} vs {}",
-        stores(&deferred),
-        stores(&plain)
-    );
-    let elf = run(
-        &bin,
-        "cuobjdump",
-        &["-elf", deferred.to_str().unwrap()],
-        dir,
-    );
-    assert!(elf.contains(kwb_runtime::symbols::RAW), "no raw arena");
-    let rejected = std::process::Command::new(bin.join("nvcc"))
-        .current_dir(dir)
-        .args([
-            "-c",
-            "-arch=sm_90a",
-            "-std=c++17",
-            "-DKWB_TRACE",
-            "-DKWB_TRACE_DEFER",
-            "-DKWB_TRACE_SUMMARY",
-            "probed.cu",
-            "-o",
-            "rejected.o",
-        ])
-        .output()
-        .unwrap();
-    assert!(!rejected.status.success());
-    assert!(
-        String::from_utf8_lossy(&rejected.stderr)
-            .contains("KWB_TRACE_DEFER takes neither KWB_TRACE_SUMMARY nor KWB_TRACE_MAPPED"),
-        "{}",
-        String::from_utf8_lossy(&rejected.stderr)
-    );
-}
-
 /// The tile spacing a probe derives from a fragment array's type, checked by the
 /// compiler itself (static_assert), in a plain and a traced build.
 #[test]
