@@ -250,7 +250,7 @@ pub fn judge_structured(trace: &Trace, a: &Matrix, b: &Matrix, run: &StructuredR
                 &mut f,
                 Status::Verdict,
                 format!(
-                    "operand-load/descriptor (operand {letter}: {held}, but {} ({} of {} accumulator values): the MMA consumed what the probes read, so the probe's coordinates are the MMA's and {letter} was read in another layout than it is stored in{})",
+                    "operand-load/descriptor ({held}, but {} ({} of {} accumulator values): the MMA consumed what the probes read, so the probe's coordinates are the MMA's and {letter} was read in another layout than it is stored in{})",
                     if traced.multiset {
                         "its values, sorted, are exactly those of the product of the operand values the trace shows (the accumulator has no coordinates; a multiset shows which k met which)"
                     } else {
