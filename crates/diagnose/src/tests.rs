@@ -1661,6 +1661,74 @@ mod structured {
         );
     }
 
+    /// A full trace whose operand tiles (rows 0..16 of A and of B, two 64-wide K tiles)
+    /// lie unswizzled in shared memory and are read in raw order, and whose accumulator
+    /// (no coordinates) holds, for each (m, n), the inputs' product read with each
+    /// row's 16-byte chunks permuted as a 128-byte swizzle permutes them (`swizzled`)
+    /// or as they lie; plus `bump` on one value.
+    fn raw_tiles(a: &Matrix, b: &Matrix, swizzled: bool, bump: f32) -> Trace {
+        let mut t = Trace::default();
+        for step in 0..2 {
+            for (kind, m) in [(Kind::OperandA, a), (Kind::OperandB, b)] {
+                let tile: Vec<(f32, i32, i32, i32)> = (0..16 * 64)
+                    .map(|e| (m.data[e / 64 * m.cols + step * 64 + e % 64], -1, -1, -1))
+                    .collect();
+                push(&mut t, kind, step as i32, tile);
+            }
+        }
+        let at = |mat: &Matrix, r: usize, k: usize| {
+            let chunk = if swizzled {
+                (k % 64 / 8) ^ (r % 8)
+            } else {
+                k % 64 / 8
+            };
+            mat.data[r * mat.cols + k / 64 * 64 + chunk * 8 + k % 8]
+        };
+        let mut acc: Vec<(f32, i32, i32, i32)> = (0..16)
+            .flat_map(|m| (0..16).map(move |n| (m, n)))
+            .map(|(m, n)| {
+                let v: f32 = (0..128).map(|k| at(a, m, k) * at(b, n, k)).sum();
+                (v, -1, -1, -1)
+            })
+            .collect();
+        acc[5].0 += bump;
+        push(&mut t, Kind::Accumulator, -1, acc);
+        t
+    }
+
+    #[test]
+    fn tiles_read_with_another_swizzle_than_written_are_the_descriptor() {
+        let (a, b) = inputs();
+        let f = judged(&raw_tiles(&a, &b, true, 0.0), &a, &b, 100);
+        assert_eq!(
+            (f.stage, f.status),
+            (Some(Stage::Descriptor), Status::Verdict),
+            "{}",
+            f.summary
+        );
+        assert!(
+            f.summary.contains("read 128-byte swizzled"),
+            "{}",
+            f.summary
+        );
+        assert!(f.summary.contains("256 of 256"), "{}", f.summary);
+        // Read as written: the plain product, right.
+        let right = judged(&raw_tiles(&a, &b, false, 0.0), &a, &b, 0);
+        assert!(right.clean, "{}", right.summary);
+        // Neither reading: the draft stands.
+        let g = judged(&raw_tiles(&a, &b, true, 1.0), &a, &b, 100);
+        assert_eq!(
+            (g.stage, g.status),
+            (Some(Stage::Mma), Status::Draft),
+            "{}",
+            g.summary
+        );
+        assert!(
+            g.summary
+                .contains("nor of the inputs read with the other swizzle")
+        );
+    }
+
     #[test]
     fn a_right_accumulator_under_a_wrong_output_is_the_epilogue() {
         let (a, b) = inputs();

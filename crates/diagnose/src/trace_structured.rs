@@ -18,12 +18,15 @@
 //!    coordinates put it is the tile selection (**operand-load**); a tile found
 //!    nowhere with the operands right is **mma** when the operands were read with
 //!    their coordinates, a DRAFT naming the **descriptor** too when read as raw shared
-//!    memory;
+//!    memory, unless the accumulator is exactly the inputs' product read with the
+//!    other swizzle than the tiles lie in: then the MMA's descriptor and the map that
+//!    wrote the tiles disagree, **descriptor**;
 //! 3. accumulator right and the output wrong: **epilogue**.
 
 use kwb_reconcile::{
     AccumulatorReport, Arrangement, Matrix, OperandReport, Placement, Product, ProvenanceIndex,
-    arrangement, check_operand, check_traced_product, locate_accumulators, read_swapped, units_of,
+    TracedProduct, arrangement, check_operand, check_swizzle_mismatch, check_traced_product,
+    locate_accumulators, read_swapped, units_of,
 };
 use kwb_runtime::{Kind, Trace};
 
@@ -304,12 +307,32 @@ pub fn judge_structured(trace: &Trace, a: &Matrix, b: &Matrix, run: &StructuredR
                 .iter()
                 .map(|(l, a)| format!("{l} {}", short(*a)))
                 .collect();
-            f.stage = Some(Stage::Mma);
-            f.alternatives = vec![Stage::Descriptor];
-            f.summary = format!(
-                "mma or descriptor (operand tiles hold exactly the input's values, each K slice once, laid out in shared memory as {}; the accumulator is no tile of A·Bᵀ, and a raw-order read does not show how the MMA's descriptor reads the tile)",
-                layouts.join(", ")
-            );
+            let swizzle = swizzle_mismatch(trace, a, b, &operands, &arrangements);
+            if let Some((read_as, checked)) = swizzle.as_ref().filter(|(_, c)| c.explains()) {
+                f.evidence.push(checked.describe());
+                f.stage = Some(Stage::Descriptor);
+                f.alternatives = vec![Stage::Mma];
+                f.status = Status::Verdict;
+                f.summary = format!(
+                    "descriptor (operand tiles hold exactly the input's values, each K slice once, laid out in shared memory as {}; the accumulator is no tile of A·Bᵀ but exactly the product of the inputs read {read_as}, as the MMA reads a tile whose swizzle is not the one it was written with ({} of {} accumulator values): the TMA map that wrote the tiles and the MMA's shared-memory descriptor disagree on the swizzle)",
+                    layouts.join(", "),
+                    checked.matched,
+                    checked.cells
+                );
+            } else {
+                if let Some((_, checked)) = &swizzle {
+                    f.evidence.push(format!(
+                        "read with the other swizzle: {}",
+                        checked.describe()
+                    ));
+                }
+                f.stage = Some(Stage::Mma);
+                f.alternatives = vec![Stage::Descriptor];
+                f.summary = format!(
+                    "mma or descriptor (operand tiles hold exactly the input's values, each K slice once, laid out in shared memory as {}; the accumulator is no tile of A·Bᵀ, nor of the inputs read with the other swizzle, and a raw-order read does not show how the MMA's descriptor reads the tile)",
+                    layouts.join(", ")
+                );
+            }
         } else {
             f.stage = Some(Stage::Mma);
             f.alternatives = vec![Stage::OperandLoad, Stage::Descriptor];
@@ -343,6 +366,42 @@ pub fn judge_structured(trace: &Trace, a: &Matrix, b: &Matrix, run: &StructuredR
         f.summary = format!("nothing on {input} (operands, accumulator and output exact)");
     }
     f
+}
+
+/// Where both operand tiles lie in one known arrangement (unswizzled or 128-byte
+/// swizzled), how the MMA would read them with the other, and the accumulator checked
+/// against the inputs read that way, over the rows the operands' provenance located.
+fn swizzle_mismatch(
+    trace: &Trace,
+    a: &Matrix,
+    b: &Matrix,
+    operands: &[(char, Operand); 2],
+    arrangements: &[(char, Arrangement)],
+) -> Option<(&'static str, TracedProduct)> {
+    let lies = arrangements.first()?.1;
+    if arrangements.len() != 2 || arrangements.iter().any(|(_, x)| *x != lies) {
+        return None;
+    }
+    let read_as = match lies {
+        Arrangement::Unswizzled => "128-byte swizzled",
+        Arrangement::Swizzle128 => "unswizzled",
+        Arrangement::Other => return None,
+    };
+    let rows = |op: &Operand| match op {
+        Operand::Read(r) => Some(
+            r.rows
+                .0
+                .iter()
+                .filter_map(|&x| usize::try_from(x).ok())
+                .collect::<Vec<usize>>(),
+        ),
+        _ => None,
+    };
+    let (rows_a, rows_b) = (rows(&operands[0].1)?, rows(&operands[1].1)?);
+    Some((
+        read_as,
+        check_swizzle_mismatch(trace, a, b, &rows_a, &rows_b),
+    ))
 }
 
 fn short(a: Arrangement) -> &'static str {

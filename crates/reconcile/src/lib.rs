@@ -38,7 +38,9 @@ pub use crate::provenance::{
     Located, OperandReport, ProvenanceIndex, UNIT, Unit, Units, check_operand, units_of,
 };
 pub use crate::ranges::Ranges;
-pub use crate::traced_product::{TracedProduct, check_traced_product, read_swapped};
+pub use crate::traced_product::{
+    TracedProduct, check_swizzle_mismatch, check_traced_product, read_swapped,
+};
 
 #[cfg(test)]
 mod tests;

@@ -553,3 +553,48 @@ fn a_peeled_first_k_tile_counts_and_a_swapped_read_is_found_at_any_tile_index() 
     assert!(check_traced_product(&t).explains());
     assert!(read_swapped(&t, Kind::OperandB, &b));
 }
+
+/// `Σ_k x(m, π_m(k)) · y(n, π_n(k))` with π_r the 128-byte swizzle's chunk permutation
+/// of row r (chunk j read from chunk j ^ (r % 8) of its 64-wide K tile), or none.
+fn read_product(x: &Matrix, y: &Matrix, m: usize, n: usize, swizzled: bool) -> f32 {
+    let at = |mat: &Matrix, r: usize, k: usize| {
+        let chunk = if swizzled {
+            (k % 64 / 8) ^ (r % 8)
+        } else {
+            k % 64 / 8
+        };
+        mat.data[r * mat.cols + k / 64 * 64 + chunk * 8 + k % 8]
+    };
+    (0..x.cols).map(|k| at(x, m, k) * at(y, n, k)).sum()
+}
+
+#[test]
+fn an_accumulator_of_tiles_read_with_the_other_swizzle_is_recognised() {
+    let a = wide(16, 128, 8);
+    let b = wide(16, 128, 9);
+    let rows: Vec<usize> = (0..16).collect();
+    let trace = |swizzled: bool| {
+        let mut t = Builder::default();
+        let acc: Vec<_> = square(0, 16)
+            .map(|(m, n)| {
+                (
+                    read_product(&a, &b, m as usize, n as usize, swizzled),
+                    -1,
+                    -1,
+                    -1,
+                )
+            })
+            .collect();
+        t.push(record(Kind::Accumulator, 0, -1), acc);
+        t.trace
+    };
+    let p = check_swizzle_mismatch(&trace(true), &a, &b, &rows, &rows);
+    assert!(p.explains() && p.multiset, "{p:?}");
+    // The product the tiles hold as written is no such reading.
+    let q = check_swizzle_mismatch(&trace(false), &a, &b, &rows, &rows);
+    assert!(!q.explains() && q.unjudged.is_none(), "{q:?}");
+    // K not whole 64-wide tiles: nothing judged.
+    let narrow = wide(16, 96, 8);
+    let r = check_swizzle_mismatch(&trace(true), &narrow, &narrow, &rows, &rows);
+    assert!(r.unjudged.is_some());
+}

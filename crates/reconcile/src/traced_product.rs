@@ -366,3 +366,119 @@ pub fn read_swapped(trace: &Trace, kind: Kind, matrix: &Matrix) -> bool {
     }
     true
 }
+
+/// The final accumulator against the product of the inputs read the way an MMA reads a
+/// K-major tile (rows of 64 16-bit values, one 128-byte line each) written with one
+/// swizzle and read with another, none and 128-byte: chunk j (8 values) of row r comes
+/// from chunk j ^ (r % 8) of its line, in every 64-wide K tile. (The permutation is its
+/// own inverse, so written unswizzled and read swizzled, or the other way round, give
+/// the same reading.) `rows_a` and `rows_b` are the input rows the traced CTA consumed
+/// (m of A, n of B, as the operands' provenance located them); the accumulator is
+/// matched at its coordinates where it has them, else as a multiset, and only where
+/// the product is exact in fp32.
+pub fn check_swizzle_mismatch(
+    trace: &Trace,
+    a: &Matrix,
+    b: &Matrix,
+    rows_a: &[usize],
+    rows_b: &[usize],
+) -> TracedProduct {
+    let unjudged = |why: &str| TracedProduct {
+        unjudged: Some(why.to_owned()),
+        ..TracedProduct::default()
+    };
+    if a.cols != b.cols || a.cols % 64 != 0 {
+        return unjudged("K is not whole 64-wide tiles of one 128-byte line a row");
+    }
+    if rows_a.iter().any(|&r| r >= a.rows) || rows_b.iter().any(|&r| r >= b.rows) {
+        return unjudged("a consumed row is past the input");
+    }
+    let read = |m: &Matrix, r: usize| -> Vec<f32> {
+        let row = m.row(r);
+        (0..m.cols)
+            .map(|k| row[k / 64 * 64 + ((k % 64 / 8) ^ (r % 8)) * 8 + k % 8])
+            .collect()
+    };
+    let read_a: HashMap<usize, Vec<f32>> = rows_a.iter().map(|&r| (r, read(a, r))).collect();
+    let read_b: HashMap<usize, Vec<f32>> = rows_b.iter().map(|&r| (r, read(b, r))).collect();
+    let dot = |x: &[f32], y: &[f32]| {
+        x.iter()
+            .zip(y)
+            .fold((0.0_f64, 0.0_f64, true), |(s, t, int), (p, q)| {
+                let v = f64::from(*p) * f64::from(*q);
+                (
+                    s + v,
+                    t + v.abs(),
+                    int && p.fract() == 0.0 && q.fract() == 0.0,
+                )
+            })
+    };
+    let finals = match finals(trace) {
+        Ok(f) => f,
+        Err(why) => return unjudged(&why),
+    };
+    match finals {
+        Finals::Cells(cells) if !cells.is_empty() => {
+            let mut out = TracedProduct {
+                cells: cells.len(),
+                ..TracedProduct::default()
+            };
+            for (&(m, n), &v) in &cells {
+                let (Some(x), Some(y)) = (
+                    usize::try_from(m).ok().and_then(|m| read_a.get(&m)),
+                    usize::try_from(n).ok().and_then(|n| read_b.get(&n)),
+                ) else {
+                    continue;
+                };
+                let (want, bound, integral) = dot(x, y);
+                out.checked += 1;
+                if agrees(v, want, bound, integral, a.cols) {
+                    out.matched += 1;
+                }
+            }
+            out
+        }
+        Finals::Values(mut values) if !values.is_empty() => {
+            let cells = rows_a.len() * rows_b.len();
+            if values.len() != cells {
+                return TracedProduct {
+                    cells: values.len(),
+                    multiset: true,
+                    unjudged: Some(format!(
+                        "the accumulator has no coordinates and {} values, where the consumed rows' product has {cells}",
+                        values.len()
+                    )),
+                    ..TracedProduct::default()
+                };
+            }
+            let mut want = Vec::with_capacity(cells);
+            for x in rows_a.iter().map(|r| &read_a[r]) {
+                for y in rows_b.iter().map(|r| &read_b[r]) {
+                    match dot(x, y) {
+                        (v, bound, true) if bound < EXACT_BOUND => want.push(v),
+                        _ => {
+                            return unjudged(
+                                "the product is not exact in fp32, so an accumulator without coordinates cannot be matched as a multiset",
+                            );
+                        }
+                    }
+                }
+            }
+            want.sort_by(f64::total_cmp);
+            values.sort_by(f32::total_cmp);
+            let matched = values
+                .iter()
+                .zip(&want)
+                .filter(|(v, w)| f64::from(**v) == **w)
+                .count();
+            TracedProduct {
+                cells,
+                checked: cells,
+                matched,
+                multiset: true,
+                ..TracedProduct::default()
+            }
+        }
+        _ => unjudged("no accumulator after the mainloop"),
+    }
+}
