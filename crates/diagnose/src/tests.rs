@@ -1270,6 +1270,22 @@ mod descriptor_verdicts {
             (v.status, v.stage),
             (Status::Verdict, Some(Stage::Descriptor))
         );
+        assert!(v.summary.starts_with("descriptor: "), "{}", v.summary);
+        // Evidence that already reads as the descriptor is not named twice.
+        let mut d = finding(
+            Some(Stage::Descriptor),
+            vec![Stage::Mma],
+            Status::Verdict,
+            false,
+        );
+        d.summary = "descriptor (tiles read with another swizzle)".to_owned();
+        let v = with(reconcile(Some(&d), None));
+        assert!(
+            v.summary.starts_with("descriptor (tiles read")
+                && !v.summary.contains("descriptor: descriptor"),
+            "{}",
+            v.summary
+        );
     }
 
     #[test]

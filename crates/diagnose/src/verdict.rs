@@ -383,11 +383,16 @@ pub fn with_descriptors(mut v: Verdict, issues: &[DescriptorIssue]) -> Verdict {
             alternatives.push(*s);
         }
     }
+    // A summary that already names the descriptor first is not prefixed again.
+    let reading = if v.stage == Some(Stage::Descriptor) && v.summary.starts_with("descriptor") {
+        v.summary.clone()
+    } else {
+        format!("descriptor: {}", v.summary)
+    };
     v.stage = Some(Stage::Descriptor);
     v.alternatives = alternatives;
     v.summary = format!(
-        "descriptor: {}; the map differs from the canonical one: {}",
-        v.summary,
+        "{reading}; the map differs from the canonical one: {}",
         named.join("; ")
     );
     v
