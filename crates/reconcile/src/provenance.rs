@@ -199,10 +199,13 @@ pub struct OperandReport {
 
 impl OperandReport {
     /// Enough units were found in the input for the layout to be taken as read
-    /// right: at least half. Below that the probe's values are in an order this
-    /// model cannot cut into K runs, and nothing is concluded from them.
+    /// right: at least half of those that are not all zeros. Below that the probe's
+    /// values are in an order this model cannot cut into K runs, and nothing is
+    /// concluded from them. Runs of zeros are left out of the count: they are what
+    /// out-of-bounds fill and padding hold (a map whose bounds cut K short fills most of
+    /// a tile with them), and their place says nothing of the order the rest lies in.
     pub fn readable(&self) -> bool {
-        self.units > 0 && self.located * 2 >= self.units
+        self.located > 0 && self.located * 2 >= self.units - self.unmatched_zero
     }
 
     /// Every consumed row met every K slice equally often, from the input only.
@@ -243,7 +246,13 @@ impl OperandReport {
     /// One line: what is wrong, in k (not slices) and rows.
     pub fn describe(&self) -> String {
         let mut parts = Vec::new();
-        if let Some((_, consumed, slices)) = self.steps_off.first() {
+        // A raw-order tile's steps are counted from its located runs, so where runs of
+        // zeros stand in for slices (out-of-bounds fill) the count misses them.
+        let steps = self
+            .steps_off
+            .first()
+            .filter(|_| self.coordinates || self.unmatched_zero == 0);
+        if let Some((_, consumed, slices)) = steps {
             parts.push(format!(
                 "the K loop consumed {} k per row where K is {} ({} of {} warps)",
                 consumed * UNIT,

@@ -598,3 +598,36 @@ fn an_accumulator_of_tiles_read_with_the_other_swizzle_is_recognised() {
     let r = check_swizzle_mismatch(&trace(true), &narrow, &narrow, &rows, &rows);
     assert!(r.unjudged.is_some());
 }
+
+#[test]
+fn tiles_mostly_zero_fill_are_still_read_and_the_missing_k_named() {
+    // A map whose bounds cut K at 64: K tile 0 holds the input, tiles 1..3 only zeros
+    // (out-of-bounds fill). A quarter of the runs are located; the zeros do not make
+    // the tile unreadable.
+    let a = wide(32, 256, 10);
+    let mut b = Builder::default();
+    for t in 0..4 {
+        let tile = if t == 0 {
+            shared_tile(&a, 0..32, t, false)
+        } else {
+            vec![0.0; 32 * 64]
+        };
+        b.push(
+            record(Kind::OperandA, 0, t as i32),
+            tile.into_iter().map(|v| (v, -1, -1, -1)),
+        );
+    }
+    let report = operand(&b.trace, &a);
+    assert!(report.readable() && !report.clean(), "{report:?}");
+    assert_eq!(report.unmatched_zero, 3 * 32 * 8);
+    let text = report.describe();
+    assert!(text.contains("k 64..256 never consumed"), "{text}");
+    assert!(!text.contains("the K loop consumed"), "{text}");
+    // Zeros alone locate nothing: unreadable.
+    let mut z = Builder::default();
+    z.push(
+        record(Kind::OperandA, 0, 0),
+        vec![(0.0, -1, -1, -1); 32 * 64],
+    );
+    assert!(!operand(&z.trace, &a).readable());
+}
