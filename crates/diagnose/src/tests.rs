@@ -1693,12 +1693,12 @@ mod structured {
             }
         }
         let at = |mat: &Matrix, r: usize, k: usize| {
-            let chunk = if swizzled {
-                (k % 64 / 8) ^ (r % 8)
+            let read = if swizzled {
+                kwb_reconcile::swizzle_swapped_k(r, k)
             } else {
-                k % 64 / 8
+                k
             };
-            mat.data[r * mat.cols + k / 64 * 64 + chunk * 8 + k % 8]
+            mat.data[r * mat.cols + read]
         };
         let mut acc: Vec<(f32, i32, i32, i32)> = (0..16)
             .flat_map(|m| (0..16).map(move |n| (m, n)))

@@ -558,12 +558,7 @@ fn a_peeled_first_k_tile_counts_and_a_swapped_read_is_found_at_any_tile_index() 
 /// of row r (chunk j read from chunk j ^ (r % 8) of its 64-wide K tile), or none.
 fn read_product(x: &Matrix, y: &Matrix, m: usize, n: usize, swizzled: bool) -> f32 {
     let at = |mat: &Matrix, r: usize, k: usize| {
-        let chunk = if swizzled {
-            (k % 64 / 8) ^ (r % 8)
-        } else {
-            k % 64 / 8
-        };
-        mat.data[r * mat.cols + k / 64 * 64 + chunk * 8 + k % 8]
+        mat.data[r * mat.cols + if swizzled { swizzle_swapped_k(r, k) } else { k }]
     };
     (0..x.cols).map(|k| at(x, m, k) * at(y, n, k)).sum()
 }

@@ -158,20 +158,29 @@ fn finals(trace: &Trace) -> Result<Finals, String> {
     }
 }
 
-/// `Σ a(key) · b(key)` over the keys both rows hold, with the bound `Σ |a · b|` and
-/// whether every value is an integer; `None` when the rows' keys differ.
+/// `Σ x · y` over paired values, with the bound `Σ |x · y|` and whether every value is
+/// an integer.
+fn dot_values<'v>(pairs: impl Iterator<Item = (&'v f32, &'v f32)>) -> (f64, f64, bool) {
+    pairs.fold(
+        (0.0_f64, 0.0_f64, true),
+        |(sum, bound, integral), (x, y)| {
+            let p = f64::from(*x) * f64::from(*y);
+            (
+                sum + p,
+                bound + p.abs(),
+                integral && x.fract() == 0.0 && y.fract() == 0.0,
+            )
+        },
+    )
+}
+
+/// `Σ a(key) · b(key)` over the keys both rows hold (see [`dot_values`]); `None` when
+/// the rows' keys differ.
 fn dot(a: &BTreeMap<(i32, i32), f32>, b: &BTreeMap<(i32, i32), f32>) -> Option<(f64, f64, bool)> {
     if a.len() != b.len() || !a.keys().eq(b.keys()) {
         return None;
     }
-    let (mut sum, mut bound, mut integral) = (0.0_f64, 0.0_f64, true);
-    for (x, y) in a.values().zip(b.values()) {
-        let p = f64::from(*x) * f64::from(*y);
-        sum += p;
-        bound += p.abs();
-        integral &= x.fract() == 0.0 && y.fract() == 0.0;
-    }
-    Some((sum, bound, integral))
+    Some(dot_values(a.values().zip(b.values())))
 }
 
 /// Below this bound an integer dot product's every fp32 partial sum is exact.
@@ -269,7 +278,7 @@ fn by_cells(a: &Traced, b: &Traced, cells: &HashMap<(i32, i32), f32>) -> TracedP
     out
 }
 
-fn by_multiset(a: &Traced, b: &Traced, mut values: Vec<f32>) -> TracedProduct {
+fn by_multiset(a: &Traced, b: &Traced, values: Vec<f32>) -> TracedProduct {
     let cells = a.len() * b.len();
     let unjudged = |why: String| TracedProduct {
         cells: values.len(),
@@ -299,6 +308,12 @@ fn by_multiset(a: &Traced, b: &Traced, mut values: Vec<f32>) -> TracedProduct {
             }
         }
     }
+    multiset_match(values, want)
+}
+
+/// Accumulator `values` (no coordinates) against the exact products `want`, as
+/// multisets: both sorted, value for value.
+fn multiset_match(mut values: Vec<f32>, mut want: Vec<f64>) -> TracedProduct {
     want.sort_by(f64::total_cmp);
     values.sort_by(f32::total_cmp);
     let matched = values
@@ -307,12 +322,11 @@ fn by_multiset(a: &Traced, b: &Traced, mut values: Vec<f32>) -> TracedProduct {
         .filter(|(v, w)| f64::from(**v) == **w)
         .count();
     TracedProduct {
-        cells,
-        checked: cells,
+        cells: want.len(),
+        checked: want.len(),
         matched,
-        shift: (0, 0),
-        unjudged: None,
         multiset: true,
+        ..TracedProduct::default()
     }
 }
 
@@ -367,6 +381,14 @@ pub fn read_swapped(trace: &Trace, kind: Kind, matrix: &Matrix) -> bool {
     true
 }
 
+/// The k an MMA reads at logical k of row `row` of a K-major tile (rows of 64 16-bit
+/// values, one 128-byte line each) whose swizzle is not the one it was written with,
+/// none and 128-byte: chunk j (8 values) of each 64-wide K tile comes from chunk
+/// j ^ (row % 8). Its own inverse.
+pub fn swizzle_swapped_k(row: usize, k: usize) -> usize {
+    k / 64 * 64 + ((k % 64 / 8) ^ (row % 8)) * 8 + k % 8
+}
+
 /// The final accumulator against the product of the inputs read the way an MMA reads a
 /// K-major tile (rows of 64 16-bit values, one 128-byte line each) written with one
 /// swizzle and read with another, none and 128-byte: chunk j (8 values) of row r comes
@@ -395,24 +417,11 @@ pub fn check_swizzle_mismatch(
     }
     let read = |m: &Matrix, r: usize| -> Vec<f32> {
         let row = m.row(r);
-        (0..m.cols)
-            .map(|k| row[k / 64 * 64 + ((k % 64 / 8) ^ (r % 8)) * 8 + k % 8])
-            .collect()
+        (0..m.cols).map(|k| row[swizzle_swapped_k(r, k)]).collect()
     };
     let read_a: HashMap<usize, Vec<f32>> = rows_a.iter().map(|&r| (r, read(a, r))).collect();
     let read_b: HashMap<usize, Vec<f32>> = rows_b.iter().map(|&r| (r, read(b, r))).collect();
-    let dot = |x: &[f32], y: &[f32]| {
-        x.iter()
-            .zip(y)
-            .fold((0.0_f64, 0.0_f64, true), |(s, t, int), (p, q)| {
-                let v = f64::from(*p) * f64::from(*q);
-                (
-                    s + v,
-                    t + v.abs(),
-                    int && p.fract() == 0.0 && q.fract() == 0.0,
-                )
-            })
-    };
+    let dot = |x: &[f32], y: &[f32]| dot_values(x.iter().zip(y));
     let finals = match finals(trace) {
         Ok(f) => f,
         Err(why) => return unjudged(&why),
@@ -438,7 +447,7 @@ pub fn check_swizzle_mismatch(
             }
             out
         }
-        Finals::Values(mut values) if !values.is_empty() => {
+        Finals::Values(values) if !values.is_empty() => {
             let cells = rows_a.len() * rows_b.len();
             if values.len() != cells {
                 return TracedProduct {
@@ -464,20 +473,7 @@ pub fn check_swizzle_mismatch(
                     }
                 }
             }
-            want.sort_by(f64::total_cmp);
-            values.sort_by(f32::total_cmp);
-            let matched = values
-                .iter()
-                .zip(&want)
-                .filter(|(v, w)| f64::from(**v) == **w)
-                .count();
-            TracedProduct {
-                cells,
-                checked: cells,
-                matched,
-                multiset: true,
-                ..TracedProduct::default()
-            }
+            multiset_match(values, want)
         }
         _ => unjudged("no accumulator after the mainloop"),
     }
