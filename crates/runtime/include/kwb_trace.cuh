@@ -1084,65 +1084,6 @@ __device__ __forceinline__ Quick unpaired(const Pairs<T>& q) {
   return Quick{fminf(half(q.lo, 0), half(q.lo, 1)), max_nan(half(q.hi, 0), half(q.hi, 1))};
 }
 
-// Floats tallied by their bits (sm_90 and newer, with minimum and maximum kept): three
-// running extremes of the raw bits, each taking two values an instruction (the 3-input
-// integer min/max of DPX), from which the float minimum and maximum follow. As
-// unsigned, a float's bits order the non-negative values by value and put every
-// negative one above them, ordered by magnitude; as signed, the non-negative values
-// stay in order above every negative one. So, with the largest unsigned (umax), the
-// smallest unsigned (umin) and the largest signed (smax):
-//   no negative value (umax < 2^31):  max = smax, min = umin;
-//   both signs (umax >= 2^31, smax >= 0): max = smax, min = umax (the largest magnitude
-//                                      negative);
-//   every value negative (smax < 0):  max = umin (the smallest magnitude), min = umax.
-// A NaN or an Inf shows as smax >= the bits of +Inf or umax >= those of -Inf; the quick
-// tally then reads as poisoned and the probe tallies again through the full tally.
-template <class T>
-inline constexpr bool bits_tally =
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    std::is_same<T, float>::value && KWB_TRACE_MINMAX != 0;
-#else
-    false;
-#endif
-
-// Independent running extremes per lane in the bits tally (each way three chains).
-inline constexpr int bits_ways = 2;
-
-struct Bits {
-  unsigned umax;
-  unsigned umin;
-  int smax;
-};
-
-__device__ __forceinline__ Bits fresh_bits() { return Bits{0u, ~0u, INT_MIN}; }
-
-__device__ __forceinline__ void tally_bits(Bits& q, unsigned x, unsigned y) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  q.umax = __vimax3_u32(q.umax, x, y);
-  q.umin = __vimin3_u32(q.umin, x, y);
-  q.smax = __vimax3_s32(q.smax, static_cast<int>(x), static_cast<int>(y));
-#else
-  (void)q, (void)x, (void)y;
-#endif
-}
-
-__device__ __forceinline__ Bits merged_bits(const Bits& a, const Bits& b) {
-  return Bits{a.umax > b.umax ? a.umax : b.umax, a.umin < b.umin ? a.umin : b.umin,
-              a.smax > b.smax ? a.smax : b.smax};
-}
-
-// The quick tally (minimum, maximum) the extremes of a bits tally give; NaN in both
-// when a value was NaN or +-Inf.
-__device__ __forceinline__ Quick unbits(const Bits& q) {
-  if (q.smax >= static_cast<int>(0x7f800000u) || q.umax >= 0xff800000u) {
-    return Quick{__int_as_float(0x7fffffff), __int_as_float(0x7fffffff)};
-  }
-  const bool negative = q.umax >= 0x80000000u;
-  const bool non_negative = q.smax >= 0;
-  return Quick{__uint_as_float(negative ? q.umax : q.umin),
-               __uint_as_float(non_negative ? static_cast<unsigned>(q.smax) : q.umin)};
-}
-
 // The statistics of `n` finite values that all counted, from their quick tally;
 // minimum and maximum are NaN (not recorded) when KWB_TRACE_MINMAX is 0. `total` is
 // the warp's count of them (warp-uniform), so finish() need not add the lanes' counts.
@@ -1450,21 +1391,6 @@ __device__ __forceinline__ void fragment_claimed(const Probe& p, ValueFn&& value
 #pragma unroll
       for (int w = 1; w < ways; ++w) q[0] = merged_pairs(q[0], q[w]);
       all = unpaired(q[0]);
-    } else if constexpr (bits_tally<Element> && N >= 2) {
-      // Two values an instruction per statistic: 1.5 instructions a value, not 2.
-      constexpr int ways = N / 2 < bits_ways ? N / 2 : bits_ways;
-      Bits q[ways];
-#pragma unroll
-      for (int w = 0; w < ways; ++w) q[w] = fresh_bits();
-#pragma unroll
-      for (int j = 0; j < (N + 1) / 2; ++j) {
-        // An odd N pairs its last value with itself.
-        const int second = 2 * j + 1 < N ? 2 * j + 1 : 2 * j;
-        tally_bits(q[j % ways], __float_as_uint(value(2 * j)), __float_as_uint(value(second)));
-      }
-#pragma unroll
-      for (int w = 1; w < ways; ++w) q[0] = merged_bits(q[0], q[w]);
-      all = unbits(q[0]);
     } else {
       constexpr int ways = N < quick_ways ? N : quick_ways;
       Quick q[ways];

@@ -384,23 +384,6 @@ fn summary_probes_only_reduce() {
     );
 }
 
-/// On sm_90 a float fragment's quick tally takes two values an instruction per
-/// statistic (DPX's 3-input integer min/max on the raw bits); on sm_80, which has no
-/// such instruction, the float tally stays and the probe still compiles.
-#[test]
-fn float_fragments_tally_two_values_an_instruction_on_sm90() {
-    let Some((bin, temp)) = setup() else {
-        return;
-    };
-    let dir = temp.path();
-    std::fs::write(dir.join("probed.cu"), KERNEL).unwrap();
-    let hopper = compile(&bin, dir, "probed.cu", "sm_90a", &["-DKWB_TRACE"]);
-    let gated = &sass(&bin, &hopper)[GATED];
-    assert!(gated.contains("VIMNMX3.U32"), "{gated}");
-    let ampere = compile(&bin, dir, "probed.cu", "sm_80", &["-DKWB_TRACE"]);
-    assert!(!sass(&bin, &ampere)[GATED].contains("VIMNMX3"));
-}
-
 /// The tile spacing a probe derives from a fragment array's type, checked by the
 /// compiler itself (static_assert), in a plain and a traced build.
 #[test]
