@@ -233,35 +233,34 @@ pub fn judge_structured(trace: &Trace, a: &Matrix, b: &Matrix, run: &StructuredR
         // Whether the MMA multiplied what the probes show, where they show it.
         let traced = check_traced_product(trace);
         f.evidence.push(traced.describe());
-        let (kind, matrix, dims) = if letter == 'A' {
-            (Kind::OperandA, a, ("M", "m"))
+        let (kind, matrix, rows) = if letter == 'A' {
+            (Kind::OperandA, a, "M")
         } else {
-            (Kind::OperandB, b, ("N", "n"))
+            (Kind::OperandB, b, "N")
         };
-        let swapped = read_swapped(trace, kind, matrix).then(|| {
-            format!(
-                "; every value is the input's element at k·{0} + {1}: {letter} was read as if stored [K, {0}] where it is stored [{0}, K]",
-                dims.0, dims.1
-            )
-        });
-        let held = format!(
-            "operand {letter} read in the kernel's own logical (row, k) order holds {} of {} runs of 8 that are a slice of the input, and the accumulator is no tile of A·Bᵀ",
+        // What the operand is, as the kernel read it at its own (row, k).
+        let mut what = format!(
+            "no slice of the input ({} of {} runs of 8)",
             r.located, r.units
         );
+        if read_swapped(trace, kind, matrix) {
+            what.push_str(&format!(
+                " but the input read as if stored [K, {rows}] where it is stored [{rows}, K]"
+            ));
+        }
         if traced.explains() {
             operand_reading(
                 &mut f,
                 Status::Verdict,
                 format!(
-                    "operand-load/descriptor ({held}, but {} ({} of {} accumulator values): the MMA consumed what the probes read, so the probe's coordinates are the MMA's and {letter} was read in another layout than it is stored in{})",
-                    if traced.multiset {
-                        "its values, sorted, are exactly those of the product of the operand values the trace shows (the accumulator has no coordinates; a multiset shows which k met which)"
-                    } else {
-                        "it is exactly the product of the operand values the trace shows at their coordinates"
-                    },
+                    "operand-load/descriptor (operand {letter}, as the kernel reads it at its own (row, k), is {what}; the accumulator is no tile of A·Bᵀ but exactly the product of the operands as traced ({} of {} values{}), so the MMA consumed what the probes read, where they read it: the probe's coordinates are the MMA's)",
                     traced.matched,
                     traced.cells,
-                    swapped.unwrap_or_default()
+                    if traced.multiset {
+                        ", as a multiset: the accumulator has no coordinates"
+                    } else {
+                        ""
+                    }
                 ),
             );
         } else {
@@ -269,8 +268,7 @@ pub fn judge_structured(trace: &Trace, a: &Matrix, b: &Matrix, run: &StructuredR
                 &mut f,
                 Status::Draft,
                 format!(
-                    "operand-load/descriptor? ({held}: the kernel reads {letter} in another layout than it is stored in, unless the probe's coordinates are wrong, which this trace cannot rule out{})",
-                    swapped.unwrap_or_default()
+                    "operand-load/descriptor? (operand {letter}, as the kernel reads it at its own (row, k), is {what}, and the accumulator is no tile of A·Bᵀ: the kernel reads {letter} in another layout than it is stored in, unless the probe's coordinates are wrong, which this trace cannot rule out)"
                 ),
             );
             f.confound = Some(Confound::ProbeCoordinates);
