@@ -21,6 +21,10 @@
 //!   input, the accumulator is held to the product of the operand values the trace
 //!   shows at their coordinates: equal, the MMA consumed what the probes show, so
 //!   their coordinates are the MMA's and the operand really was read that way.
+//! - **Accumulator, by the other swizzle.** Where shared tiles lie in one swizzle and
+//!   the accumulator is no tile of the product, it is held to the inputs' product
+//!   read the way an MMA reads a tile written with the other swizzle: equal, the map
+//!   that wrote the tiles and the MMA's descriptor disagree.
 //!
 //! No IO and no GPU: the caller decodes the trace and reads the dumped inputs.
 

@@ -396,8 +396,9 @@ pub fn swizzle_swapped_k(row: usize, k: usize) -> usize {
 /// own inverse, so written unswizzled and read swizzled, or the other way round, give
 /// the same reading.) `rows_a` and `rows_b` are the input rows the traced CTA consumed
 /// (m of A, n of B, as the operands' provenance located them); the accumulator is
-/// matched at its coordinates where it has them, else as a multiset, and only where
-/// the product is exact in fp32.
+/// matched at its coordinates where it has them (taken in the inputs' frame: a cell
+/// outside the consumed rows is not checked, and nothing is then explained), else as a
+/// multiset, and only where the product is exact in fp32.
 pub fn check_swizzle_mismatch(
     trace: &Trace,
     a: &Matrix,
