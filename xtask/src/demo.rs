@@ -317,8 +317,8 @@ pub fn run(root: &Path, profile: Profile) -> Result {
          accumulator fold that counts the even K tiles twice fails ones with ratio\n\
          1.5000 and every rung after it. `kwb diagnose` runs that ladder too and\n\
          reconciles it with the traces: on an H200 it gave the manifest's stage for all\n\
-         35 defects of the suite (32 as a VERDICT, 3 as a DRAFT that names it first),\n\
-         refuted all 7 correct builds and confounds, and no wrong VERDICT\n\
+         35 defects of the suite, every one as a VERDICT, refuted all 7 correct builds\n\
+         and confounds, and no wrong VERDICT\n\
          (docs/results/diagnose.md, `cargo xtask gpu-diagnose`); here the ladder's\n\
          rungs and their heat maps in {} are what it adds.",
         binary.display(),
