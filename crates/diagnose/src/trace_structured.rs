@@ -25,8 +25,8 @@
 
 use kwb_reconcile::{
     AccumulatorReport, Arrangement, Matrix, OperandReport, Placement, Product, ProvenanceIndex,
-    TracedProduct, arrangement, check_operand, check_swizzle_mismatch, check_traced_product,
-    locate_accumulators, read_swapped, units_of,
+    TracedOperands, TracedProduct, arrangement, check_operand, check_swizzle_mismatch,
+    locate_accumulators, units_of,
 };
 use kwb_runtime::{Kind, Trace};
 
@@ -231,7 +231,8 @@ pub fn judge_structured(trace: &Trace, a: &Matrix, b: &Matrix, run: &StructuredR
         );
     } else if let Some((letter, r)) = foreign.filter(|_| !acc.right()) {
         // Whether the MMA multiplied what the probes show, where they show it.
-        let traced = check_traced_product(trace);
+        let operands_traced = TracedOperands::of(trace);
+        let traced = operands_traced.product(trace);
         f.evidence.push(traced.describe());
         let (kind, matrix, rows) = if letter == 'A' {
             (Kind::OperandA, a, "M")
@@ -243,7 +244,7 @@ pub fn judge_structured(trace: &Trace, a: &Matrix, b: &Matrix, run: &StructuredR
             "no slice of the input ({} of {} runs of 8)",
             r.located, r.units
         );
-        if read_swapped(trace, kind, matrix) {
+        if operands_traced.read_swapped(kind, matrix) {
             what.push_str(&format!(
                 " but the input read as if stored [K, {rows}] where it is stored [{rows}, K]"
             ));

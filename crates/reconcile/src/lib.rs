@@ -43,7 +43,7 @@ pub use crate::provenance::{
 };
 pub use crate::ranges::Ranges;
 pub use crate::traced_product::{
-    TracedProduct, check_swizzle_mismatch, check_traced_product, read_swapped, swizzle_swapped_k,
+    TracedOperands, TracedProduct, check_swizzle_mismatch, swizzle_swapped_k,
 };
 
 #[cfg(test)]

@@ -372,6 +372,11 @@ fn an_accumulator_with_a_second_set_is_partly_placed() {
     assert!(!report.right() && report.partly() && report.nowhere() == 0);
 }
 
+/// The final accumulator of `t` against the product of its traced operands.
+fn product(t: &Trace) -> TracedProduct {
+    TracedOperands::of(t).product(t)
+}
+
 /// A full trace of one CTA tile (rows 0..16 of A, 0..16 of B, K = 64 in K tiles of
 /// 32, k local to its K tile): operand B as the kernel read it, `read_b(n, k)` at
 /// global k, operand A straight from the input, and the accumulator holding
@@ -431,7 +436,7 @@ fn an_accumulator_of_the_traced_operands_vouches_for_their_coordinates() {
     let b = wide(64, 64, 4);
     // B (stored [N, K]) read as if stored [K, N]: B(n, k) = b[k * N + n], with N = 64.
     let transposed = |n: usize, k: usize| b.data[k * 64 + n];
-    let p = check_traced_product(&read_as(&a, transposed, 0.0, 0));
+    let p = product(&read_as(&a, transposed, 0.0, 0));
     assert!(p.explains(), "{p:?}");
     assert_eq!(
         (p.cells, p.checked, p.matched, p.shift),
@@ -439,11 +444,11 @@ fn an_accumulator_of_the_traced_operands_vouches_for_their_coordinates() {
     );
     assert!(p.describe().contains("256 of 256"), "{}", p.describe());
     // One cell off: the MMA did not consume what the probes show.
-    let off = check_traced_product(&read_as(&a, transposed, 1.0, 0));
+    let off = product(&read_as(&a, transposed, 1.0, 0));
     assert!(!off.explains());
     assert_eq!((off.checked, off.matched), (256, 255));
     // Operand coordinates in another frame (from 64) are moved to the accumulator's.
-    let moved = check_traced_product(&read_as(&a, transposed, 0.0, 64));
+    let moved = product(&read_as(&a, transposed, 0.0, 64));
     assert!(moved.explains(), "{moved:?}");
     assert_eq!(moved.shift, (64, 64));
     assert!(moved.describe().contains("moved by (64, 64)"));
@@ -462,7 +467,7 @@ fn a_traced_product_is_not_judged_on_disagreeing_or_missing_values() {
         .position(|v| t.records[v.record as usize].kind() == Some(Kind::OperandB))
         .unwrap();
     t.tiles[first_b].value += 1.0;
-    let p = check_traced_product(&t);
+    let p = product(&t);
     assert!(!p.explains());
     assert!(
         p.unjudged.as_deref().unwrap().contains("two values"),
@@ -473,7 +478,7 @@ fn a_traced_product_is_not_judged_on_disagreeing_or_missing_values() {
     let records = no_b.records.clone();
     no_b.tiles
         .retain(|v| records[v.record as usize].kind() != Some(Kind::OperandB));
-    let q = check_traced_product(&no_b);
+    let q = product(&no_b);
     assert!(!q.explains() && q.unjudged.is_some(), "{q:?}");
     assert!(q.describe().contains("not judged"));
 }
@@ -483,10 +488,10 @@ fn an_operand_read_with_its_dimensions_swapped_is_named() {
     let a = wide(16, 64, 3);
     let b = wide(64, 64, 4);
     let swapped = read_as(&a, |n, k| b.data[k * 64 + n], 0.0, 0);
-    assert!(read_swapped(&swapped, Kind::OperandB, &b));
-    assert!(!read_swapped(&swapped, Kind::OperandA, &a));
+    assert!(TracedOperands::of(&swapped).read_swapped(Kind::OperandB, &b));
+    assert!(!TracedOperands::of(&swapped).read_swapped(Kind::OperandA, &a));
     let straight = read_as(&a, |n, k| b.data[n * 64 + k], 0.0, 0);
-    assert!(!read_swapped(&straight, Kind::OperandB, &b));
+    assert!(!TracedOperands::of(&straight).read_swapped(Kind::OperandB, &b));
 }
 
 #[test]
@@ -505,7 +510,7 @@ fn an_accumulator_without_coordinates_is_matched_as_a_multiset() {
         t.tiles.reverse();
         t
     };
-    let p = check_traced_product(&strip(read_as(&a, transposed, 0.0, 0)));
+    let p = product(&strip(read_as(&a, transposed, 0.0, 0)));
     assert!(p.explains() && p.multiset, "{p:?}");
     assert!(
         p.describe().contains("sorted, 256 of its 256"),
@@ -514,8 +519,8 @@ fn an_accumulator_without_coordinates_is_matched_as_a_multiset() {
     );
     // One value off, or operands moved to another frame (rows do not matter to a
     // multiset): the first fails, the second still matches.
-    assert!(!check_traced_product(&strip(read_as(&a, transposed, 1.0, 0))).explains());
-    assert!(check_traced_product(&strip(read_as(&a, transposed, 0.0, 64))).explains());
+    assert!(!product(&strip(read_as(&a, transposed, 1.0, 0))).explains());
+    assert!(product(&strip(read_as(&a, transposed, 0.0, 64))).explains());
     // A K slice paired with the wrong one in B shows: the pairing along K is judged.
     let shuffled = |n: usize, k: usize| transposed(n, k ^ 1);
     let mut t = strip(read_as(&a, transposed, 0.0, 0));
@@ -529,13 +534,13 @@ fn an_accumulator_without_coordinates_is_matched_as_a_multiset() {
         }
     }
     assert!(i > 0);
-    assert!(!check_traced_product(&t).explains());
+    assert!(!product(&t).explains());
     // Products that are not exact in fp32 are not matched as a multiset.
     let mut inexact = strip(read_as(&a, transposed, 0.0, 0));
     for v in &mut inexact.tiles {
         v.value *= 0.1;
     }
-    let q = check_traced_product(&inexact);
+    let q = product(&inexact);
     assert!(!q.explains() && q.unjudged.is_some(), "{q:?}");
 }
 
@@ -550,8 +555,8 @@ fn a_peeled_first_k_tile_counts_and_a_swapped_read_is_found_at_any_tile_index() 
             r.k_tile = -1;
         }
     }
-    assert!(check_traced_product(&t).explains());
-    assert!(read_swapped(&t, Kind::OperandB, &b));
+    assert!(product(&t).explains());
+    assert!(TracedOperands::of(&t).read_swapped(Kind::OperandB, &b));
 }
 
 /// `Σ_k x(m, π_m(k)) · y(n, π_n(k))` with π_r the 128-byte swizzle's chunk permutation

@@ -197,39 +197,108 @@ fn agrees(v: f32, want: f64, bound: f64, integral: bool, terms: usize) -> bool {
     }
 }
 
-/// Checks the final accumulator against the product of the operand values the trace
-/// shows.
-///
-/// - With coordinates, cell by cell. The operands' rows are taken in the
-///   accumulator's frame, or else moved so their smallest rows meet the
-///   accumulator's smallest (m, n): a probe may record operands local to a tile and
-///   the accumulator global, or the other way round.
-/// - Without (a register fragment the probe could give no coordinates), as
-///   multisets: the accumulator's values must be exactly the values of the traced
-///   rows' product, every traced A row by every traced B row. Only an exact product
-///   (integer values, every partial sum exact) is matched this way. Row order does
-///   not show in a multiset, but which k meets which does, and that is what an
-///   operand's runs along K are judged by.
-pub fn check_traced_product(trace: &Trace) -> TracedProduct {
-    let unjudged = |why: String| TracedProduct {
-        unjudged: Some(why),
-        ..TracedProduct::default()
-    };
-    let (a, b, finals) = match (
-        traced(trace, Kind::OperandA),
-        traced(trace, Kind::OperandB),
-        finals(trace),
-    ) {
-        (Ok(a), Ok(b), Ok(c)) => (a, b, c),
-        (Err(why), _, _) | (_, Err(why), _) | (_, _, Err(why)) => return unjudged(why),
-    };
-    if a.is_empty() || b.is_empty() {
-        return unjudged("an operand has no values with coordinates".to_owned());
+/// The operand values a full trace shows at their coordinates, read from its tiles
+/// once for every check below; an operand whose values contradict each other holds why.
+pub struct TracedOperands {
+    a: Result<Traced, String>,
+    b: Result<Traced, String>,
+}
+
+impl TracedOperands {
+    /// Operands A and B of `trace`'s full-tile values.
+    pub fn of(trace: &Trace) -> TracedOperands {
+        TracedOperands {
+            a: traced(trace, Kind::OperandA),
+            b: traced(trace, Kind::OperandB),
+        }
     }
-    match finals {
-        Finals::Cells(cells) if !cells.is_empty() => by_cells(&a, &b, &cells),
-        Finals::Values(values) if !values.is_empty() => by_multiset(&a, &b, values),
-        _ => unjudged("no accumulator after the mainloop".to_owned()),
+
+    /// Checks `trace`'s final accumulator against the product of these operand values.
+    ///
+    /// - With coordinates, cell by cell. The operands' rows are taken in the
+    ///   accumulator's frame, or else moved so their smallest rows meet the
+    ///   accumulator's smallest (m, n): a probe may record operands local to a tile and
+    ///   the accumulator global, or the other way round.
+    /// - Without (a register fragment the probe could give no coordinates), as
+    ///   multisets: the accumulator's values must be exactly the values of the traced
+    ///   rows' product, every traced A row by every traced B row. Only an exact product
+    ///   (integer values, every partial sum exact) is matched this way. Row order does
+    ///   not show in a multiset, but which k meets which does, and that is what an
+    ///   operand's runs along K are judged by.
+    pub fn product(&self, trace: &Trace) -> TracedProduct {
+        let unjudged = |why: String| TracedProduct {
+            unjudged: Some(why),
+            ..TracedProduct::default()
+        };
+        let (a, b, finals) = match (&self.a, &self.b, finals(trace)) {
+            (Ok(a), Ok(b), Ok(c)) => (a, b, c),
+            (Err(why), _, _) | (_, Err(why), _) => return unjudged(why.clone()),
+            (_, _, Err(why)) => return unjudged(why),
+        };
+        if a.is_empty() || b.is_empty() {
+            return unjudged("an operand has no values with coordinates".to_owned());
+        }
+        match finals {
+            Finals::Cells(cells) if !cells.is_empty() => by_cells(a, b, &cells),
+            Finals::Values(values) if !values.is_empty() => by_multiset(a, b, values),
+            _ => unjudged("no accumulator after the mainloop".to_owned()),
+        }
+    }
+
+    /// Whether every traced value of operand `kind` is the input's element at `k · rows +
+    /// row` of `matrix` (stored `[rows, K]`): the operand read as if stored `[K, rows]`,
+    /// its two dimensions swapped (a row-major layout tag on a column-major operand, or
+    /// the other way round). Each K tile's k are taken relative to its smallest, and the
+    /// tile must match at some offset along K, each tile at its own: so whether a probe's
+    /// k is global or local to its K tile, and whatever index a peeled first tile has,
+    /// does not matter. False when the operand has no values with coordinates.
+    pub fn read_swapped(&self, kind: Kind, matrix: &Matrix) -> bool {
+        let operand = if kind == Kind::OperandB {
+            &self.b
+        } else {
+            &self.a
+        };
+        let Ok(values) = operand else {
+            return false;
+        };
+        // K tile -> (row, k relative to the tile's smallest k, value).
+        let mut tiles: BTreeMap<i32, Vec<(i64, i64, f32)>> = BTreeMap::new();
+        for (&row, ks) in values {
+            for (&(t, k), &v) in ks {
+                tiles
+                    .entry(t)
+                    .or_default()
+                    .push((i64::from(row), i64::from(k), v));
+            }
+        }
+        if tiles.is_empty() {
+            return false;
+        }
+        let rows = matrix.rows as i64;
+        let depth = matrix.cols as i64;
+        let at = |row: i64, k: i64| {
+            usize::try_from(k * rows + row)
+                .ok()
+                .filter(|_| (0..rows).contains(&row) && (0..depth).contains(&k))
+                .and_then(|i| matrix.data.get(i))
+        };
+        let same = |x: Option<&f32>, v: f32| {
+            x.is_some_and(|x| x.to_bits() == v.to_bits() || (*x == 0.0 && v == 0.0))
+        };
+        let mut offsets = BTreeSet::new();
+        for tile in tiles.values_mut() {
+            let low = tile.iter().map(|e| e.1).min().unwrap_or(0);
+            for e in tile.iter_mut() {
+                e.1 -= low;
+            }
+            let span = tile.iter().map(|e| e.1).max().unwrap_or(0);
+            let fits = |o: i64| tile.iter().all(|&(row, k, v)| same(at(row, o + k), v));
+            match (0..depth - span).find(|&o| fits(o)) {
+                Some(o) if offsets.insert(o) => {}
+                _ => return false,
+            }
+        }
+        true
     }
 }
 
@@ -328,57 +397,6 @@ fn multiset_match(mut values: Vec<f32>, mut want: Vec<f64>) -> TracedProduct {
         multiset: true,
         ..TracedProduct::default()
     }
-}
-
-/// Whether every traced value of operand `kind` is the input's element at `k · rows +
-/// row` of `matrix` (stored `[rows, K]`): the operand read as if stored `[K, rows]`,
-/// its two dimensions swapped (a row-major layout tag on a column-major operand, or
-/// the other way round). Each K tile's k are taken relative to its smallest, and the
-/// tile must match at some offset along K, each tile at its own: so whether a probe's
-/// k is global or local to its K tile, and whatever index a peeled first tile has,
-/// does not matter. False when the operand has no values with coordinates.
-pub fn read_swapped(trace: &Trace, kind: Kind, matrix: &Matrix) -> bool {
-    let Ok(values) = traced(trace, kind) else {
-        return false;
-    };
-    // K tile -> (row, k relative to the tile's smallest k, value).
-    let mut tiles: BTreeMap<i32, Vec<(i64, i64, f32)>> = BTreeMap::new();
-    for (&row, ks) in &values {
-        for (&(t, k), &v) in ks {
-            tiles
-                .entry(t)
-                .or_default()
-                .push((i64::from(row), i64::from(k), v));
-        }
-    }
-    if tiles.is_empty() {
-        return false;
-    }
-    let rows = matrix.rows as i64;
-    let depth = matrix.cols as i64;
-    let at = |row: i64, k: i64| {
-        usize::try_from(k * rows + row)
-            .ok()
-            .filter(|_| (0..rows).contains(&row) && (0..depth).contains(&k))
-            .and_then(|i| matrix.data.get(i))
-    };
-    let same = |x: Option<&f32>, v: f32| {
-        x.is_some_and(|x| x.to_bits() == v.to_bits() || (*x == 0.0 && v == 0.0))
-    };
-    let mut offsets = BTreeSet::new();
-    for tile in tiles.values_mut() {
-        let low = tile.iter().map(|e| e.1).min().unwrap_or(0);
-        for e in tile.iter_mut() {
-            e.1 -= low;
-        }
-        let span = tile.iter().map(|e| e.1).max().unwrap_or(0);
-        let fits = |o: i64| tile.iter().all(|&(row, k, v)| same(at(row, o + k), v));
-        match (0..depth - span).find(|&o| fits(o)) {
-            Some(o) if offsets.insert(o) => {}
-            _ => return false,
-        }
-    }
-    true
 }
 
 /// The k an MMA reads at logical k of row `row` of a K-major tile (rows of 64 16-bit
