@@ -383,8 +383,9 @@ pub fn with_descriptors(mut v: Verdict, issues: &[DescriptorIssue]) -> Verdict {
             alternatives.push(*s);
         }
     }
-    // A summary that already names the descriptor first is not prefixed again.
-    let reading = if v.stage == Some(Stage::Descriptor) && v.summary.starts_with("descriptor") {
+    // Evidence that already reads as the descriptor keeps its words; any other is
+    // prefixed with the stage the map check puts first.
+    let reading = if v.stage == Some(Stage::Descriptor) {
         v.summary.clone()
     } else {
         format!("descriptor: {}", v.summary)
