@@ -13,7 +13,8 @@
 // (KWB_TRACE_SUMMARY) folds the same calls into its table and then also runs
 // summary_grid: 30 CTAs whose values name them, for the CTA of the peak and of the
 // first NaN, the table's last K-tile row and a site past the table's default 32
-// (16, 64).
+// (16, 64). Before check, every build but the summary runs `stale` and resets: its
+// records must all be gone.
 #include <cstdio>
 #include <cstring>
 #include <cuda_bf16.h>
@@ -195,11 +196,27 @@ __global__ void summary_grid() {
   if (cta == 0) kwb::probe_array(64, kwb::Kind::Epilogue, kTag, -1, 0, 0, v);
 }
 
+// Site 99, 40 records a warp over check's own grid, so they fill the slots (and the
+// shards) check's records later take: main runs it and then resets the buffer, and
+// not one of its records may be in the trace. A lease leaves slots its warp never
+// writes, and the reset must have emptied them.
+__global__ void stale() {
+  float v[4] = {1.0f, 2.0f, 3.0f, 4.0f};
+  for (int i = 0; i < 40; ++i) kwb::probe_array(99, kwb::Kind::Accumulator, kTag, i, 0, 0, v);
+}
+
 int main() {
   if (kwb_trace_reset() != cudaSuccess) {
     std::fprintf(stderr, "runtime_check: no CUDA device\n");
     return 2;
   }
+#ifndef KWB_TRACE_SUMMARY
+  stale<<<1, 64>>>();
+  if (cudaDeviceSynchronize() != cudaSuccess || kwb_trace_reset() != cudaSuccess) {
+    std::fprintf(stderr, "runtime_check: the stale records' launch or the reset failed\n");
+    return 1;
+  }
+#endif
   check<<<1, 64>>>();
 #ifdef KWB_TRACE_SUMMARY
   summary_grid<<<dim3(5, 3, 2), 64>>>();
