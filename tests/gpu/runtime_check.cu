@@ -197,9 +197,8 @@ __global__ void summary_grid() {
 }
 
 // Site 99, 40 records a warp over check's own grid, so they fill the slots (and the
-// shards) check's records later take: main runs it and then resets the buffer, and
-// not one of its records may be in the trace. A lease leaves slots its warp never
-// writes, and the reset must have emptied them.
+// shards) check's records later take, and more: main runs it and then resets the
+// buffer, and not one of its records may be in the trace, nor its drops counted.
 __global__ void stale() {
   float v[4] = {1.0f, 2.0f, 3.0f, 4.0f};
   for (int i = 0; i < 40; ++i) kwb::probe_array(99, kwb::Kind::Accumulator, kTag, i, 0, 0, v);

@@ -9,7 +9,8 @@
 //! minimum, maximum, absmax, NaN and Inf counts, and the sampled values with their
 //! coordinates. It covers the quick tally and its fall-back to the full one, packed
 //! and element-wise tile reads, the row filter, a partial warp, buffer overflow, and
-//! every value of every probe in the full-tile build.
+//! every value of every probe in the full-tile build. Each build first runs a kernel
+//! of other records and resets the buffer: none of them may be left in the trace.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
