@@ -1608,6 +1608,27 @@ mod structured {
         );
     }
 
+    /// Output rows 0..16, columns 0..16 of the product over K = 128 of A and B as
+    /// `read_a(m, k)` and `read_b(n, k)` read them, at their (m, n) or (`coords`
+    /// false) with no coordinates.
+    fn read_product(
+        read_a: impl Fn(usize, usize) -> f32,
+        read_b: impl Fn(usize, usize) -> f32,
+        coords: bool,
+    ) -> Vec<(f32, i32, i32, i32)> {
+        (0..16)
+            .flat_map(|m| (0..16).map(move |n| (m, n)))
+            .map(|(m, n)| {
+                let v: f32 = (0..128).map(|k| read_a(m, k) * read_b(n, k)).sum();
+                if coords {
+                    (v, m as i32, n as i32, -1)
+                } else {
+                    (v, -1, -1, -1)
+                }
+            })
+            .collect()
+    }
+
     /// A full trace of output rows 0..16, columns 0..16 whose operand B is the input
     /// read with its dimensions swapped (`B(n, k) = b[k * N + n]`, N = 64), K tiles of
     /// 32 with local k; the accumulator is the product of what the probes show, plus
@@ -1627,15 +1648,7 @@ mod structured {
                 .collect();
             push(&mut t, Kind::OperandB, step as i32, b_vals);
         }
-        let mut acc: Vec<(f32, i32, i32, i32)> = (0..16)
-            .flat_map(|m| (0..16).map(move |n| (m, n)))
-            .map(|(m, n)| {
-                let v: f32 = (0..128)
-                    .map(|k| a.data[m * a.cols + k] * read_b(n, k))
-                    .sum();
-                (v, m as i32, n as i32, -1)
-            })
-            .collect();
+        let mut acc = read_product(|m, k| a.data[m * a.cols + k], read_b, true);
         acc[0].0 += bump;
         push(&mut t, Kind::Accumulator, -1, acc);
         t
@@ -1700,13 +1713,7 @@ mod structured {
             };
             mat.data[r * mat.cols + read]
         };
-        let mut acc: Vec<(f32, i32, i32, i32)> = (0..16)
-            .flat_map(|m| (0..16).map(move |n| (m, n)))
-            .map(|(m, n)| {
-                let v: f32 = (0..128).map(|k| at(a, m, k) * at(b, n, k)).sum();
-                (v, -1, -1, -1)
-            })
-            .collect();
+        let mut acc = read_product(|m, k| at(a, m, k), |n, k| at(b, n, k), false);
         acc[5].0 += bump;
         push(&mut t, Kind::Accumulator, -1, acc);
         t

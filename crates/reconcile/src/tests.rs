@@ -600,6 +600,34 @@ fn an_accumulator_of_tiles_read_with_the_other_swizzle_is_recognised() {
 }
 
 #[test]
+fn the_other_swizzle_is_checked_cell_by_cell_where_the_accumulator_has_coordinates() {
+    // Rows 16..32 of A and B consumed; the accumulator at (m, n) in the inputs' frame,
+    // or local to the tile (0..16), is held there or moved to them.
+    let a = wide(32, 128, 11);
+    let b = wide(32, 128, 12);
+    let rows: Vec<usize> = (16..32).collect();
+    let trace = |origin: i64, bump: f32| {
+        let mut t = Builder::default();
+        let acc: Vec<_> = square(0, 16)
+            .map(|(m, n)| {
+                let v = read_product(&a, &b, 16 + m as usize, 16 + n as usize, true);
+                let v = if (m, n) == (3, 4) { v + bump } else { v };
+                (v, (origin + m) as i32, (origin + n) as i32, -1)
+            })
+            .collect();
+        t.push(record(Kind::Accumulator, 0, -1), acc);
+        t.trace
+    };
+    let p = check_swizzle_mismatch(&trace(16, 0.0), &a, &b, &rows, &rows);
+    assert!(p.explains() && !p.multiset && p.shift == (0, 0), "{p:?}");
+    let local = check_swizzle_mismatch(&trace(0, 0.0), &a, &b, &rows, &rows);
+    assert!(local.explains() && local.shift == (16, 16), "{local:?}");
+    let off = check_swizzle_mismatch(&trace(16, 1.0), &a, &b, &rows, &rows);
+    assert_eq!((off.checked, off.matched), (256, 255), "{off:?}");
+    assert!(!off.explains());
+}
+
+#[test]
 fn tiles_mostly_zero_fill_are_still_read_and_the_missing_k_named() {
     // A map whose bounds cut K at 64: K tile 0 holds the input, tiles 1..3 only zeros
     // (out-of-bounds fill). A quarter of the runs are located; the zeros do not make

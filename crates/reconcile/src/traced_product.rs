@@ -84,6 +84,12 @@ fn format_shift((dm, dn): (i64, i64)) -> String {
     format!("moved by ({dm}, {dn})")
 }
 
+/// Whether two recorded values are the same: the same bits, or both zero (a +0 and a
+/// -0 are one value to a product).
+fn same_value(x: f32, y: f32) -> bool {
+    x.to_bits() == y.to_bits() || (x == 0.0 && y == 0.0)
+}
+
 /// The operand `kind`'s values keyed by (row, (K tile, k)), less padding rows; `Err`
 /// when two values at one key disagree.
 fn traced(trace: &Trace, kind: Kind) -> Result<Traced, String> {
@@ -105,7 +111,7 @@ fn traced(trace: &Trace, kind: Kind) -> Result<Traced, String> {
                 e.insert(v.value);
             }
             std::collections::btree_map::Entry::Occupied(e) => {
-                if e.get().to_bits() != v.value.to_bits() && !(*e.get() == 0.0 && v.value == 0.0) {
+                if !same_value(*e.get(), v.value) {
                     return Err(format!(
                         "operand {} holds two values at row {row}, K tile {}, k {}",
                         if kind == Kind::OperandB { 'B' } else { 'A' },
@@ -144,7 +150,7 @@ fn finals(trace: &Trace) -> Result<Finals, String> {
             continue;
         }
         let old = cells.insert((v.m, v.n), v.value);
-        if old.is_some_and(|o| o.to_bits() != v.value.to_bits()) {
+        if old.is_some_and(|o| !same_value(o, v.value)) {
             return Err(format!(
                 "accumulator cell ({}, {}) holds more than one value (accumulator sets the probe could not tell apart)",
                 v.m, v.n
@@ -158,10 +164,13 @@ fn finals(trace: &Trace) -> Result<Finals, String> {
     }
 }
 
-/// `Σ x · y` over paired values, with the bound `Σ |x · y|` and whether every value is
-/// an integer.
-fn dot_values<'v>(pairs: impl Iterator<Item = (&'v f32, &'v f32)>) -> (f64, f64, bool) {
-    pairs.fold(
+/// `Σ a(key) · b(key)` over the keys both rows hold, with the bound `Σ |a · b|` and
+/// whether every value is an integer; `None` when the rows' keys differ.
+fn dot(a: &BTreeMap<(i32, i32), f32>, b: &BTreeMap<(i32, i32), f32>) -> Option<(f64, f64, bool)> {
+    if a.len() != b.len() || !a.keys().eq(b.keys()) {
+        return None;
+    }
+    Some(a.values().zip(b.values()).fold(
         (0.0_f64, 0.0_f64, true),
         |(sum, bound, integral), (x, y)| {
             let p = f64::from(*x) * f64::from(*y);
@@ -171,16 +180,7 @@ fn dot_values<'v>(pairs: impl Iterator<Item = (&'v f32, &'v f32)>) -> (f64, f64,
                 integral && x.fract() == 0.0 && y.fract() == 0.0,
             )
         },
-    )
-}
-
-/// `Σ a(key) · b(key)` over the keys both rows hold (see [`dot_values`]); `None` when
-/// the rows' keys differ.
-fn dot(a: &BTreeMap<(i32, i32), f32>, b: &BTreeMap<(i32, i32), f32>) -> Option<(f64, f64, bool)> {
-    if a.len() != b.len() || !a.keys().eq(b.keys()) {
-        return None;
-    }
-    Some(dot_values(a.values().zip(b.values())))
+    ))
 }
 
 /// Below this bound an integer dot product's every fp32 partial sum is exact.
@@ -230,19 +230,14 @@ impl TracedOperands {
             unjudged: Some(why),
             ..TracedProduct::default()
         };
-        let (a, b, finals) = match (&self.a, &self.b, finals(trace)) {
-            (Ok(a), Ok(b), Ok(c)) => (a, b, c),
-            (Err(why), _, _) | (_, Err(why), _) => return unjudged(why.clone()),
-            (_, _, Err(why)) => return unjudged(why),
+        let (a, b) = match (&self.a, &self.b) {
+            (Ok(a), Ok(b)) => (a, b),
+            (Err(why), _) | (_, Err(why)) => return unjudged(why.clone()),
         };
         if a.is_empty() || b.is_empty() {
             return unjudged("an operand has no values with coordinates".to_owned());
         }
-        match finals {
-            Finals::Cells(cells) if !cells.is_empty() => by_cells(a, b, &cells),
-            Finals::Values(values) if !values.is_empty() => by_multiset(a, b, values),
-            _ => unjudged("no accumulator after the mainloop".to_owned()),
-        }
+        against(a, b, trace)
     }
 
     /// Whether every traced value of operand `kind` is the input's element at `k · rows +
@@ -282,9 +277,6 @@ impl TracedOperands {
                 .filter(|_| (0..rows).contains(&row) && (0..depth).contains(&k))
                 .and_then(|i| matrix.data.get(i))
         };
-        let same = |x: Option<&f32>, v: f32| {
-            x.is_some_and(|x| x.to_bits() == v.to_bits() || (*x == 0.0 && v == 0.0))
-        };
         let mut offsets = BTreeSet::new();
         for tile in tiles.values_mut() {
             let low = tile.iter().map(|e| e.1).min().unwrap_or(0);
@@ -292,13 +284,34 @@ impl TracedOperands {
                 e.1 -= low;
             }
             let span = tile.iter().map(|e| e.1).max().unwrap_or(0);
-            let fits = |o: i64| tile.iter().all(|&(row, k, v)| same(at(row, o + k), v));
+            let fits = |o: i64| {
+                tile.iter()
+                    .all(|&(row, k, v)| at(row, o + k).is_some_and(|&x| same_value(x, v)))
+            };
             match (0..depth - span).find(|&o| fits(o)) {
                 Some(o) if offsets.insert(o) => {}
                 _ => return false,
             }
         }
         true
+    }
+}
+
+/// `trace`'s final accumulator against the product of rows `a` and `b`: cell by cell
+/// where it has coordinates ([`by_cells`]), as a multiset where it has none
+/// ([`by_multiset`]).
+fn against(a: &Traced, b: &Traced, trace: &Trace) -> TracedProduct {
+    match finals(trace) {
+        Ok(Finals::Cells(cells)) if !cells.is_empty() => by_cells(a, b, &cells),
+        Ok(Finals::Values(values)) if !values.is_empty() => by_multiset(a, b, values),
+        Ok(_) => TracedProduct {
+            unjudged: Some("no accumulator after the mainloop".to_owned()),
+            ..TracedProduct::default()
+        },
+        Err(why) => TracedProduct {
+            unjudged: Some(why),
+            ..TracedProduct::default()
+        },
     }
 }
 
@@ -357,7 +370,7 @@ fn by_multiset(a: &Traced, b: &Traced, values: Vec<f32>) -> TracedProduct {
     };
     if values.len() != cells {
         return unjudged(format!(
-            "the accumulator has no coordinates and {} values, where the traced rows' product has {cells}",
+            "the accumulator has no coordinates and {} values, where the rows' product has {cells}",
             values.len()
         ));
     }
@@ -368,11 +381,11 @@ fn by_multiset(a: &Traced, b: &Traced, values: Vec<f32>) -> TracedProduct {
                 Some((v, bound, true)) if bound < EXACT_BOUND => want.push(v),
                 Some(_) => {
                     return unjudged(
-                        "the accumulator has no coordinates and the traced operands' product is not exact in fp32, so it cannot be matched as a multiset".to_owned(),
+                        "the accumulator has no coordinates and the rows' product is not exact in fp32, so it cannot be matched as a multiset".to_owned(),
                     );
                 }
                 None => {
-                    return unjudged("the traced operand rows cover different K".to_owned());
+                    return unjudged("the operand rows cover different K".to_owned());
                 }
             }
         }
@@ -413,10 +426,10 @@ pub fn swizzle_swapped_k(row: usize, k: usize) -> usize {
 /// from chunk j ^ (r % 8) of its line, in every 64-wide K tile. (The permutation is its
 /// own inverse, so written unswizzled and read swizzled, or the other way round, give
 /// the same reading.) `rows_a` and `rows_b` are the input rows the traced CTA consumed
-/// (m of A, n of B, as the operands' provenance located them); the accumulator is
-/// matched at its coordinates where it has them (taken in the inputs' frame: a cell
-/// outside the consumed rows is not checked, and nothing is then explained), else as a
-/// multiset, and only where the product is exact in fp32.
+/// (m of A, n of B, as the operands' provenance located them). They are held to the
+/// accumulator as [`TracedOperands::product`] holds the traced operands: at its
+/// coordinates where it has them (in the inputs' frame, or moved to it), else as a
+/// multiset, and then only where the product is exact in fp32.
 pub fn check_swizzle_mismatch(
     trace: &Trace,
     a: &Matrix,
@@ -434,66 +447,23 @@ pub fn check_swizzle_mismatch(
     if rows_a.iter().any(|&r| r >= a.rows) || rows_b.iter().any(|&r| r >= b.rows) {
         return unjudged("a consumed row is past the input");
     }
-    let read = |m: &Matrix, r: usize| -> Vec<f32> {
-        let row = m.row(r);
-        (0..m.cols).map(|k| row[swizzle_swapped_k(r, k)]).collect()
+    // Each consumed row as the MMA reads it, keyed like a traced operand (one K tile).
+    let read = |m: &Matrix, rows: &[usize]| -> Option<Traced> {
+        rows.iter()
+            .map(|&r| {
+                let row = m.row(r);
+                let ks = (0..m.cols)
+                    .map(|k| Some(((0, i32::try_from(k).ok()?), row[swizzle_swapped_k(r, k)])))
+                    .collect::<Option<BTreeMap<_, _>>>()?;
+                Some((i32::try_from(r).ok()?, ks))
+            })
+            .collect()
     };
-    let read_a: HashMap<usize, Vec<f32>> = rows_a.iter().map(|&r| (r, read(a, r))).collect();
-    let read_b: HashMap<usize, Vec<f32>> = rows_b.iter().map(|&r| (r, read(b, r))).collect();
-    let dot = |x: &[f32], y: &[f32]| dot_values(x.iter().zip(y));
-    let finals = match finals(trace) {
-        Ok(f) => f,
-        Err(why) => return unjudged(&why),
+    let (Some(read_a), Some(read_b)) = (read(a, rows_a), read(b, rows_b)) else {
+        return unjudged("a consumed row or k is past what a coordinate holds");
     };
-    match finals {
-        Finals::Cells(cells) if !cells.is_empty() => {
-            let mut out = TracedProduct {
-                cells: cells.len(),
-                ..TracedProduct::default()
-            };
-            for (&(m, n), &v) in &cells {
-                let (Some(x), Some(y)) = (
-                    usize::try_from(m).ok().and_then(|m| read_a.get(&m)),
-                    usize::try_from(n).ok().and_then(|n| read_b.get(&n)),
-                ) else {
-                    continue;
-                };
-                let (want, bound, integral) = dot(x, y);
-                out.checked += 1;
-                if agrees(v, want, bound, integral, a.cols) {
-                    out.matched += 1;
-                }
-            }
-            out
-        }
-        Finals::Values(values) if !values.is_empty() => {
-            let cells = rows_a.len() * rows_b.len();
-            if values.len() != cells {
-                return TracedProduct {
-                    cells: values.len(),
-                    multiset: true,
-                    unjudged: Some(format!(
-                        "the accumulator has no coordinates and {} values, where the consumed rows' product has {cells}",
-                        values.len()
-                    )),
-                    ..TracedProduct::default()
-                };
-            }
-            let mut want = Vec::with_capacity(cells);
-            for x in rows_a.iter().map(|r| &read_a[r]) {
-                for y in rows_b.iter().map(|r| &read_b[r]) {
-                    match dot(x, y) {
-                        (v, bound, true) if bound < EXACT_BOUND => want.push(v),
-                        _ => {
-                            return unjudged(
-                                "the product is not exact in fp32, so an accumulator without coordinates cannot be matched as a multiset",
-                            );
-                        }
-                    }
-                }
-            }
-            multiset_match(values, want)
-        }
-        _ => unjudged("no accumulator after the mainloop"),
+    if read_a.is_empty() || read_b.is_empty() {
+        return unjudged("no consumed rows");
     }
+    against(&read_a, &read_b, trace)
 }
