@@ -2,8 +2,9 @@
 //! tests/gpu/runtime_check.cu with `-DKWB_TRACE` (once with the default buffer, once
 //! with a buffer of 4 records in one shard, once recording absmax only, once with no
 //! samples, whose records are written whole, once folding every call into the summary
-//! table, once with records in mapped host memory, once keeping full tiles), runs it
-//! with `KWB_TRACE_OUT`, decodes
+//! table, once with records in mapped host memory, once claiming every record with its
+//! own atomic (no leases), once keeping full tiles), runs it with `KWB_TRACE_OUT`,
+//! decodes
 //! the trace and compares every record with the statistics below, worked out by
 //! hand from the formulas in that file: counts before and after the row filter,
 //! minimum, maximum, absmax, NaN and Inf counts, and the sampled values with their
@@ -416,7 +417,7 @@ struct Build {
     summary: bool,
 }
 
-const BUILDS: [Build; 7] = [
+const BUILDS: [Build; 8] = [
     Build {
         name: "default buffer",
         defines: &[],
@@ -472,8 +473,21 @@ const BUILDS: [Build; 7] = [
         summary: false,
     },
     Build {
+        name: "no leases",
+        defines: &["KWB_TRACE_LEASE=0"],
+        overflow: None,
+        minmax: true,
+        full: false,
+        samples: true,
+        summary: false,
+    },
+    // Leases of at most 5 records: warp 0's claims (13 single records, then a pair)
+    // take leases of 1, 2, 4, 5 and 5 slots, and the pair leaves the last lease's two
+    // slots unwritten ahead of the partial warp's record (claimed with an atomic), so
+    // the flush's renumbering of tile values past an empty slot is checked.
+    Build {
         name: "full tiles",
-        defines: &["KWB_TRACE_FULL"],
+        defines: &["KWB_TRACE_FULL", "KWB_TRACE_LEASE=5"],
         overflow: None,
         minmax: true,
         full: true,

@@ -19,13 +19,24 @@
 //   KWB_TRACE           turn tracing on.
 //   KWB_TRACE_CAPACITY  records the buffer holds (default 262144 = 56 MiB, 224 bytes each);
 //                       records past it are not written, only counted as dropped
-//                       (by the shard cursors, which keep counting past the end: a
-//                       full buffer costs a probe nothing but its claim).
+//                       (a fire-and-forget reduction on the shard's drop count).
 //   KWB_TRACE_SHARDS    the buffer's shards (default 64, or the capacity if smaller). A
 //                       warp always appends to shard (linear CTA * warps per CTA +
 //                       warp) % shards, each with its own cursor, so all-CTA tracing
 //                       does not serialize on one atomic; a shard holds capacity /
 //                       shards records (rounded down).
+//   KWB_TRACE_LEASE     the most records a warp reserves with one atomic on its shard's
+//                       cursor (default 32; 0: one atomic per claim and no shared
+//                       memory). A converged warp keeps its reservation (its lease) in
+//                       shared memory and takes its records from it with no atomic and
+//                       no wait; a lease holds what the warp's claim asks for, then
+//                       twice the warp's last lease, up to this many, and the claim
+//                       that takes a new one waits for its atomic. The leases take
+//                       1 KiB of static shared memory, 1024-byte aligned, so a kernel's
+//                       dynamic shared memory keeps its alignment (a 128-byte swizzle
+//                       needs 1024); a kernel whose shared memory is already at the
+//                       device's limit needs KWB_TRACE_LEASE=0. Slots a lease reserved
+//                       and the warp never wrote stay empty, and the flush skips them.
 //   KWB_TRACE_VALUES    values kept per record, 0..8 (default 8); the record always
 //                       has 8 slots, the rest hold value 0 and coordinates -1.
 //   KWB_TRACE_MINMAX    0: records of values that all count and are all finite
@@ -81,7 +92,8 @@
 // The trace buffer is a module global, so a runner can read it with the driver API
 // (cuModuleGetGlobal) under these names: `_ZN3kwb13trace_recordsE`,
 // `_ZN3kwb12trace_cursorE` (per shard, at every kwb::cursor_words-th word, the records
-// claimed: those past the shard's capacity were dropped) and `_ZN3kwb12trace_filterE`.
+// reserved, and at the next word the records dropped because the shard was full) and
+// `_ZN3kwb12trace_filterE`.
 //
 // The layout of every struct between a `kwb:layout` marker pair is mirrored by the
 // Rust crate kwb-runtime, and a test parses these declarations: the two change
@@ -125,6 +137,9 @@
 #endif
 #ifndef KWB_TRACE_SHARDS
 #define KWB_TRACE_SHARDS (KWB_TRACE_CAPACITY < 64 ? KWB_TRACE_CAPACITY : 64)
+#endif
+#ifndef KWB_TRACE_LEASE
+#define KWB_TRACE_LEASE 32
 #endif
 #ifndef KWB_TRACE_VALUES
 #define KWB_TRACE_VALUES 8
@@ -203,16 +218,24 @@ inline constexpr int record_values = 8;
 inline constexpr int all_rows = INT_MAX;
 // A CTA coordinate of the filter that matches every CTA.
 inline constexpr int any = -1;
-// The words of trace_cursor per shard: each shard's cursor (the first word) sits alone
-// in a 128-byte line, so claims on different shards do not queue behind each other at
-// one line's atomic unit.
+// The words of trace_cursor per shard: each shard's cursor (the first word: the slots
+// reserved so far) and drop count (the second: the records not written because the
+// shard was full) sit alone in a 128-byte line, so claims on different shards do not
+// queue behind each other at one line's atomic unit.
 inline constexpr int cursor_words = 16;
+// The most records one lease reserves (KWB_TRACE_LEASE).
+inline constexpr unsigned lease_records = KWB_TRACE_LEASE;
 
 static_assert(KWB_TRACE_VALUES >= 0 && KWB_TRACE_VALUES <= 8,
               "KWB_TRACE_VALUES must be between 0 and 8 (the record has 8 slots)");
 static_assert(KWB_TRACE_CAPACITY > 0, "KWB_TRACE_CAPACITY must be positive");
 static_assert(KWB_TRACE_SHARDS > 0 && KWB_TRACE_SHARDS <= KWB_TRACE_CAPACITY,
               "KWB_TRACE_SHARDS must be between 1 and KWB_TRACE_CAPACITY");
+static_assert(KWB_TRACE_SHARDS < 65536, "a lease names its shard in 16 bits");
+static_assert(KWB_TRACE_LEASE >= 0 && KWB_TRACE_LEASE <= 1024,
+              "KWB_TRACE_LEASE must be between 0 (no leases) and 1024");
+static_assert(static_cast<unsigned long long>(KWB_TRACE_CAPACITY) < 0xffffffffull - 1024ull,
+              "a record's slot, and a lease's end, fit in 32 bits");
 
 // Whether probes fold into the summary table (KWB_TRACE_SUMMARY) instead of records.
 #ifdef KWB_TRACE_SUMMARY
@@ -740,15 +763,18 @@ struct Probe {
 };
 
 // A record slot asked for and not yet waited for: the warp's active lanes and the
-// leader's pending atomicAdd. Only this lives across a probe's scan of its values,
-// so a probe in a mainloop costs the kernel as few registers as it can.
+// leader's claim. Only this lives across a probe's scan of its values, so a probe in a
+// mainloop costs the kernel as few registers as it can.
 struct Claim {
   unsigned mask;                // active lanes
-  unsigned shard;               // the warp's shard
+  unsigned shard;               // the leader's: the shard its records are in
   int lane;                     // the calling thread's lane
-  unsigned long long claimed;  // the leader's index in its shard, read only by land():
-                               // reading it earlier stalls the warp for the atomic's
-                               // whole round trip
+  unsigned long long claimed;  // the leader's: its first record's index in the shard
+                               // (past the shard's capacity: dropped). With leases it
+                               // is ready when claim() returns; without, it is the
+                               // cursor's atomicAdd, read only by land(): reading it
+                               // earlier stalls the warp for the atomic's whole round
+                               // trip
 };
 
 // The landed record and the warp's shape at the probe.
@@ -853,35 +879,133 @@ __device__ __forceinline__ bool admitted(int k_tile) {
 }
 
 // The calling warp's shard: spreads the claims of concurrent warps over many cursors.
-__device__ __forceinline__ unsigned shard_of_warp() {
+// `warp` is the warp's index in its CTA (warp_id()).
+__device__ __forceinline__ unsigned shard_of_warp(unsigned warp) {
   const unsigned cta = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
   const unsigned warps = (blockDim.x * blockDim.y * blockDim.z + 31u) / 32u;
-  return (cta * warps + static_cast<unsigned>(warp_id())) %
-         static_cast<unsigned>(KWB_TRACE_SHARDS);
+  return (cta * warps + warp) % static_cast<unsigned>(KWB_TRACE_SHARDS);
 }
 
-// Asks for a record slot: the leader's atomicAdd on the warp's shard cursor. Only the
-// atomic is in the branch (a predicated ATOMG) and its result is first read by land(),
-// so the round trip overlaps whatever the probe does in between.
-// `records` consecutive records of one shard at once (probe_as_pair: one atomic's wait
-// for two probes).
+// The records a shard holds; its slots are [shard * per_shard, (shard + 1) * per_shard).
+inline constexpr unsigned long long per_shard = KWB_TRACE_CAPACITY / KWB_TRACE_SHARDS;
+
+// A warp's reserved run of record slots, [next, end) of its shard, kept in shared
+// memory between its probes: the warp's next claims take slots from it with no atomic
+// and no wait. Shared memory starts a CTA with whatever an earlier one left there, so
+// a lease is the warp's only while its `owner` is the one the warp computes now
+// (owner_now: the grid launch and this CTA, hashed); any other is stale and never taken
+// from, so a lease never outlives its launch, and a reset between launches cannot leave
+// one pointing at slots the emptied cursor hands out again. Only a converged warp (all
+// 32 lanes) uses its lease, so no two claims race on it. A lease ends at its shard's
+// end at the latest; one of a full shard has next == end == lease_full, and its claims
+// drop their records without an atomic.
+struct alignas(16) Lease {
+  uint32_t owner;
+  uint32_t next;
+  uint32_t end;
+  uint32_t grant;  // the slots it reserved; the warp's next lease reserves twice as many
+};
+static_assert(sizeof(Lease) == 16, "a lease is one 16-byte shared-memory access");
+inline constexpr uint32_t lease_full = 0xffffffffu;
+// The leases of one CTA, one per warp (a CTA has at most 32). They take 1 KiB, a whole
+// multiple of the 1024-byte alignment a 128-byte swizzle needs, so the dynamic shared
+// memory placed after them keeps the alignment it had without them (CUTLASS's
+// descriptors assume it).
+inline constexpr int lease_slots = 64;
+static_assert(sizeof(Lease) * lease_slots == 1024, "the leases take exactly 1 KiB");
+
+// The CTA's leases. Reached through this reference (never a generic pointer), so the
+// compiler addresses them as shared memory directly.
+__device__ __forceinline__ Lease (&leases())[lease_slots] {
+  __shared__ __align__(1024) Lease table[lease_slots];
+  return table;
+}
+
+// Who owns a lease written now: the grid launch (%gridid, the PTX ISA's temporal launch
+// number, distinct for each launch in a context) and this CTA, hashed to 32 bits. Never
+// 0, the owner in cleared shared memory.
+__device__ __forceinline__ uint32_t owner_now() {
+  unsigned long long grid;
+  asm volatile("mov.u64 %0, %%gridid;" : "=l"(grid));
+  const uint32_t cta = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+  uint32_t h = static_cast<uint32_t>(grid) * 0x9e3779b1u ^ static_cast<uint32_t>(grid >> 32);
+  h = (h ^ cta * 0x85ebca77u) * 0x27d4eb2fu;
+  return (h ^ (h >> 15)) | 1u;
+}
+
+// Counts the records of a claim at `claimed` (`records` of them) that fall past the
+// shard's end in the shard's drop count: a reduction nothing waits for.
+__device__ __forceinline__ void count_drops(unsigned shard, unsigned long long claimed,
+                                            unsigned records) {
+  const unsigned long long last = claimed + records;
+  if (last > per_shard) {
+    const unsigned long long from = claimed > per_shard ? claimed : per_shard;
+    atomicAdd(&trace_cursor[shard * cursor_words + 1], last - from);
+  }
+}
+
+// Asks for `records` consecutive record slots of the warp's shard (probe_as_pair: one
+// claim for two probes); the leader asks. A converged warp takes them from its lease
+// when it holds enough: a shared-memory load and store, no wait. When it holds fewer,
+// the leader reserves a new lease on the shard's cursor (`records`, then twice the
+// last lease's grant, up to KWB_TRACE_LEASE) with one atomicAdd and waits for it; that
+// is rare, and everything a land() must do then stays here, so land() costs the
+// common claim nothing. A refill leaves what the old lease still held unwritten. A
+// warp that is not converged adds its records to the cursor and waits too. Drops (a
+// record past the shard's end) are counted here.
+// With KWB_TRACE_LEASE 0 there are no leases: the leader's atomicAdd is read first by
+// land(), so its round trip overlaps whatever the probe does in between, and land()
+// counts drops.
 // A summary build claims nothing: its probes add into the summary table instead.
 __device__ __forceinline__ Claim claim(unsigned records = 1u) {
   if constexpr (summary) {
     (void)records;
     return Claim{__activemask(), 0u, lane_id(), 0ull};
   } else {
-    Claim c{__activemask(), shard_of_warp(), lane_id(), 0ull};
-    if (c.lane == __ffs(c.mask) - 1) c.claimed = atomicAdd(&trace_cursor[c.shard * cursor_words], records);
+    const unsigned warp = static_cast<unsigned>(warp_id());
+    Claim c{__activemask(), shard_of_warp(warp), lane_id(), 0ull};
+    if (c.lane != __ffs(c.mask) - 1) return c;
+    if constexpr (lease_records == 0) {
+      c.claimed = atomicAdd(&trace_cursor[c.shard * cursor_words], records);
+    } else if (c.mask != 0xffffffffu) {
+      c.claimed = atomicAdd(&trace_cursor[c.shard * cursor_words], records);
+      count_drops(c.shard, c.claimed, records);
+    } else {
+      Lease& lease = leases()[warp];
+      const Lease held = lease;
+      const uint32_t owner = owner_now();
+      const bool mine = held.owner == owner && held.grant <= lease_records;
+      const bool full = held.next == lease_full && held.end == lease_full;
+      const unsigned left = held.end - held.next;
+      if (mine && !full && left >= records && left <= lease_records) {
+        c.claimed = held.next;
+        lease.next = held.next + records;
+      } else if (mine && full) {
+        c.claimed = per_shard;
+        count_drops(c.shard, c.claimed, records);
+      } else {
+        unsigned grant = mine ? 2u * held.grant : records;
+        grant = grant > lease_records ? lease_records : grant;
+        grant = grant < records ? records : grant;  // a claim larger than a lease is its own
+        c.claimed = atomicAdd(&trace_cursor[c.shard * cursor_words], grant);
+        count_drops(c.shard, c.claimed, records);
+        Lease fresh{owner, lease_full, lease_full, grant};
+        if (c.claimed + records < per_shard) {
+          const unsigned long long end = c.claimed + grant;
+          fresh.next = static_cast<uint32_t>(c.claimed) + records;
+          fresh.end = static_cast<uint32_t>(end < per_shard ? end : per_shard);
+        }
+        lease = fresh;
+      }
+    }
     return c;
   }
 }
 
-// Waits for record `offset` of the claim. False when the shard is full (the cursor,
-// past the shard's capacity, counts the drop).
+// Waits for record `offset` of the claim. False when the shard is full (with
+// KWB_TRACE_LEASE 0 the leader then counts the drop in the shard's drop count, a
+// reduction nothing waits for; with leases claim() counted it).
 __device__ __forceinline__ bool land(const Claim& c, Slot& slot, unsigned offset = 0u) {
-  constexpr unsigned long long per_shard = KWB_TRACE_CAPACITY / KWB_TRACE_SHARDS;
-  static_assert(per_shard < 0xffffffffull, "a shard holds fewer than 2^32 - 1 records");
   slot.mask = c.mask;
   slot.lane = c.lane;
   slot.below = (1u << slot.lane) - 1u;
@@ -892,10 +1016,15 @@ __device__ __forceinline__ bool land(const Claim& c, Slot& slot, unsigned offset
     return true;
   }
   const unsigned long long claimed = c.claimed + offset;
-  const unsigned mine = claimed < per_shard ? static_cast<unsigned>(claimed) : ~0u;
+  const bool kept = claimed < per_shard;
+  if constexpr (lease_records == 0) {
+    if (c.lane == slot.leader && !kept) atomicAdd(&trace_cursor[c.shard * cursor_words + 1], 1ull);
+  }
+  const unsigned mine =
+      kept ? c.shard * static_cast<unsigned>(per_shard) + static_cast<unsigned>(claimed) : ~0u;
   const unsigned index = __shfl_sync(c.mask, mine, slot.leader);
   if (index == ~0u) return false;
-  slot.record = &records()[c.shard * per_shard + index];
+  slot.record = &records()[index];
   return true;
 }
 
@@ -2162,6 +2291,24 @@ inline cudaError_t read_summary(SummaryHeader& header, std::vector<SummaryEntry>
 
 }  // namespace detail
 
+// Zeroes the magic of every slot the shard cursors reserved, written or not, so that no
+// record of a launch before a reset is read as one of the trace after it (a lease
+// reserves slots its warp may never write, and the flush keeps the slots whose magic
+// says written). Only reserved slots are touched: a reset does not sweep the whole
+// buffer (56 MiB by default) through L2 ahead of a timed launch.
+namespace detail {
+static __global__ void clear_reserved_slots() {
+  constexpr unsigned long long total = per_shard * KWB_TRACE_SHARDS;
+  Record* slots = records();
+  const unsigned long long step = static_cast<unsigned long long>(gridDim.x) * blockDim.x;
+  for (unsigned long long i = blockIdx.x * static_cast<unsigned long long>(blockDim.x) + threadIdx.x;
+       i < total; i += step) {
+    const unsigned long long shard = i / per_shard;
+    if (i - shard * per_shard < trace_cursor[shard * cursor_words]) slots[i].magic = 0u;
+  }
+}
+}  // namespace detail
+
 // Registers a site table; returns true so it can initialize a static.
 inline bool register_sites(const SiteInfo* sites, size_t count) {
   detail::site_registry().insert(detail::site_registry().end(), sites, sites + count);
@@ -2182,10 +2329,10 @@ inline bool trace_map() {
 #endif
 }
 
-// Empties the trace buffer in stream order, without waiting: memsets of the shard
-// cursors (in a full-tile build also of the tile cursor and drop count, in a summary
-// build of the summary table) queued on
-// `stream`. For a loop of launches that should each write their records, e.g. a timed
+// Empties the trace buffer in stream order, without waiting: a kernel that clears the
+// slots the shard cursors reserved, then memsets of the cursors (in a full-tile build
+// also of the tile cursor and drop count, in a summary build of the summary table),
+// queued on `stream`. For a loop of launches that should each write their records, e.g. a timed
 // loop, where trace_reset()'s wait would stall the queue. With
 // KWB_TRACE_MAPPED it also clears the mapped records through their device mapping.
 inline cudaError_t trace_reset_async(cudaStream_t stream = 0) {
@@ -2195,7 +2342,12 @@ inline cudaError_t trace_reset_async(cudaStream_t stream = 0) {
     cudaError_t err = cudaGetSymbolAddress(&at, symbol);
     return err == cudaSuccess ? cudaMemsetAsync(at, 0, bytes, stream) : err;
   };
-  cudaError_t err = clear(trace_cursor, sizeof trace_cursor);
+  cudaError_t err = cudaSuccess;
+  if constexpr (!summary) {
+    detail::clear_reserved_slots<<<256, 256, 0, stream>>>();
+    err = cudaGetLastError();
+  }
+  if (err == cudaSuccess) err = clear(trace_cursor, sizeof trace_cursor);
 #ifdef KWB_TRACE_FULL
   if (err == cudaSuccess) err = clear(trace_tile_cursor, sizeof trace_tile_cursor);
   if (err == cudaSuccess) err = clear(trace_tile_dropped, sizeof trace_tile_dropped);
@@ -2250,15 +2402,17 @@ inline bool trace_flush(const char* path) {
   }
 #endif
   if (err == cudaSuccess) err = cudaMemcpyFromSymbol(lines.data(), trace_cursor, sizeof trace_cursor);
-  for (int s = 0; s < KWB_TRACE_SHARDS; ++s) cursors[s] = lines[static_cast<size_t>(s) * cursor_words];
-  // The shards' filled prefixes, one after another (each warp's records stay in the
-  // order it appended them); the claims past a shard's end were dropped.
-  constexpr unsigned long long per_shard = KWB_TRACE_CAPACITY / KWB_TRACE_SHARDS;
+  constexpr unsigned long long per_shard = detail::per_shard;
+  // Per shard, the slots reserved (word 0 of its line) and the records dropped because
+  // it was full (word 1).
   for (int s = 0; s < KWB_TRACE_SHARDS; ++s) {
-    dropped += cursors[s] > per_shard ? cursors[s] - per_shard : 0ull;
+    cursors[s] = lines[static_cast<size_t>(s) * cursor_words];
+    dropped += lines[static_cast<size_t>(s) * cursor_words + 1];
   }
+  // The shards' reserved prefixes, one after another (each warp's records stay in the
+  // order it appended them).
   std::vector<Record> records;
-  std::vector<size_t> first(KWB_TRACE_SHARDS, 0);  // each shard's first file index
+  std::vector<size_t> first(KWB_TRACE_SHARDS, 0);  // each shard's first slot in `records`
   for (int s = 0; s < KWB_TRACE_SHARDS && err == cudaSuccess; ++s) {
     const size_t n = static_cast<size_t>(cursors[s] < per_shard ? cursors[s] : per_shard);
     first[static_cast<size_t>(s)] = records.size();
@@ -2275,7 +2429,16 @@ inline bool trace_flush(const char* path) {
     err = cudaMemcpyFromSymbol(records.data() + at, trace_records, n * sizeof(Record),
                                static_cast<size_t>(s) * per_shard * sizeof(Record));
   }
-  const size_t count = records.size();
+  // Only written slots hold records: a lease may reserve slots its warp never writes.
+  // file_index: each slot's record's index in the file, ~0u for an empty slot.
+  std::vector<uint32_t> file_index(records.size(), ~0u);
+  size_t kept_records = 0;
+  for (size_t i = 0; i < records.size(); ++i) {
+    if (records[i].magic != record_magic) continue;
+    file_index[i] = static_cast<uint32_t>(kept_records);
+    records[kept_records++] = records[i];
+  }
+  records.resize(kept_records);
   // The full-tile values, their records renumbered from buffer slots to file order.
   TileHeader tiles{};
   std::memcpy(tiles.magic, "KWBTILES", 8);
@@ -2301,9 +2464,9 @@ inline bool trace_flush(const char* path) {
     const size_t index = v.record % per_shard;
     if (shard >= static_cast<size_t>(KWB_TRACE_SHARDS)) continue;
     const size_t filled = static_cast<size_t>(cursors[shard] < per_shard ? cursors[shard] : per_shard);
-    if (index >= filled) continue;
+    if (index >= filled || file_index[first[shard] + index] == ~0u) continue;
     TileValue kept_value = v;
-    kept_value.record = static_cast<uint32_t>(first[shard] + index);
+    kept_value.record = file_index[first[shard] + index];
     values[written++] = kept_value;
   }
   values.resize(written);
@@ -2406,9 +2569,9 @@ inline bool flush_after_fault(const char* path, cudaError_t fault) {
   int shown = 0;
   for (size_t shard = 0; shard < static_cast<size_t>(KWB_TRACE_SHARDS) && shown < 16; ++shard) {
     const Record* last = nullptr;
+    // Slots a lease reserved and its warp never wrote are empty: look past them.
     for (size_t i = shard * per_shard; i < (shard + 1) * per_shard; ++i) {
-      if (host[i].magic != record_magic) break;
-      last = &host[i];
+      if (host[i].magic == record_magic) last = &host[i];
     }
     if (last == nullptr) continue;
     const SiteInfo* site = nullptr;

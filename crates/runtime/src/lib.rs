@@ -81,11 +81,11 @@ pub const OUT_ENV: &str = "KWB_TRACE_OUT";
 pub mod symbols {
     /// `kwb::trace_records`: `Record[capacity]`.
     pub const RECORDS: &str = "_ZN3kwb13trace_recordsE";
-    /// `kwb::trace_cursor`: `u64[KWB_TRACE_SHARDS * 16]`, at word 16 × s (one 128-byte
-    /// line per shard) the records shard s's warps claimed (its records are capacity /
-    /// shards from s × that): up to the shard's capacity its next free slot, and what
-    /// passes it is the records dropped because the shard was full (no other drop
-    /// counter is kept).
+    /// `kwb::trace_cursor`: `u64[KWB_TRACE_SHARDS * 16]`, one 128-byte line per shard
+    /// (its records are capacity / shards from s × that): at word 16 × s the slots
+    /// shard s's warps reserved (a warp's lease may reserve slots it never writes,
+    /// whose records keep magic 0), at word 16 × s + 1 the records dropped because the
+    /// shard was full.
     pub const CURSOR: &str = "_ZN3kwb12trace_cursorE";
     /// `kwb::trace_filter`: a [`Filter`](crate::Filter) in `__constant__` memory.
     pub const FILTER: &str = "_ZN3kwb12trace_filterE";
