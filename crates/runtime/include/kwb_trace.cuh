@@ -231,7 +231,6 @@ static_assert(KWB_TRACE_VALUES >= 0 && KWB_TRACE_VALUES <= 8,
 static_assert(KWB_TRACE_CAPACITY > 0, "KWB_TRACE_CAPACITY must be positive");
 static_assert(KWB_TRACE_SHARDS > 0 && KWB_TRACE_SHARDS <= KWB_TRACE_CAPACITY,
               "KWB_TRACE_SHARDS must be between 1 and KWB_TRACE_CAPACITY");
-static_assert(KWB_TRACE_SHARDS < 65536, "a lease names its shard in 16 bits");
 static_assert(KWB_TRACE_LEASE >= 0 && KWB_TRACE_LEASE <= 1024,
               "KWB_TRACE_LEASE must be between 0 (no leases) and 1024");
 static_assert(static_cast<unsigned long long>(KWB_TRACE_CAPACITY) < 0xffffffffull - 1024ull,
@@ -767,7 +766,7 @@ struct Probe {
 // mainloop costs the kernel as few registers as it can.
 struct Claim {
   unsigned mask;                // active lanes
-  unsigned shard;               // the leader's: the shard its records are in
+  unsigned shard;               // the warp's shard
   int lane;                     // the calling thread's lane
   unsigned long long claimed;  // the leader's: its first record's index in the shard
                                // (past the shard's capacity: dropped). With leases it
