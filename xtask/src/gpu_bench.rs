@@ -17,6 +17,9 @@
 //!   epilogue (the screen for the CTA that goes wrong), then per-K-tile accumulators,
 //!   operands, and every kind; and every kind into a buffer of 64 Ki records, which
 //!   the launch fills early: what recording costs once records are dropped;
+//! - `… no leases`: one CTA, and every CTA recording the per-K-tile accumulator and
+//!   every kind, built with `KWB_TRACE_LEASE=0` (an atomic per claim instead of
+//!   record leases in shared memory);
 //! - `memcheck`: the original under `compute-sanitizer --tool memcheck`;
 //!
 //! and reads each build's registers, stack and local (spill) memory with
@@ -139,7 +142,37 @@ fn configs(family_source: &str) -> Vec<Config> {
         &base,
         65536,
     )])
+    .chain(without_leases(&base))
     .collect()
+}
+
+/// The builds whose cost the record leases change most, again with
+/// `KWB_TRACE_LEASE=0` (an atomic per claim, waited for only when the record is
+/// written): one CTA, where leases pay, and every CTA recording, where every warp
+/// waits for its lease refills. The same call then compares the two.
+fn without_leases(base: &kwb_instrument::Config) -> Vec<Config> {
+    let [_, per_k_tile, _, every] = screens();
+    let one_cta = Config {
+        name: "one CTA, no leases".to_owned(),
+        instrumented: Some(kwb_instrument::Config {
+            cta: Some([0, 0, 0]),
+            ..base.clone()
+        }),
+        defines: vec![kwb_runtime::ENABLE_MACRO.to_owned()],
+    };
+    let per_k_tile = all_ctas(
+        &format!("all CTAs, no leases: {}", per_k_tile.0),
+        per_k_tile.1,
+        base,
+    );
+    let every = all_ctas(&format!("all CTAs, no leases: {}", every.0), every.1, base);
+    [one_cta, per_k_tile, every]
+        .into_iter()
+        .map(|mut config| {
+            config.defines.push("KWB_TRACE_LEASE=0".to_owned());
+            config
+        })
+        .collect()
 }
 
 /// What the all-CTA builds read: the final accumulator and the epilogue (the screen

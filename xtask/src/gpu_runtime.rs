@@ -3,7 +3,8 @@
 //! with a buffer of 4 records in one shard, once recording absmax only, once with no
 //! samples, whose records are written whole, once folding every call into the summary
 //! table, once with records in mapped host memory, once claiming every record with its
-//! own atomic (no leases), once keeping full tiles), runs it with `KWB_TRACE_OUT`,
+//! own atomic (no leases), once so with a buffer of 4 records, once keeping full
+//! tiles), runs it with `KWB_TRACE_OUT`,
 //! decodes
 //! the trace and compares every record with the statistics below, worked out by
 //! hand from the formulas in that file: counts before and after the row filter,
@@ -417,7 +418,7 @@ struct Build {
     summary: bool,
 }
 
-const BUILDS: [Build; 8] = [
+const BUILDS: [Build; 9] = [
     Build {
         name: "default buffer",
         defines: &[],
@@ -476,6 +477,20 @@ const BUILDS: [Build; 8] = [
         name: "no leases",
         defines: &["KWB_TRACE_LEASE=0"],
         overflow: None,
+        minmax: true,
+        full: false,
+        samples: true,
+        summary: false,
+    },
+    // Without leases the cursor, not a drop count, says what was dropped.
+    Build {
+        name: "4-record buffer, no leases",
+        defines: &[
+            "KWB_TRACE_CAPACITY=4",
+            "KWB_TRACE_SHARDS=1",
+            "KWB_TRACE_LEASE=0",
+        ],
+        overflow: Some((4, 13)),
         minmax: true,
         full: false,
         samples: true,

@@ -19,7 +19,8 @@
 //   KWB_TRACE           turn tracing on.
 //   KWB_TRACE_CAPACITY  records the buffer holds (default 262144 = 56 MiB, 224 bytes each);
 //                       records past it are not written, only counted as dropped
-//                       (a fire-and-forget reduction on the shard's drop count).
+//                       (a fire-and-forget reduction on the shard's drop count; with
+//                       KWB_TRACE_LEASE 0, by the shard's cursor counting past its end).
 //   KWB_TRACE_SHARDS    the buffer's shards (default 64, or the capacity if smaller). A
 //                       warp always appends to shard (linear CTA * warps per CTA +
 //                       warp) % shards, each with its own cursor, so all-CTA tracing
@@ -92,7 +93,9 @@
 // The trace buffer is a module global, so a runner can read it with the driver API
 // (cuModuleGetGlobal) under these names: `_ZN3kwb13trace_recordsE`,
 // `_ZN3kwb12trace_cursorE` (per shard, at every kwb::cursor_words-th word, the records
-// reserved, and at the next word the records dropped because the shard was full) and
+// reserved, and at the next word the records dropped because the shard was full; with
+// KWB_TRACE_LEASE 0 the first word counts the records claimed, those past the shard's
+// end dropped, and the second stays 0) and
 // `_ZN3kwb12trace_filterE`.
 //
 // The layout of every struct between a `kwb:layout` marker pair is mirrored by the
@@ -953,8 +956,8 @@ __device__ __forceinline__ void count_drops(unsigned shard, unsigned long long c
 // warp that is not converged adds its records to the cursor and waits too. Drops (a
 // record past the shard's end) are counted here.
 // With KWB_TRACE_LEASE 0 there are no leases: the leader's atomicAdd is read first by
-// land(), so its round trip overlaps whatever the probe does in between, and land()
-// counts drops.
+// land(), so its round trip overlaps whatever the probe does in between, and the
+// cursor counts every record claimed, so what passes the shard's end is the drops.
 // A summary build claims nothing: its probes add into the summary table instead.
 __device__ __forceinline__ Claim claim(unsigned records = 1u) {
   if constexpr (summary) {
@@ -1001,9 +1004,8 @@ __device__ __forceinline__ Claim claim(unsigned records = 1u) {
   }
 }
 
-// Waits for record `offset` of the claim. False when the shard is full (with
-// KWB_TRACE_LEASE 0 the leader then counts the drop in the shard's drop count, a
-// reduction nothing waits for; with leases claim() counted it).
+// Waits for record `offset` of the claim. False when the shard is full: claim() counted
+// the drop (with KWB_TRACE_LEASE 0 the cursor's count past the shard's end is it).
 __device__ __forceinline__ bool land(const Claim& c, Slot& slot, unsigned offset = 0u) {
   slot.mask = c.mask;
   slot.lane = c.lane;
@@ -1016,9 +1018,6 @@ __device__ __forceinline__ bool land(const Claim& c, Slot& slot, unsigned offset
   }
   const unsigned long long claimed = c.claimed + offset;
   const bool kept = claimed < per_shard;
-  if constexpr (lease_records == 0) {
-    if (c.lane == slot.leader && !kept) atomicAdd(&trace_cursor[c.shard * cursor_words + 1], 1ull);
-  }
   const unsigned mine =
       kept ? c.shard * static_cast<unsigned>(per_shard) + static_cast<unsigned>(claimed) : ~0u;
   const unsigned index = __shfl_sync(c.mask, mine, slot.leader);
@@ -2403,10 +2402,14 @@ inline bool trace_flush(const char* path) {
   if (err == cudaSuccess) err = cudaMemcpyFromSymbol(lines.data(), trace_cursor, sizeof trace_cursor);
   constexpr unsigned long long per_shard = detail::per_shard;
   // Per shard, the slots reserved (word 0 of its line) and the records dropped because
-  // it was full (word 1).
+  // it was full (word 1; without leases, what the cursor counted past the shard's end).
   for (int s = 0; s < KWB_TRACE_SHARDS; ++s) {
     cursors[s] = lines[static_cast<size_t>(s) * cursor_words];
-    dropped += lines[static_cast<size_t>(s) * cursor_words + 1];
+    if constexpr (lease_records == 0) {
+      dropped += cursors[s] > per_shard ? cursors[s] - per_shard : 0ull;
+    } else {
+      dropped += lines[static_cast<size_t>(s) * cursor_words + 1];
+    }
   }
   // The shards' reserved prefixes, one after another (each warp's records stay in the
   // order it appended them).

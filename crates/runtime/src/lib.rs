@@ -85,7 +85,9 @@ pub mod symbols {
     /// (its records are capacity / shards from s × that): at word 16 × s the slots
     /// shard s's warps reserved (a warp's lease may reserve slots it never writes,
     /// whose records keep magic 0), at word 16 × s + 1 the records dropped because the
-    /// shard was full.
+    /// shard was full. Built with `KWB_TRACE_LEASE=0`, word 16 × s counts the records
+    /// claimed (what passes the shard's capacity was dropped) and word 16 × s + 1
+    /// stays 0.
     pub const CURSOR: &str = "_ZN3kwb12trace_cursorE";
     /// `kwb::trace_filter`: a [`Filter`](crate::Filter) in `__constant__` memory.
     pub const FILTER: &str = "_ZN3kwb12trace_filterE";
