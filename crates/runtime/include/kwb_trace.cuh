@@ -979,7 +979,8 @@ __device__ __forceinline__ Claim claim(unsigned records = 1u) {
       const bool mine = held.owner == owner && held.grant <= lease_records;
       const bool full = held.next == lease_full && held.end == lease_full;
       const unsigned left = held.end - held.next;
-      if (mine && !full && left >= records && left <= lease_records) {
+      // A full lease holds nothing (next == end), so only a refill or a drop can take it.
+      if (mine && left >= records && left <= lease_records) {
         c.claimed = held.next;
         lease.next = held.next + records;
       } else if (mine && full) {
