@@ -20,6 +20,9 @@
 //! - `… no leases`: one CTA, and every CTA recording the per-K-tile accumulator and
 //!   every kind, built with `KWB_TRACE_LEASE=0` (an atomic per claim instead of
 //!   record leases in shared memory);
+//! - `all CTAs, screen: …`: the same four sets, and the operands with the final
+//!   accumulator and the epilogue, folded into a screen (`--screen`: one row per site,
+//!   every K tile in it, a cell for each warp);
 //! - `memcheck`: the original under `compute-sanitizer --tool memcheck`;
 //!
 //! and reads each build's registers, stack and local (spill) memory with
@@ -136,6 +139,12 @@ fn configs(family_source: &str) -> Vec<Config> {
             .into_iter()
             .map(|(what, probes)| all_ctas(&format!("all CTAs: {what}"), probes, &base)),
     )
+    .chain(
+        screens()
+            .into_iter()
+            .chain([screen_set()])
+            .map(|(what, probes)| screen(&format!("all CTAs, screen: {what}"), probes, &base)),
+    )
     .chain([all_ctas_in(
         "all CTAs: every kind, buffer full (64 Ki records)",
         kwb_instrument::Probes::default(),
@@ -215,6 +224,37 @@ fn summary(name: &str, probes: kwb_instrument::Probes, base: &kwb_instrument::Co
         name: name.to_owned(),
         instrumented: Some(kwb_instrument::Config {
             summary: true,
+            probes,
+            ..base.clone()
+        }),
+        defines: vec![kwb_runtime::ENABLE_MACRO.to_owned()],
+    }
+}
+
+/// What a screen of every CTA reads when the accumulator after each K tile is left to
+/// a one-CTA trace: the operands the MMA consumes, the final accumulator and the
+/// epilogue (folded over K tiles, the per-K-tile accumulator's NaN and Inf carry into
+/// the final one).
+fn screen_set() -> (&'static str, kwb_instrument::Probes) {
+    (
+        "operands, final accumulator and epilogue",
+        kwb_instrument::Probes {
+            operands: true,
+            final_accumulator: true,
+            epilogue: true,
+            ..kwb_instrument::Probes::NONE
+        },
+    )
+}
+
+/// Every CTA's `probes` folded into a screen (`--screen`: the summary's table with one
+/// row per site, every K tile folded into it, and a cell for each warp).
+fn screen(name: &str, probes: kwb_instrument::Probes, base: &kwb_instrument::Config) -> Config {
+    Config {
+        name: name.to_owned(),
+        instrumented: Some(kwb_instrument::Config {
+            summary: true,
+            screen: true,
             probes,
             ..base.clone()
         }),

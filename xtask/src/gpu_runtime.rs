@@ -418,7 +418,7 @@ struct Build {
     summary: bool,
 }
 
-const BUILDS: [Build; 9] = [
+const BUILDS: [Build; 10] = [
     Build {
         name: "default buffer",
         defines: &[],
@@ -458,6 +458,15 @@ const BUILDS: [Build; 9] = [
     Build {
         name: "summary",
         defines: &["KWB_TRACE_SUMMARY"],
+        overflow: Some((0, 0)),
+        minmax: false,
+        full: false,
+        samples: false,
+        summary: true,
+    },
+    Build {
+        name: "screen",
+        defines: &["KWB_TRACE_SCREEN"],
         overflow: Some((0, 0)),
         minmax: false,
         full: false,
@@ -624,7 +633,8 @@ pub fn run(root: &Path, out: &Path) -> Result {
         let trace = run_check(&binary, &dir.join(format!("runtime_check.{index}.trace")))?;
         let mut problems = judge(&trace, &expect, build);
         if build.summary {
-            problems.extend(judge_summary(&trace, &expect));
+            let screen = build.defines.contains(&"KWB_TRACE_SCREEN");
+            problems.extend(judge_summary(&trace, &expect, screen));
         } else if !trace.summary.is_empty() {
             problems.push(format!(
                 "{} summary entries in a build without a summary",
@@ -684,8 +694,9 @@ type EntryField = fn(&kwb_runtime::SummaryEntry) -> u64;
 
 /// Every problem of a summary build's table: each site of the one-CTA check folded
 /// (its records' counts summed, its absmax, CTA (0, 0, 0) for the peak and for the
-/// first NaN or Inf where there is one), and summary_grid's site 16 over 30 CTAs.
-fn judge_summary(trace: &Trace, expect: &[Expect]) -> Vec<String> {
+/// first NaN or Inf where there is one), and summary_grid's site 16 over 30 CTAs. A
+/// `screen` (`KWB_TRACE_SCREEN`) has one row per site, every K tile folded into it.
+fn judge_summary(trace: &Trace, expect: &[Expect], screen: bool) -> Vec<String> {
     let mut bad = Vec::new();
     let tag = kwb_runtime::tag("runtime_check");
     let mut check = |what: String, got: String, want: String| {
@@ -701,7 +712,11 @@ fn judge_summary(trace: &Trace, expect: &[Expect]) -> Vec<String> {
     check(
         "K-tile rows".into(),
         trace.summary_k_tiles.to_string(),
-        kwb_runtime::DEFAULT_SUMMARY_K_TILES.to_string(),
+        if screen {
+            "1".to_owned()
+        } else {
+            kwb_runtime::DEFAULT_SUMMARY_K_TILES.to_string()
+        },
     );
     // Site 64 is past the table's sites (32 by default, the build sets none): CTA (0, 0,
     // 0)'s two warps, one call each.
@@ -735,6 +750,7 @@ fn judge_summary(trace: &Trace, expect: &[Expect]) -> Vec<String> {
         // Site 0 is probed at K tile = warp (0 and 1); the others at one K tile.
         let k_tiles: Vec<i32> = rows.iter().map(|r| r.k_tile).collect();
         let want_k: Vec<i32> = match e.k_tile {
+            _ if screen => vec![-1],
             Some(k) => vec![k],
             None if e.site == 0 => vec![0, 1],
             None => vec![-1],
@@ -751,11 +767,8 @@ fn judge_summary(trace: &Trace, expect: &[Expect]) -> Vec<String> {
                 format!("{:?}", Some(e.kind)),
             );
             check(site("tag"), r.tag.to_string(), tag.to_string());
-            check(
-                site("k_end"),
-                r.k_end.to_string(),
-                (r.k_tile + 1).to_string(),
-            );
+            let k_end = if screen { i32::MAX } else { r.k_tile + 1 };
+            check(site("k_end"), r.k_end.to_string(), k_end.to_string());
             check(
                 site("peak CTA"),
                 format!("{:?}", r.peak_cta()),
@@ -771,6 +784,54 @@ fn judge_summary(trace: &Trace, expect: &[Expect]) -> Vec<String> {
     }
     // Site 16: 30 CTAs x 2 warps x 32 lanes x 4 values in each of two rows.
     let grid: Vec<_> = trace.summary.iter().filter(|r| r.site == 16).collect();
+    if screen {
+        // Both K tiles (0 and 300) in the one row.
+        match grid.as_slice() {
+            [r] => {
+                let what = |field: &str| format!("screen site 16 {field}");
+                check(what("probes"), r.probes.to_string(), "120".into());
+                check(what("count"), r.count.to_string(), "15360".into());
+                check(what("absmax"), r.absmax.to_string(), 1920.0_f32.to_string());
+                check(
+                    what("peak CTA"),
+                    format!("{:?}", r.peak_cta()),
+                    "Some([4, 2, 1])".into(),
+                );
+                check(what("NaN"), r.nan_count.to_string(), "4".into());
+                check(
+                    what("first bad CTA"),
+                    format!("{:?}", r.bad_cta()),
+                    "Some([3, 0, 1])".into(),
+                );
+                check(
+                    what("K tiles"),
+                    format!("{}..{}", r.k_tile, r.k_end),
+                    format!("-1..{}", i32::MAX),
+                );
+            }
+            rows => bad.push(format!("screen site 16: {} rows, want 1", rows.len())),
+        }
+    } else {
+        judge_summary_k_tiles(&grid, &mut check);
+    }
+    let sites: Vec<u32> = expect.iter().map(|e| e.site).chain([16]).collect();
+    for r in &trace.summary {
+        if !sites.contains(&r.site) {
+            bad.push(format!(
+                "summary: an entry for site {}, which no probe called",
+                r.site
+            ));
+        }
+    }
+    bad
+}
+
+/// The per-K-tile rows of summary_grid's site 16 (not a screen): K tile 0 and the
+/// table's last row, which holds K tile 300.
+fn judge_summary_k_tiles(
+    grid: &[&kwb_runtime::SummaryEntry],
+    check: &mut impl FnMut(String, String, String),
+) {
     let row = |k: i32| grid.iter().find(|r| r.k_tile == k);
     // K tile 300 lands in the table's last row, which starts at its rows less 2.
     let last_row = kwb_runtime::DEFAULT_SUMMARY_K_TILES as i32 - 2;
@@ -815,21 +876,13 @@ fn judge_summary(trace: &Trace, expect: &[Expect]) -> Vec<String> {
                 "None".into(),
             );
         }
-        _ => bad.push(format!(
-            "summary site 16: rows at K tiles {:?}, want 0 and {last_row} (the last row)",
-            grid.iter().map(|r| r.k_tile).collect::<Vec<_>>()
-        )),
+        // Rows at K tile 0 and at the last row (which holds K tile 300).
+        _ => check(
+            "site 16 rows at K tiles".into(),
+            format!("{:?}", grid.iter().map(|r| r.k_tile).collect::<Vec<_>>()),
+            format!("[0, {last_row}]"),
+        ),
     }
-    let sites: Vec<u32> = expect.iter().map(|e| e.site).chain([16]).collect();
-    for r in &trace.summary {
-        if !sites.contains(&r.site) {
-            bad.push(format!(
-                "summary: an entry for site {}, which no probe called",
-                r.site
-            ));
-        }
-    }
-    bad
 }
 
 /// Every problem of a trace against the expectations.

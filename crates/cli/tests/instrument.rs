@@ -149,6 +149,34 @@ fn full_tile_needs_one_cta_and_defines_the_macro() {
 }
 
 #[test]
+fn a_screen_is_a_summary_of_one_row_per_site() {
+    let dir = TempDir::new().unwrap();
+    write(dir.path(), "gemm.cu", KERNEL);
+    let run = instrument(
+        dir.path(),
+        &["gemm.cu", "-o", "out.cu", "--screen", "--values", "3"],
+    );
+    assert_eq!(run.code, 2);
+    assert!(run.stderr.contains("keeps no samples"), "{}", run.stderr);
+    assert!(!dir.path().join("out.cu").exists());
+    let run = instrument(
+        dir.path(),
+        &["gemm.cu", "-o", "out.cu", "--screen", "--cta", "all"],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let out = std::fs::read_to_string(dir.path().join("out.cu")).unwrap();
+    for define in ["#define KWB_TRACE_SUMMARY 1", "#define KWB_TRACE_SCREEN 1"] {
+        assert!(out.find(define) < out.find("namespace kwb"), "{define}");
+    }
+    assert!(
+        run.stderr
+            .contains("screen: every CTA's probe calls fold into one row per site"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
 fn summary_defines_the_macro_and_refuses_samples() {
     let dir = TempDir::new().unwrap();
     write(dir.path(), "gemm.cu", KERNEL);

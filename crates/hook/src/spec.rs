@@ -1,15 +1,15 @@
 //! `KWB_TRACE`: what to instrument, as `key=value` pairs separated by `;` (or, with
 //! `KWB_TRACE=@FILE`, one pair a line in FILE, `#` starting a comment). Keys:
 //! `kernel`, `gate`, `probe`, `cta`, `k-tiles`, `rows`, `values`, `full-tile`,
-//! `absmax-only`, `summary`, `overlay` (`on`, the default: also instrument the included headers
+//! `absmax-only`, `summary`, `screen` (a summary of one row per site, every K tile folded,
+//! a cell per warp), `overlay` (`on`, the default: also instrument the included headers
 //! that hold a staged mainloop; `off`). An unknown key or a bad value is an error: a
 //! build never goes on silently without the probes it was asked for.
 
 use kwb_instrument::{Config, Probes, options};
 
 /// The keys `KWB_TRACE` takes.
-pub const KEYS: &str =
-    "kernel, gate, probe, cta, k-tiles, rows, values, full-tile, absmax-only, summary, overlay";
+pub const KEYS: &str = "kernel, gate, probe, cta, k-tiles, rows, values, full-tile, absmax-only, summary, screen, overlay";
 
 /// A parsed `KWB_TRACE`.
 #[derive(Clone, Debug)]
@@ -75,6 +75,10 @@ impl Spec {
                 "full-tile" => config.full_tile = flag(value)?,
                 "absmax-only" => config.absmax_only = flag(value)?,
                 "summary" => config.summary = flag(value)?,
+                "screen" => {
+                    config.screen = flag(value)?;
+                    config.summary |= config.screen;
+                }
                 "overlay" => overlay = flag(value)?,
                 other => {
                     return Err(format!(
@@ -134,6 +138,14 @@ mod tests {
             ),
             (None, Some(0), true, false)
         );
+    }
+
+    #[test]
+    fn a_screen_is_a_summary() {
+        let s = Spec::parse("cta=all;screen;probe=operands,final").unwrap();
+        assert!(s.config.summary && s.config.screen);
+        let e = Spec::parse("screen;values=2").unwrap_err();
+        assert!(e.contains("`summary`: a summary keeps no samples"), "{e}");
     }
 
     #[test]

@@ -113,6 +113,11 @@ pub struct Config {
     /// instead of a record per warp: the probes claim nothing and wait for nothing, and
     /// nothing is dropped. For screening every CTA; keeps no samples, min or max.
     pub summary: bool,
+    /// With `summary`: a screen, whose one row per site folds every K tile and whose
+    /// table has a stripe for each warp of the grid, so no two concurrent warps reduce
+    /// into one address and a call reduces one word over the warp: the cheapest trace
+    /// of every CTA (the peak's CTA and the first CTA with a NaN or Inf, per site).
+    pub screen: bool,
     /// The site rows of a summary build's table: every site id of the translation
     /// unit, this file's and the other instrumented files' (an overlay's headers). The
     /// first file that includes the runtime sizes the table. `None`: this file's ids.
@@ -164,6 +169,9 @@ impl Config {
         }
         if self.summary {
             pairs.push(("KWB_TRACE_SUMMARY", "1".to_owned()));
+            if self.screen {
+                pairs.push(("KWB_TRACE_SCREEN", "1".to_owned()));
+            }
             let rows = self.summary_sites.unwrap_or(sites).max(sites).max(1);
             pairs.push(("KWB_TRACE_SUMMARY_SITES", rows.to_string()));
         }

@@ -68,6 +68,16 @@
 //                       adding into copy w % stripes, so the reductions of concurrent
 //                       warps spread over many L2 lines; the flush folds them. The
 //                       table is 64 bytes * sites * rows * stripes (32 MiB by default).
+//   KWB_TRACE_SCREEN    a summary (KWB_TRACE_SUMMARY is implied) whose one row per site
+//                       folds every K tile, with a stripe for each warp of the grid
+//                       (KWB_TRACE_SUMMARY_STRIPES defaults to 8192, more warps than
+//                       an H200 holds at once; warp w shares the stripe of w + 8192,
+//                       which is exact too), so concurrent warps never reduce into
+//                       one address. A call reduces one word over the warp
+//                       (the largest |v|, which is NaN or Inf exactly when a value is)
+//                       and counts NaN and Inf values only when it is: the cheapest
+//                       screen of every CTA, per site, naming the CTA of the peak and
+//                       the first CTA with a NaN or Inf.
 //   KWB_TRACE_CTA_X/Y/Z the CTA the probes record at start-up (default -1: any).
 //   KWB_TRACE_K_BEGIN/END  the K tiles they record at start-up, [begin, end)
 //                       (default 0 and INT_MAX: all).
@@ -114,6 +124,18 @@
 #include <type_traits>
 #include <utility>
 
+// A screen is a summary of one row per site, a cell for each warp of the grid.
+#ifdef KWB_TRACE_SCREEN
+#ifndef KWB_TRACE_SUMMARY
+#define KWB_TRACE_SUMMARY 1
+#endif
+#ifndef KWB_TRACE_SUMMARY_K_TILES
+#define KWB_TRACE_SUMMARY_K_TILES 1
+#endif
+#ifndef KWB_TRACE_SUMMARY_STRIPES
+#define KWB_TRACE_SUMMARY_STRIPES 8192
+#endif
+#endif
 // A summary build keeps no records (a minimal buffer), samples or min/max.
 #ifdef KWB_TRACE_SUMMARY
 #ifndef KWB_TRACE_CAPACITY
@@ -252,9 +274,20 @@ static_assert(KWB_TRACE_MINMAX == 0,
 #else
 inline constexpr bool summary = false;
 #endif
-static_assert(KWB_TRACE_SUMMARY_SITES > 0 && KWB_TRACE_SUMMARY_K_TILES >= 2 &&
-                  KWB_TRACE_SUMMARY_STRIPES > 0,
-              "the summary table needs a site, two K-tile rows (-1 and 0..) and a stripe");
+// Whether the summary is a screen (KWB_TRACE_SCREEN): one row per site, which folds
+// every K tile, and a stripe for each warp of the grid.
+#ifdef KWB_TRACE_SCREEN
+inline constexpr bool screen = true;
+static_assert(KWB_TRACE_SUMMARY_K_TILES == 1,
+              "a KWB_TRACE_SCREEN build folds every K tile into one row: "
+              "KWB_TRACE_SUMMARY_K_TILES must be 1");
+#else
+inline constexpr bool screen = false;
+static_assert(KWB_TRACE_SUMMARY_K_TILES >= 2,
+              "the summary table needs two K-tile rows (-1 and 0..); only a screen has one");
+#endif
+static_assert(KWB_TRACE_SUMMARY_SITES > 0 && KWB_TRACE_SUMMARY_STRIPES > 0,
+              "the summary table needs a site and a stripe");
 
 // What a probe reads. The numbers are stored in Record::kind.
 enum class Kind : uint32_t {
@@ -1424,6 +1457,88 @@ __device__ __forceinline__ void summarize(const Slot& slot, const Totals& t, con
 __device__ __forceinline__ void summarize(const Slot&, const Totals&, const Probe&) {}
 #endif
 
+// A small fragment's values, passed by value to the out-of-line probe.
+template <class T, int N>
+struct SmallValues {
+  T v[N];
+};
+
+#ifdef KWB_TRACE_SCREEN
+// A screen's call whose values all count (no row filter), from their quick tally
+// `all` (KWB_TRACE_MINMAX 0: `all.hi` is the lane's largest |v|, NaN or Inf exactly
+// when one of its values is): one reduction over the warp, of that word, and the
+// warp's `total` values folded into its cell. True when done; false when the warp saw
+// a NaN or an Inf, and the caller counts them through the full tally.
+__device__ __forceinline__ bool screened(const Claim& claimed, unsigned offset, const Probe& p,
+                                         const Quick& all, unsigned total) {
+  static_assert(KWB_TRACE_MINMAX == 0, "a screen's quick tally is of |v|");
+  const unsigned peak = warp_max(claimed.mask, __float_as_uint(all.hi));
+  if (peak >= 0x7f800000u) return false;
+  Slot slot;
+  land(claimed, slot, offset);
+  const int active = __popc(slot.mask);
+  if (active < 4 || p.site >= static_cast<uint32_t>(KWB_TRACE_SUMMARY_SITES)) {
+    summarize(slot, Totals{peak, 0u, 0u, total, total, 0u, 0u}, p);
+    return true;
+  }
+  // The common call, in the warp's own cell (one row: K tiles fold), one thing for
+  // each of four lanes and nothing that waits: the peak, the count with the call, the
+  // site's kind and tag, and (one CTA) the grid.
+  const unsigned cta = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+  const unsigned warps = (blockDim.x * blockDim.y * blockDim.z + 31u) / 32u;
+  const unsigned stripe = (cta * warps + static_cast<unsigned>(warp_id())) %
+                          static_cast<unsigned>(KWB_TRACE_SUMMARY_STRIPES);
+  SummaryCell& cell = trace_summary[static_cast<long long>(stripe) * KWB_TRACE_SUMMARY_SITES + p.site];
+  const int rank = __popc(slot.mask & slot.below);
+  if (rank == 0) {
+    atomicMax(&cell.peak, (static_cast<unsigned long long>(peak) << 32) | cta);
+  } else if (rank == 1) {
+    atomicAdd(&cell.count, (1ull << summary_call_shift) | total);
+  } else if (rank == 2) {
+    *reinterpret_cast<uint2*>(&cell.kind) = make_uint2(static_cast<unsigned>(p.kind), p.tag);
+  } else if (rank == 3) {
+    const Filter& f = trace_filter;
+    if (blockIdx.x == static_cast<unsigned>(f.cta_x < 0 ? 0 : f.cta_x) &&
+        blockIdx.y == static_cast<unsigned>(f.cta_y < 0 ? 0 : f.cta_y) &&
+        blockIdx.z == static_cast<unsigned>(f.cta_z < 0 ? 0 : f.cta_z)) {
+      trace_summary_grid = make_uint4(gridDim.x, gridDim.y, gridDim.z, 1u);
+    }
+  }
+  __syncwarp(slot.mask);
+  return true;
+}
+
+// A screen's fragment whose warp saw a NaN or an Inf (screened() was false): its
+// values counted exactly. Each 32-bit word of them passes through an empty volatile asm
+// first, so the compiler cannot hoist this path's work (unpacking 16-bit halves)
+// above the check into the common call, as it does with the plain values. Every value
+// counts.
+template <int N, class T>
+__device__ __forceinline__ void poisoned_fragment(const Probe& p, SmallValues<T, N> values,
+                                                  const Claim& claimed, unsigned offset) {
+  static_assert(sizeof(values) % 4 == 0, "fragments hold whole 32-bit words");
+  unsigned* words = reinterpret_cast<unsigned*>(&values);
+#pragma unroll
+  for (int w = 0; w < static_cast<int>(sizeof(values) / 4); ++w) {
+    asm volatile("" : "+r"(words[w]));
+  }
+  Stats s = fresh_stats();
+#pragma unroll
+  for (int i = 0; i < N; ++i) tally(s, true, true, to_float(values.v[i]));
+  Slot slot;
+  land(claimed, slot, offset);
+  summarize(slot, totals(claimed.mask, s), p);
+}
+#else
+// Not a screen: never called (every call is behind `if constexpr (screen)`).
+__device__ __forceinline__ bool screened(const Claim&, unsigned, const Probe&, const Quick&,
+                                         unsigned) {
+  return false;
+}
+template <int N, class T>
+__device__ __forceinline__ void poisoned_fragment(Probe, SmallValues<T, N>, Claim, unsigned) {}
+#endif
+
 // The leader writes the record's fields in 16-byte stores (records are 16-byte
 // aligned: 224 bytes each in a 16-byte aligned buffer), the header's first four
 // words last.
@@ -1528,7 +1643,17 @@ __device__ __forceinline__ void fragment_claimed(const Probe& p, ValueFn&& value
       for (int i = 0; i < N; ++i) quick(q[i % ways], to_float(value(i)));
       all = merged(q);
     }
-    if (!__any_sync(mask, poisoned(all))) {
+    if constexpr (screen) {
+      if (screened(claimed, offset, p, all, static_cast<unsigned>(N) * __popc(mask))) return;
+      if constexpr (std::is_trivially_copyable<Element>::value &&
+                    (sizeof(Element) * N) % 4 == 0) {
+        SmallValues<Element, N> values;
+#pragma unroll
+        for (int i = 0; i < N; ++i) values.v[i] = value(i);
+        poisoned_fragment<N>(p, values, claimed, offset);
+        return;
+      }
+    } else if (!__any_sync(mask, poisoned(all))) {
       settle(s, all, static_cast<unsigned>(N), static_cast<unsigned>(N) * __popc(mask));
       done = true;
     }
@@ -1581,11 +1706,6 @@ __device__ __forceinline__ void fragment_claimed(const Probe& p, ValueFn&& value
 // stays inline, so a CTA it leaves out makes no call.
 inline constexpr int small_fragment_values = 8;
 
-// A small fragment's values, passed by value to the out-of-line probe.
-template <class T, int N>
-struct SmallValues {
-  T v[N];
-};
 
 template <int N, class T, class CoordFn>
 __device__ __noinline__ void small_fragment(Probe p, SmallValues<T, N> values, CoordFn coord) {
@@ -1679,7 +1799,11 @@ __device__ __forceinline__ void strided(const Probe& p, int count, ValueFn&& val
       }
     }
     all = merged(q);
-    quick_ok = !__any_sync(claimed.mask, poisoned(all));
+    if constexpr (screen) {
+      if (screened(claimed, 0u, p, all, static_cast<unsigned>(count))) return;
+    } else {
+      quick_ok = !__any_sync(claimed.mask, poisoned(all));
+    }
   }
   Slot slot;
   if (!land(claimed, slot)) return;
@@ -1745,7 +1869,10 @@ __device__ __forceinline__ void packed_tile(const Probe& p, const T* tile, int c
   }
   if constexpr (pairs_tally<T>) q = unpaired(pairs);
   const Quick all = q;
-  const bool quick_ok = !__any_sync(claimed.mask, poisoned(all));
+  if constexpr (screen) {
+    if (screened(claimed, 0u, p, all, static_cast<unsigned>(count))) return;
+  }
+  const bool quick_ok = !screen && !__any_sync(claimed.mask, poisoned(all));
   Slot slot;
   if (!land(claimed, slot)) return;
   Stats s = fresh_stats();

@@ -64,6 +64,10 @@ pub const DEFAULT_SUMMARY_K_TILES: u32 = 256;
 /// default).
 pub const DEFAULT_SUMMARY_STRIPES: u32 = 64;
 
+/// The stripes of a screen's table (`KWB_TRACE_SCREEN`: one row per site, a stripe per
+/// warp of the grid; warp w shares the stripe of w + this).
+pub const DEFAULT_SCREEN_STRIPES: u32 = 8192;
+
 /// The bytes of one cell of a summary build's table (`kwb::SummaryCell`): the table is
 /// this × sites × K-tile rows × stripes of device memory.
 pub const SUMMARY_CELL_SIZE: u32 = 64;

@@ -265,6 +265,10 @@ fn constants_agree() {
         kwb_runtime::DEFAULT_SUMMARY_STRIPES.to_string()
     );
     assert!(HEADER.contains(&format!(
+        "#ifdef KWB_TRACE_SCREEN\n#ifndef KWB_TRACE_SUMMARY\n#define KWB_TRACE_SUMMARY 1\n#endif\n#ifndef KWB_TRACE_SUMMARY_K_TILES\n#define KWB_TRACE_SUMMARY_K_TILES 1\n#endif\n#ifndef KWB_TRACE_SUMMARY_STRIPES\n#define KWB_TRACE_SUMMARY_STRIPES {}\n",
+        kwb_runtime::DEFAULT_SCREEN_STRIPES
+    )));
+    assert!(HEADER.contains(&format!(
         "static_assert(sizeof(SummaryCell) == {}, ",
         kwb_runtime::SUMMARY_CELL_SIZE
     )));

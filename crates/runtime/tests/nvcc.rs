@@ -384,6 +384,52 @@ fn summary_probes_only_reduce() {
     );
 }
 
+/// A screen's probes (a summary of one row per site, a cell per warp) reduce one word
+/// over the warp and, like a summary's, claim nothing and wait for nothing; a screen
+/// with K-tile rows is a compile error.
+#[test]
+fn screen_probes_only_reduce() {
+    let Some((bin, temp)) = setup() else {
+        return;
+    };
+    let dir = temp.path();
+    std::fs::write(dir.join("probed.cu"), KERNEL).unwrap();
+    let object = compile(
+        &bin,
+        dir,
+        "probed.cu",
+        "sm_90a",
+        &["-DKWB_TRACE", "-DKWB_TRACE_SCREEN"],
+    );
+    let screen = sass(&bin, &object);
+    let gated = &screen[GATED];
+    assert!(gated.contains("REDUX.MAX"), "{gated}");
+    assert!(gated.contains("REDG.E.ADD.64"), "{gated}");
+    assert!(gated.contains("REDG.E.MAX.64"), "{gated}");
+    assert!(!gated.contains("ATOMG"), "{gated}");
+    let rejected = std::process::Command::new(bin.join("nvcc"))
+        .current_dir(dir)
+        .args([
+            "-c",
+            "-arch=sm_90a",
+            "-std=c++17",
+            "-DKWB_TRACE",
+            "-DKWB_TRACE_SCREEN",
+            "-DKWB_TRACE_SUMMARY_K_TILES=4",
+            "probed.cu",
+            "-o",
+            "rejected.o",
+        ])
+        .output()
+        .unwrap();
+    assert!(!rejected.status.success());
+    assert!(
+        String::from_utf8_lossy(&rejected.stderr).contains("KWB_TRACE_SUMMARY_K_TILES must be 1"),
+        "{}",
+        String::from_utf8_lossy(&rejected.stderr)
+    );
+}
+
 /// The tile spacing a probe derives from a fragment array's type, checked by the
 /// compiler itself (static_assert), in a plain and a traced build.
 #[test]

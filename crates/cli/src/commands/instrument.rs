@@ -60,12 +60,18 @@ pub struct Args {
     /// dropped: the cheap screen of every CTA (no samples, min or max)
     #[arg(long, conflicts_with = "full_tile")]
     summary: bool,
+    /// A summary (implies --summary) of one row per site that folds every K tile, with
+    /// a cell for each warp of the grid, so no two warps reduce into one address: the
+    /// cheapest screen of every CTA, per site (the CTA of the peak and of the first
+    /// NaN/Inf)
+    #[arg(long, conflicts_with = "full_tile")]
+    screen: bool,
     /// Also keep every value each probe looks at, with its coordinates (needs --cta X,Y,Z:
     /// one CTA's tiles); `kwb trace show --npy DIR` writes them as .npy files
     #[arg(long)]
     full_tile: bool,
     /// Remove every kwb insertion instead, restoring the original byte for byte
-    #[arg(long, conflicts_with_all = ["kernel", "gate", "probe", "cta", "k_tiles", "rows", "values", "absmax_only", "summary", "full_tile", "overlay"])]
+    #[arg(long, conflicts_with_all = ["kernel", "gate", "probe", "cta", "k_tiles", "rows", "values", "absmax_only", "summary", "screen", "full_tile", "overlay"])]
     strip: bool,
     /// Print the rewrite as a unified diff
     #[arg(long)]
@@ -151,9 +157,11 @@ pub fn run(args: Args) -> i32 {
         render::error(Report::new(OutputError::FullTileNeedsCta));
         return exit::INPUT;
     }
-    if let Some(conflict) =
-        kwb_instrument::options::summary_conflict(args.summary, args.values, args.full_tile)
-    {
+    if let Some(conflict) = kwb_instrument::options::summary_conflict(
+        args.summary || args.screen,
+        args.values,
+        args.full_tile,
+    ) {
         render::error(Report::new(OutputError::SummaryConflict(conflict)));
         return exit::INPUT;
     }
@@ -181,7 +189,8 @@ pub fn run(args: Args) -> i32 {
             values: args.values,
             absmax_only: args.absmax_only,
             full_tile: args.full_tile,
-            summary: args.summary,
+            summary: args.summary || args.screen,
+            screen: args.screen,
             rows: args.rows.clone(),
             // With an overlay the gate targets one of many files' kernels.
             lenient_gate: args.overlay.is_some(),
@@ -241,8 +250,8 @@ pub fn run(args: Args) -> i32 {
                 "wrote {}: build with -DKWB_TRACE to record a trace (KWB_TRACE_OUT=trace.bin writes it at exit); without it the probes compile to nothing",
                 args.output.display()
             );
-            if args.summary {
-                let _ = writeln!(stderr, "{}", summary_note(plan.probes.len()));
+            if args.summary || args.screen {
+                let _ = writeln!(stderr, "{}", summary_note(plan.probes.len(), args.screen));
             }
         }
         None => {
@@ -349,22 +358,34 @@ fn with_overlay(
         dir.display(),
         dir.display()
     );
-    if args.summary {
+    if args.summary || args.screen {
         let sites = plans.iter().map(|(_, p)| p.probes.len()).sum();
-        let _ = writeln!(stderr, "{}", summary_note(sites));
+        let _ = writeln!(stderr, "{}", summary_note(sites, args.screen));
     }
     exit::OK
 }
 
-/// What a `--summary` build keeps, and the table it sizes for `sites` site ids.
-fn summary_note(sites: usize) -> String {
+/// What a `--summary` (or `--screen`) build keeps, and the table it sizes for `sites`
+/// site ids.
+fn summary_note(sites: usize, screen: bool) -> String {
     // Cells of sites x K-tile rows x stripes (the header's defaults).
-    let cells = sites.max(1) as u64
-        * u64::from(kwb_runtime::DEFAULT_SUMMARY_K_TILES)
-        * u64::from(kwb_runtime::DEFAULT_SUMMARY_STRIPES);
+    let (rows, stripes) = if screen {
+        (1, kwb_runtime::DEFAULT_SCREEN_STRIPES)
+    } else {
+        (
+            kwb_runtime::DEFAULT_SUMMARY_K_TILES,
+            kwb_runtime::DEFAULT_SUMMARY_STRIPES,
+        )
+    };
+    let cells = sites.max(1) as u64 * u64::from(rows) * u64::from(stripes);
     let mib = (cells * u64::from(kwb_runtime::SUMMARY_CELL_SIZE)) as f64 / (1024.0 * 1024.0);
+    let what = if screen {
+        "screen: every CTA's probe calls fold into one row per site, every K tile in it, each warp into a cell of its own"
+    } else {
+        "summary: every CTA's probe calls fold into one table per site and K tile"
+    };
     format!(
-        "summary: every CTA's probe calls fold into one table per site and K tile (absmax, NaN/Inf counts, the CTA of the peak and of the first NaN/Inf), {} site rows ({mib:.0} MiB of device memory); `kwb trace show` prints it",
+        "{what} (absmax, NaN/Inf counts, the CTA of the peak and of the first NaN/Inf), {} site rows ({mib:.0} MiB of device memory); `kwb trace show` prints it",
         sites.max(1)
     )
 }
@@ -428,14 +449,14 @@ mod tests {
     #[test]
     fn a_summary_note_says_how_big_its_table_is() {
         assert!(
-            summary_note(5).contains("5 site rows (5 MiB"),
+            summary_note(5, false).contains("5 site rows (5 MiB"),
             "{}",
-            summary_note(5)
+            summary_note(5, false)
         );
         assert!(
-            summary_note(91).contains("91 site rows (91 MiB"),
+            summary_note(91, false).contains("91 site rows (91 MiB"),
             "{}",
-            summary_note(91)
+            summary_note(91, false)
         );
     }
 }

@@ -423,10 +423,18 @@ fn summary_table(out: &mut impl Write, summary: &Summary) -> std::io::Result<()>
     } else {
         format!("grid ({gx}, {gy}, {gz})")
     };
+    // A screen (KWB_TRACE_SCREEN) has one row per site, every K tile folded into it.
+    let screen = summary.k_tiles == 1;
     writeln!(
         out,
-        "summary of every admitted CTA: {} site/K-tile rows, {grid}{}",
+        "{} of every admitted CTA: {} {}, {grid}{}",
+        if screen { "screen" } else { "summary" },
         summary.rows.len(),
+        if screen {
+            "site rows (every K tile folded)"
+        } else {
+            "site/K-tile rows"
+        },
         if summary.dropped > 0 {
             format!(
                 "; {} probe calls of sites past the table were not folded in (raise KWB_TRACE_SUMMARY_SITES)",
@@ -446,12 +454,14 @@ fn summary_table(out: &mut impl Write, summary: &Summary) -> std::io::Result<()>
     for r in &summary.rows {
         // A summary cannot number the calls of a probe outside a counted K loop (an
         // operand read in a device helper): its row folds every one of them.
-        let mut k = if r.k_tile < 0 && matches!(r.kind.as_str(), "OperandA" | "OperandB" | "Load") {
+        let mut k = if screen {
+            "all".to_owned()
+        } else if r.k_tile < 0 && matches!(r.kind.as_str(), "OperandA" | "OperandB" | "Load") {
             "any".to_owned()
         } else {
             k_tile_label(r.k_tile, &r.kind)
         };
-        if r.later_k_tiles {
+        if r.later_k_tiles && !screen {
             k.push('+');
         }
         writeln!(
