@@ -1245,6 +1245,41 @@ __device__ __forceinline__ Quick unpaired(const Pairs<T>& q) {
   return Quick{fminf(half(q.lo, 0), half(q.lo, 1)), max_nan(half(q.hi, 0), half(q.hi, 1))};
 }
 
+// The magnitudes of 16-bit values (bf16 or half, sign and magnitude) four to an
+// instruction, for KWB_TRACE_MINMAX 0: a value's bits order like the value as a signed
+// 16-bit integer where it is positive and like its magnitude as an unsigned one where
+// it is negative, so the running signed maximum `s` of both halves holds the largest
+// positive value and the unsigned one `u` the largest negative magnitude (NaN patterns
+// above Inf in both). DPX's 3-input min/max (sm_90) takes two new words a chain.
+struct Mags {
+  unsigned s;
+  unsigned u;
+};
+
+__device__ __forceinline__ Mags fresh_mags() { return Mags{0x80008000u, 0u}; }
+
+__device__ __forceinline__ void mags_pair(Mags& m, unsigned x, unsigned y) {
+  m.s = __vimax3_s16x2(m.s, x, y);
+  m.u = __vimax3_u16x2(m.u, x, y);
+}
+
+__device__ __forceinline__ Mags merged_mags(const Mags& a, const Mags& b) {
+  return Mags{__vmaxs2(a.s, b.s), __vmaxu2(a.u, b.u)};
+}
+
+// The largest |v| of a magnitudes tally as a quick tally of |v|: NaN when a value was
+// NaN, Inf when one was infinite (and none NaN), 0 when none was seen.
+template <class T>
+__device__ __forceinline__ Quick unmagged(const Mags& m) {
+  const auto largest = [&m](int shift) {
+    const unsigned s = (m.s >> shift) & 0xffffu, u = (m.u >> shift) & 0xffffu;
+    const unsigned pos = (s & 0x8000u) == 0u ? s : 0u;
+    const unsigned neg = (u & 0x8000u) != 0u ? u & 0x7fffu : 0u;
+    return to_float(bits_as<T>(static_cast<unsigned short>(pos > neg ? pos : neg)));
+  };
+  return Quick{__int_as_float(0x7f800000), max_nan(largest(0), largest(16))};
+}
+
 // The statistics of `n` finite values that all counted, from their quick tally;
 // minimum and maximum are NaN (not recorded) when KWB_TRACE_MINMAX is 0. `total` is
 // the warp's count of them (warp-uniform), so finish() need not add the lanes' counts.
@@ -1464,6 +1499,66 @@ struct SmallValues {
 };
 
 #ifdef KWB_TRACE_SCREEN
+// Folds `Count` calls of one warp (each site's probe p[i], the warp's largest |v|
+// peak[i], all finite, and its total[i] values) into the warp's cells of their sites
+// (one row: K tiles fold), one thing for each of 3 * Count + 1 lanes and nothing that
+// waits: each site's peak, its count with the call, its kind and tag, and (one CTA)
+// the grid. Fewer active lanes, or a site past the table, go through summarize().
+template <int Count>
+__device__ __forceinline__ void fold_screen(const Slot& slot, const Probe (&p)[Count],
+                                            const unsigned (&peak)[Count],
+                                            const unsigned (&total)[Count]) {
+  bool inside = true;
+#pragma unroll
+  for (int i = 0; i < Count; ++i) {
+    inside = inside && p[i].site < static_cast<uint32_t>(KWB_TRACE_SUMMARY_SITES);
+  }
+  if (__popc(slot.mask) < 3 * Count + 1 || !inside) {
+#pragma unroll
+    for (int i = 0; i < Count; ++i) {
+      summarize(slot, Totals{peak[i], 0u, 0u, total[i], total[i], 0u, 0u}, p[i]);
+    }
+    return;
+  }
+  const unsigned cta = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+  const unsigned warps = (blockDim.x * blockDim.y * blockDim.z + 31u) / 32u;
+  const unsigned stripe = (cta * warps + static_cast<unsigned>(warp_id())) %
+                          static_cast<unsigned>(KWB_TRACE_SUMMARY_STRIPES);
+  SummaryCell* cells = &trace_summary[static_cast<long long>(stripe) * KWB_TRACE_SUMMARY_SITES];
+  const int rank = __popc(slot.mask & slot.below);
+  const int i = rank / 3 < Count ? rank / 3 : Count - 1;
+  // Picked by selects, not indexed: the arrays stay in registers.
+  uint32_t site = p[0].site, kind = static_cast<uint32_t>(p[0].kind), tag = p[0].tag;
+  unsigned mine = peak[0], values = total[0];
+#pragma unroll
+  for (int c = 1; c < Count; ++c) {
+    site = i == c ? p[c].site : site;
+    kind = i == c ? static_cast<uint32_t>(p[c].kind) : kind;
+    tag = i == c ? p[c].tag : tag;
+    mine = i == c ? peak[c] : mine;
+    values = i == c ? total[c] : values;
+  }
+  SummaryCell& cell = cells[site];
+  const int role = rank - 3 * i;
+  if (rank < 3 * Count) {
+    if (role == 0) {
+      atomicMax(&cell.peak, (static_cast<unsigned long long>(mine) << 32) | cta);
+    } else if (role == 1) {
+      atomicAdd(&cell.count, (1ull << summary_call_shift) | values);
+    } else {
+      *reinterpret_cast<uint2*>(&cell.kind) = make_uint2(kind, tag);
+    }
+  } else if (rank == 3 * Count) {
+    const Filter& f = trace_filter;
+    if (blockIdx.x == static_cast<unsigned>(f.cta_x < 0 ? 0 : f.cta_x) &&
+        blockIdx.y == static_cast<unsigned>(f.cta_y < 0 ? 0 : f.cta_y) &&
+        blockIdx.z == static_cast<unsigned>(f.cta_z < 0 ? 0 : f.cta_z)) {
+      trace_summary_grid = make_uint4(gridDim.x, gridDim.y, gridDim.z, 1u);
+    }
+  }
+  __syncwarp(slot.mask);
+}
+
 // A screen's call whose values all count (no row filter), from their quick tally
 // `all` (KWB_TRACE_MINMAX 0: `all.hi` is the lane's largest |v|, NaN or Inf exactly
 // when one of its values is): one reduction over the warp, of that word, and the
@@ -1476,35 +1571,21 @@ __device__ __forceinline__ bool screened(const Claim& claimed, unsigned offset, 
   if (peak >= 0x7f800000u) return false;
   Slot slot;
   land(claimed, slot, offset);
-  const int active = __popc(slot.mask);
-  if (active < 4 || p.site >= static_cast<uint32_t>(KWB_TRACE_SUMMARY_SITES)) {
-    summarize(slot, Totals{peak, 0u, 0u, total, total, 0u, 0u}, p);
-    return true;
-  }
-  // The common call, in the warp's own cell (one row: K tiles fold), one thing for
-  // each of four lanes and nothing that waits: the peak, the count with the call, the
-  // site's kind and tag, and (one CTA) the grid.
-  const unsigned cta = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
-  const unsigned warps = (blockDim.x * blockDim.y * blockDim.z + 31u) / 32u;
-  const unsigned stripe = (cta * warps + static_cast<unsigned>(warp_id())) %
-                          static_cast<unsigned>(KWB_TRACE_SUMMARY_STRIPES);
-  SummaryCell& cell = trace_summary[static_cast<long long>(stripe) * KWB_TRACE_SUMMARY_SITES + p.site];
-  const int rank = __popc(slot.mask & slot.below);
-  if (rank == 0) {
-    atomicMax(&cell.peak, (static_cast<unsigned long long>(peak) << 32) | cta);
-  } else if (rank == 1) {
-    atomicAdd(&cell.count, (1ull << summary_call_shift) | total);
-  } else if (rank == 2) {
-    *reinterpret_cast<uint2*>(&cell.kind) = make_uint2(static_cast<unsigned>(p.kind), p.tag);
-  } else if (rank == 3) {
-    const Filter& f = trace_filter;
-    if (blockIdx.x == static_cast<unsigned>(f.cta_x < 0 ? 0 : f.cta_x) &&
-        blockIdx.y == static_cast<unsigned>(f.cta_y < 0 ? 0 : f.cta_y) &&
-        blockIdx.z == static_cast<unsigned>(f.cta_z < 0 ? 0 : f.cta_z)) {
-      trace_summary_grid = make_uint4(gridDim.x, gridDim.y, gridDim.z, 1u);
-    }
-  }
-  __syncwarp(slot.mask);
+  fold_screen<1>(slot, {p}, {peak}, {total});
+  return true;
+}
+
+// screened() for the two operands of one MMA (probe_as_pair): one fold for both. False
+// when either saw a NaN or an Inf; nothing is folded then.
+__device__ __forceinline__ bool screened_pair(const Claim& claimed, const Probe& a,
+                                              const Probe& b, const Quick& qa, const Quick& qb,
+                                              unsigned total_a, unsigned total_b) {
+  const unsigned peak_a = warp_max(claimed.mask, __float_as_uint(qa.hi));
+  const unsigned peak_b = warp_max(claimed.mask, __float_as_uint(qb.hi));
+  if ((peak_a > peak_b ? peak_a : peak_b) >= 0x7f800000u) return false;
+  Slot slot;
+  land(claimed, slot, 0u);
+  fold_screen<2>(slot, {a, b}, {peak_a, peak_b}, {total_a, total_b});
   return true;
 }
 
@@ -1533,6 +1614,10 @@ __device__ __forceinline__ void poisoned_fragment(const Probe& p, SmallValues<T,
 // Not a screen: never called (every call is behind `if constexpr (screen)`).
 __device__ __forceinline__ bool screened(const Claim&, unsigned, const Probe&, const Quick&,
                                          unsigned) {
+  return false;
+}
+__device__ __forceinline__ bool screened_pair(const Claim&, const Probe&, const Probe&,
+                                              const Quick&, const Quick&, unsigned, unsigned) {
   return false;
 }
 template <int N, class T>
@@ -1604,6 +1689,53 @@ __device__ __forceinline__ void finish(const Slot& slot, const Stats& s, const P
   write(slot, totals(slot.mask, s), s.taken, p);
 }
 
+// The quick tally of a lane's N values value(0..N): in `quick_ways` independent chains;
+// 16-bit values two to a register, their magnitudes (KWB_TRACE_MINMAX 0) four to an
+// instruction (mags_pair).
+template <int N, class ValueFn>
+__device__ __forceinline__ Quick quick_fragment(ValueFn&& value) {
+  using Element = std::decay_t<decltype(value(0))>;
+  // Generic, so that it is instantiated only for 16-bit values.
+  const auto word = [&](auto j) {
+    return bits_of(value(2 * j)) | (bits_of(value(2 * j + 1)) << 16);
+  };
+  if constexpr (pairs_tally<Element> && N % 2 == 0 && KWB_TRACE_MINMAX == 0) {
+    // Words 2k and 2k + 1 into chain k; an odd last word alone.
+    constexpr int words = N / 2;
+    constexpr int ways = (words + 1) / 2 < quick_ways ? (words + 1) / 2 : quick_ways;
+    Mags m[ways];
+#pragma unroll
+    for (int w = 0; w < ways; ++w) m[w] = fresh_mags();
+#pragma unroll
+    for (int k = 0; k < words / 2; ++k) mags_pair(m[k % ways], word(2 * k), word(2 * k + 1));
+    if constexpr (words % 2 == 1) mags_pair(m[0], word(words - 1), word(words - 1));
+#pragma unroll
+    for (int w = 1; w < ways; ++w) m[0] = merged_mags(m[0], m[w]);
+    return unmagged<Element>(m[0]);
+  } else if constexpr (pairs_tally<Element> && N % 2 == 0) {
+    // Values 2j and 2j + 1 are the halves of one 32-bit register.
+    constexpr int ways = N / 2 < quick_ways ? N / 2 : quick_ways;
+    Pairs<Element> q[ways];
+#pragma unroll
+    for (int w = 0; w < ways; ++w) q[w] = fresh_pairs<Element>();
+#pragma unroll
+    for (int j = 0; j < N / 2; ++j) quick_pair(q[j % ways], word(j));
+    // The ways merge while still packed (two instructions a way), and only their
+    // union is unpacked to floats.
+#pragma unroll
+    for (int w = 1; w < ways; ++w) q[0] = merged_pairs(q[0], q[w]);
+    return unpaired(q[0]);
+  } else {
+    constexpr int ways = N < quick_ways ? N : quick_ways;
+    Quick q[ways];
+#pragma unroll
+    for (int w = 0; w < ways; ++w) q[w] = fresh_quick();
+#pragma unroll
+    for (int i = 0; i < N; ++i) quick(q[i % ways], to_float(value(i)));
+    return merged(q);
+  }
+}
+
 // Values held per lane: each lane looks at value(i) for i in [0, N). N is a constant
 // and the loops are unrolled, so register fragments stay in registers. Without a row
 // filter the values go through the quick tally, and through the full one only when
@@ -1618,31 +1750,7 @@ __device__ __forceinline__ void fragment_claimed(const Probe& p, ValueFn&& value
   bool done = false;
   if (p.row_bound == all_rows) {
     using Element = std::decay_t<decltype(value(0))>;
-    Quick all;
-    if constexpr (pairs_tally<Element> && N % 2 == 0) {
-      // Values 2j and 2j + 1 are the halves of one 32-bit register.
-      constexpr int ways = N / 2 < quick_ways ? N / 2 : quick_ways;
-      Pairs<Element> q[ways];
-#pragma unroll
-      for (int w = 0; w < ways; ++w) q[w] = fresh_pairs<Element>();
-#pragma unroll
-      for (int j = 0; j < N / 2; ++j) {
-        quick_pair(q[j % ways], bits_of(value(2 * j)) | (bits_of(value(2 * j + 1)) << 16));
-      }
-      // The ways merge while still packed (two instructions a way), and only their
-      // union is unpacked to floats.
-#pragma unroll
-      for (int w = 1; w < ways; ++w) q[0] = merged_pairs(q[0], q[w]);
-      all = unpaired(q[0]);
-    } else {
-      constexpr int ways = N < quick_ways ? N : quick_ways;
-      Quick q[ways];
-#pragma unroll
-      for (int w = 0; w < ways; ++w) q[w] = fresh_quick();
-#pragma unroll
-      for (int i = 0; i < N; ++i) quick(q[i % ways], to_float(value(i)));
-      all = merged(q);
-    }
+    const Quick all = quick_fragment<N>(value);
     if constexpr (screen) {
       if (screened(claimed, offset, p, all, static_cast<unsigned>(N) * __popc(mask))) return;
       if constexpr (std::is_trivially_copyable<Element>::value &&
@@ -1836,7 +1944,14 @@ __device__ __forceinline__ void packed_tile(const Probe& p, const T* tile, int c
   // Eight values a chunk: four words, tallied in pairs where the target can.
   Quick q = fresh_quick();
   Pairs<T> pairs = fresh_pairs<T>();
+  Mags mags = fresh_mags();
+  constexpr bool by_mags = pairs_tally<T> && KWB_TRACE_MINMAX == 0;
   const auto tally8 = [&](unsigned x, unsigned y, unsigned z, unsigned w) {
+    if constexpr (by_mags) {
+      mags_pair(mags, x, y);
+      mags_pair(mags, z, w);
+      return;
+    }
     const unsigned words[4] = {x, y, z, w};
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
@@ -1851,13 +1966,28 @@ __device__ __forceinline__ void packed_tile(const Probe& p, const T* tile, int c
   if (__isShared(tile)) {
     // A shared tile (the usual case): 32-bit shared addresses, ld.shared.v4.
     const unsigned base = static_cast<unsigned>(__cvta_generic_to_shared(tile));
-#pragma unroll 1
-    for (unsigned at = base + 16u * rank, end = base + 16u * n; at < end; at += 16u * stride) {
-      unsigned x, y, z, w;
+    const unsigned step = 16u * stride, end = base + 16u * n;
+    const auto load = [](unsigned at, unsigned (&c)[4]) {
       asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
-                   : "=r"(x), "=r"(y), "=r"(z), "=r"(w)
+                   : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
                    : "r"(at));
-      tally8(x, y, z, w);
+    };
+    unsigned at = base + 16u * rank;
+    // Four chunks' loads in flight at once, then their tallies: one load's latency a
+    // round instead of four.
+#pragma unroll 1
+    for (; at + 3u * step < end; at += 4u * step) {
+      unsigned c[4][4];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) load(at + static_cast<unsigned>(u) * step, c[u]);
+#pragma unroll
+      for (int u = 0; u < 4; ++u) tally8(c[u][0], c[u][1], c[u][2], c[u][3]);
+    }
+#pragma unroll 1
+    for (; at < end; at += step) {
+      unsigned c[4];
+      load(at, c);
+      tally8(c[0], c[1], c[2], c[3]);
     }
   } else {
     const uint4* chunks = reinterpret_cast<const uint4*>(tile);
@@ -1867,7 +1997,11 @@ __device__ __forceinline__ void packed_tile(const Probe& p, const T* tile, int c
       tally8(chunk.x, chunk.y, chunk.z, chunk.w);
     }
   }
-  if constexpr (pairs_tally<T>) q = unpaired(pairs);
+  if constexpr (by_mags) {
+    q = unmagged<T>(mags);
+  } else if constexpr (pairs_tally<T>) {
+    q = unpaired(pairs);
+  }
   const Quick all = q;
   if constexpr (screen) {
     if (screened(claimed, 0u, p, all, static_cast<unsigned>(count))) return;
@@ -2039,12 +2173,25 @@ __device__ __forceinline__ void probe_as_pair(uint32_t site_a, uint32_t site_b, 
   const detail::Claim both = detail::claim(2u);
   const T* flat_a = reinterpret_cast<const T*>(&a);
   const T* flat_b = reinterpret_cast<const T*>(&b);
-  detail::fragment_claimed<static_cast<int>(sizeof(FA) / sizeof(T))>(
-      detail::Probe{site_a, Kind::OperandA, tag, k_tile, tile_m, tile_n, row_bound, row_axis},
-      [&](int i) -> const T& { return flat_a[i]; }, detail::fitted<FA, T>(coord_a), both, 0u);
-  detail::fragment_claimed<static_cast<int>(sizeof(FB) / sizeof(T))>(
-      detail::Probe{site_b, Kind::OperandB, tag, k_tile, tile_m, tile_n, row_bound, row_axis},
-      [&](int i) -> const T& { return flat_b[i]; }, detail::fitted<FB, T>(coord_b), both, 1u);
+  constexpr int na = static_cast<int>(sizeof(FA) / sizeof(T));
+  constexpr int nb = static_cast<int>(sizeof(FB) / sizeof(T));
+  const auto value_a = [&](int i) -> const T& { return flat_a[i]; };
+  const auto value_b = [&](int i) -> const T& { return flat_b[i]; };
+  const detail::Probe pa{site_a, Kind::OperandA, tag, k_tile, tile_m, tile_n, row_bound, row_axis};
+  const detail::Probe pb{site_b, Kind::OperandB, tag, k_tile, tile_m, tile_n, row_bound, row_axis};
+  if constexpr (screen) {
+    // A screen folds both in one go; a warp that saw a NaN or an Inf in either goes
+    // on below, through each operand's own probe.
+    if (row_bound == all_rows) {
+      const unsigned lanes = static_cast<unsigned>(__popc(both.mask));
+      if (detail::screened_pair(both, pa, pb, detail::quick_fragment<na>(value_a),
+                                detail::quick_fragment<nb>(value_b), na * lanes, nb * lanes)) {
+        return;
+      }
+    }
+  }
+  detail::fragment_claimed<na>(pa, value_a, detail::fitted<FA, T>(coord_a), both, 0u);
+  detail::fragment_claimed<nb>(pb, value_b, detail::fitted<FB, T>(coord_b), both, 1u);
 #else
   (void)site_a, (void)site_b, (void)tag, (void)k_tile, (void)tile_m, (void)tile_n, (void)a;
   (void)b, (void)row_bound, (void)row_axis, (void)coord_a, (void)coord_b;
