@@ -1966,28 +1966,13 @@ __device__ __forceinline__ void packed_tile(const Probe& p, const T* tile, int c
   if (__isShared(tile)) {
     // A shared tile (the usual case): 32-bit shared addresses, ld.shared.v4.
     const unsigned base = static_cast<unsigned>(__cvta_generic_to_shared(tile));
-    const unsigned step = 16u * stride, end = base + 16u * n;
-    const auto load = [](unsigned at, unsigned (&c)[4]) {
+#pragma unroll 1
+    for (unsigned at = base + 16u * rank, end = base + 16u * n; at < end; at += 16u * stride) {
+      unsigned x, y, z, w;
       asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
-                   : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
+                   : "=r"(x), "=r"(y), "=r"(z), "=r"(w)
                    : "r"(at));
-    };
-    unsigned at = base + 16u * rank;
-    // Four chunks' loads in flight at once, then their tallies: one load's latency a
-    // round instead of four.
-#pragma unroll 1
-    for (; at + 3u * step < end; at += 4u * step) {
-      unsigned c[4][4];
-#pragma unroll
-      for (int u = 0; u < 4; ++u) load(at + static_cast<unsigned>(u) * step, c[u]);
-#pragma unroll
-      for (int u = 0; u < 4; ++u) tally8(c[u][0], c[u][1], c[u][2], c[u][3]);
-    }
-#pragma unroll 1
-    for (; at < end; at += step) {
-      unsigned c[4];
-      load(at, c);
-      tally8(c[0], c[1], c[2], c[3]);
+      tally8(x, y, z, w);
     }
   } else {
     const uint4* chunks = reinterpret_cast<const uint4*>(tile);

@@ -80,7 +80,8 @@ struct Shown {
 struct Summary {
     /// The grid its CTAs were decoded with (zeros: unknown).
     grid: [u32; 3],
-    /// The table's K-tile rows: the last also holds every later K tile.
+    /// The table's K-tile rows: the last also holds every later K tile; 1 for a
+    /// screen (`--screen`), whose one row per site folds every K tile.
     k_tiles: u32,
     /// Probe calls of sites past the table, not folded in.
     dropped: u64,
