@@ -1245,41 +1245,6 @@ __device__ __forceinline__ Quick unpaired(const Pairs<T>& q) {
   return Quick{fminf(half(q.lo, 0), half(q.lo, 1)), max_nan(half(q.hi, 0), half(q.hi, 1))};
 }
 
-// The magnitudes of 16-bit values (bf16 or half, sign and magnitude) four to an
-// instruction, for KWB_TRACE_MINMAX 0: a value's bits order like the value as a signed
-// 16-bit integer where it is positive and like its magnitude as an unsigned one where
-// it is negative, so the running signed maximum `s` of both halves holds the largest
-// positive value and the unsigned one `u` the largest negative magnitude (NaN patterns
-// above Inf in both). DPX's 3-input min/max (sm_90) takes two new words a chain.
-struct Mags {
-  unsigned s;
-  unsigned u;
-};
-
-__device__ __forceinline__ Mags fresh_mags() { return Mags{0x80008000u, 0u}; }
-
-__device__ __forceinline__ void mags_pair(Mags& m, unsigned x, unsigned y) {
-  m.s = __vimax3_s16x2(m.s, x, y);
-  m.u = __vimax3_u16x2(m.u, x, y);
-}
-
-__device__ __forceinline__ Mags merged_mags(const Mags& a, const Mags& b) {
-  return Mags{__vmaxs2(a.s, b.s), __vmaxu2(a.u, b.u)};
-}
-
-// The largest |v| of a magnitudes tally as a quick tally of |v|: NaN when a value was
-// NaN, Inf when one was infinite (and none NaN), 0 when none was seen.
-template <class T>
-__device__ __forceinline__ Quick unmagged(const Mags& m) {
-  const auto largest = [&m](int shift) {
-    const unsigned s = (m.s >> shift) & 0xffffu, u = (m.u >> shift) & 0xffffu;
-    const unsigned pos = (s & 0x8000u) == 0u ? s : 0u;
-    const unsigned neg = (u & 0x8000u) != 0u ? u & 0x7fffu : 0u;
-    return to_float(bits_as<T>(static_cast<unsigned short>(pos > neg ? pos : neg)));
-  };
-  return Quick{__int_as_float(0x7f800000), max_nan(largest(0), largest(16))};
-}
-
 // The statistics of `n` finite values that all counted, from their quick tally;
 // minimum and maximum are NaN (not recorded) when KWB_TRACE_MINMAX is 0. `total` is
 // the warp's count of them (warp-uniform), so finish() need not add the lanes' counts.
@@ -1689,9 +1654,8 @@ __device__ __forceinline__ void finish(const Slot& slot, const Stats& s, const P
   write(slot, totals(slot.mask, s), s.taken, p);
 }
 
-// The quick tally of a lane's N values value(0..N): in `quick_ways` independent chains;
-// 16-bit values two to a register, their magnitudes (KWB_TRACE_MINMAX 0) four to an
-// instruction (mags_pair).
+// The quick tally of a lane's N values value(0..N), in `quick_ways` independent chains;
+// 16-bit values two to a register.
 template <int N, class ValueFn>
 __device__ __forceinline__ Quick quick_fragment(ValueFn&& value) {
   using Element = std::decay_t<decltype(value(0))>;
@@ -1699,20 +1663,7 @@ __device__ __forceinline__ Quick quick_fragment(ValueFn&& value) {
   const auto word = [&](auto j) {
     return bits_of(value(2 * j)) | (bits_of(value(2 * j + 1)) << 16);
   };
-  if constexpr (pairs_tally<Element> && N % 2 == 0 && KWB_TRACE_MINMAX == 0) {
-    // Words 2k and 2k + 1 into chain k; an odd last word alone.
-    constexpr int words = N / 2;
-    constexpr int ways = (words + 1) / 2 < quick_ways ? (words + 1) / 2 : quick_ways;
-    Mags m[ways];
-#pragma unroll
-    for (int w = 0; w < ways; ++w) m[w] = fresh_mags();
-#pragma unroll
-    for (int k = 0; k < words / 2; ++k) mags_pair(m[k % ways], word(2 * k), word(2 * k + 1));
-    if constexpr (words % 2 == 1) mags_pair(m[0], word(words - 1), word(words - 1));
-#pragma unroll
-    for (int w = 1; w < ways; ++w) m[0] = merged_mags(m[0], m[w]);
-    return unmagged<Element>(m[0]);
-  } else if constexpr (pairs_tally<Element> && N % 2 == 0) {
+  if constexpr (pairs_tally<Element> && N % 2 == 0) {
     // Values 2j and 2j + 1 are the halves of one 32-bit register.
     constexpr int ways = N / 2 < quick_ways ? N / 2 : quick_ways;
     Pairs<Element> q[ways];
@@ -1944,14 +1895,7 @@ __device__ __forceinline__ void packed_tile(const Probe& p, const T* tile, int c
   // Eight values a chunk: four words, tallied in pairs where the target can.
   Quick q = fresh_quick();
   Pairs<T> pairs = fresh_pairs<T>();
-  Mags mags = fresh_mags();
-  constexpr bool by_mags = pairs_tally<T> && KWB_TRACE_MINMAX == 0;
   const auto tally8 = [&](unsigned x, unsigned y, unsigned z, unsigned w) {
-    if constexpr (by_mags) {
-      mags_pair(mags, x, y);
-      mags_pair(mags, z, w);
-      return;
-    }
     const unsigned words[4] = {x, y, z, w};
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
@@ -1982,11 +1926,7 @@ __device__ __forceinline__ void packed_tile(const Probe& p, const T* tile, int c
       tally8(chunk.x, chunk.y, chunk.z, chunk.w);
     }
   }
-  if constexpr (by_mags) {
-    q = unmagged<T>(mags);
-  } else if constexpr (pairs_tally<T>) {
-    q = unpaired(pairs);
-  }
+  if constexpr (pairs_tally<T>) q = unpaired(pairs);
   const Quick all = q;
   if constexpr (screen) {
     if (screened(claimed, 0u, p, all, static_cast<unsigned>(count))) return;
