@@ -1504,22 +1504,18 @@ __device__ __forceinline__ void fold_screen(const Slot& slot, const Probe (&p)[C
     values = i == c ? total[c] : values;
   }
   SummaryCell& cell = cells[site];
-  const int role = rank - 3 * i;
-  if (rank < 3 * Count) {
-    if (role == 0) {
-      atomicMax(&cell.peak, (static_cast<unsigned long long>(mine) << 32) | cta);
-    } else if (role == 1) {
-      atomicAdd(&cell.count, (1ull << summary_call_shift) | values);
-    } else {
-      *reinterpret_cast<uint2*>(&cell.kind) = make_uint2(kind, tag);
-    }
-  } else if (rank == 3 * Count) {
-    const Filter& f = trace_filter;
-    if (blockIdx.x == static_cast<unsigned>(f.cta_x < 0 ? 0 : f.cta_x) &&
-        blockIdx.y == static_cast<unsigned>(f.cta_y < 0 ? 0 : f.cta_y) &&
-        blockIdx.z == static_cast<unsigned>(f.cta_z < 0 ? 0 : f.cta_z)) {
-      trace_summary_grid = make_uint4(gridDim.x, gridDim.y, gridDim.z, 1u);
-    }
+  const int role = rank < 3 * Count ? rank - 3 * i : 3;
+  const Filter& f = trace_filter;
+  const bool anchor = blockIdx.x == static_cast<unsigned>(f.cta_x < 0 ? 0 : f.cta_x) &&
+                      blockIdx.y == static_cast<unsigned>(f.cta_y < 0 ? 0 : f.cta_y) &&
+                      blockIdx.z == static_cast<unsigned>(f.cta_z < 0 ? 0 : f.cta_z);
+  // Four independent tests, each guarding one memory instruction (predicated, where an
+  // if-else chain on the lane compiles to an indirect branch).
+  if (role == 0) atomicMax(&cell.peak, (static_cast<unsigned long long>(mine) << 32) | cta);
+  if (role == 1) atomicAdd(&cell.count, (1ull << summary_call_shift) | values);
+  if (role == 2) *reinterpret_cast<uint2*>(&cell.kind) = make_uint2(kind, tag);
+  if (rank == 3 * Count && anchor) {
+    trace_summary_grid = make_uint4(gridDim.x, gridDim.y, gridDim.z, 1u);
   }
   __syncwarp(slot.mask);
 }
@@ -2111,6 +2107,18 @@ __device__ __forceinline__ void probe_as_pair(uint32_t site_a, uint32_t site_b, 
       const unsigned lanes = static_cast<unsigned>(__popc(both.mask));
       if (detail::screened_pair(both, pa, pb, detail::quick_fragment<na>(value_a),
                                 detail::quick_fragment<nb>(value_b), na * lanes, nb * lanes)) {
+        return;
+      }
+      if constexpr ((sizeof(T) * na) % 4 == 0 && (sizeof(T) * nb) % 4 == 0) {
+        // Counted exactly, without tallying either again.
+        detail::SmallValues<T, na> va;
+        detail::SmallValues<T, nb> vb;
+#pragma unroll
+        for (int i = 0; i < na; ++i) va.v[i] = value_a(i);
+#pragma unroll
+        for (int i = 0; i < nb; ++i) vb.v[i] = value_b(i);
+        detail::poisoned_fragment<na>(pa, va, both, 0u);
+        detail::poisoned_fragment<nb>(pb, vb, both, 1u);
         return;
       }
     }
