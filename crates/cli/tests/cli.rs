@@ -132,6 +132,31 @@ fn json(run: &Run) -> Value {
         .unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{}", run.stdout))
 }
 
+/// A trace of fixtures/traces (real traces an H200 wrote).
+fn fixture_trace(name: &str) -> PathBuf {
+    Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../fixtures/traces"
+    ))
+    .join(name)
+}
+
+/// `kwb trace show --json` of a fixture trace, run in `dir`.
+fn trace_show_json(dir: &Path, name: &str) -> Value {
+    let path = fixture_trace(name);
+    let run = kwb(
+        dir,
+        &[
+            OsStr::new("trace"),
+            OsStr::new("show"),
+            OsStr::new("--json"),
+            path.as_os_str(),
+        ],
+    );
+    assert_eq!(run.code, OK, "{}", run.stderr);
+    json(&run)
+}
+
 /// The keys of a JSON object, sorted.
 fn keys(value: &Value) -> Vec<&str> {
     let mut keys: Vec<&str> = value
@@ -1146,29 +1171,95 @@ fn trace_show_reads_real_gpu_traces() {
     );
 }
 
+/// Real screen traces (`--screen --cta all`, every CTA of a 1024³ run on ones): one row
+/// per site folding every K tile, which names the stage by itself (the epilogue of
+/// `alpha_twice` at twice the final accumulator) and the CTA of each peak.
+#[test]
+fn trace_show_reads_real_screen_traces() {
+    let dir = TempDir::new().unwrap();
+    let show = |name: &str| trace_show_json(dir.path(), name);
+    let site = |shown: &serde_json::Value, id: u64| {
+        shown["summary"]["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["site"] == id)
+            .cloned()
+            .unwrap_or_else(|| panic!("no row for site {id}"))
+    };
+    let none = show("mma_sync_none_screen.trace");
+    assert_eq!(none["summary"]["k_tiles"], 1);
+    assert_eq!(none["summary"]["grid"], serde_json::json!([8, 8, 1]));
+    assert_eq!(none["summary"]["rows"].as_array().unwrap().len(), 5);
+    for r in none["summary"]["rows"].as_array().unwrap() {
+        assert_eq!(
+            (r["k_tile"].as_i64(), r["later_k_tiles"].as_bool()),
+            (Some(-1), Some(true))
+        );
+        assert_eq!(r["peak_cta"], serde_json::json!([7, 7, 0]), "{r}");
+        assert!(r["first_bad_cta"].is_null(), "{r}");
+    }
+    // The accumulator after each of the mainloop's 31 K tiles, 256 warps: 32 a K tile.
+    let per_k_tile = site(&none, 0);
+    assert_eq!(
+        (per_k_tile["probes"].as_u64(), per_k_tile["absmax"].as_f64()),
+        (Some(7936), Some(992.0))
+    );
+    assert_eq!(per_k_tile["count"], 7936_u64 * 32 * 128);
+    assert_eq!(site(&none, 1)["absmax"], 1024.0);
+    assert_eq!(
+        (
+            site(&none, 2)["kind"].as_str(),
+            site(&none, 2)["absmax"].as_f64()
+        ),
+        (Some("OperandA"), Some(1.0))
+    );
+    assert_eq!(site(&none, 4)["absmax"], 2048.0);
+    let alpha = show("mma_sync_alpha_twice_screen.trace");
+    assert_eq!(site(&alpha, 1)["absmax"], 1024.0);
+    assert_eq!(site(&alpha, 4)["absmax"], 4096.0);
+    // Shared operand tiles of a wgmma kernel: 1024 consumer warps over 15 K tiles.
+    let tma = show("tma_wgmma_sm90_none_screen.trace");
+    assert_eq!(tma["summary"]["grid"], serde_json::json!([16, 8, 1]));
+    assert_eq!(
+        (
+            site(&tma, 0)["probes"].as_u64(),
+            site(&tma, 0)["absmax"].as_f64()
+        ),
+        (Some(15360), Some(960.0))
+    );
+    assert_eq!(site(&tma, 4)["kind"], "OperandB");
+    // The human table says it is a screen and folds every K tile into `all`.
+    let none_path = fixture_trace("mma_sync_none_screen.trace");
+    let run = kwb(
+        dir.path(),
+        &[
+            OsStr::new("trace"),
+            OsStr::new("show"),
+            none_path.as_os_str(),
+        ],
+    );
+    assert_eq!(run.code, OK, "{}", run.stderr);
+    assert!(
+        run.stdout.contains(
+            "screen of every admitted CTA: 5 site rows (every K tile folded), grid (8, 8, 1)"
+        ),
+        "{}",
+        run.stdout
+    );
+    let final_row = run.stdout.lines().find(|l| l.contains(" 205 ")).unwrap();
+    assert!(
+        final_row.contains(" all ") && final_row.contains(" 1024 "),
+        "{final_row}"
+    );
+}
+
 /// Real summary traces (`--summary --cta all`, every CTA of a 1024³ run on ones): the
 /// stage reads off the table, and every row names the CTA of its peak.
 #[test]
 fn trace_show_reads_real_summary_traces() {
     let dir = TempDir::new().unwrap();
-    let show = |name: &str| {
-        let path = std::path::Path::new(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../fixtures/traces"
-        ))
-        .join(name);
-        let run = kwb(
-            dir.path(),
-            &[
-                OsStr::new("trace"),
-                OsStr::new("show"),
-                OsStr::new("--json"),
-                path.as_os_str(),
-            ],
-        );
-        assert_eq!(run.code, OK, "{}", run.stderr);
-        json(&run)
-    };
+    let show = |name: &str| trace_show_json(dir.path(), name);
     let row = |shown: &serde_json::Value, kind: &str, k_tile: i64| {
         shown["summary"]["rows"]
             .as_array()
@@ -1206,10 +1297,7 @@ fn trace_show_reads_real_summary_traces() {
     assert_eq!(row(&alpha, "Accumulator", -1)["absmax"], 1024.0);
     assert_eq!(row(&alpha, "Epilogue", -1)["absmax"], 4096.0);
     // The human table: operands outside a counted K loop fold into one row, `any`.
-    let path = std::path::Path::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../fixtures/traces/mma_sync_none_summary.trace"
-    ));
+    let path = fixture_trace("mma_sync_none_summary.trace");
     let run = kwb(
         dir.path(),
         &[OsStr::new("trace"), OsStr::new("show"), path.as_os_str()],

@@ -341,19 +341,7 @@ fn summary_probes_only_reduce() {
         return;
     };
     let dir = temp.path();
-    std::fs::write(dir.join("probed.cu"), KERNEL).unwrap();
-    let object = compile(
-        &bin,
-        dir,
-        "probed.cu",
-        "sm_90a",
-        &["-DKWB_TRACE", "-DKWB_TRACE_SUMMARY"],
-    );
-    let summary = sass(&bin, &object);
-    let gated = &summary[GATED];
-    assert!(gated.contains("REDG.E.ADD.64"), "{gated}");
-    assert!(gated.contains("REDG.E.MAX.64"), "{gated}");
-    assert!(!gated.contains("ATOMG"), "{gated}");
+    let (object, _) = reducing_build(&bin, dir, "-DKWB_TRACE_SUMMARY");
     // The table is a module global under the name the symbols module gives.
     let elf = run(&bin, "cuobjdump", &["-elf", object.to_str().unwrap()], dir);
     assert!(
@@ -361,27 +349,35 @@ fn summary_probes_only_reduce() {
         "no summary table"
     );
     // Samples have nowhere to go in a summary: asking for them is a compile error.
+    let error = compile_error(&bin, dir, &["-DKWB_TRACE_SUMMARY", "-DKWB_TRACE_VALUES=4"]);
+    assert!(error.contains("KWB_TRACE_VALUES must be 0"), "{error}");
+}
+
+/// probed.cu built with -DKWB_TRACE and `define` (a summary or a screen): the object and
+/// the gated kernel's SASS, whose atomics are all reductions nothing reads (a 64-bit
+/// add and max), none an ATOMG.
+fn reducing_build(bin: &Path, dir: &Path, define: &str) -> (PathBuf, String) {
+    std::fs::write(dir.join("probed.cu"), KERNEL).unwrap();
+    let object = compile(bin, dir, "probed.cu", "sm_90a", &["-DKWB_TRACE", define]);
+    let gated = sass(bin, &object)[GATED].clone();
+    assert!(gated.contains("REDG.E.ADD.64"), "{gated}");
+    assert!(gated.contains("REDG.E.MAX.64"), "{gated}");
+    assert!(!gated.contains("ATOMG"), "{gated}");
+    (object, gated)
+}
+
+/// The compiler's messages for probed.cu built with -DKWB_TRACE and `defines`, which
+/// must fail.
+fn compile_error(bin: &Path, dir: &Path, defines: &[&str]) -> String {
     let rejected = std::process::Command::new(bin.join("nvcc"))
         .current_dir(dir)
-        .args([
-            "-c",
-            "-arch=sm_90a",
-            "-std=c++17",
-            "-DKWB_TRACE",
-            "-DKWB_TRACE_SUMMARY",
-            "-DKWB_TRACE_VALUES=4",
-            "probed.cu",
-            "-o",
-            "rejected.o",
-        ])
+        .args(["-c", "-arch=sm_90a", "-std=c++17", "-DKWB_TRACE"])
+        .args(defines)
+        .args(["probed.cu", "-o", "rejected.o"])
         .output()
         .unwrap();
-    assert!(!rejected.status.success());
-    assert!(
-        String::from_utf8_lossy(&rejected.stderr).contains("KWB_TRACE_VALUES must be 0"),
-        "{}",
-        String::from_utf8_lossy(&rejected.stderr)
-    );
+    assert!(!rejected.status.success(), "{defines:?} compiled");
+    String::from_utf8_lossy(&rejected.stderr).into_owned()
 }
 
 /// A screen's probes (a summary of one row per site, a cell per warp) reduce one word
@@ -393,40 +389,16 @@ fn screen_probes_only_reduce() {
         return;
     };
     let dir = temp.path();
-    std::fs::write(dir.join("probed.cu"), KERNEL).unwrap();
-    let object = compile(
+    let (_, gated) = reducing_build(&bin, dir, "-DKWB_TRACE_SCREEN");
+    assert!(gated.contains("REDUX.MAX"), "{gated}");
+    let error = compile_error(
         &bin,
         dir,
-        "probed.cu",
-        "sm_90a",
-        &["-DKWB_TRACE", "-DKWB_TRACE_SCREEN"],
+        &["-DKWB_TRACE_SCREEN", "-DKWB_TRACE_SUMMARY_K_TILES=4"],
     );
-    let screen = sass(&bin, &object);
-    let gated = &screen[GATED];
-    assert!(gated.contains("REDUX.MAX"), "{gated}");
-    assert!(gated.contains("REDG.E.ADD.64"), "{gated}");
-    assert!(gated.contains("REDG.E.MAX.64"), "{gated}");
-    assert!(!gated.contains("ATOMG"), "{gated}");
-    let rejected = std::process::Command::new(bin.join("nvcc"))
-        .current_dir(dir)
-        .args([
-            "-c",
-            "-arch=sm_90a",
-            "-std=c++17",
-            "-DKWB_TRACE",
-            "-DKWB_TRACE_SCREEN",
-            "-DKWB_TRACE_SUMMARY_K_TILES=4",
-            "probed.cu",
-            "-o",
-            "rejected.o",
-        ])
-        .output()
-        .unwrap();
-    assert!(!rejected.status.success());
     assert!(
-        String::from_utf8_lossy(&rejected.stderr).contains("KWB_TRACE_SUMMARY_K_TILES must be 1"),
-        "{}",
-        String::from_utf8_lossy(&rejected.stderr)
+        error.contains("KWB_TRACE_SUMMARY_K_TILES must be 1"),
+        "{error}"
     );
 }
 
