@@ -160,6 +160,18 @@ pub fn run(root: &Path, profile: Profile) -> Result {
     }
     println!("{}", accumulator_extent(&tiles)?);
 
+    ci::run_step(
+        "kwb trace show (a real H200 screen of every CTA, per site: mma_sync, alpha applied twice; the epilogue writes twice the final accumulator)",
+        kwb(
+            "kwb",
+            &[
+                "trace",
+                "show",
+                "fixtures/traces/mma_sync_alpha_twice_screen.trace",
+            ],
+        ),
+    )?;
+
     let repro = out.join("repro");
     let mut command = kwb(
         "kwb-extract",
@@ -300,7 +312,7 @@ pub fn run(root: &Path, profile: Profile) -> Result {
         "Run {} on a GPU with KWB_TRACE_OUT=trace.bin, then `kwb trace show trace.bin`:\n\
          the operands, the accumulator after every K tile and the epilogue's values of\n\
          the down projection's CTA (0,0,0), live rows only (to find the CTA first:\n\
-         --probe final,epilogue --summary --cta all). On an H200 this reading\n\
+         --probe final,epilogue --screen --cta all). On an H200 this reading\n\
          found the megakernel's padding confound clean with the row bound and a DRAFT\n\
          without it, and named the stage of every other defect of the suite\n\
          (docs/results/track-a-suite.md; `cargo xtask gpu-trace` reproduces it), the\n\
