@@ -70,10 +70,10 @@
 //                       table is 64 bytes * sites * rows * stripes (32 MiB by default).
 //   KWB_TRACE_SCREEN    a summary (KWB_TRACE_SUMMARY is implied) whose one row per site
 //                       folds every K tile, with a stripe for each warp of the grid
-//                       (KWB_TRACE_SUMMARY_STRIPES defaults to 8192, more warps than
-//                       an H200 holds at once; warp w shares the stripe of w + 8192,
-//                       which is exact too), so concurrent warps never reduce into
-//                       one address. A call reduces one word over the warp
+//                       (KWB_TRACE_SUMMARY_STRIPES defaults to 8192; warp w shares
+//                       the stripe of w + 8192, which is exact too, and the two run
+//                       at once only where an H200 holds over 62 warps an SM), so
+//                       concurrent warps do not reduce into one address. A call reduces one word over the warp
 //                       (the largest |v|, which is NaN or Inf exactly when a value is)
 //                       and counts NaN and Inf values only when it is: the cheapest
 //                       screen of every CTA, per site, naming the CTA of the peak and
