@@ -458,5 +458,11 @@ mod tests {
             "{}",
             summary_note(91, false)
         );
+        // A screen: one row per site, 8192 cells of 64 bytes each: 0.5 MiB a site.
+        let screen = summary_note(8, true);
+        assert!(
+            screen.starts_with("screen: ") && screen.contains("8 site rows (4 MiB"),
+            "{screen}"
+        );
     }
 }
