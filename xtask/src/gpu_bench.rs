@@ -130,9 +130,9 @@ fn configs(family_source: &str) -> Vec<Config> {
     ]
     .into_iter()
     .chain(
-        screens()
-            .into_iter()
-            .map(|(what, probes)| summary(&format!("all CTAs, summary: {what}"), probes, &base)),
+        screens().into_iter().map(|(what, probes)| {
+            summary(&format!("all CTAs, summary: {what}"), probes, &base, false)
+        }),
     )
     .chain(
         screens()
@@ -143,7 +143,9 @@ fn configs(family_source: &str) -> Vec<Config> {
         screens()
             .into_iter()
             .chain([screen_set()])
-            .map(|(what, probes)| screen(&format!("all CTAs, screen: {what}"), probes, &base)),
+            .map(|(what, probes)| {
+                summary(&format!("all CTAs, screen: {what}"), probes, &base, true)
+            }),
     )
     .chain([all_ctas_in(
         "all CTAs: every kind, buffer full (64 Ki records)",
@@ -218,12 +220,19 @@ fn screens() -> [(&'static str, kwb_instrument::Probes); 4] {
 }
 
 /// Every CTA's `probes` folded into the summary table (`--summary`: absmax and NaN/Inf
-/// counts per site and K tile, no records).
-fn summary(name: &str, probes: kwb_instrument::Probes, base: &kwb_instrument::Config) -> Config {
+/// counts per site and K tile, no records), or with `screen` into a screen (`--screen`:
+/// one row per site, every K tile folded into it, and a cell for each warp).
+fn summary(
+    name: &str,
+    probes: kwb_instrument::Probes,
+    base: &kwb_instrument::Config,
+    screen: bool,
+) -> Config {
     Config {
         name: name.to_owned(),
         instrumented: Some(kwb_instrument::Config {
             summary: true,
+            screen,
             probes,
             ..base.clone()
         }),
@@ -245,21 +254,6 @@ fn screen_set() -> (&'static str, kwb_instrument::Probes) {
             ..kwb_instrument::Probes::NONE
         },
     )
-}
-
-/// Every CTA's `probes` folded into a screen (`--screen`: the summary's table with one
-/// row per site, every K tile folded into it, and a cell for each warp).
-fn screen(name: &str, probes: kwb_instrument::Probes, base: &kwb_instrument::Config) -> Config {
-    Config {
-        name: name.to_owned(),
-        instrumented: Some(kwb_instrument::Config {
-            summary: true,
-            screen: true,
-            probes,
-            ..base.clone()
-        }),
-        defines: vec![kwb_runtime::ENABLE_MACRO.to_owned()],
-    }
 }
 
 /// Every CTA recording `probes`, absmax and NaN/Inf counts only (no values, no min and

@@ -75,10 +75,7 @@ impl Spec {
                 "full-tile" => config.full_tile = flag(value)?,
                 "absmax-only" => config.absmax_only = flag(value)?,
                 "summary" => config.summary = flag(value)?,
-                "screen" => {
-                    config.screen = flag(value)?;
-                    config.summary |= config.screen;
-                }
+                "screen" => config.screen = flag(value)?,
                 "overlay" => overlay = flag(value)?,
                 other => {
                     return Err(format!(
@@ -99,7 +96,7 @@ impl Spec {
             );
         }
         if let Some(conflict) =
-            options::summary_conflict(config.summary, config.values, config.full_tile)
+            options::summary_conflict(config.summarizes(), config.values, config.full_tile)
         {
             return Err(format!("`summary`: {conflict}"));
         }
@@ -143,7 +140,14 @@ mod tests {
     #[test]
     fn a_screen_is_a_summary() {
         let s = Spec::parse("cta=all;screen;probe=operands,final").unwrap();
-        assert!(s.config.summary && s.config.screen);
+        assert!(s.config.summarizes() && s.config.screen);
+        // A later `summary=off` does not take the screen's summary away.
+        assert!(
+            Spec::parse("screen;summary=off")
+                .unwrap()
+                .config
+                .summarizes()
+        );
         let e = Spec::parse("screen;values=2").unwrap_err();
         assert!(e.contains("`summary`: a summary keeps no samples"), "{e}");
     }

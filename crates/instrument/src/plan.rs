@@ -113,10 +113,11 @@ pub struct Config {
     /// instead of a record per warp: the probes claim nothing and wait for nothing, and
     /// nothing is dropped. For screening every CTA; keeps no samples, min or max.
     pub summary: bool,
-    /// With `summary`: a screen, whose one row per site folds every K tile and whose
-    /// table has a stripe for each warp of the grid, so no two concurrent warps reduce
-    /// into one address and a call reduces one word over the warp: the cheapest trace
-    /// of every CTA (the peak's CTA and the first CTA with a NaN or Inf, per site).
+    /// A summary (whatever `summary` says; see [`Config::summarizes`]) whose one row
+    /// per site folds every K tile and whose table has a stripe for each warp of the
+    /// grid, so concurrent warps do not reduce into one address and a call reduces one
+    /// word over the warp: the cheapest trace of every CTA (the peak's CTA and the
+    /// first CTA with a NaN or Inf, per site).
     pub screen: bool,
     /// The site rows of a summary build's table: every site id of the translation
     /// unit, this file's and the other instrumented files' (an overlay's headers). The
@@ -144,6 +145,12 @@ pub struct Config {
 }
 
 impl Config {
+    /// Whether probes fold into the summary table instead of records: a summary, or a
+    /// screen (one kind of summary).
+    pub fn summarizes(&self) -> bool {
+        self.summary || self.screen
+    }
+
     /// The runtime's start-up settings this config asks for, as `#define`s that a
     /// `-D` on the command line still overrides.
     /// `sites`: one past this file's last site id.
@@ -167,7 +174,7 @@ impl Config {
         if self.full_tile {
             pairs.push(("KWB_TRACE_FULL", "1".to_owned()));
         }
-        if self.summary {
+        if self.summarizes() {
             pairs.push(("KWB_TRACE_SUMMARY", "1".to_owned()));
             if self.screen {
                 pairs.push(("KWB_TRACE_SCREEN", "1".to_owned()));

@@ -152,16 +152,21 @@ enum OutputError {
     },
 }
 
+impl Args {
+    /// Whether the probes fold into the summary table: `--summary`, or `--screen`.
+    fn summarizes(&self) -> bool {
+        self.summary || self.screen
+    }
+}
+
 pub fn run(args: Args) -> i32 {
     if args.full_tile && args.cta.as_ref().and_then(|c| c.0).is_none() {
         render::error(Report::new(OutputError::FullTileNeedsCta));
         return exit::INPUT;
     }
-    if let Some(conflict) = kwb_instrument::options::summary_conflict(
-        args.summary || args.screen,
-        args.values,
-        args.full_tile,
-    ) {
+    if let Some(conflict) =
+        kwb_instrument::options::summary_conflict(args.summarizes(), args.values, args.full_tile)
+    {
         render::error(Report::new(OutputError::SummaryConflict(conflict)));
         return exit::INPUT;
     }
@@ -189,7 +194,7 @@ pub fn run(args: Args) -> i32 {
             values: args.values,
             absmax_only: args.absmax_only,
             full_tile: args.full_tile,
-            summary: args.summary || args.screen,
+            summary: args.summary,
             screen: args.screen,
             rows: args.rows.clone(),
             // With an overlay the gate targets one of many files' kernels.
@@ -250,7 +255,7 @@ pub fn run(args: Args) -> i32 {
                 "wrote {}: build with -DKWB_TRACE to record a trace (KWB_TRACE_OUT=trace.bin writes it at exit); without it the probes compile to nothing",
                 args.output.display()
             );
-            if args.summary || args.screen {
+            if args.summarizes() {
                 let _ = writeln!(stderr, "{}", summary_note(plan.probes.len(), args.screen));
             }
         }
@@ -358,7 +363,7 @@ fn with_overlay(
         dir.display(),
         dir.display()
     );
-    if args.summary || args.screen {
+    if args.summarizes() {
         let sites = plans.iter().map(|(_, p)| p.probes.len()).sum();
         let _ = writeln!(stderr, "{}", summary_note(sites, args.screen));
     }

@@ -51,7 +51,8 @@ pub fn summary_total(config: &Config, own: u32, copies: &[(Written, String)]) ->
             .iter()
             .map(|(w, _)| w.plan.probes.len() as u32)
             .sum::<u32>();
-    (config.summary && !copies.is_empty() && config.summary_sites != Some(total)).then_some(total)
+    (config.summarizes() && !copies.is_empty() && config.summary_sites != Some(total))
+        .then_some(total)
 }
 
 /// Follows the includes of `file` (text `source`) through `roots` and returns the
@@ -178,7 +179,7 @@ pub fn plan(
     // runtime, so every copy names the unit's total sites.
     let total = first_id + probes.iter().sum::<usize>() as u32;
     let config = &Config {
-        summary_sites: config.summary.then_some(total),
+        summary_sites: config.summarizes().then_some(total),
         ..config.clone()
     };
     let mut next = first_id;
