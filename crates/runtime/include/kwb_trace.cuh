@@ -73,11 +73,11 @@
 //                       (KWB_TRACE_SUMMARY_STRIPES defaults to 8192; warp w shares
 //                       the stripe of w + 8192, which is exact too, and the two run
 //                       at once only where an H200 holds over 62 warps an SM), so
-//                       concurrent warps do not reduce into one address. A call reduces one word over the warp
-//                       (the largest |v|, which is NaN or Inf exactly when a value is)
-//                       and counts NaN and Inf values only when it is: the cheapest
-//                       screen of every CTA, per site, naming the CTA of the peak and
-//                       the first CTA with a NaN or Inf.
+//                       concurrent warps do not reduce into one address. A call
+//                       reduces one word over the warp (the largest |v|, which is NaN
+//                       or Inf exactly when a value is) and counts NaN and Inf values
+//                       only when it is: the cheapest screen of every CTA, per site,
+//                       naming the CTA of the peak and the first CTA with a NaN or Inf.
 //   KWB_TRACE_CTA_X/Y/Z the CTA the probes record at start-up (default -1: any).
 //   KWB_TRACE_K_BEGIN/END  the K tiles they record at start-up, [begin, end)
 //                       (default 0 and INT_MAX: all).
@@ -1550,14 +1550,18 @@ __device__ __forceinline__ bool screened_pair(const Claim& claimed, const Probe&
   return true;
 }
 
-// A screen's fragment whose warp saw a NaN or an Inf (screened() was false): its
-// values counted exactly. Each 32-bit word of them passes through an empty volatile asm
-// first, so the compiler cannot hoist this path's work (unpacking 16-bit halves)
-// above the check into the common call, as it does with the plain values. Every value
-// counts.
-template <int N, class T>
-__device__ __forceinline__ void poisoned_fragment(const Probe& p, SmallValues<T, N> values,
+// A screen's fragment whose warp saw a NaN or an Inf (screened() was false): its N
+// values value(0..N) counted exactly. Each 32-bit word of a copy of them passes through
+// an empty volatile asm first, so the compiler cannot hoist this path's work (unpacking
+// 16-bit halves) above the check into the common call, as it does with the plain
+// values. Every value counts. Only for fragments of whole 32-bit words (`poisonable`).
+template <int N, class ValueFn>
+__device__ __forceinline__ void poisoned_fragment(const Probe& p, ValueFn&& value,
                                                   const Claim& claimed, unsigned offset) {
+  using T = std::decay_t<decltype(value(0))>;
+  SmallValues<T, N> values;
+#pragma unroll
+  for (int i = 0; i < N; ++i) values.v[i] = value(i);
   static_assert(sizeof(values) % 4 == 0, "fragments hold whole 32-bit words");
   unsigned* words = reinterpret_cast<unsigned*>(&values);
 #pragma unroll
@@ -1581,9 +1585,15 @@ __device__ __forceinline__ bool screened_pair(const Claim&, const Probe&, const 
                                               const Quick&, const Quick&, unsigned, unsigned) {
   return false;
 }
-template <int N, class T>
-__device__ __forceinline__ void poisoned_fragment(Probe, SmallValues<T, N>, Claim, unsigned) {}
+template <int N, class ValueFn>
+__device__ __forceinline__ void poisoned_fragment(const Probe&, ValueFn&&, const Claim&,
+                                                  unsigned) {}
 #endif
+
+// Whether poisoned_fragment takes N values of T: trivially copyable, in whole words.
+template <class T, int N>
+inline constexpr bool poisonable =
+    std::is_trivially_copyable<T>::value && (sizeof(T) * N) % 4 == 0;
 
 // The leader writes the record's fields in 16-byte stores (records are 16-byte
 // aligned: 224 bytes each in a 16-byte aligned buffer), the header's first four
@@ -1700,12 +1710,8 @@ __device__ __forceinline__ void fragment_claimed(const Probe& p, ValueFn&& value
     const Quick all = quick_fragment<N>(value);
     if constexpr (screen) {
       if (screened(claimed, offset, p, all, static_cast<unsigned>(N) * __popc(mask))) return;
-      if constexpr (std::is_trivially_copyable<Element>::value &&
-                    (sizeof(Element) * N) % 4 == 0) {
-        SmallValues<Element, N> values;
-#pragma unroll
-        for (int i = 0; i < N; ++i) values.v[i] = value(i);
-        poisoned_fragment<N>(p, values, claimed, offset);
+      if constexpr (poisonable<Element, N>) {
+        poisoned_fragment<N>(p, value, claimed, offset);
         return;
       }
     } else if (!__any_sync(mask, poisoned(all))) {
@@ -1760,7 +1766,6 @@ __device__ __forceinline__ void fragment_claimed(const Probe& p, ValueFn&& value
 // every one a miss in the instruction cache; one copy stays hot. The filter's check
 // stays inline, so a CTA it leaves out makes no call.
 inline constexpr int small_fragment_values = 8;
-
 
 template <int N, class T, class CoordFn>
 __device__ __noinline__ void small_fragment(Probe p, SmallValues<T, N> values, CoordFn coord) {
@@ -2109,16 +2114,10 @@ __device__ __forceinline__ void probe_as_pair(uint32_t site_a, uint32_t site_b, 
                                 detail::quick_fragment<nb>(value_b), na * lanes, nb * lanes)) {
         return;
       }
-      if constexpr ((sizeof(T) * na) % 4 == 0 && (sizeof(T) * nb) % 4 == 0) {
+      if constexpr (detail::poisonable<T, na> && detail::poisonable<T, nb>) {
         // Counted exactly, without tallying either again.
-        detail::SmallValues<T, na> va;
-        detail::SmallValues<T, nb> vb;
-#pragma unroll
-        for (int i = 0; i < na; ++i) va.v[i] = value_a(i);
-#pragma unroll
-        for (int i = 0; i < nb; ++i) vb.v[i] = value_b(i);
-        detail::poisoned_fragment<na>(pa, va, both, 0u);
-        detail::poisoned_fragment<nb>(pb, vb, both, 1u);
+        detail::poisoned_fragment<na>(pa, value_a, both, 0u);
+        detail::poisoned_fragment<nb>(pb, value_b, both, 1u);
         return;
       }
     }
