@@ -141,20 +141,21 @@ fn fixture_trace(name: &str) -> PathBuf {
     .join(name)
 }
 
+/// `kwb trace show` of a fixture trace, run in `dir`, with `flags` (`--json`); it must
+/// succeed.
+fn trace_show(dir: &Path, name: &str, flags: &[&str]) -> Run {
+    let path = fixture_trace(name);
+    let mut args: Vec<&OsStr> = vec![OsStr::new("trace"), OsStr::new("show")];
+    args.extend(flags.iter().map(OsStr::new));
+    args.push(path.as_os_str());
+    let run = kwb(dir, &args);
+    assert_eq!(run.code, OK, "{}", run.stderr);
+    run
+}
+
 /// `kwb trace show --json` of a fixture trace, run in `dir`.
 fn trace_show_json(dir: &Path, name: &str) -> Value {
-    let path = fixture_trace(name);
-    let run = kwb(
-        dir,
-        &[
-            OsStr::new("trace"),
-            OsStr::new("show"),
-            OsStr::new("--json"),
-            path.as_os_str(),
-        ],
-    );
-    assert_eq!(run.code, OK, "{}", run.stderr);
-    json(&run)
+    json(&trace_show(dir, name, &["--json"]))
 }
 
 /// The keys of a JSON object, sorted.
@@ -1230,16 +1231,7 @@ fn trace_show_reads_real_screen_traces() {
     );
     assert_eq!(site(&tma, 4)["kind"], "OperandB");
     // The human table says it is a screen and folds every K tile into `all`.
-    let none_path = fixture_trace("mma_sync_none_screen.trace");
-    let run = kwb(
-        dir.path(),
-        &[
-            OsStr::new("trace"),
-            OsStr::new("show"),
-            none_path.as_os_str(),
-        ],
-    );
-    assert_eq!(run.code, OK, "{}", run.stderr);
+    let run = trace_show(dir.path(), "mma_sync_none_screen.trace", &[]);
     assert!(
         run.stdout.contains(
             "screen of every admitted CTA: 5 site rows (every K tile folded), grid (8, 8, 1)"
@@ -1297,12 +1289,7 @@ fn trace_show_reads_real_summary_traces() {
     assert_eq!(row(&alpha, "Accumulator", -1)["absmax"], 1024.0);
     assert_eq!(row(&alpha, "Epilogue", -1)["absmax"], 4096.0);
     // The human table: operands outside a counted K loop fold into one row, `any`.
-    let path = fixture_trace("mma_sync_none_summary.trace");
-    let run = kwb(
-        dir.path(),
-        &[OsStr::new("trace"), OsStr::new("show"), path.as_os_str()],
-    );
-    assert_eq!(run.code, OK, "{}", run.stderr);
+    let run = trace_show(dir.path(), "mma_sync_none_summary.trace", &[]);
     assert!(
         run.stdout
             .contains("summary of every admitted CTA: 35 site/K-tile rows, grid (8, 8, 1)"),

@@ -165,8 +165,10 @@ fn a_screen_is_a_summary_of_one_row_per_site() {
     );
     assert_eq!(run.code, 0, "{}", run.stderr);
     let out = std::fs::read_to_string(dir.path().join("out.cu")).unwrap();
+    let runtime = out.find("namespace kwb").expect("the runtime is inlined");
     for define in ["#define KWB_TRACE_SUMMARY 1", "#define KWB_TRACE_SCREEN 1"] {
-        assert!(out.find(define) < out.find("namespace kwb"), "{define}");
+        let at = out.find(define).unwrap_or_else(|| panic!("no {define}"));
+        assert!(at < runtime, "{define} after the runtime");
     }
     assert!(
         run.stderr
