@@ -14,7 +14,10 @@
 // summary_grid: 30 CTAs whose values name them, for the CTA of the peak and of the
 // first NaN, the table's last K-tile row and a site past the table's default 32
 // (16, 64). Before check, every build but the summary runs `stale` and resets: its
-// records must all be gone.
+// records must all be gone. With KWB_CHECK_FOLDS (a screen build) every probe passes
+// its site's fold (kwb::Fold, as kwb-instrument --screen emits them), so the calls add
+// into registers and each warp folds them into the screen once, at the kernel's end:
+// the screen must read the same.
 #include <cstdio>
 #include <cstring>
 #include <cuda_bf16.h>
@@ -44,6 +47,16 @@ static const kwb::SiteInfo kwb_sites[] = {
 
 constexpr uint32_t kTag = kwb::tag_of("runtime_check");
 
+// Site n's argument: its id, or with KWB_CHECK_FOLDS the id and its fold `fold_n`,
+// declared by FOLD at the top of the kernel that probes it.
+#ifdef KWB_CHECK_FOLDS
+#define SITE(n) kwb::SiteArg(n##u, fold_##n)
+#define FOLD(n, kind) kwb::Fold fold_##n{n##u, kwb::Kind::kind, kTag}
+#else
+#define SITE(n) n
+#define FOLD(n, kind) static_assert(true, "")
+#endif
+
 // Eight 32-bit registers holding the 16 values v(i), value 2j in the low half of
 // register j (as mma.sync operand fragments hold them).
 template <class T, class F>
@@ -67,18 +80,34 @@ __global__ void check() {
   __shared__ __align__(16) __half halves[256];
   const int lane = kwb::lane_id();
   const int warp = kwb::warp_id();
+  FOLD(0, Accumulator);
+  FOLD(1, OperandA);
+  FOLD(2, OperandB);
+  FOLD(3, OperandA);
+  FOLD(4, OperandA);
+  FOLD(5, OperandA);
+  FOLD(6, Epilogue);
+  FOLD(7, OperandB);
+  FOLD(8, OperandA);
+  FOLD(9, Accumulator);
+  FOLD(10, Accumulator);
+  FOLD(11, OperandA);
+  FOLD(12, OperandB);
+  FOLD(13, OperandA);
+  FOLD(14, OperandA);
+  FOLD(15, OperandB);
 
   // Site 0 (both warps): v = (lane * 16 + i) * 0.5 - 100.
   float f[16];
 #pragma unroll
   for (int i = 0; i < 16; ++i) f[i] = (lane * 16 + i) * 0.5f - 100.0f;
-  kwb::probe_array(0, kwb::Kind::Accumulator, kTag, warp, 0, 0, f);
+  kwb::probe_array(SITE(0), kwb::Kind::Accumulator, kTag, warp, 0, 0, f);
 
   // Site 9: v = -(lane * 16 + i) - 1.
   float neg[16];
 #pragma unroll
   for (int i = 0; i < 16; ++i) neg[i] = -static_cast<float>(lane * 16 + i) - 1.0f;
-  if (warp == 0) kwb::probe_array(9, kwb::Kind::Accumulator, kTag, -1, 0, 0, neg);
+  if (warp == 0) kwb::probe_array(SITE(9), kwb::Kind::Accumulator, kTag, -1, 0, 0, neg);
 
   // Site 1: site 0's values with +Inf at (0, 0), -Inf at (0, 1), NaN at (31, 15).
   float g[16];
@@ -89,13 +118,13 @@ __global__ void check() {
     g[1] = __int_as_float(0xff800000);
   }
   if (lane == 31) g[15] = __int_as_float(0x7fc00000);
-  if (warp == 0) kwb::probe_array(1, kwb::Kind::OperandA, kTag, 0, 0, 0, g);
+  if (warp == 0) kwb::probe_array(SITE(1), kwb::Kind::OperandA, kTag, 0, 0, 0, g);
 
   // Site 2: 1.0 on lanes < 20, 1000 on the padding lanes; rows are lanes, bound 20.
   float h[16];
 #pragma unroll
   for (int i = 0; i < 16; ++i) h[i] = lane < 20 ? 1.0f : 1000.0f;
-  if (warp == 0) kwb::probe_array(2, kwb::Kind::OperandB, kTag, 1, 0, 0, h, 20, kwb::Axis::M, LaneRow{});
+  if (warp == 0) kwb::probe_array(SITE(2), kwb::Kind::OperandB, kTag, 1, 0, 0, h, 20, kwb::Axis::M, LaneRow{});
 
   // The shared tiles: tile[i] = (i % 64) - 32 (exact in bf16), halves[i] = i * 0.5.
   for (int i = threadIdx.x; i < 1040; i += blockDim.x) {
@@ -105,13 +134,13 @@ __global__ void check() {
   __syncthreads();
   if (warp == 0) {
     // Site 3: 1024 elements, packed.
-    kwb::probe_tile(3, kwb::Kind::OperandA, kTag, 3, 0, 0, tile, 1024);
+    kwb::probe_tile(SITE(3), kwb::Kind::OperandA, kTag, 3, 0, 0, tile, 1024);
     // Site 5: 1001 elements from tile + 1 (not 16-byte aligned): element-wise.
-    kwb::probe_tile(5, kwb::Kind::OperandA, kTag, 5, 0, 0, tile + 1, 1001);
+    kwb::probe_tile(SITE(5), kwb::Kind::OperandA, kTag, 5, 0, 0, tile + 1, 1001);
     // Site 7: 256 halves, packed.
-    kwb::probe_tile(7, kwb::Kind::OperandB, kTag, 7, 0, 0, halves, 256);
+    kwb::probe_tile(SITE(7), kwb::Kind::OperandB, kTag, 7, 0, 0, halves, 256);
     // Site 8: the tile as 32 rows of 32 columns (m, k); rows < 5 count.
-    kwb::probe_tile(8, kwb::Kind::OperandA, kTag, 8, 0, 0, tile, 1024, 5, kwb::Axis::M,
+    kwb::probe_tile(SITE(8), kwb::Kind::OperandA, kTag, 8, 0, 0, tile, 1024, 5, kwb::Axis::M,
                     kwb::RowMajor{kwb::Axis::M, kwb::Axis::K, 32, 0, 0});
   }
   __syncthreads();
@@ -121,7 +150,7 @@ __global__ void check() {
   }
   __syncthreads();
   // Site 4: site 3's tile with NaN at 777 and -Inf at 100.
-  if (warp == 0) kwb::probe_tile(4, kwb::Kind::OperandA, kTag, 4, 0, 0, tile, 1024);
+  if (warp == 0) kwb::probe_tile(SITE(4), kwb::Kind::OperandA, kTag, 4, 0, 0, tile, 1024);
 
   // Site 10: float acc[2][3][4] in the m16n8k16 C layout, dimension 0 the m tile and 1
   // the n tile; each value is m * 100 + n of its own coordinates; rows < 20 count.
@@ -137,7 +166,7 @@ __global__ void check() {
         t10[mi][nj][e] = static_cast<float>(m * 100 + n);
       }
   if (warp == 0) {
-    kwb::probe(10, kwb::Kind::Accumulator, kTag, 10, 0, 0, t10, 20, kwb::Axis::M,
+    kwb::probe(SITE(10), kwb::Kind::Accumulator, kTag, 10, 0, 0, t10, 20, kwb::Axis::M,
                kwb::MmaM16n8k16C{0, 1});
   }
 
@@ -146,7 +175,7 @@ __global__ void check() {
   pack16<__nv_bfloat16>(w11, [&](int i) {
     return __float2bfloat16(static_cast<float>(lane * 16 + i - 256));
   });
-  if (warp == 0) kwb::probe_as<__nv_bfloat16>(11, kwb::Kind::OperandA, kTag, 11, 0, 0, w11);
+  if (warp == 0) kwb::probe_as<__nv_bfloat16>(SITE(11), kwb::Kind::OperandA, kTag, 11, 0, 0, w11);
 
   // Site 12: site 11's values with +Inf at (0, 2), NaN at (3, 5), -Inf at (31, 15).
   uint32_t w12[8];
@@ -157,22 +186,22 @@ __global__ void check() {
     if (lane == 31 && i == 15) v = __int_as_float(0xff800000);
     return __float2bfloat16(v);
   });
-  if (warp == 0) kwb::probe_as<__nv_bfloat16>(12, kwb::Kind::OperandB, kTag, 12, 0, 0, w12);
+  if (warp == 0) kwb::probe_as<__nv_bfloat16>(SITE(12), kwb::Kind::OperandB, kTag, 12, 0, 0, w12);
 
   // Site 13: half v = (lane * 16 + i) * 0.25 (exact), read from packed registers.
   uint32_t w13[8];
   pack16<__half>(w13, [&](int i) { return __float2half((lane * 16 + i) * 0.25f); });
-  if (warp == 0) kwb::probe_as<__half>(13, kwb::Kind::OperandA, kTag, 13, 0, 0, w13);
+  if (warp == 0) kwb::probe_as<__half>(SITE(13), kwb::Kind::OperandA, kTag, 13, 0, 0, w13);
 
   // Sites 14 and 15: w11 as operand A and w12 as operand B of one pair probe.
-  if (warp == 0) kwb::probe_as_pair<__nv_bfloat16>(14, 15, kTag, 14, 0, 0, w11, w12);
+  if (warp == 0) kwb::probe_as_pair<__nv_bfloat16>(SITE(14), SITE(15), kTag, 14, 0, 0, w11, w12);
 
   // Site 6: only lanes < 20 of warp 0: v = lane + i * 0.25.
   if (warp == 0 && lane < 20) {
     float p[4];
 #pragma unroll
     for (int i = 0; i < 4; ++i) p[i] = lane + i * 0.25f;
-    kwb::probe_array(6, kwb::Kind::Epilogue, kTag, -1, 0, 0, p);
+    kwb::probe_array(SITE(6), kwb::Kind::Epilogue, kTag, -1, 0, 0, p);
   }
 }
 
@@ -183,17 +212,19 @@ __global__ void check() {
 __global__ void summary_grid() {
   const int cta = static_cast<int>(blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z));
   const int lane = kwb::lane_id();
+  FOLD(16, Accumulator);
+  FOLD(64, Epilogue);
   const bool poisoned = (blockIdx.x == 3 && blockIdx.y == 0 && blockIdx.z == 1) ||
                         (blockIdx.x == 2 && blockIdx.y == 1 && blockIdx.z == 1);
   float v[4];
 #pragma unroll
   for (int i = 0; i < 4; ++i) v[i] = static_cast<float>((cta + 1) * (lane + 1));
   if (poisoned && lane == 5) v[0] = __int_as_float(0x7fc00000);
-  kwb::probe_array(16, kwb::Kind::Accumulator, kTag, 0, 0, 0, v);
+  kwb::probe_array(SITE(16), kwb::Kind::Accumulator, kTag, 0, 0, 0, v);
 #pragma unroll
   for (int i = 0; i < 4; ++i) v[i] = static_cast<float>(2 * (cta + 1) * (lane + 1));
-  kwb::probe_array(16, kwb::Kind::Accumulator, kTag, 300, 0, 0, v);
-  if (cta == 0) kwb::probe_array(64, kwb::Kind::Epilogue, kTag, -1, 0, 0, v);
+  kwb::probe_array(SITE(16), kwb::Kind::Accumulator, kTag, 300, 0, 0, v);
+  if (cta == 0) kwb::probe_array(SITE(64), kwb::Kind::Epilogue, kTag, -1, 0, 0, v);
 }
 
 // Site 99, 40 records a warp over check's own grid, so they fill the slots (and the

@@ -474,6 +474,15 @@ const BUILDS: [Build; 10] = [
         summary: true,
     },
     Build {
+        name: "screen, folds",
+        defines: &["KWB_TRACE_SCREEN", "KWB_CHECK_FOLDS"],
+        overflow: Some((0, 0)),
+        minmax: false,
+        full: false,
+        samples: false,
+        summary: true,
+    },
+    Build {
         name: "mapped records",
         defines: &["KWB_TRACE_MAPPED"],
         overflow: None,

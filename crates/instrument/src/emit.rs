@@ -20,6 +20,8 @@ pub(crate) struct Emitter<'p> {
     pub tile_dims: crate::fragments::TileDims,
     /// The kernels' CTA tile origin locals, for each record's tile_m / tile_n.
     pub origins: crate::tile::Origins,
+    /// A screen build's folds (`None`: every other build, whose probes take bare ids).
+    folds: Option<crate::folds::Folds>,
 }
 
 impl<'p> Emitter<'p> {
@@ -33,6 +35,22 @@ impl<'p> Emitter<'p> {
             notes: Vec::new(),
             tile_dims: crate::fragments::TileDims::default(),
             origins: crate::tile::Origins::default(),
+            folds: None,
+        }
+    }
+
+    /// Makes this a screen build's emitter: each probe's site folds into registers
+    /// (see [`crate::folds`]).
+    pub fn fold_sites(&mut self) {
+        self.folds = Some(crate::folds::Folds::default());
+    }
+
+    /// The site argument of probe `id`, which reads values of `kind` (the name of a
+    /// `kwb::Kind`): the id, or in a screen build the id with its fold.
+    pub fn site(&mut self, id: u32, kind: &'static str) -> String {
+        match &mut self.folds {
+            Some(folds) => folds.site(id, kind),
+            None => id.to_string(),
         }
     }
 
@@ -78,6 +96,9 @@ impl<'p> Emitter<'p> {
     /// spacing) at byte `at`.
     pub fn insert(&mut self, at: usize, text: &str) {
         let text = self.origins.text(text, at);
+        if let Some(folds) = &mut self.folds {
+            folds.place(self.parsed, at, &text);
+        }
         self.builder.insert(at, wrap(&text));
     }
 
@@ -93,7 +114,13 @@ impl<'p> Emitter<'p> {
         }
     }
 
-    pub fn finish(self) -> (TextEditBuilder, Vec<ProbeInfo>, Vec<String>) {
+    /// The insertions (with a screen's fold declarations), the probes and the notes.
+    pub fn finish(mut self) -> (TextEditBuilder, Vec<ProbeInfo>, Vec<String>) {
+        if let Some(folds) = self.folds.take() {
+            for (at, text) in folds.declarations(self.tag) {
+                self.builder.insert(at, wrap(&text));
+            }
+        }
         (self.builder, self.probes, self.notes)
     }
 }

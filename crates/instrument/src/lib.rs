@@ -15,6 +15,7 @@
 mod cute;
 mod emit;
 mod error;
+mod folds;
 mod fragments;
 mod includes;
 pub mod markers;

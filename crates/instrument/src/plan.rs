@@ -225,6 +225,9 @@ pub fn plan(parsed: &Parsed, map: &KernelMap, config: &Config) -> Result<Plan, I
     let tag = kwb_runtime::tag(&gate);
     let mut em = Emitter::new(parsed, tag, config.id_base);
     em.tile_dims = crate::fragments::TileDims::from_map(map, &parsed.source);
+    if config.screen {
+        em.fold_sites();
+    }
     for kernel in &kernels {
         em.origins.add(parsed, &kernel.range);
     }

@@ -523,6 +523,46 @@ struct SiteInfo {
   const char* text;
 };
 
+// A screen's running fold of one site's calls, held in each lane's registers: what the
+// lane saw (its largest finite |v|, the values it counted and the ones the row filter
+// left out) and the calls it led. kwb-instrument --screen declares one per site at the
+// top of the function body that holds the site's probe and passes it with the site id
+// (`kwb::probe(kwb::SiteArg{3u, kwb_fold_3}, ...)`); a call then adds into registers,
+// with no reduction over the warp and no memory operation, and the fold goes into the
+// warp's cell of the screen once, when the function returns (the destructor): a
+// kernel's sites once per warp, a helper's once per call of the helper. NaN and Inf,
+// which only a broken kernel makes, are counted exactly, value by value, by the lane
+// that saw them, straight into the warp's cell. Without KWB_TRACE_SCREEN (and without
+// KWB_TRACE) it is three constants, which the compiler drops.
+#if defined(KWB_TRACE) && defined(KWB_TRACE_SCREEN)
+struct Fold {
+  uint32_t site;
+  Kind kind;
+  uint32_t tag;
+  unsigned peak = 0u;      // the bits of the largest finite |v| (non-negative floats
+                           // order as their bits)
+  unsigned values = 0u;    // values counted
+  unsigned filtered = 0u;  // values looked at and left out by the row filter
+  unsigned calls = 0u;     // calls this lane led (the lowest active lane of each)
+  __device__ ~Fold();
+};
+#else
+struct Fold {
+  uint32_t site;
+  Kind kind;
+  uint32_t tag;
+};
+#endif
+
+// A probe's site: its id, and where a screen folds it (null: the probe folds each call
+// into the warp's cell itself). A site id converts to it.
+struct SiteArg {
+  uint32_t id;
+  Fold* fold;
+  __host__ __device__ constexpr SiteArg(uint32_t site) : id(site), fold(nullptr) {}
+  __host__ __device__ constexpr SiteArg(uint32_t site, Fold& into) : id(site), fold(&into) {}
+};
+
 namespace detail {
 // The thread's own special registers (its index, its lane) read where they are used. A
 // probe sits in a kernel's mainloop: had it read threadIdx as a C++ value, the compiler
@@ -795,6 +835,7 @@ struct Probe {
   int tile_n;
   int row_bound;
   Axis row_axis;
+  Fold* fold;  // where a screen folds the call (SiteArg::fold); null: into the cell
 };
 
 // A record slot asked for and not yet waited for: the warp's active lanes and the
@@ -1411,7 +1452,9 @@ __device__ __forceinline__ Totals totals(unsigned mask, const Stats& s) {
 // nothing waits for (RED, not ATOM): the peak and the count, and only when non-zero
 // the filtered, NaN and Inf counts and the first bad CTA; and a store of the site's
 // kind and tag.
-__device__ __forceinline__ void summarize(const Slot& slot, const Totals& t, const Probe& p) {
+// `calls`: the probe calls these totals hold (a screen's fold holds many).
+__device__ __forceinline__ void summarize(const Slot& slot, const Totals& t, const Probe& p,
+                                          unsigned calls = 1u) {
   const unsigned cta = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
   const int rank = __popc(slot.mask & slot.below);
   if (p.site >= static_cast<uint32_t>(KWB_TRACE_SUMMARY_SITES)) {
@@ -1436,7 +1479,8 @@ __device__ __forceinline__ void summarize(const Slot& slot, const Totals& t, con
   const int active = __popc(slot.mask);
   for (int w = rank; w < 8; w += active) {
     // Words 1..4 of the cell: count (with the call), filtered, nans, infs.
-    unsigned long long add = (1ull << summary_call_shift) | t.counted;
+    unsigned long long add =
+        (static_cast<unsigned long long>(calls) << summary_call_shift) | t.counted;
     add = w == 2 ? t.seen - t.counted : add;
     add = w == 3 ? t.nans : add;
     add = w == 4 ? t.infs : add;
@@ -1454,7 +1498,8 @@ __device__ __forceinline__ void summarize(const Slot& slot, const Totals& t, con
   __syncwarp(slot.mask);
 }
 #else
-__device__ __forceinline__ void summarize(const Slot&, const Totals&, const Probe&) {}
+__device__ __forceinline__ void summarize(const Slot&, const Totals&, const Probe&,
+                                          unsigned = 1u) {}
 #endif
 
 // A small fragment's values, passed by value to the out-of-line probe.
@@ -1575,6 +1620,90 @@ __device__ __forceinline__ void poisoned_fragment(const Probe& p, ValueFn&& valu
   land(claimed, slot, offset);
   summarize(slot, totals(claimed.mask, s), p);
 }
+
+// A call into p's fold, counted by the lane that leads it.
+__device__ __forceinline__ void fold_call(const Probe& p, bool leads) {
+  p.fold->calls += leads ? 1u : 0u;
+}
+
+// A screen's call with a fold (p.fold, kwb::Fold): the call is counted by the lane that
+// leads it (the lowest active lane), and the lane's quick tally `all` of its `n` values
+// goes into the fold's registers. False when one of the lane's values was NaN or Inf:
+// the caller then counts the lane's values exactly, through fold_exact(). Nothing here
+// reduces over the warp or touches memory.
+__device__ __forceinline__ bool fold_quick(const Probe& p, const Claim& c, const Quick& all,
+                                           unsigned n) {
+  Fold& f = *p.fold;
+  f.calls += c.lane == __ffs(c.mask) - 1 ? 1u : 0u;
+  const unsigned h = __float_as_uint(all.hi);
+  if (h >= 0x7f800000u) return false;
+  f.peak = f.peak > h ? f.peak : h;
+  f.values += n;
+  return true;
+}
+
+// The warp's cell of `site` in the screen (one row per site, a stripe per warp of the
+// grid); null for a site past the table (the fold counts it as dropped).
+__device__ __forceinline__ SummaryCell* screen_cell(uint32_t site) {
+  if (site >= static_cast<uint32_t>(KWB_TRACE_SUMMARY_SITES)) return nullptr;
+  const unsigned cta = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+  const unsigned warps = (blockDim.x * blockDim.y * blockDim.z + 31u) / 32u;
+  const unsigned stripe = (cta * warps + static_cast<unsigned>(warp_id())) %
+                          static_cast<unsigned>(KWB_TRACE_SUMMARY_STRIPES);
+  return &trace_summary[static_cast<long long>(stripe) * KWB_TRACE_SUMMARY_SITES + site];
+}
+
+// One lane's exact statistics `s` of a call (a row-filtered call, or one whose quick
+// tally saw a NaN or an Inf) into p's fold; its NaN and Inf counts, and its CTA as one
+// that saw them, go straight into the warp's cell (atomics of this lane alone: the lanes
+// of a call need not agree on whether they take this path).
+__device__ __forceinline__ void fold_exact(const Probe& p, const Stats& s) {
+  Fold& f = *p.fold;
+  const unsigned a = __float_as_uint(s.absmax);
+  f.peak = f.peak > a ? f.peak : a;
+  f.values += s.counted;
+  f.filtered += s.seen - s.counted;
+  if ((s.nans | s.infs) == 0u) return;
+  SummaryCell* cell = screen_cell(p.site);
+  if (cell == nullptr) return;
+  const unsigned cta = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+  if (s.nans != 0u) atomicAdd(&cell->nans, static_cast<unsigned long long>(s.nans));
+  if (s.infs != 0u) atomicAdd(&cell->infs, static_cast<unsigned long long>(s.infs));
+  atomicMax(&cell->bad, ~cta);
+}
+
+// The exact statistics of a lane's N values value(0..N), every one counting, copied
+// through an empty volatile asm first as poisoned_fragment's are (so the compiler does
+// not hoist this rare path's work into the common one).
+template <int N, class ValueFn>
+__device__ __forceinline__ Stats lane_exact(ValueFn&& value) {
+  using T = std::decay_t<decltype(value(0))>;
+  Stats s = fresh_stats();
+  if constexpr (std::is_trivially_copyable<T>::value && (sizeof(T) * N) % 4 == 0) {
+    SmallValues<T, N> values;
+#pragma unroll
+    for (int i = 0; i < N; ++i) values.v[i] = value(i);
+    unsigned* words = reinterpret_cast<unsigned*>(&values);
+#pragma unroll
+    for (int w = 0; w < static_cast<int>(sizeof(values) / 4); ++w) {
+      asm volatile("" : "+r"(words[w]));
+    }
+#pragma unroll
+    for (int i = 0; i < N; ++i) tally(s, true, true, to_float(values.v[i]));
+  } else {
+#pragma unroll
+    for (int i = 0; i < N; ++i) tally(s, true, true, to_float(value(i)));
+  }
+  return s;
+}
+
+// A lane's quick tally `all` of its N values value(0..N) into p's fold, and the values
+// again, exactly, when one was NaN or Inf.
+template <int N, class ValueFn>
+__device__ __forceinline__ void fold_fragment(const Probe& p, const Claim& c, const Quick& all,
+                                              ValueFn&& value) {
+  if (!fold_quick(p, c, all, static_cast<unsigned>(N))) fold_exact(p, lane_exact<N>(value));
+}
 #else
 // Not a screen: never called (every call is behind `if constexpr (screen)`).
 __device__ __forceinline__ bool screened(const Claim&, unsigned, const Probe&, const Quick&,
@@ -1588,6 +1717,14 @@ __device__ __forceinline__ bool screened_pair(const Claim&, const Probe&, const 
 template <int N, class ValueFn>
 __device__ __forceinline__ void poisoned_fragment(const Probe&, ValueFn&&, const Claim&,
                                                   unsigned) {}
+__device__ __forceinline__ void fold_call(const Probe&, bool) {}
+__device__ __forceinline__ bool fold_quick(const Probe&, const Claim&, const Quick&, unsigned) {
+  return true;
+}
+__device__ __forceinline__ void fold_exact(const Probe&, const Stats&) {}
+template <int N, class ValueFn>
+__device__ __forceinline__ void fold_fragment(const Probe&, const Claim&, const Quick&,
+                                              ValueFn&&) {}
 #endif
 
 // Whether poisoned_fragment takes N values of T: trivially copyable, in whole words.
@@ -1709,6 +1846,10 @@ __device__ __forceinline__ void fragment_claimed(const Probe& p, ValueFn&& value
     using Element = std::decay_t<decltype(value(0))>;
     const Quick all = quick_fragment<N>(value);
     if constexpr (screen) {
+      if (p.fold != nullptr) {
+        fold_fragment<N>(p, claimed, all, value);
+        return;
+      }
       if (screened(claimed, offset, p, all, static_cast<unsigned>(N) * __popc(mask))) return;
       if constexpr (poisonable<Element, N>) {
         poisoned_fragment<N>(p, value, claimed, offset);
@@ -1724,6 +1865,14 @@ __device__ __forceinline__ void fragment_claimed(const Probe& p, ValueFn&& value
     for (int i = 0; i < N; ++i) {
       const float v = to_float(value(i));
       tally(s, true, row_of(coord(i), p.row_axis) < p.row_bound, v);
+    }
+  }
+  if constexpr (screen) {
+    if (p.fold != nullptr) {
+      // A row-filtered call: the lane's exact statistics into its fold.
+      fold_call(p, claimed.lane == __ffs(mask) - 1);
+      fold_exact(p, s);
+      return;
     }
   }
   // Every value counts: the warp's totals and each lane's sample (its element 0, for
@@ -1779,6 +1928,14 @@ __device__ __forceinline__ void fragment(const Probe& p, ValueFn&& value, CoordF
   using Coords = std::decay_t<CoordFn>;
   if constexpr (N <= small_fragment_values && std::is_trivially_copyable<Element>::value &&
                 std::is_trivially_copyable<Coords>::value) {
+    if constexpr (screen) {
+      // A fold is a few register operations: inline, and its address must not escape
+      // into the out-of-line call, or it would leave the registers.
+      if (p.fold != nullptr) {
+        fragment_claimed<N>(p, value, coord, claim(), 0u);
+        return;
+      }
+    }
     SmallValues<Element, N> values;
 #pragma unroll
     for (int i = 0; i < N; ++i) values.v[i] = value(i);
@@ -1860,6 +2017,16 @@ __device__ __forceinline__ void strided(const Probe& p, int count, ValueFn&& val
     }
     all = merged(q);
     if constexpr (screen) {
+      if (p.fold != nullptr) {
+        if (!fold_quick(p, claimed, all, mine)) {
+          // The lane's own values again, exactly.
+          Stats s = fresh_stats();
+#pragma unroll 1
+          for (int i = rank; i < count; i += stride) tally(s, true, true, to_float(value(i)));
+          fold_exact(p, s);
+        }
+        return;
+      }
       if (screened(claimed, 0u, p, all, static_cast<unsigned>(count))) return;
     } else {
       quick_ok = !__any_sync(claimed.mask, poisoned(all));
@@ -1868,6 +2035,15 @@ __device__ __forceinline__ void strided(const Probe& p, int count, ValueFn&& val
   Slot slot;
   if (!land(claimed, slot)) return;
   Stats s = fresh_stats();
+  if constexpr (screen) {
+    if (p.fold != nullptr) {
+      // A row-filtered call: the lane's exact statistics into its fold.
+      fold_call(p, slot.lane == slot.leader);
+      strided_full(s, slot, p, count, value, coord);
+      fold_exact(p, s);
+      return;
+    }
+  }
   sample_tile(s, slot, p, count, value, coord);
 #ifdef KWB_TRACE_FULL
   keep_values(slot, static_cast<unsigned>(count), 0, false, value, coord);
@@ -1893,6 +2069,7 @@ __device__ __forceinline__ void packed_tile(const Probe& p, const T* tile, int c
   const int stride = __popc(claimed.mask);
   const int rank = __popc(claimed.mask & ((1u << claimed.lane) - 1u));
   const int n = count / 8;
+  unsigned read = 0u;  // chunks this lane read
   // Eight values a chunk: four words, tallied in pairs where the target can.
   Quick q = fresh_quick();
   Pairs<T> pairs = fresh_pairs<T>();
@@ -1918,6 +2095,7 @@ __device__ __forceinline__ void packed_tile(const Probe& p, const T* tile, int c
                    : "=r"(x), "=r"(y), "=r"(z), "=r"(w)
                    : "r"(at));
       tally8(x, y, z, w);
+      ++read;
     }
   } else {
     const uint4* chunks = reinterpret_cast<const uint4*>(tile);
@@ -1925,11 +2103,25 @@ __device__ __forceinline__ void packed_tile(const Probe& p, const T* tile, int c
     for (int c = rank; c < n; c += stride) {
       const uint4 chunk = chunks[c];
       tally8(chunk.x, chunk.y, chunk.z, chunk.w);
+      ++read;
     }
   }
   if constexpr (pairs_tally<T>) q = unpaired(pairs);
   const Quick all = q;
   if constexpr (screen) {
+    if (p.fold != nullptr) {
+      if (!fold_quick(p, claimed, all, 8u * read)) {
+        // The lane's own chunks again, value by value, exactly.
+        Stats s = fresh_stats();
+#pragma unroll 1
+        for (int c = rank; c < n; c += stride) {
+#pragma unroll
+          for (int j = 0; j < 8; ++j) tally(s, true, true, to_float(tile[8 * c + j]));
+        }
+        fold_exact(p, s);
+      }
+      return;
+    }
     if (screened(claimed, 0u, p, all, static_cast<unsigned>(count))) return;
   }
   const bool quick_ok = !screen && !__any_sync(claimed.mask, poisoned(all));
@@ -1961,6 +2153,30 @@ __device__ __forceinline__ bool packs(const T* tile, int count, int row_bound) {
 
 }  // namespace detail
 
+#ifdef KWB_TRACE_SCREEN
+// A fold goes into the warp's cell of its site once, when its scope ends (the function
+// that declared it returns): the lanes that saw anything reduce their registers over
+// the warp and summarize() adds them, with the calls they led, as one call's totals
+// would be. A lane that saw nothing (a producer warp, an instantiation the gate leaves
+// out, where the compiler knows it) does nothing.
+__device__ __forceinline__ Fold::~Fold() {
+  if ((calls | values | filtered) == 0u) return;
+  const unsigned mask = __activemask();
+  detail::Slot slot;
+  slot.record = nullptr;
+  slot.mask = mask;
+  slot.lane = lane_id();
+  slot.below = (1u << slot.lane) - 1u;
+  slot.leader = __ffs(mask) - 1;
+  const unsigned counted = detail::warp_sum(mask, values);
+  const unsigned seen = counted + detail::warp_sum(mask, filtered);
+  detail::summarize(slot,
+                    detail::Totals{detail::warp_max(mask, peak), 0u, 0u, seen, counted, 0u, 0u},
+                    detail::Probe{site, kind, tag, -1, -1, -1, all_rows, Axis::M, nullptr},
+                    detail::warp_sum(mask, calls));
+}
+#endif
+
 #endif  // KWB_TRACE
 
 // The probes. Every lane of the warp that reaches a probe must call it (the warp's
@@ -1989,7 +2205,7 @@ __device__ __forceinline__ bool admits(int k_tile) {
 
 // A register array of any rank (e.g. float acc[M][N][4]) held by each lane.
 template <class A, class CoordFn = NoCoord>
-__device__ __forceinline__ void probe_array(uint32_t site, Kind kind, uint32_t tag, int k_tile,
+__device__ __forceinline__ void probe_array(SiteArg site, Kind kind, uint32_t tag, int k_tile,
                                             int tile_m, int tile_n, const A& fragment,
                                             int row_bound = all_rows, Axis row_axis = Axis::M,
                                             CoordFn coord = CoordFn{}) {
@@ -1999,7 +2215,7 @@ __device__ __forceinline__ void probe_array(uint32_t site, Kind kind, uint32_t t
   constexpr int n = static_cast<int>(sizeof(A) / sizeof(Element));
   const Element* flat = reinterpret_cast<const Element*>(&fragment);
   detail::fragment<n>(
-      detail::Probe{site, kind, tag, k_tile, tile_m, tile_n, row_bound, row_axis},
+      detail::Probe{site.id, kind, tag, k_tile, tile_m, tile_n, row_bound, row_axis, site.fold},
       [&](int i) -> const Element& { return flat[i]; }, detail::fitted<A, Element>(coord));
 #else
   (void)site, (void)kind, (void)tag, (void)k_tile, (void)tile_m, (void)tile_n;
@@ -2010,14 +2226,14 @@ __device__ __forceinline__ void probe_array(uint32_t site, Kind kind, uint32_t t
 // N values held by each lane, read through value(i) (e.g. a CuTe register tensor:
 // [&](int i) { return tCrC(i); }); N is a compile-time constant.
 template <int N, class ValueFn, class CoordFn = NoCoord>
-__device__ __forceinline__ void probe_fragment(uint32_t site, Kind kind, uint32_t tag,
+__device__ __forceinline__ void probe_fragment(SiteArg site, Kind kind, uint32_t tag,
                                                int k_tile, int tile_m, int tile_n,
                                                ValueFn value, int row_bound = all_rows,
                                                Axis row_axis = Axis::M,
                                                CoordFn coord = CoordFn{}) {
 #ifdef KWB_TRACE
   detail::fragment<N>(
-      detail::Probe{site, kind, tag, k_tile, tile_m, tile_n, row_bound, row_axis}, value,
+      detail::Probe{site.id, kind, tag, k_tile, tile_m, tile_n, row_bound, row_axis, site.fold}, value,
       coord);
 #else
   (void)site, (void)kind, (void)tag, (void)k_tile, (void)tile_m, (void)tile_n;
@@ -2027,13 +2243,13 @@ __device__ __forceinline__ void probe_fragment(uint32_t site, Kind kind, uint32_
 
 // One value per lane at a known coordinate (e.g. an epilogue scalar).
 template <class T>
-__device__ __forceinline__ void probe_value(uint32_t site, Kind kind, uint32_t tag, int k_tile,
+__device__ __forceinline__ void probe_value(SiteArg site, Kind kind, uint32_t tag, int k_tile,
                                             int tile_m, int tile_n, const T& value,
                                             int row_bound = all_rows, Axis row_axis = Axis::M,
                                             Coord coord = Coord{-1, -1, -1}) {
 #ifdef KWB_TRACE
   detail::fragment<1>(
-      detail::Probe{site, kind, tag, k_tile, tile_m, tile_n, row_bound, row_axis},
+      detail::Probe{site.id, kind, tag, k_tile, tile_m, tile_n, row_bound, row_axis, site.fold},
       [&](int) -> const T& { return value; }, [coord](int) { return coord; });
 #else
   (void)site, (void)kind, (void)tag, (void)k_tile, (void)tile_m, (void)tile_n;
@@ -2044,12 +2260,12 @@ __device__ __forceinline__ void probe_value(uint32_t site, Kind kind, uint32_t t
 // A tile in shared or global memory, `count` elements from `tile`, read by the calling
 // warp's lanes in turn (lane r reads r, r + 32, ...). Call it from one warp.
 template <class T, class CoordFn = NoCoord>
-__device__ __forceinline__ void probe_tile(uint32_t site, Kind kind, uint32_t tag, int k_tile,
+__device__ __forceinline__ void probe_tile(SiteArg site, Kind kind, uint32_t tag, int k_tile,
                                            int tile_m, int tile_n, const T* tile, int count,
                                            int row_bound = all_rows, Axis row_axis = Axis::M,
                                            CoordFn coord = CoordFn{}) {
 #ifdef KWB_TRACE
-  const detail::Probe p{site, kind, tag, k_tile, tile_m, tile_n, row_bound, row_axis};
+  const detail::Probe p{site.id, kind, tag, k_tile, tile_m, tile_n, row_bound, row_axis, site.fold};
   if constexpr (sizeof(T) == 2) {
     if (detail::packs(tile, count, row_bound)) {
       detail::packed_tile(p, tile, count, coord);
@@ -2066,7 +2282,7 @@ __device__ __forceinline__ void probe_tile(uint32_t site, Kind kind, uint32_t ta
 // A register array whose bytes hold values of another type (`uint32_t a[4]` packing
 // eight bf16 for mma.sync): read as T. Only in a probe's discarded-or-enabled branch.
 template <class T, class A, class CoordFn = NoCoord>
-__device__ __forceinline__ void probe_as(uint32_t site, Kind kind, uint32_t tag, int k_tile,
+__device__ __forceinline__ void probe_as(SiteArg site, Kind kind, uint32_t tag, int k_tile,
                                          int tile_m, int tile_n, const A& fragment,
                                          int row_bound = all_rows, Axis row_axis = Axis::M,
                                          CoordFn coord = CoordFn{}) {
@@ -2084,7 +2300,7 @@ __device__ __forceinline__ void probe_as(uint32_t site, Kind kind, uint32_t tag,
 // record is then over before it starts. kwb-instrument emits this where both operands
 // are probed at the same point.
 template <class T, class FA, class FB, class CoordA = NoCoord, class CoordB = NoCoord>
-__device__ __forceinline__ void probe_as_pair(uint32_t site_a, uint32_t site_b, uint32_t tag,
+__device__ __forceinline__ void probe_as_pair(SiteArg site_a, SiteArg site_b, uint32_t tag,
                                               int k_tile, int tile_m, int tile_n, const FA& a,
                                               const FB& b, int row_bound = all_rows,
                                               Axis row_axis = Axis::M,
@@ -2103,11 +2319,18 @@ __device__ __forceinline__ void probe_as_pair(uint32_t site_a, uint32_t site_b, 
   constexpr int nb = static_cast<int>(sizeof(FB) / sizeof(T));
   const auto value_a = [&](int i) -> const T& { return flat_a[i]; };
   const auto value_b = [&](int i) -> const T& { return flat_b[i]; };
-  const detail::Probe pa{site_a, Kind::OperandA, tag, k_tile, tile_m, tile_n, row_bound, row_axis};
-  const detail::Probe pb{site_b, Kind::OperandB, tag, k_tile, tile_m, tile_n, row_bound, row_axis};
+  const detail::Probe pa{site_a.id, Kind::OperandA, tag, k_tile, tile_m, tile_n, row_bound,
+                        row_axis, site_a.fold};
+  const detail::Probe pb{site_b.id, Kind::OperandB, tag, k_tile, tile_m, tile_n, row_bound,
+                        row_axis, site_b.fold};
   if constexpr (screen) {
     // A screen folds both in one go; a warp that saw a NaN or an Inf in either goes
     // on below, through each operand's own probe.
+    if (row_bound == all_rows && pa.fold != nullptr && pb.fold != nullptr) {
+      detail::fold_fragment<na>(pa, both, detail::quick_fragment<na>(value_a), value_a);
+      detail::fold_fragment<nb>(pb, both, detail::quick_fragment<nb>(value_b), value_b);
+      return;
+    }
     if (row_bound == all_rows) {
       const unsigned lanes = static_cast<unsigned>(__popc(both.mask));
       if (detail::screened_pair(both, pa, pb, detail::quick_fragment<na>(value_a),
@@ -2148,7 +2371,7 @@ __device__ __forceinline__ void tile_context(uint32_t site, uint32_t tag, int ti
   const detail::Totals none{0u, detail::order_key(__int_as_float(0x7f800000)),
                             detail::order_key(__int_as_float(0xff800000)), 0u, 0u, 0u, 0u};
   detail::write(slot, none, 0u,
-                detail::Probe{site, Kind::TileContext, tag, -1, tile_m, tile_n, all_rows, Axis::M});
+                detail::Probe{site, Kind::TileContext, tag, -1, tile_m, tile_n, all_rows, Axis::M, nullptr});
 #else
   (void)site, (void)tag, (void)tile_m, (void)tile_n;
 #endif
@@ -2197,7 +2420,7 @@ struct has_static_size<
 // records nothing (and still compiles). This is the call kwb-instrument emits, since
 // it sees names, not types.
 template <class X, class CoordFn = NoCoord>
-__device__ __forceinline__ void probe(uint32_t site, Kind kind, uint32_t tag, int k_tile,
+__device__ __forceinline__ void probe(SiteArg site, Kind kind, uint32_t tag, int k_tile,
                                       int tile_m, int tile_n, const X& x,
                                       int row_bound = all_rows, Axis row_axis = Axis::M,
                                       CoordFn coord = CoordFn{}) {
@@ -2225,13 +2448,13 @@ __device__ __forceinline__ void probe(uint32_t site, Kind kind, uint32_t tag, in
 // A shared tile read through value(i), i in [0, count), e.g. a swizzled CuTe smem
 // tensor: [&](int i) { return sB(i); }. Call it from one warp.
 template <class ValueFn, class CoordFn = NoCoord>
-__device__ __forceinline__ void probe_tile_fn(uint32_t site, Kind kind, uint32_t tag,
+__device__ __forceinline__ void probe_tile_fn(SiteArg site, Kind kind, uint32_t tag,
                                               int k_tile, int tile_m, int tile_n, int count,
                                               ValueFn value, int row_bound = all_rows,
                                               Axis row_axis = Axis::M,
                                               CoordFn coord = CoordFn{}) {
 #ifdef KWB_TRACE
-  detail::strided(detail::Probe{site, kind, tag, k_tile, tile_m, tile_n, row_bound, row_axis},
+  detail::strided(detail::Probe{site.id, kind, tag, k_tile, tile_m, tile_n, row_bound, row_axis, site.fold},
                   count, value, coord);
 #else
   (void)site, (void)kind, (void)tag, (void)k_tile, (void)tile_m, (void)tile_n;
@@ -2304,7 +2527,7 @@ __device__ __forceinline__ void tmem_ld1(uint32_t taddr, uint32_t* r) {
 // with every thread of the warp, as that load needs. A no-op where the target has no
 // tensor memory (sm_90a and older) or without KWB_TRACE.
 template <int N>
-__device__ __forceinline__ void probe_tmem(uint32_t site, Kind kind, uint32_t tag, int k_tile,
+__device__ __forceinline__ void probe_tmem(SiteArg site, Kind kind, uint32_t tag, int k_tile,
                                            int tile_m, int tile_n, uint32_t taddr,
                                            int row_bound = all_rows, Axis row_axis = Axis::M) {
   static_assert(N >= 1 && N <= 128, "a tcgen05.ld 32x32b load reads 1 to 128 columns");
@@ -2316,7 +2539,7 @@ __device__ __forceinline__ void probe_tmem(uint32_t site, Kind kind, uint32_t ta
   for (int c = N - N % 8; c < N; ++c) detail::tmem_ld1(taddr + c, r + c);
   asm volatile("tcgen05.wait::ld.sync.aligned;\n" ::: "memory");
   detail::fragment<N>(
-      detail::Probe{site, kind, tag, k_tile, tile_m, tile_n, row_bound, row_axis},
+      detail::Probe{site.id, kind, tag, k_tile, tile_m, tile_n, row_bound, row_axis, site.fold},
       [&](int i) { return __uint_as_float(r[i]); }, Tmem32x32b{taddr});
 #else
   (void)site, (void)kind, (void)tag, (void)k_tile, (void)tile_m, (void)tile_n, (void)taddr;

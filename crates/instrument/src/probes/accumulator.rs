@@ -175,11 +175,12 @@ pub(crate) fn probe(
         };
         if want.per_k_tile {
             let id = em.next_id();
+            let site_arg = em.site(id, "Accumulator");
             em.gate_before(
                 body.end_byte() - 1,
                 gate,
                 &format!(
-                    "{wait}kwb::probe({id}, kwb::Kind::Accumulator, 0x{tag:08x}u, {k_tile}, {TILE}, {acc}{coords});{bump}"
+                    "{wait}kwb::probe({site_arg}, kwb::Kind::Accumulator, 0x{tag:08x}u, {k_tile}, {TILE}, {acc}{coords});{bump}"
                 ),
             );
             em.record(ProbeInfo {
@@ -234,11 +235,12 @@ pub(crate) fn probe(
             ),
         };
         let id = em.next_id();
+        let site_arg = em.site(id, "Accumulator");
         em.gate_after(
             after,
             gate,
             &format!(
-                "{wait}kwb::probe({id}, kwb::Kind::Accumulator, 0x{tag:08x}u, -1, {TILE}, {probed}{probed_coords});"
+                "{wait}kwb::probe({site_arg}, kwb::Kind::Accumulator, 0x{tag:08x}u, -1, {TILE}, {probed}{probed_coords});"
             ),
         );
         em.record(ProbeInfo {

@@ -64,6 +64,7 @@ pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str) {
         };
         done.push(statement.id());
         let id = em.next_id();
+        let site = em.site(id, "Epilogue");
         let line = node.start_position().row + 1;
         let text = parsed.source[node.byte_range()].trim().to_owned();
         match store {
@@ -87,7 +88,7 @@ pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str) {
                         declaration_point(parsed, statement),
                         gate,
                         &format!(
-                            "const float kwb_v[] = {{{}}}; kwb::probe_array({id}, kwb::Kind::Epilogue, 0x{tag:08x}u, -1, {TILE}, kwb_v);",
+                            "const float kwb_v[] = {{{}}}; kwb::probe_array({site}, kwb::Kind::Epilogue, 0x{tag:08x}u, -1, {TILE}, kwb_v);",
                             list.join(", ")
                         ),
                         ProbeInfo {
@@ -112,7 +113,7 @@ pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str) {
                     statement.end_byte(),
                     gate,
                     &format!(
-                        "kwb::probe_value({id}, kwb::Kind::Epilogue, 0x{tag:08x}u, -1, {TILE}, {destination});"
+                        "kwb::probe_value({site}, kwb::Kind::Epilogue, 0x{tag:08x}u, -1, {TILE}, {destination});"
                     ),
                 );
                 em.record(ProbeInfo {
@@ -134,7 +135,7 @@ pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str) {
                     statement.end_byte(),
                     gate,
                     &format!(
-                        "kwb::probe({id}, kwb::Kind::Epilogue, 0x{tag:08x}u, -1, {TILE}, {destination}{coords});"
+                        "kwb::probe({site}, kwb::Kind::Epilogue, 0x{tag:08x}u, -1, {TILE}, {destination}{coords});"
                     ),
                 );
                 em.record(ProbeInfo {

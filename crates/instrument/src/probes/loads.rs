@@ -41,6 +41,7 @@ pub(crate) fn probe(em: &mut Emitter<'_>, map: &KernelMap, gate: Option<&str>, e
             }
         };
         let id = em.next_id();
+        let site = em.site(id, "Load");
         let (setup, array) = match common_array(&outputs) {
             Some(name) => (String::new(), name),
             None => (
@@ -52,7 +53,7 @@ pub(crate) fn probe(em: &mut Emitter<'_>, map: &KernelMap, gate: Option<&str>, e
             statement.end_byte(),
             &gate_text,
             &format!(
-                "{setup}kwb::probe_as<{element}>({id}, kwb::Kind::Load, 0x{tag:08x}u, -1, {TILE}, {array});"
+                "{setup}kwb::probe_as<{element}>({site}, kwb::Kind::Load, 0x{tag:08x}u, -1, {TILE}, {array});"
             ),
         );
         em.record(ProbeInfo {

@@ -293,11 +293,11 @@ fn emit(
                 }
                 _ => String::new(),
             };
+            let site_a = em.site(id, "OperandA");
+            let site_b = em.site(id + 1, "OperandB");
             let call = format!(
-                "kwb::probe_as_pair<{element}>({id}, {}, 0x{tag:08x}u, {k_tile}, {TILE}, {}, {}{args});",
-                id + 1,
-                a.name,
-                b.name
+                "kwb::probe_as_pair<{element}>({site_a}, {site_b}, 0x{tag:08x}u, {k_tile}, {TILE}, {}, {}{args});",
+                a.name, b.name
             );
             em.probe_pair(a.at, gate, &call, [info(id, a), info(id + 1, b)]);
             continue;
@@ -308,17 +308,18 @@ fn emit(
             "OperandB"
         };
         let name = &a.name;
+        let site = em.site(id, kind);
         let call = match &a.form {
             Form::Packed(parts) => {
                 let args = parts.as_ref().map_or(String::new(), |(bound, coord)| {
                     format!(", {bound}, kwb::Axis::M, {coord}")
                 });
                 format!(
-                    "kwb::probe_as<{element}>({id}, kwb::Kind::{kind}, 0x{tag:08x}u, {k_tile}, {TILE}, {name}{args});"
+                    "kwb::probe_as<{element}>({site}, kwb::Kind::{kind}, 0x{tag:08x}u, {k_tile}, {TILE}, {name}{args});"
                 )
             }
             Form::Cute(args) => format!(
-                "kwb::probe({id}, kwb::Kind::{kind}, 0x{tag:08x}u, {k_tile}, {TILE}, {name}{args});"
+                "kwb::probe({site}, kwb::Kind::{kind}, 0x{tag:08x}u, {k_tile}, {TILE}, {name}{args});"
             ),
         };
         em.probe(a.at, gate, &call, info(id, a));

@@ -101,6 +101,7 @@ pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str, counters:
                 .find(|(range, _)| contains(range, &statement.byte_range()))
                 .map_or("-1".to_owned(), |(_, c)| c.clone());
             let id = em.next_id();
+            let site = em.site(id, kind);
             let (body, what) = if view {
                 let Some((tile, stage)) = partitioned
                     .and_then(|p| {
@@ -119,7 +120,7 @@ pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str, counters:
                 let axis = if letter == 'A' { "M" } else { "N" };
                 (
                     format!(
-                        "if (kwb::admits({k_tile}) && kwb::warp_id() % 4 == 0) {{ auto kwb_s = {tile}(cute::_, cute::_, {stage}); kwb::probe_tile_fn({id}, kwb::Kind::{kind}, 0x{tag:08x}u, {k_tile}, {TILE}, static_cast<int>(cute::size(kwb_s)), [&](int kwb_i) {{ return kwb_s(kwb_i); }}, kwb::all_rows, kwb::Axis::{axis}, kwb::tensor_coords<kwb::Axis::{axis}, kwb::Axis::K>(cute::make_identity_tensor(cute::make_shape(cute::size<0>(kwb_s), cute::size<1>(kwb_s))))); }}"
+                        "if (kwb::admits({k_tile}) && kwb::warp_id() % 4 == 0) {{ auto kwb_s = {tile}(cute::_, cute::_, {stage}); kwb::probe_tile_fn({site}, kwb::Kind::{kind}, 0x{tag:08x}u, {k_tile}, {TILE}, static_cast<int>(cute::size(kwb_s)), [&](int kwb_i) {{ return kwb_s(kwb_i); }}, kwb::all_rows, kwb::Axis::{axis}, kwb::tensor_coords<kwb::Axis::{axis}, kwb::Axis::K>(cute::make_identity_tensor(cute::make_shape(cute::size<0>(kwb_s), cute::size<1>(kwb_s))))); }}"
                     ),
                     format!(
                         "operand {letter}: stage `{stage}` of the shared tensor `{tile}` the MMA at line {} reads through `{name}` (logical order with (row, k) coordinates, warp 0 of each warpgroup)",
@@ -130,7 +131,7 @@ pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str, counters:
                 let element = format!("std::remove_all_extents_t<decltype({name})>");
                 (
                     format!(
-                        "if (kwb::admits({k_tile}) && kwb::warp_id() == 0) {{ kwb::probe_tile({id}, kwb::Kind::{kind}, 0x{tag:08x}u, {k_tile}, {TILE}, reinterpret_cast<const {element}*>(&{name}), static_cast<int>(sizeof({name}) / sizeof({element}))); }}"
+                        "if (kwb::admits({k_tile}) && kwb::warp_id() == 0) {{ kwb::probe_tile({site}, kwb::Kind::{kind}, 0x{tag:08x}u, {k_tile}, {TILE}, reinterpret_cast<const {element}*>(&{name}), static_cast<int>(sizeof({name}) / sizeof({element}))); }}"
                     ),
                     format!(
                         "operand {letter}: the shared array `{name}` the MMA at line {} reads (whole array, memory order, warp 0)",
@@ -153,7 +154,7 @@ pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str, counters:
                 };
                 (
                     format!(
-                        "if (kwb::admits({k_tile})) {{ const long long kwb_e = static_cast<long long>(({array}) + ({index}) * ({stride}) + ({stride}) - ({name})); const int kwb_n = static_cast<int>(kwb_e < 0 ? 0 : kwb_e > ({stride}) ? ({stride}) : kwb_e); const int kwb_q = (kwb_n + 3) / 4; const int kwb_b = (kwb::warp_id() % 4) * kwb_q; kwb::probe_tile({id}, kwb::Kind::{kind}, 0x{tag:08x}u, {k_tile}, {TILE}, {name} + kwb_b, kwb_n - kwb_b < kwb_q ? (kwb_n > kwb_b ? kwb_n - kwb_b : 0) : kwb_q); }}"
+                        "if (kwb::admits({k_tile})) {{ const long long kwb_e = static_cast<long long>(({array}) + ({index}) * ({stride}) + ({stride}) - ({name})); const int kwb_n = static_cast<int>(kwb_e < 0 ? 0 : kwb_e > ({stride}) ? ({stride}) : kwb_e); const int kwb_q = (kwb_n + 3) / 4; const int kwb_b = (kwb::warp_id() % 4) * kwb_q; kwb::probe_tile({site}, kwb::Kind::{kind}, 0x{tag:08x}u, {k_tile}, {TILE}, {name} + kwb_b, kwb_n - kwb_b < kwb_q ? (kwb_n > kwb_b ? kwb_n - kwb_b : 0) : kwb_q); }}"
                     ),
                     format!(
                         "operand {letter}: the shared tile `{name}` the MMA at line {} reads (stage of {stride} elements, memory order)",

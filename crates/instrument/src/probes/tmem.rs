@@ -50,9 +50,10 @@ pub(crate) fn probe(em: &mut Emitter<'_>, map: &KernelMap, gate: Option<&str>) {
             }
         };
         let id = em.next_id();
+        let site = em.site(id, "Accumulator");
         let line = load.statement.start_position().row + 1;
         let call = format!(
-            "kwb::probe_tmem<{}>({id}, kwb::Kind::Accumulator, 0x{tag:08x}u, -1, {TILE}, ({}));",
+            "kwb::probe_tmem<{}>({site}, kwb::Kind::Accumulator, 0x{tag:08x}u, -1, {TILE}, ({}));",
             load.columns, load.address
         );
         em.probe(
