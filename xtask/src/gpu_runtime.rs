@@ -418,7 +418,7 @@ struct Build {
     summary: bool,
 }
 
-const BUILDS: [Build; 10] = [
+const BUILDS: [Build; 11] = [
     Build {
         name: "default buffer",
         defines: &[],
