@@ -59,6 +59,24 @@ impl<'p> Emitter<'p> {
         self.id_base + self.probes.len() as u32
     }
 
+    /// In a screen build, has `kernel` hold the folds of `helper`, which it calls for
+    /// its MMA in the statements at `calls` (see [`crate::folds`]); elsewhere nothing.
+    pub fn thread_folds(
+        &mut self,
+        kernel: std::ops::Range<usize>,
+        helper: std::ops::Range<usize>,
+        calls: &[std::ops::Range<usize>],
+        helper_name: &str,
+    ) {
+        if let Some(folds) = &mut self.folds {
+            if let Some(thread) =
+                crate::folds::thread_of(self.parsed, kernel, helper, calls, helper_name)
+            {
+                folds.thread(thread);
+            }
+        }
+    }
+
     /// Inserts `body` gated on `gate` at byte `at` and records the probe.
     /// `body` may use `{id}`-free text: the caller formats the id in. Its
     /// [`crate::tile::TILE`] becomes the tile origin in scope at `at`.

@@ -5,10 +5,19 @@
 //! returns. Every other build passes the bare site id and declares nothing, so its
 //! text is what it was before folds existed.
 //!
+//! A helper the kernel calls for its MMA (`mma_k_tile`) would fold once per call, a
+//! reduction over the warp and a few atomics every K tile. So its folds are threaded:
+//! the kernel declares them, each call in the kernel passes their addresses through
+//! trailing parameters the helper gains (`kwb::Fold* kwb_in_2 = nullptr`), and in the
+//! helper `kwb_fold_2` names the kernel's fold, or the helper's own (`kwb_own_2`) where
+//! a call passes none (another caller). Only the kernel's folds then reach the table,
+//! once per warp.
+//!
 //! Invariants: a fold is declared once, in the innermost function or lambda body
 //! around its probe, before any statement of it (right after the body's `{`), so it is
 //! in scope at the probe and lives until the function returns; the declaration is the
-//! kwb text at that point, so no probe goes before it.
+//! kwb text at that point, so no probe goes before it. A threaded helper's parameters
+//! have defaults, so a call kwb does not edit still compiles.
 
 use kwb_syntax::Parsed;
 
@@ -19,6 +28,23 @@ pub(crate) struct Folds {
     kinds: Vec<(u32, &'static str)>,
     /// (the byte after the body's `{`, site id) of each declared fold.
     declared: Vec<(usize, u32)>,
+    /// Helpers whose folds their caller, a kernel, holds.
+    threaded: Vec<Thread>,
+}
+
+/// A helper's folds held by the kernel that calls it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Thread {
+    /// The byte after the `{` of the helper's body (where its folds are declared).
+    pub helper_body: usize,
+    /// The byte of the `)` closing the helper's parameter list, and whether it has
+    /// parameters before it.
+    pub params_end: (usize, bool),
+    /// The byte after the `{` of the kernel's body.
+    pub kernel_body: usize,
+    /// The byte of the `)` closing each of the kernel's calls of the helper, and
+    /// whether the call has arguments before it.
+    pub calls: Vec<(usize, bool)>,
 }
 
 impl Folds {
@@ -48,34 +74,108 @@ impl Folds {
         }
     }
 
-    /// The declarations, one text per function body: (insertion point, text).
+    /// Has the kernel hold the folds of a helper it calls (see the module's text).
+    pub fn thread(&mut self, thread: Thread) {
+        if !self.threaded.contains(&thread) {
+            self.threaded.push(thread);
+        }
+    }
+
+    /// The insertions: each function body's fold declarations, and for each threaded
+    /// helper its parameters and the arguments of the kernel's calls. (point, text).
     pub fn declarations(&self, tag: u32) -> Vec<(usize, String)> {
+        let decl = |local: &str, id: u32| {
+            let kind = self
+                .kinds
+                .iter()
+                .find(|(i, _)| *i == id)
+                .map_or("Accumulator", |(_, k)| k);
+            format!(
+                "[[maybe_unused]] kwb::Fold {local}{{{id}u, kwb::Kind::{kind}, 0x{tag:08x}u}}; "
+            )
+        };
+        let ids_at = |point: usize| -> Vec<u32> {
+            self.declared
+                .iter()
+                .filter(|(p, _)| *p == point)
+                .map(|(_, id)| *id)
+                .collect()
+        };
+        // What each body declares: its own folds, or for a threaded helper a reference
+        // to the caller's (or its own); and a kernel also the folds of its helpers.
+        let mut bodies: Vec<(usize, String)> = Vec::new();
+        let add = |point: usize, text: String, bodies: &mut Vec<(usize, String)>| match bodies
+            .iter_mut()
+            .find(|(p, _)| *p == point)
+        {
+            Some((_, t)) => t.push_str(&text),
+            None => bodies.push((point, text)),
+        };
         let mut points: Vec<usize> = self.declared.iter().map(|(p, _)| *p).collect();
         points.sort_unstable();
         points.dedup();
-        points
-            .into_iter()
-            .map(|point| {
-                let text: String = self
+        for point in points {
+            let threaded = self.threaded.iter().any(|t| t.helper_body == point);
+            for id in ids_at(point) {
+                let text = if threaded {
+                    let own = format!("kwb_own_{id}");
+                    format!(
+                        "{}[[maybe_unused]] kwb::Fold& {} = {} != nullptr ? *{} : {own}; ",
+                        decl(&own, id),
+                        name(id),
+                        input(id),
+                        input(id)
+                    )
+                } else {
+                    decl(&name(id), id)
+                };
+                add(point, text, &mut bodies);
+            }
+        }
+        let mut out = Vec::new();
+        let mut helpers_done: Vec<usize> = Vec::new();
+        for t in &self.threaded {
+            let ids = ids_at(t.helper_body);
+            if ids.is_empty() {
+                continue;
+            }
+            for id in &ids {
+                if !self
                     .declared
                     .iter()
-                    .filter(|(p, _)| *p == point)
-                    .map(|(_, id)| {
-                        let kind = self
-                            .kinds
-                            .iter()
-                            .find(|(i, _)| i == id)
-                            .map_or("Accumulator", |(_, k)| k);
-                        format!(
-                            "[[maybe_unused]] kwb::Fold {}{{{id}u, kwb::Kind::{kind}, 0x{tag:08x}u}}; ",
-                            name(*id)
-                        )
-                    })
+                    .any(|(p, i)| *p == t.kernel_body && i == id)
+                {
+                    add(t.kernel_body, decl(&name(*id), *id), &mut bodies);
+                }
+            }
+            if !helpers_done.contains(&t.helper_body) {
+                helpers_done.push(t.helper_body);
+                let (at, has) = t.params_end;
+                let params: Vec<String> = ids
+                    .iter()
+                    .map(|id| format!("kwb::Fold* {} = nullptr", input(*id)))
                     .collect();
-                (point, text)
-            })
-            .collect()
+                out.push((
+                    at,
+                    format!("{}{}", if has { ", " } else { "" }, params.join(", ")),
+                ));
+            }
+            for &(at, has) in &t.calls {
+                let args: Vec<String> = ids.iter().map(|id| format!("&{}", name(*id))).collect();
+                out.push((
+                    at,
+                    format!("{}{}", if has { ", " } else { "" }, args.join(", ")),
+                ));
+            }
+        }
+        bodies.extend(out);
+        bodies
     }
+}
+
+/// The parameter a threaded helper takes site `id`'s fold through.
+fn input(id: u32) -> String {
+    format!("kwb_in_{id}")
 }
 
 /// The local a site's fold is held in.
@@ -92,6 +192,96 @@ fn named(text: &str) -> impl Iterator<Item = u32> + '_ {
             .collect();
         digits.parse().ok()
     })
+}
+
+/// The threading of `helper`'s folds through the calls of it in `kernel` (byte ranges
+/// of the two definitions and of the kernel's statements that call the helper, named
+/// `helper_name`); `None` where the syntax does not show a parameter list, a body or a
+/// call's argument list.
+pub(crate) fn thread_of(
+    parsed: &Parsed,
+    kernel: std::ops::Range<usize>,
+    helper: std::ops::Range<usize>,
+    calls: &[std::ops::Range<usize>],
+    helper_name: &str,
+) -> Option<Thread> {
+    let helper_fn = definition(parsed, &helper)?;
+    let kernel_fn = definition(parsed, &kernel)?;
+    let params = first_of(
+        helper_fn.child_by_field_name("declarator")?,
+        "function_declarator",
+    )?
+    .child_by_field_name("parameters")?;
+    let has_params = params.named_child_count() > 0
+        && parsed.masked[params.byte_range()].trim_matches(['(', ')', ' ']) != "void";
+    let short = helper_name.rsplit("::").next().unwrap_or(helper_name);
+    let mut found = Vec::new();
+    for range in calls {
+        let node = parsed
+            .tree
+            .root_node()
+            .descendant_for_byte_range(range.start, range.end)?;
+        let Some(call) = call_of(parsed, node, short) else {
+            continue;
+        };
+        let args = call.child_by_field_name("arguments")?;
+        found.push((args.end_byte() - 1, args.named_child_count() > 0));
+    }
+    if found.is_empty() {
+        return None;
+    }
+    Some(Thread {
+        helper_body: helper_fn.child_by_field_name("body")?.start_byte() + 1,
+        params_end: (params.end_byte() - 1, has_params),
+        kernel_body: kernel_fn.child_by_field_name("body")?.start_byte() + 1,
+        calls: found,
+    })
+}
+
+/// The function definition that spans `range`.
+fn definition<'t>(
+    parsed: &'t Parsed,
+    range: &std::ops::Range<usize>,
+) -> Option<tree_sitter::Node<'t>> {
+    let mut node = parsed
+        .tree
+        .root_node()
+        .descendant_for_byte_range(range.start, range.end)?;
+    loop {
+        if node.kind() == "function_definition" {
+            return Some(node);
+        }
+        node = node.parent()?;
+    }
+}
+
+/// `node` or its first descendant (pre-order) of `kind`.
+fn first_of<'t>(node: tree_sitter::Node<'t>, kind: &str) -> Option<tree_sitter::Node<'t>> {
+    if node.kind() == kind {
+        return Some(node);
+    }
+    let mut cursor = node.walk();
+    let children: Vec<_> = node.named_children(&mut cursor).collect();
+    children.into_iter().find_map(|c| first_of(c, kind))
+}
+
+/// The call of `name` (with or without template arguments) at or inside `node`.
+fn call_of<'t>(
+    parsed: &Parsed,
+    node: tree_sitter::Node<'t>,
+    name: &str,
+) -> Option<tree_sitter::Node<'t>> {
+    if node.kind() == "call_expression" {
+        let callee = node.child_by_field_name("function")?;
+        let text = &parsed.masked[callee.byte_range()];
+        let base = text.split('<').next().unwrap_or(text).trim();
+        if base.rsplit("::").next() == Some(name) {
+            return Some(node);
+        }
+    }
+    let mut cursor = node.walk();
+    let children: Vec<_> = node.named_children(&mut cursor).collect();
+    children.into_iter().find_map(|c| call_of(parsed, c, name))
 }
 
 /// The byte after the `{` of the innermost function or lambda body around byte `at`.

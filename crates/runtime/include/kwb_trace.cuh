@@ -525,7 +525,10 @@ struct SiteInfo {
 
 // A screen's running fold of one site's calls, held in each lane's registers: what the
 // lane saw (its largest finite |v|, the values it counted and the ones the row filter
-// left out) and the calls it led. kwb-instrument --screen declares one per site at the
+// left out). It does not count the calls: a counter a site costs a register for the
+// whole function, and a kernel whose occupancy sits at a register boundary loses a
+// CTA an SM for it (tma_wgmma_sm90's every-kind screen: 85 registers with call counts,
+// 80 without, and 2 CTAs an SM need at most 80). kwb-instrument --screen declares one per site at the
 // top of the function body that holds the site's probe and passes it with the site id
 // (`kwb::probe(kwb::SiteArg{3u, kwb_fold_3}, ...)`); a call then adds into registers,
 // with no reduction over the warp and no memory operation, and the fold goes into the
@@ -543,14 +546,17 @@ struct Fold {
                            // order as their bits)
   unsigned values = 0u;    // values counted
   unsigned filtered = 0u;  // values looked at and left out by the row filter
-  unsigned calls = 0u;     // calls this lane led (the lowest active lane of each)
-  __device__ ~Fold();
+  // Folds what the lanes hold into the warp's cell and starts again from nothing (the
+  // destructor's work, which a hand-written probe may also do earlier).
+  __device__ void flush();
+  __device__ ~Fold() { flush(); }
 };
 #else
 struct Fold {
   uint32_t site;
   Kind kind;
   uint32_t tag;
+  void flush();  // declared only: every call is behind `if constexpr (kwb::screen)`
 };
 #endif
 
@@ -1621,20 +1627,12 @@ __device__ __forceinline__ void poisoned_fragment(const Probe& p, ValueFn&& valu
   summarize(slot, totals(claimed.mask, s), p);
 }
 
-// A call into p's fold, counted by the lane that leads it.
-__device__ __forceinline__ void fold_call(const Probe& p, bool leads) {
-  p.fold->calls += leads ? 1u : 0u;
-}
-
-// A screen's call with a fold (p.fold, kwb::Fold): the call is counted by the lane that
-// leads it (the lowest active lane), and the lane's quick tally `all` of its `n` values
-// goes into the fold's registers. False when one of the lane's values was NaN or Inf:
+// A screen's call with a fold (p.fold, kwb::Fold): the lane's quick tally `all` of its
+// `n` values goes into the fold's registers. False when one of the lane's values was NaN or Inf:
 // the caller then counts the lane's values exactly, through fold_exact(). Nothing here
 // reduces over the warp or touches memory.
-__device__ __forceinline__ bool fold_quick(const Probe& p, const Claim& c, const Quick& all,
-                                           unsigned n) {
+__device__ __forceinline__ bool fold_quick(const Probe& p, const Quick& all, unsigned n) {
   Fold& f = *p.fold;
-  f.calls += c.lane == __ffs(c.mask) - 1 ? 1u : 0u;
   const unsigned h = __float_as_uint(all.hi);
   if (h >= 0x7f800000u) return false;
   f.peak = f.peak > h ? f.peak : h;
@@ -1700,9 +1698,9 @@ __device__ __forceinline__ Stats lane_exact(ValueFn&& value) {
 // A lane's quick tally `all` of its N values value(0..N) into p's fold, and the values
 // again, exactly, when one was NaN or Inf.
 template <int N, class ValueFn>
-__device__ __forceinline__ void fold_fragment(const Probe& p, const Claim& c, const Quick& all,
+__device__ __forceinline__ void fold_fragment(const Probe& p, const Quick& all,
                                               ValueFn&& value) {
-  if (!fold_quick(p, c, all, static_cast<unsigned>(N))) fold_exact(p, lane_exact<N>(value));
+  if (!fold_quick(p, all, static_cast<unsigned>(N))) fold_exact(p, lane_exact<N>(value));
 }
 #else
 // Not a screen: never called (every call is behind `if constexpr (screen)`).
@@ -1717,14 +1715,10 @@ __device__ __forceinline__ bool screened_pair(const Claim&, const Probe&, const 
 template <int N, class ValueFn>
 __device__ __forceinline__ void poisoned_fragment(const Probe&, ValueFn&&, const Claim&,
                                                   unsigned) {}
-__device__ __forceinline__ void fold_call(const Probe&, bool) {}
-__device__ __forceinline__ bool fold_quick(const Probe&, const Claim&, const Quick&, unsigned) {
-  return true;
-}
+__device__ __forceinline__ bool fold_quick(const Probe&, const Quick&, unsigned) { return true; }
 __device__ __forceinline__ void fold_exact(const Probe&, const Stats&) {}
 template <int N, class ValueFn>
-__device__ __forceinline__ void fold_fragment(const Probe&, const Claim&, const Quick&,
-                                              ValueFn&&) {}
+__device__ __forceinline__ void fold_fragment(const Probe&, const Quick&, ValueFn&&) {}
 #endif
 
 // Whether poisoned_fragment takes N values of T: trivially copyable, in whole words.
@@ -1847,7 +1841,7 @@ __device__ __forceinline__ void fragment_claimed(const Probe& p, ValueFn&& value
     const Quick all = quick_fragment<N>(value);
     if constexpr (screen) {
       if (p.fold != nullptr) {
-        fold_fragment<N>(p, claimed, all, value);
+        fold_fragment<N>(p, all, value);
         return;
       }
       if (screened(claimed, offset, p, all, static_cast<unsigned>(N) * __popc(mask))) return;
@@ -1870,7 +1864,6 @@ __device__ __forceinline__ void fragment_claimed(const Probe& p, ValueFn&& value
   if constexpr (screen) {
     if (p.fold != nullptr) {
       // A row-filtered call: the lane's exact statistics into its fold.
-      fold_call(p, claimed.lane == __ffs(mask) - 1);
       fold_exact(p, s);
       return;
     }
@@ -2018,7 +2011,7 @@ __device__ __forceinline__ void strided(const Probe& p, int count, ValueFn&& val
     all = merged(q);
     if constexpr (screen) {
       if (p.fold != nullptr) {
-        if (!fold_quick(p, claimed, all, mine)) {
+        if (!fold_quick(p, all, mine)) {
           // The lane's own values again, exactly.
           Stats s = fresh_stats();
 #pragma unroll 1
@@ -2038,7 +2031,6 @@ __device__ __forceinline__ void strided(const Probe& p, int count, ValueFn&& val
   if constexpr (screen) {
     if (p.fold != nullptr) {
       // A row-filtered call: the lane's exact statistics into its fold.
-      fold_call(p, slot.lane == slot.leader);
       strided_full(s, slot, p, count, value, coord);
       fold_exact(p, s);
       return;
@@ -2110,7 +2102,7 @@ __device__ __forceinline__ void packed_tile(const Probe& p, const T* tile, int c
   const Quick all = q;
   if constexpr (screen) {
     if (p.fold != nullptr) {
-      if (!fold_quick(p, claimed, all, 8u * read)) {
+      if (!fold_quick(p, all, 8u * read)) {
         // The lane's own chunks again, value by value, exactly.
         Stats s = fresh_stats();
 #pragma unroll 1
@@ -2156,11 +2148,12 @@ __device__ __forceinline__ bool packs(const T* tile, int count, int row_bound) {
 #ifdef KWB_TRACE_SCREEN
 // A fold goes into the warp's cell of its site once, when its scope ends (the function
 // that declared it returns): the lanes that saw anything reduce their registers over
-// the warp and summarize() adds them, with the calls they led, as one call's totals
-// would be. A lane that saw nothing (a producer warp, an instantiation the gate leaves
-// out, where the compiler knows it) does nothing.
-__device__ __forceinline__ Fold::~Fold() {
-  if ((calls | values | filtered) == 0u) return;
+// the warp and summarize() adds them as one call's totals would be, with no call
+// counted (the cell's calls stay 0: the reader shows them as not counted). A lane that
+// saw nothing (a producer warp, an instantiation the gate leaves out, where the
+// compiler knows it) does nothing.
+__device__ __forceinline__ void Fold::flush() {
+  if ((values | filtered) == 0u) return;
   const unsigned mask = __activemask();
   detail::Slot slot;
   slot.record = nullptr;
@@ -2172,8 +2165,8 @@ __device__ __forceinline__ Fold::~Fold() {
   const unsigned seen = counted + detail::warp_sum(mask, filtered);
   detail::summarize(slot,
                     detail::Totals{detail::warp_max(mask, peak), 0u, 0u, seen, counted, 0u, 0u},
-                    detail::Probe{site, kind, tag, -1, -1, -1, all_rows, Axis::M, nullptr},
-                    detail::warp_sum(mask, calls));
+                    detail::Probe{site, kind, tag, -1, -1, -1, all_rows, Axis::M, nullptr}, 0u);
+  peak = values = filtered = 0u;
 }
 #endif
 
@@ -2327,8 +2320,8 @@ __device__ __forceinline__ void probe_as_pair(SiteArg site_a, SiteArg site_b, ui
     // A screen folds both in one go; a warp that saw a NaN or an Inf in either goes
     // on below, through each operand's own probe.
     if (row_bound == all_rows && pa.fold != nullptr && pb.fold != nullptr) {
-      detail::fold_fragment<na>(pa, both, detail::quick_fragment<na>(value_a), value_a);
-      detail::fold_fragment<nb>(pb, both, detail::quick_fragment<nb>(value_b), value_b);
+      detail::fold_fragment<na>(pa, detail::quick_fragment<na>(value_a), value_a);
+      detail::fold_fragment<nb>(pb, detail::quick_fragment<nb>(value_b), value_b);
       return;
     }
     if (row_bound == all_rows) {

@@ -99,7 +99,9 @@ struct SummaryRow {
     k_tile: i32,
     /// True for the table's last row, which also holds every later K tile.
     later_k_tiles: bool,
-    /// Probe calls folded in (one per warp and call).
+    /// Probe calls folded in (one per warp and call); 0 with values in the row: the
+    /// calls were folded in the warps' registers (a screen's `kwb::Fold`), which count
+    /// values, not calls.
     probes: u64,
     count: u64,
     absmax: f32,
@@ -452,6 +454,21 @@ fn summary_table(out: &mut impl Write, summary: &Summary) -> std::io::Result<()>
     )?;
     let cta =
         |c: Option<[u32; 3]>| c.map_or("-".to_owned(), |[x, y, z]| format!("({x}, {y}, {z})"));
+    // A screen's folds (kwb-instrument --screen) count values, not calls: a row with
+    // values and no calls was folded in the warps' registers.
+    let calls = |r: &SummaryRow| {
+        if r.probes == 0 && (r.count > 0 || r.nan > 0 || r.inf > 0) {
+            "-".to_owned()
+        } else {
+            r.probes.to_string()
+        }
+    };
+    if summary.rows.iter().any(|r| calls(r) == "-") {
+        writeln!(
+            out,
+            "calls `-`: folded in the warps' registers (a screen's folds count values, not calls)"
+        )?;
+    }
     for r in &summary.rows {
         // A summary cannot number the calls of a probe outside a counted K loop (an
         // operand read in a device helper): its row folds every one of them.
@@ -472,7 +489,7 @@ fn summary_table(out: &mut impl Write, summary: &Summary) -> std::io::Result<()>
             r.line.map_or("-".to_owned(), |l| l.to_string()),
             r.kind,
             k,
-            r.probes,
+            calls(r),
             r.count,
             r.absmax,
             r.nan,

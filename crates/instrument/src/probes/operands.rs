@@ -29,6 +29,7 @@ pub(crate) fn probe(
     done: &mut Vec<usize>,
 ) {
     in_function(em, kernel, gate.unwrap_or("true"), rows, counters);
+    let direct: Vec<usize> = helpers(map, kernel).iter().map(|h| h.range.start).collect();
     let mut pending: Vec<&Kernel> = helpers(map, kernel);
     while let Some(helper) = pending.pop() {
         if done.contains(&helper.range.start) {
@@ -49,6 +50,29 @@ pub(crate) fn probe(
             }
         };
         in_function(em, helper, helper_gate, rows, &[]);
+        if direct.contains(&helper.range.start) {
+            // The kernel's statements that call this helper for their MMA.
+            let calls: Vec<std::ops::Range<usize>> = kernel
+                .sites
+                .iter()
+                .filter(|s| s.kind == SiteKind::Mma)
+                .filter(|s| {
+                    s.note
+                        .as_deref()
+                        .and_then(called)
+                        .is_some_and(|(name, line)| {
+                            line == helper.line && helper.name.rsplit("::").next() == Some(&name)
+                        })
+                })
+                .map(|s| s.range.clone())
+                .collect();
+            em.thread_folds(
+                kernel.range.clone(),
+                helper.range.clone(),
+                &calls,
+                &helper.name,
+            );
+        }
         pending.extend(helpers(map, helper));
     }
 }
