@@ -33,6 +33,15 @@ fn megakernel_gated() -> Config {
 }
 
 /// Runs every job on its own thread; the errors of those that failed.
+/// A screen of every CTA (`--screen`), whose probes fold into registers.
+fn screen() -> Config {
+    Config {
+        summary: true,
+        screen: true,
+        ..Config::default()
+    }
+}
+
 fn in_parallel<F>(jobs: Vec<F>) -> Vec<String>
 where
     F: FnOnce() -> Result<(), String> + Send,
@@ -59,9 +68,10 @@ fn check_with(family: &str, config: Config, probes: Probes, dir: &Path) -> Resul
         ..config
     };
     let family = &format!(
-        "{family}{}{}",
+        "{family}{}{}{}",
         if config.gate.is_some() { ".gated" } else { "" },
-        if loads { ".loads" } else { "" }
+        if loads { ".loads" } else { "" },
+        if config.screen { ".screen" } else { "" }
     );
     let (instrumented, plan) =
         kwb_instrument::instrument(&text, &config).map_err(|e| e.to_string())?;
@@ -118,6 +128,10 @@ fn instrumented_kernels_compile_to_identical_sass_without_kwb_trace() {
             ("megakernel", megakernel_gated(), Probes::default()),
             // `--probe loads`: the ldmatrix registers of the mma.sync kernel.
             ("mma_sync", Config::default(), loads),
+            // `--screen`: the folds declared in every probed function and the helper's
+            // passed through the kernel's calls.
+            ("mma_sync", screen(), Probes::default()),
+            ("tma_wgmma_sm90", screen(), Probes::default()),
         ]);
     let failures = in_parallel(
         configs

@@ -1246,6 +1246,67 @@ fn trace_show_reads_real_screen_traces() {
     );
 }
 
+/// Real screens whose calls were folded in the warps' registers (`kwb::Fold`): the same
+/// values and peaks as the screens above, no calls (0, shown `-`), and a kernel whose
+/// epilogue writes NaN everywhere counted value by value with the CTA that saw it first.
+#[test]
+fn trace_show_reads_real_folded_screens() {
+    let dir = TempDir::new().unwrap();
+    let show = |name: &str| trace_show_json(dir.path(), name);
+    let site = |shown: &serde_json::Value, id: u64| {
+        shown["summary"]["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["site"] == id)
+            .cloned()
+            .unwrap_or_else(|| panic!("no row for site {id}"))
+    };
+    let none = show("mma_sync_none_folds.trace");
+    for r in none["summary"]["rows"].as_array().unwrap() {
+        assert_eq!(r["probes"], 0, "{r}");
+        assert_eq!(r["peak_cta"], serde_json::json!([7, 7, 0]), "{r}");
+    }
+    // 31 K tiles of 1024 x 1024 accumulators, peaking at 31 * 32.
+    assert_eq!(
+        (
+            site(&none, 0)["count"].as_u64(),
+            site(&none, 0)["absmax"].as_f64()
+        ),
+        (Some(31 * 1024 * 1024), Some(992.0))
+    );
+    assert_eq!(site(&none, 4)["absmax"], 2048.0);
+    assert_eq!(
+        site(&show("mma_sync_alpha_twice_folds.trace"), 4)["absmax"],
+        4096.0
+    );
+    let nan = show("mma_sync_beta_zero_reads_c_folds.trace");
+    let epilogue = site(&nan, 4);
+    assert_eq!(
+        (epilogue["nan"].as_u64(), epilogue["absmax"].as_f64()),
+        (Some(1024 * 1024), Some(0.0))
+    );
+    assert_eq!(epilogue["first_bad_cta"], serde_json::json!([0, 0, 0]));
+    assert!(site(&nan, 1)["first_bad_cta"].is_null());
+    let tma = show("tma_wgmma_sm90_none_folds.trace");
+    assert_eq!(
+        (
+            site(&tma, 0)["count"].as_u64(),
+            site(&tma, 0)["absmax"].as_f64()
+        ),
+        (Some(15 * 1024 * 1024), Some(960.0))
+    );
+    let run = trace_show(dir.path(), "mma_sync_none_folds.trace", &[]);
+    assert!(
+        run.stdout
+            .contains("calls `-`: folded in the warps' registers"),
+        "{}",
+        run.stdout
+    );
+    let row = run.stdout.lines().find(|l| l.contains(" 205 ")).unwrap();
+    assert!(row.contains(" all ") && row.contains(" - "), "{row}");
+}
+
 /// Real summary traces (`--summary --cta all`, every CTA of a 1024³ run on ones): the
 /// stage reads off the table, and every row names the CTA of its peak.
 #[test]

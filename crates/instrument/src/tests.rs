@@ -579,3 +579,87 @@ __device__ void local_wins(const Task& task, const float* A, float* C) {
     assert!(second.contains("-1, static_cast<int>(n0), acc"), "{second}");
     assert_eq!(crate::strip(&out).unwrap(), source);
 }
+
+/// A screen's probes fold into registers: each site's `kwb::Fold` is declared at the top
+/// of the function that holds it, and the folds of the helper the kernel calls for its
+/// MMA are the kernel's, passed through defaulted parameters at the kernel's calls. No
+/// other build declares or passes a fold; stripping restores the file.
+#[test]
+fn a_screen_folds_in_registers_and_threads_a_helpers_folds_through_the_kernel() {
+    let source = include_str!("../../../kernels/mma_sync/gemm.cu");
+    let screen = Config {
+        cta: None,
+        summary: true,
+        screen: true,
+        ..config(None)
+    };
+    let (out, plan) = instrument(source, &screen).unwrap();
+    let pair = plan
+        .probes
+        .iter()
+        .find(|p| p.kernel == "mma_k_tile")
+        .map(|p| p.id)
+        .unwrap();
+    let (a, b) = (pair, pair + 1);
+    let body = &out[out.find("#line 1 \"").unwrap()..];
+    // The helper takes the kernel's folds, falling back to its own.
+    assert!(
+        body.contains(&format!(
+            "int lane/*kwb:{{*/, kwb::Fold* kwb_in_{a} = nullptr, kwb::Fold* kwb_in_{b} = nullptr/*}}:kwb*/)"
+        )),
+        "{body}"
+    );
+    assert!(
+        body.contains(&format!(
+            "kwb::Fold& kwb_fold_{a} = kwb_in_{a} != nullptr ? *kwb_in_{a} : kwb_own_{a};"
+        )),
+        "{body}"
+    );
+    assert!(body.contains(&format!(
+        "kwb::probe_as_pair<__nv_bfloat16>(kwb::SiteArg{{{a}u, kwb_fold_{a}}}, kwb::SiteArg{{{b}u, kwb_fold_{b}}},"
+    )));
+    // The kernel declares them at its top and passes them at both of its calls.
+    let kernel = &body[body.find("gemm_mma_sync(int M").unwrap()..];
+    let top = &kernel[..kernel.find("/*}:kwb*/").unwrap()];
+    for id in [a, b] {
+        assert!(
+            top.contains(&format!(
+                "kwb::Fold kwb_fold_{id}{{{id}u, kwb::Kind::Operand"
+            )),
+            "{top}"
+        );
+    }
+    assert_eq!(
+        kernel
+            .matches(&format!(
+                "lane/*kwb:{{*/, &kwb_fold_{a}, &kwb_fold_{b}/*}}:kwb*/)"
+            ))
+            .count(),
+        2
+    );
+    // Every site of the kernel body has its fold there too.
+    for p in plan.probes.iter().filter(|p| p.kernel == "gemm_mma_sync") {
+        assert!(
+            top.contains(&format!("kwb::Fold kwb_fold_{}{{", p.id)),
+            "{top}"
+        );
+        assert!(kernel.contains(&format!("kwb::SiteArg{{{}u, kwb_fold_{}}}", p.id, p.id)));
+    }
+    assert_eq!(crate::strip(&out).unwrap(), source);
+    assert_eq!(instrument(&out, &screen).unwrap().0, out);
+    // A summary that is not a screen, and records: bare site ids, no folds.
+    for other in [
+        Config {
+            screen: false,
+            ..screen.clone()
+        },
+        config(None),
+    ] {
+        let (text, _) = instrument(source, &other).unwrap();
+        let body = &text[text.find("#line 1 \"").unwrap()..];
+        assert!(
+            !body.contains("kwb_fold") && !body.contains("kwb_in_"),
+            "{body}"
+        );
+    }
+}
