@@ -68,12 +68,11 @@ impl<'p> Emitter<'p> {
         calls: &[std::ops::Range<usize>],
         helper_name: &str,
     ) {
-        if let Some(folds) = &mut self.folds {
-            if let Some(thread) =
+        if let Some(folds) = &mut self.folds
+            && let Some(thread) =
                 crate::folds::thread_of(self.parsed, kernel, helper, calls, helper_name)
-            {
-                folds.thread(thread);
-            }
+        {
+            folds.thread(thread);
         }
     }
 
