@@ -1172,6 +1172,17 @@ fn trace_show_reads_real_gpu_traces() {
     );
 }
 
+/// The summary row of site `id` in `trace show --json` output.
+fn summary_row(shown: &serde_json::Value, id: u64) -> serde_json::Value {
+    shown["summary"]["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["site"] == id)
+        .cloned()
+        .unwrap_or_else(|| panic!("no row for site {id}"))
+}
+
 /// Real screen traces (`--screen --cta all`, every CTA of a 1024³ run on ones): one row
 /// per site folding every K tile, which names the stage by itself (the epilogue of
 /// `alpha_twice` at twice the final accumulator) and the CTA of each peak.
@@ -1179,15 +1190,7 @@ fn trace_show_reads_real_gpu_traces() {
 fn trace_show_reads_real_screen_traces() {
     let dir = TempDir::new().unwrap();
     let show = |name: &str| trace_show_json(dir.path(), name);
-    let site = |shown: &serde_json::Value, id: u64| {
-        shown["summary"]["rows"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["site"] == id)
-            .cloned()
-            .unwrap_or_else(|| panic!("no row for site {id}"))
-    };
+    let site = summary_row;
     let none = show("mma_sync_none_screen.trace");
     assert_eq!(none["summary"]["k_tiles"], 1);
     assert_eq!(none["summary"]["grid"], serde_json::json!([8, 8, 1]));
@@ -1253,15 +1256,7 @@ fn trace_show_reads_real_screen_traces() {
 fn trace_show_reads_real_folded_screens() {
     let dir = TempDir::new().unwrap();
     let show = |name: &str| trace_show_json(dir.path(), name);
-    let site = |shown: &serde_json::Value, id: u64| {
-        shown["summary"]["rows"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["site"] == id)
-            .cloned()
-            .unwrap_or_else(|| panic!("no row for site {id}"))
-    };
+    let site = summary_row;
     let none = show("mma_sync_none_folds.trace");
     for r in none["summary"]["rows"].as_array().unwrap() {
         assert_eq!(r["probes"], 0, "{r}");

@@ -243,12 +243,22 @@ fn definition<'t>(
     parsed: &'t Parsed,
     range: &std::ops::Range<usize>,
 ) -> Option<tree_sitter::Node<'t>> {
+    innermost(parsed, range.start, range.end, &["function_definition"])
+}
+
+/// The innermost node of one of `kinds` around bytes `start..end` (or that node itself).
+fn innermost<'t>(
+    parsed: &'t Parsed,
+    start: usize,
+    end: usize,
+    kinds: &[&str],
+) -> Option<tree_sitter::Node<'t>> {
     let mut node = parsed
         .tree
         .root_node()
-        .descendant_for_byte_range(range.start, range.end)?;
+        .descendant_for_byte_range(start, end)?;
     loop {
-        if node.kind() == "function_definition" {
+        if kinds.contains(&node.kind()) {
             return Some(node);
         }
         node = node.parent()?;
@@ -286,14 +296,14 @@ fn call_of<'t>(
 
 /// The byte after the `{` of the innermost function or lambda body around byte `at`.
 fn body_start(parsed: &Parsed, at: usize) -> Option<usize> {
-    let mut node = parsed.tree.root_node().descendant_for_byte_range(at, at)?;
-    loop {
-        if matches!(node.kind(), "function_definition" | "lambda_expression") {
-            let body = node.child_by_field_name("body")?;
-            return (body.kind() == "compound_statement").then(|| body.start_byte() + 1);
-        }
-        node = node.parent()?;
-    }
+    let function = innermost(
+        parsed,
+        at,
+        at,
+        &["function_definition", "lambda_expression"],
+    )?;
+    let body = function.child_by_field_name("body")?;
+    (body.kind() == "compound_statement").then(|| body.start_byte() + 1)
 }
 
 #[cfg(test)]
