@@ -556,7 +556,6 @@ struct Fold {
   uint32_t site;
   Kind kind;
   uint32_t tag;
-  void flush();  // declared only: every call is behind `if constexpr (kwb::screen)`
 };
 #endif
 
