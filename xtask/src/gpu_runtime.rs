@@ -2,7 +2,8 @@
 //! tests/gpu/runtime_check.cu with `-DKWB_TRACE` (once with the default buffer, once
 //! with a buffer of 4 records in one shard, once recording absmax only, once with no
 //! samples, whose records are written whole, once folding every call into the summary
-//! table, once with records in mapped host memory, once claiming every record with its
+//! table, once into a screen, once into a screen through each site's `kwb::Fold`
+//! (`KWB_CHECK_FOLDS`), once with records in mapped host memory, once claiming every record with its
 //! own atomic (no leases), once so with a buffer of 4 records, once keeping full
 //! tiles), runs it with `KWB_TRACE_OUT`,
 //! decodes
