@@ -527,16 +527,18 @@ struct SiteInfo {
 // lane saw (its largest finite |v|, the values it counted and the ones the row filter
 // left out). It does not count the calls: a counter a site costs a register for the
 // whole function, and a kernel whose occupancy sits at a register boundary loses a
-// CTA an SM for it (tma_wgmma_sm90's every-kind screen: 85 registers with call counts,
-// 80 without, and 2 CTAs an SM need at most 80). kwb-instrument --screen declares one per site at the
-// top of the function body that holds the site's probe and passes it with the site id
-// (`kwb::probe(kwb::SiteArg{3u, kwb_fold_3}, ...)`); a call then adds into registers,
-// with no reduction over the warp and no memory operation, and the fold goes into the
-// warp's cell of the screen once, when the function returns (the destructor): a
-// kernel's sites once per warp, a helper's once per call of the helper. NaN and Inf,
-// which only a broken kernel makes, are counted exactly, value by value, by the lane
-// that saw them, straight into the warp's cell. Without KWB_TRACE_SCREEN (and without
-// KWB_TRACE) it is three constants, which the compiler drops.
+// CTA an SM for it (tma_wgmma_sm90's every-kind screen: 85 registers with call
+// counts, 80 without; 2 CTAs an SM need at most 80). kwb-instrument --screen declares
+// one per site at the top of the function body that holds the site's probe and passes
+// it with the site id (`kwb::probe(kwb::SiteArg{3u, kwb_fold_3}, ...)`); a call then
+// adds into registers, with no reduction over the warp and no memory operation, and the
+// fold goes into the warp's cell of the screen once, when the function that declared
+// it returns (the destructor): once per warp for a kernel's sites and for those of the
+// helper a kernel calls for its MMA (the kernel holds that helper's folds and passes
+// them to it), once per call for any other helper's. NaN and Inf, which only a broken
+// kernel makes, are counted exactly, value by value, by the lane that saw them,
+// straight into the warp's cell. Without KWB_TRACE_SCREEN (and without KWB_TRACE) it
+// is three constants, which the compiler drops.
 #if defined(KWB_TRACE) && defined(KWB_TRACE_SCREEN)
 struct Fold {
   uint32_t site;
@@ -1457,7 +1459,8 @@ __device__ __forceinline__ Totals totals(unsigned mask, const Stats& s) {
 // nothing waits for (RED, not ATOM): the peak and the count, and only when non-zero
 // the filtered, NaN and Inf counts and the first bad CTA; and a store of the site's
 // kind and tag.
-// `calls`: the probe calls these totals hold (a screen's fold holds many).
+// `calls`: the probe calls these totals hold (a screen's fold passes 0: it counts
+// values, not calls).
 __device__ __forceinline__ void summarize(const Slot& slot, const Totals& t, const Probe& p,
                                           unsigned calls = 1u) {
   const unsigned cta = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
@@ -1627,9 +1630,9 @@ __device__ __forceinline__ void poisoned_fragment(const Probe& p, ValueFn&& valu
 }
 
 // A screen's call with a fold (p.fold, kwb::Fold): the lane's quick tally `all` of its
-// `n` values goes into the fold's registers. False when one of the lane's values was NaN or Inf:
-// the caller then counts the lane's values exactly, through fold_exact(). Nothing here
-// reduces over the warp or touches memory.
+// `n` values goes into the fold's registers. False when one of the lane's values was
+// NaN or Inf: the caller then counts the lane's values exactly, through fold_exact().
+// Nothing here reduces over the warp or touches memory.
 __device__ __forceinline__ bool fold_quick(const Probe& p, const Quick& all, unsigned n) {
   Fold& f = *p.fold;
   const unsigned h = __float_as_uint(all.hi);
