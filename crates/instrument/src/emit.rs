@@ -131,15 +131,33 @@ impl<'p> Emitter<'p> {
         }
     }
 
-    /// The insertions (with a screen's fold declarations), the probes and the notes.
-    pub fn finish(mut self) -> (TextEditBuilder, Vec<ProbeInfo>, Vec<String>) {
-        if let Some(folds) = self.folds.take() {
-            for (at, text) in folds.declarations(self.tag) {
-                self.builder.insert(at, wrap(&text));
+    /// What the planners emitted.
+    pub fn finish(self) -> Emitted {
+        let mut folds = kwb_edit::TextEdit::builder();
+        if let Some(f) = &self.folds {
+            for (at, text) in f.declarations(self.tag) {
+                folds.insert(at, wrap(&text));
             }
         }
-        (self.builder, self.probes, self.notes)
+        Emitted {
+            insertions: self.builder,
+            folds,
+            probes: self.probes,
+            notes: self.notes,
+        }
     }
+}
+
+/// The insertions and what they hold.
+pub(crate) struct Emitted {
+    /// The probes, counters and other kwb text.
+    pub insertions: TextEditBuilder,
+    /// A screen's fold declarations: an edit of their own, which goes before the
+    /// insertions at the same byte.
+    pub folds: TextEditBuilder,
+    /// The probes, in id order.
+    pub probes: Vec<ProbeInfo>,
+    pub notes: Vec<String>,
 }
 
 /// `body` behind the compile-time gate: `if constexpr (kwb::enabled && (GATE)) { BODY }`.

@@ -15,8 +15,9 @@
 //!
 //! Invariants: a fold is declared once, in the innermost function or lambda body
 //! around its probe, before any statement of it (right after the body's `{`), so it is
-//! in scope at the probe and lives until the function returns; the declaration is the
-//! kwb text at that point, so no probe goes before it. A threaded helper's parameters
+//! in scope at the probe and lives until the function returns; the declarations are an
+//! edit of their own that goes first, so no probe at that byte goes before them. A
+//! threaded helper's parameters
 //! have defaults, so a call kwb does not edit still compiles.
 
 use kwb_syntax::Parsed;

@@ -282,7 +282,12 @@ pub fn plan(parsed: &Parsed, map: &KernelMap, config: &Config) -> Result<Plan, I
         let element = probes::operands::mma_input_type(&parsed.source);
         probes::loads::probe(&mut em, map, config.gate.as_deref(), element);
     }
-    let (mut builder, probes, notes) = em.finish();
+    let crate::emit::Emitted {
+        insertions: mut builder,
+        mut folds,
+        probes,
+        notes,
+    } = em.finish();
     if probes.is_empty() {
         return Err(InstrumentError::NothingToProbe);
     }
@@ -304,7 +309,8 @@ pub fn plan(parsed: &Parsed, map: &KernelMap, config: &Config) -> Result<Plan, I
         wrap(&site_table(&probes, &file, tag, config.id_base)),
     );
     Ok(Plan {
-        edit: builder.finish()?,
+        // A screen's fold declarations first, before any probe at the same byte.
+        edit: folds.finish()?.union(builder.finish()?)?,
         probes,
         notes,
     })
