@@ -1516,6 +1516,11 @@ struct SmallValues {
   T v[N];
 };
 
+// Whether poisoned_fragment takes N values of T: trivially copyable, in whole words.
+template <class T, int N>
+inline constexpr bool poisonable =
+    std::is_trivially_copyable<T>::value && (sizeof(T) * N) % 4 == 0;
+
 #ifdef KWB_TRACE_SCREEN
 // Folds `Count` calls of one warp (each site's probe p[i], the warp's largest |v|
 // peak[i], all finite, and its total[i] values) into the warp's cells of their sites
@@ -1603,27 +1608,42 @@ __device__ __forceinline__ bool screened_pair(const Claim& claimed, const Probe&
   return true;
 }
 
+// The exact statistics of a lane's N values value(0..N), every one counting. Where
+// they are whole 32-bit words (`poisonable`), each word of a copy of them passes
+// through an empty volatile asm first, so the compiler cannot hoist this rare path's
+// work (unpacking 16-bit halves) above the check into the common call, as it does with
+// the plain values.
+template <int N, class ValueFn>
+__device__ __forceinline__ Stats lane_exact(ValueFn&& value) {
+  using T = std::decay_t<decltype(value(0))>;
+  Stats s = fresh_stats();
+  if constexpr (poisonable<T, N>) {
+    SmallValues<T, N> values;
+#pragma unroll
+    for (int i = 0; i < N; ++i) values.v[i] = value(i);
+    unsigned* words = reinterpret_cast<unsigned*>(&values);
+#pragma unroll
+    for (int w = 0; w < static_cast<int>(sizeof(values) / 4); ++w) {
+      asm volatile("" : "+r"(words[w]));
+    }
+#pragma unroll
+    for (int i = 0; i < N; ++i) tally(s, true, true, to_float(values.v[i]));
+  } else {
+#pragma unroll
+    for (int i = 0; i < N; ++i) tally(s, true, true, to_float(value(i)));
+  }
+  return s;
+}
+
 // A screen's fragment whose warp saw a NaN or an Inf (screened() was false): its N
-// values value(0..N) counted exactly. Each 32-bit word of a copy of them passes through
-// an empty volatile asm first, so the compiler cannot hoist this path's work (unpacking
-// 16-bit halves) above the check into the common call, as it does with the plain
-// values. Every value counts. Only for fragments of whole 32-bit words (`poisonable`).
+// values value(0..N) counted exactly (lane_exact) and summarized. Every value counts.
+// Only for fragments of whole 32-bit words (`poisonable`).
 template <int N, class ValueFn>
 __device__ __forceinline__ void poisoned_fragment(const Probe& p, ValueFn&& value,
                                                   const Claim& claimed, unsigned offset) {
-  using T = std::decay_t<decltype(value(0))>;
-  SmallValues<T, N> values;
-#pragma unroll
-  for (int i = 0; i < N; ++i) values.v[i] = value(i);
-  static_assert(sizeof(values) % 4 == 0, "fragments hold whole 32-bit words");
-  unsigned* words = reinterpret_cast<unsigned*>(&values);
-#pragma unroll
-  for (int w = 0; w < static_cast<int>(sizeof(values) / 4); ++w) {
-    asm volatile("" : "+r"(words[w]));
-  }
-  Stats s = fresh_stats();
-#pragma unroll
-  for (int i = 0; i < N; ++i) tally(s, true, true, to_float(values.v[i]));
+  static_assert(poisonable<std::decay_t<decltype(value(0))>, N>,
+                "fragments hold whole 32-bit words");
+  const Stats s = lane_exact<N>(value);
   Slot slot;
   land(claimed, slot, offset);
   summarize(slot, totals(claimed.mask, s), p);
@@ -1672,30 +1692,6 @@ __device__ __forceinline__ void fold_exact(const Probe& p, const Stats& s) {
   atomicMax(&cell->bad, ~cta);
 }
 
-// The exact statistics of a lane's N values value(0..N), every one counting, copied
-// through an empty volatile asm first as poisoned_fragment's are (so the compiler does
-// not hoist this rare path's work into the common one).
-template <int N, class ValueFn>
-__device__ __forceinline__ Stats lane_exact(ValueFn&& value) {
-  using T = std::decay_t<decltype(value(0))>;
-  Stats s = fresh_stats();
-  if constexpr (std::is_trivially_copyable<T>::value && (sizeof(T) * N) % 4 == 0) {
-    SmallValues<T, N> values;
-#pragma unroll
-    for (int i = 0; i < N; ++i) values.v[i] = value(i);
-    unsigned* words = reinterpret_cast<unsigned*>(&values);
-#pragma unroll
-    for (int w = 0; w < static_cast<int>(sizeof(values) / 4); ++w) {
-      asm volatile("" : "+r"(words[w]));
-    }
-#pragma unroll
-    for (int i = 0; i < N; ++i) tally(s, true, true, to_float(values.v[i]));
-  } else {
-#pragma unroll
-    for (int i = 0; i < N; ++i) tally(s, true, true, to_float(value(i)));
-  }
-  return s;
-}
 
 // A lane's quick tally `all` of its N values value(0..N) into p's fold, and the values
 // again, exactly, when one was NaN or Inf.
@@ -1722,11 +1718,6 @@ __device__ __forceinline__ void fold_exact(const Probe&, const Stats&) {}
 template <int N, class ValueFn>
 __device__ __forceinline__ void fold_fragment(const Probe&, const Quick&, ValueFn&&) {}
 #endif
-
-// Whether poisoned_fragment takes N values of T: trivially copyable, in whole words.
-template <class T, int N>
-inline constexpr bool poisonable =
-    std::is_trivially_copyable<T>::value && (sizeof(T) * N) % 4 == 0;
 
 // The leader writes the record's fields in 16-byte stores (records are 16-byte
 // aligned: 224 bytes each in a 16-byte aligned buffer), the header's first four
