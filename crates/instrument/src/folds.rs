@@ -140,14 +140,10 @@ impl Folds {
             if ids.is_empty() {
                 continue;
             }
-            for id in &ids {
-                if !self
-                    .declared
-                    .iter()
-                    .any(|(p, i)| *p == t.kernel_body && i == id)
-                {
-                    add(t.kernel_body, decl(&name(*id), *id), &mut bodies);
-                }
+            // The helper's sites are declared nowhere else: a site's fold is declared
+            // once, in the function that holds its probe.
+            for &id in &ids {
+                add(t.kernel_body, decl(&name(id), id), &mut bodies);
             }
             if !helpers_done.contains(&t.helper_body) {
                 helpers_done.push(t.helper_body);

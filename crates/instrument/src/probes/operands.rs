@@ -29,8 +29,8 @@ pub(crate) fn probe(
     done: &mut Vec<usize>,
 ) {
     in_function(em, kernel, gate.unwrap_or("true"), rows, counters);
-    let direct: Vec<usize> = helpers(map, kernel).iter().map(|h| h.range.start).collect();
     let mut pending: Vec<&Kernel> = helpers(map, kernel);
+    let direct: Vec<usize> = pending.iter().map(|h| h.range.start).collect();
     while let Some(helper) = pending.pop() {
         if done.contains(&helper.range.start) {
             continue;
@@ -60,9 +60,7 @@ pub(crate) fn probe(
                     s.note
                         .as_deref()
                         .and_then(called)
-                        .is_some_and(|(name, line)| {
-                            line == helper.line && helper.name.rsplit("::").next() == Some(&name)
-                        })
+                        .is_some_and(|call| is_called(helper, &call))
                 })
                 .map(|s| s.range.clone())
                 .collect();
@@ -84,12 +82,14 @@ fn helpers<'m>(map: &'m KernelMap, function: &Kernel) -> Vec<&'m Kernel> {
         .iter()
         .filter(|s| s.kind == SiteKind::Mma)
         .filter_map(|s| called(s.note.as_deref()?))
-        .filter_map(|(name, line)| {
-            map.kernels
-                .iter()
-                .find(|k| k.line == line && k.name.rsplit("::").next() == Some(name.as_str()))
-        })
+        .filter_map(|call| map.kernels.iter().find(|k| is_called(k, &call)))
         .collect()
+}
+
+/// Whether `function` is the one a `calls` note names: (its last name component, the
+/// line of its definition).
+fn is_called(function: &Kernel, (name, line): &(String, usize)) -> bool {
+    function.line == *line && function.name.rsplit("::").next() == Some(name.as_str())
 }
 
 /// `calls \`mma_k_tile\` (line 101), which issues the MMA` → ("mma_k_tile", 101).
