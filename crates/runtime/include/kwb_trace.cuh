@@ -1265,22 +1265,48 @@ __device__ __forceinline__ unsigned pair_max_nan(unsigned x, unsigned y) {
   return pair_extreme<T, true>(x, y);
 }
 
+// Both halves' NaN-propagating max(|x|, |y|) of two packed words of T, in their
+// magnitude bits: the sign bits are the XOR of the inputs' (max.xorsign.abs), so they
+// mean nothing and only unpaired() reads the word, with them cleared. One instruction
+// (sm_86 and newer) where `word & 0x7fff7fff` and a max took two.
+template <class T>
+__device__ __forceinline__ unsigned pair_absmax_nan(unsigned x, unsigned y) {
+  unsigned out = x;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 860
+  if constexpr (is_bf16<T>) {
+    asm("max.NaN.xorsign.abs.bf16x2 %0, %1, %2;" : "=r"(out) : "r"(x), "r"(y));
+  } else {
+    asm("max.NaN.xorsign.abs.f16x2 %0, %1, %2;" : "=r"(out) : "r"(x), "r"(y));
+  }
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  out = pair_max_nan<T>(x & 0x7fff7fffu, y & 0x7fff7fffu);
+#else
+  (void)y;
+#endif
+  return out;
+}
+
+// KWB_TRACE_MINMAX 0 keeps |v| (pair_absmax_nan) in `hi`, its sign bits meaningless.
 template <class T>
 __device__ __forceinline__ void quick_pair(Pairs<T>& q, unsigned word) {
   if constexpr (KWB_TRACE_MINMAX != 0) {
     q.lo = pair_min<T>(q.lo, word);
     q.hi = pair_max_nan<T>(q.hi, word);
   } else {
-    // |v| of both halves: clear their sign bits.
-    q.hi = pair_max_nan<T>(q.hi, word & 0x7fff7fffu);
+    q.hi = pair_absmax_nan<T>(q.hi, word);
   }
 }
 
-// Two pairs tallies as one: both halves' minimum and NaN-propagating maximum.
+// Two pairs tallies as one: both halves' minimum and NaN-propagating maximum (of |v|
+// with KWB_TRACE_MINMAX 0).
 template <class T>
 __device__ __forceinline__ Pairs<T> merged_pairs(Pairs<T> a, const Pairs<T>& b) {
-  if constexpr (KWB_TRACE_MINMAX != 0) a.lo = pair_min<T>(a.lo, b.lo);
-  a.hi = pair_max_nan<T>(a.hi, b.hi);
+  if constexpr (KWB_TRACE_MINMAX != 0) {
+    a.lo = pair_min<T>(a.lo, b.lo);
+    a.hi = pair_max_nan<T>(a.hi, b.hi);
+  } else {
+    a.hi = pair_absmax_nan<T>(a.hi, b.hi);
+  }
   return a;
 }
 
@@ -1290,7 +1316,9 @@ __device__ __forceinline__ Quick unpaired(const Pairs<T>& q) {
   const auto half = [](unsigned word, int i) {
     return to_float(bits_as<T>(static_cast<unsigned short>(i == 0 ? word & 0xffffu : word >> 16)));
   };
-  return Quick{fminf(half(q.lo, 0), half(q.lo, 1)), max_nan(half(q.hi, 0), half(q.hi, 1))};
+  // With KWB_TRACE_MINMAX 0, hi's sign bits are pair_absmax_nan's: cleared.
+  const unsigned hi = KWB_TRACE_MINMAX != 0 ? q.hi : q.hi & 0x7fff7fffu;
+  return Quick{fminf(half(q.lo, 0), half(q.lo, 1)), max_nan(half(hi, 0), half(hi, 1))};
 }
 
 // The statistics of `n` finite values that all counted, from their quick tally;
@@ -1682,7 +1710,9 @@ __device__ __forceinline__ void fold_exact(const Probe& p, const Stats& s) {
   const unsigned a = __float_as_uint(s.absmax);
   f.peak = f.peak > a ? f.peak : a;
   f.values += s.counted;
-  f.filtered += s.seen - s.counted;
+  // A call without a row filter counts every value it sees: said so, the compiler keeps
+  // no register for the fold's `filtered` where no call can filter (a shared tile's).
+  if (p.row_bound != all_rows) f.filtered += s.seen - s.counted;
   if ((s.nans | s.infs) == 0u) return;
   SummaryCell* cell = screen_cell(p.site);
   if (cell == nullptr) return;
@@ -2044,8 +2074,9 @@ __device__ __forceinline__ void strided(const Probe& p, int count, ValueFn&& val
 // A tile of 16-bit values (bf16, half) at a 16-byte aligned address, `count` a multiple
 // of 8, all counting: lanes read 16-byte chunks (lane r chunks r, r + stride, ...) and
 // tally eight values each, an eighth of the loads of the element-wise scan. Claimed
-// before the scan and landed after it, as strided() is.
-template <class T, class CoordFn>
+// before the scan and landed after it, as strided() is. `Shared`: the caller knows the
+// tile is in shared memory (probe_shared_tile), so no __isShared query is issued.
+template <bool Shared = false, class T, class CoordFn>
 __device__ __forceinline__ void packed_tile(const Probe& p, const T* tile, int count,
                                             CoordFn&& coord) {
   static_assert(sizeof(T) == 2, "packed tiles hold 16-bit values");
@@ -2059,6 +2090,11 @@ __device__ __forceinline__ void packed_tile(const Probe& p, const T* tile, int c
   Quick q = fresh_quick();
   Pairs<T> pairs = fresh_pairs<T>();
   const auto tally8 = [&](unsigned x, unsigned y, unsigned z, unsigned w) {
+    if constexpr (pairs_tally<T> && KWB_TRACE_MINMAX == 0) {
+      // |v| as a tree (depth 3, not a chain of 4 on the running word).
+      quick_pair(pairs, pair_absmax_nan<T>(pair_absmax_nan<T>(x, y), pair_absmax_nan<T>(z, w)));
+      return;
+    }
     const unsigned words[4] = {x, y, z, w};
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
@@ -2070,8 +2106,8 @@ __device__ __forceinline__ void packed_tile(const Probe& p, const T* tile, int c
       }
     }
   };
-  if (__isShared(tile)) {
-    // A shared tile (the usual case): 32-bit shared addresses, ld.shared.v4, two
+  if (Shared || __isShared(tile)) {
+    // A shared tile (the usual case; `Shared`: known to be, not asked): 32-bit shared addresses, ld.shared.v4, two
     // chunks in flight (a lane's loads are otherwise one after another, each waited
     // for; four in flight took tma_wgmma_sm90's probes from 80 to 90 registers, past
     // its two CTAs an SM, and two cost none).
@@ -2150,6 +2186,19 @@ template <class T>
 __device__ __forceinline__ bool packs(const T* tile, int count, int row_bound) {
   return sizeof(T) == 2 && (reinterpret_cast<uintptr_t>(tile) % 16u) == 0u && count % 8 == 0 &&
          row_bound == all_rows;
+}
+
+// probe_tile's read: 16-bit values as packed chunks where they can be (packs), every
+// other tile value by value. `Shared`: the tile is known to be in shared memory.
+template <bool Shared, class T, class CoordFn>
+__device__ __forceinline__ void read_tile(const Probe& p, const T* tile, int count, CoordFn&& coord) {
+  if constexpr (sizeof(T) == 2) {
+    if (packs(tile, count, p.row_bound)) {
+      packed_tile<Shared>(p, tile, count, coord);
+      return;
+    }
+  }
+  strided(p, count, [&](int i) -> const T& { return tile[i]; }, coord);
 }
 
 }  // namespace detail
@@ -2267,17 +2316,30 @@ __device__ __forceinline__ void probe_tile(SiteArg site, Kind kind, uint32_t tag
                                            int row_bound = all_rows, Axis row_axis = Axis::M,
                                            CoordFn coord = CoordFn{}) {
 #ifdef KWB_TRACE
-  const detail::Probe p{site.id, kind, tag, k_tile, tile_m, tile_n, row_bound, row_axis, site.fold};
-  if constexpr (sizeof(T) == 2) {
-    if (detail::packs(tile, count, row_bound)) {
-      detail::packed_tile(p, tile, count, coord);
-      return;
-    }
-  }
-  detail::strided(p, count, [&](int i) -> const T& { return tile[i]; }, coord);
+  detail::read_tile<false>(
+      detail::Probe{site.id, kind, tag, k_tile, tile_m, tile_n, row_bound, row_axis, site.fold},
+      tile, count, coord);
 #else
   (void)site, (void)kind, (void)tag, (void)k_tile, (void)tile_m, (void)tile_n;
   (void)tile, (void)count, (void)row_bound, (void)row_axis, (void)coord;
+#endif
+}
+
+// probe_tile of a tile that is in shared memory, every value counting: `tile` must
+// point into shared memory (kwb-instrument emits this only for a pointer it traced to
+// a `__shared__` declaration), so a tile of 16-bit values is read as 16-byte chunks
+// with no query of the pointer's address space (one memory round trip less a call).
+template <class T>
+__device__ __forceinline__ void probe_shared_tile(SiteArg site, Kind kind, uint32_t tag,
+                                                  int k_tile, int tile_m, int tile_n,
+                                                  const T* tile, int count) {
+#ifdef KWB_TRACE
+  detail::read_tile<true>(
+      detail::Probe{site.id, kind, tag, k_tile, tile_m, tile_n, all_rows, Axis::M, site.fold},
+      tile, count, NoCoord{});
+#else
+  (void)site, (void)kind, (void)tag, (void)k_tile, (void)tile_m, (void)tile_n;
+  (void)tile, (void)count;
 #endif
 }
 

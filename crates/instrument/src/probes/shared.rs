@@ -10,7 +10,8 @@
 //! the pointer is in, and the records say what the CTA's MMAs read in that K tile:
 //! for a CTA of several consumer warpgroups, the rows of the later ones too. The four
 //! warps of the warpgroup (an SS-mode MMA is warpgroup-wide) each read a quarter
-//! and write their own record. Values are in the stage's memory order (swizzled for
+//! and write their own record (`kwb::probe_shared_tile`, which reads the pointer as
+//! shared memory without asking). Values are in the stage's memory order (swizzled for
 //! TMA tiles): their coordinates are unknown.
 //!
 //! A CuTe descriptor view (`tCrA = thr.make_fragment_A(tCsA)`, `tCsA =
@@ -154,7 +155,7 @@ pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str, counters:
                 };
                 (
                     format!(
-                        "if (kwb::admits({k_tile})) {{ const long long kwb_e = static_cast<long long>(({array}) + ({index}) * ({stride}) + ({stride}) - ({name})); const int kwb_n = static_cast<int>(kwb_e < 0 ? 0 : kwb_e > ({stride}) ? ({stride}) : kwb_e); const int kwb_q = (kwb_n + 3) / 4; const int kwb_b = (kwb::warp_id() % 4) * kwb_q; kwb::probe_tile({site}, kwb::Kind::{kind}, 0x{tag:08x}u, {k_tile}, {TILE}, {name} + kwb_b, kwb_n - kwb_b < kwb_q ? (kwb_n > kwb_b ? kwb_n - kwb_b : 0) : kwb_q); }}"
+                        "if (kwb::admits({k_tile})) {{ const long long kwb_e = static_cast<long long>(({array}) + ({index}) * ({stride}) + ({stride}) - ({name})); const int kwb_n = static_cast<int>(kwb_e < 0 ? 0 : kwb_e > ({stride}) ? ({stride}) : kwb_e); const int kwb_q = (kwb_n + 3) / 4; const int kwb_b = (kwb::warp_id() % 4) * kwb_q; kwb::probe_shared_tile({site}, kwb::Kind::{kind}, 0x{tag:08x}u, {k_tile}, {TILE}, {name} + kwb_b, kwb_n - kwb_b < kwb_q ? (kwb_n > kwb_b ? kwb_n - kwb_b : 0) : kwb_q); }}"
                     ),
                     format!(
                         "operand {letter}: the shared tile `{name}` the MMA at line {} reads (stage of {stride} elements, memory order)",
