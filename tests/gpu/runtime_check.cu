@@ -149,8 +149,9 @@ __global__ void check() {
     tile[100] = __float2bfloat16(__int_as_float(0xff800000));
   }
   __syncthreads();
-  // Site 4: site 3's tile with NaN at 777 and -Inf at 100.
-  if (warp == 0) kwb::probe_tile(SITE(4), kwb::Kind::OperandA, kTag, 4, 0, 0, tile, 1024);
+  // Site 4: site 3's tile with NaN at 777 and -Inf at 100, read as a tile known to be
+  // in shared memory (probe_shared_tile: no address-space query; the same record).
+  if (warp == 0) kwb::probe_shared_tile(SITE(4), kwb::Kind::OperandA, kTag, 4, 0, 0, tile, 1024);
 
   // Site 10: float acc[2][3][4] in the m16n8k16 C layout, dimension 0 the m tile and 1
   // the n tile; each value is m * 100 + n of its own coordinates; rows < 20 count.
