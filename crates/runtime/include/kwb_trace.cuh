@@ -2107,10 +2107,11 @@ __device__ __forceinline__ void packed_tile(const Probe& p, const T* tile, int c
     }
   };
   if (Shared || __isShared(tile)) {
-    // A shared tile (the usual case; `Shared`: known to be, not asked): 32-bit shared addresses, ld.shared.v4, two
-    // chunks in flight (a lane's loads are otherwise one after another, each waited
-    // for; four in flight took tma_wgmma_sm90's probes from 80 to 90 registers, past
-    // its two CTAs an SM, and two cost none).
+    // A shared tile (the usual case; with `Shared` known, not asked): 32-bit shared
+    // addresses, ld.shared.v4, two chunks in flight (a lane's loads are otherwise one
+    // after another, each waited for; four in flight took tma_wgmma_sm90's every-kind
+    // screen from 80 to 90 registers, past its two CTAs an SM, and its operand screen,
+    // where they fit in 80, no faster: docs/results/track-a-shared-tiles.md, call 5).
     const unsigned base = static_cast<unsigned>(__cvta_generic_to_shared(tile));
     const unsigned step = 16u * stride, end = base + 16u * n;
     const auto load = [](unsigned at, unsigned (&v)[4]) {
@@ -2191,7 +2192,8 @@ __device__ __forceinline__ bool packs(const T* tile, int count, int row_bound) {
 // probe_tile's read: 16-bit values as packed chunks where they can be (packs), every
 // other tile value by value. `Shared`: the tile is known to be in shared memory.
 template <bool Shared, class T, class CoordFn>
-__device__ __forceinline__ void read_tile(const Probe& p, const T* tile, int count, CoordFn&& coord) {
+__device__ __forceinline__ void read_tile(const Probe& p, const T* tile, int count,
+                                          CoordFn&& coord) {
   if constexpr (sizeof(T) == 2) {
     if (packs(tile, count, p.row_bound)) {
       packed_tile<Shared>(p, tile, count, coord);
