@@ -663,3 +663,38 @@ fn a_screen_folds_in_registers_and_threads_a_helpers_folds_through_the_kernel() 
         );
     }
 }
+
+#[test]
+fn a_shared_tile_is_read_without_asking_only_where_its_stage_is_shared_by_declaration() {
+    let source = include_str!("../../../kernels/tma_wgmma_sm90/gemm.cu");
+    let operands = Config {
+        probes: Probes {
+            operands: true,
+            ..Probes::NONE
+        },
+        ..config(None)
+    };
+    let reads = |text: &str| {
+        let (out, _) = instrument(text, &operands).unwrap();
+        let body = out[out.find("#line 1 \"").unwrap()..].to_owned();
+        (
+            body.matches("kwb::probe_shared_tile(").count(),
+            body.matches("kwb::probe_tile(").count(),
+        )
+    };
+    // sA and sB come from `extern __shared__ unsigned char smem_raw[]` through casts,
+    // an alignment round-up and offsets: all four tile reads skip the query.
+    assert_eq!(reads(source), (4, 0));
+    // An sA that may be global memory (a conditional) still reads as shared to the
+    // kernel map (its text names smem), but its tiles ask the address space.
+    let declared = "__nv_bfloat16* sA = reinterpret_cast<__nv_bfloat16*>(smem);";
+    assert!(source.contains(declared));
+    let maybe_global = source.replace(
+        declared,
+        "__nv_bfloat16* sA = M > 0 ? reinterpret_cast<__nv_bfloat16*>(smem) : D;",
+    );
+    assert_eq!(reads(&maybe_global), (2, 2));
+    // So does one assigned again from a parameter after its declaration.
+    let reassigned = source.replace(declared, &format!("{declared} if (K < 0) sA = D;"));
+    assert_eq!(reads(&reassigned), (2, 2));
+}

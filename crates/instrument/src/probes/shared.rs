@@ -153,9 +153,17 @@ pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str, counters:
                     ));
                     continue;
                 };
+                // The tile lies in the stage (the extent is clamped to it), so it is in
+                // shared memory when the stage array is by declaration; otherwise the
+                // probe asks the address space at run time (probe_tile).
+                let read = if declared_shared(parsed, root, function, &array, 8) {
+                    "probe_shared_tile"
+                } else {
+                    "probe_tile"
+                };
                 (
                     format!(
-                        "if (kwb::admits({k_tile})) {{ const long long kwb_e = static_cast<long long>(({array}) + ({index}) * ({stride}) + ({stride}) - ({name})); const int kwb_n = static_cast<int>(kwb_e < 0 ? 0 : kwb_e > ({stride}) ? ({stride}) : kwb_e); const int kwb_q = (kwb_n + 3) / 4; const int kwb_b = (kwb::warp_id() % 4) * kwb_q; kwb::probe_shared_tile({site}, kwb::Kind::{kind}, 0x{tag:08x}u, {k_tile}, {TILE}, {name} + kwb_b, kwb_n - kwb_b < kwb_q ? (kwb_n > kwb_b ? kwb_n - kwb_b : 0) : kwb_q); }}"
+                        "if (kwb::admits({k_tile})) {{ const long long kwb_e = static_cast<long long>(({array}) + ({index}) * ({stride}) + ({stride}) - ({name})); const int kwb_n = static_cast<int>(kwb_e < 0 ? 0 : kwb_e > ({stride}) ? ({stride}) : kwb_e); const int kwb_q = (kwb_n + 3) / 4; const int kwb_b = (kwb::warp_id() % 4) * kwb_q; kwb::{read}({site}, kwb::Kind::{kind}, 0x{tag:08x}u, {k_tile}, {TILE}, {name} + kwb_b, kwb_n - kwb_b < kwb_q ? (kwb_n > kwb_b ? kwb_n - kwb_b : 0) : kwb_q); }}"
                     ),
                     format!(
                         "operand {letter}: the shared tile `{name}` the MMA at line {} reads (stage of {stride} elements, memory order)",
@@ -309,6 +317,146 @@ fn operands_of<'t>(node: Node<'t>, operator: &str) -> Option<Vec<Node<'t>>> {
         }
     }
     Some(out)
+}
+
+/// Whether `name` is shared memory by declaration, as `kwb::probe_shared_tile` needs
+/// (it reads without asking the address space): declared `__shared__` in `function` or
+/// at file scope, or a local of `function` whose every value (its initializer and each
+/// assignment) is, casts and parentheses taken off, such a name, its address (`&X[i]`),
+/// or one of them in an address computation (`X + offset`, `(X + 1023) & ~1023`).
+/// Anything else (a parameter, a conditional, a call) is not, nor is a chain deeper
+/// than `depth`. The kernel map's own reading of shared memory is looser (a name with
+/// `smem` in it): good for a note, not for a read that cannot be checked.
+fn declared_shared(
+    parsed: &Parsed,
+    root: Node<'_>,
+    function: Node<'_>,
+    name: &str,
+    depth: u32,
+) -> bool {
+    if depth == 0 {
+        return false;
+    }
+    let mut values = Vec::new();
+    let mut declared = false;
+    let mut stack = vec![root];
+    while let Some(n) = stack.pop() {
+        let in_function = contains(&function.byte_range(), &n.byte_range());
+        let at_file_scope = n.parent().is_some_and(|p| p.kind() == "translation_unit");
+        if n.kind() == "declaration" && (in_function || at_file_scope) {
+            let mut cursor = n.walk();
+            for d in n.children_by_field_name("declarator", &mut cursor) {
+                if &parsed.masked[innermost_declarator(d).byte_range()] != name {
+                    continue;
+                }
+                declared = true;
+                if is_shared_declaration(parsed, n) {
+                    return true;
+                }
+                if d.kind() == "init_declarator" {
+                    values.extend(d.child_by_field_name("value"));
+                } else {
+                    // Declared with no value, and not `__shared__`.
+                    return false;
+                }
+            }
+        }
+        if n.kind() == "assignment_expression" && in_function {
+            let left = n.child_by_field_name("left");
+            if left.is_some_and(|l| &parsed.masked[l.byte_range()] == name) {
+                values.extend(n.child_by_field_name("right"));
+            }
+        }
+        // Only the function's own nodes and the declarations at file scope count.
+        if in_function || contains(&n.byte_range(), &function.byte_range()) {
+            let mut cursor = n.walk();
+            stack.extend(n.named_children(&mut cursor));
+        }
+    }
+    declared
+        && !values.is_empty()
+        && values
+            .iter()
+            .all(|v| shared_value(parsed, root, function, *v, depth - 1))
+}
+
+/// Whether a `__shared__` blank (the pre-pass masks the keyword) leads `declaration`
+/// or sits inside it (`extern __shared__ unsigned char smem[]`).
+fn is_shared_declaration(parsed: &Parsed, declaration: Node<'_>) -> bool {
+    let inside = parsed
+        .blanks
+        .iter()
+        .filter(|b| contains(&declaration.byte_range(), &b.range));
+    parsed
+        .leading_blanks(declaration.start_byte())
+        .iter()
+        .chain(inside)
+        .any(|b| matches!(&b.kind, kwb_syntax::BlankKind::Macro(m) if m == "__shared__"))
+}
+
+/// Whether the expression `value` is an address in shared memory by
+/// [`declared_shared`]'s rules.
+fn shared_value(
+    parsed: &Parsed,
+    root: Node<'_>,
+    function: Node<'_>,
+    value: Node<'_>,
+    depth: u32,
+) -> bool {
+    let recurse = |n: Node<'_>| shared_value(parsed, root, function, n, depth);
+    match value.kind() {
+        "identifier" => declared_shared(
+            parsed,
+            root,
+            function,
+            &parsed.masked[value.byte_range()],
+            depth,
+        ),
+        "parenthesized_expression" => value.named_child(0).is_some_and(recurse),
+        // `(T*)x`
+        "cast_expression" => value.child_by_field_name("value").is_some_and(recurse),
+        // `reinterpret_cast<T*>(x)`, `static_cast<…>(x)`
+        "call_expression" => {
+            let cast = value.child_by_field_name("function").is_some_and(|f| {
+                f.kind() == "template_function"
+                    && f.child_by_field_name("name").is_some_and(|n| {
+                        matches!(
+                            &parsed.masked[n.byte_range()],
+                            "reinterpret_cast" | "static_cast" | "const_cast"
+                        )
+                    })
+            });
+            let arguments = value.child_by_field_name("arguments");
+            cast && arguments.is_some_and(|a| {
+                a.named_child_count() == 1 && a.named_child(0).is_some_and(recurse)
+            })
+        }
+        // `&x[i]`
+        "pointer_expression" => {
+            value
+                .child_by_field_name("operator")
+                .is_some_and(|o| o.kind() == "&")
+                && value.child_by_field_name("argument").is_some_and(|a| {
+                    a.kind() == "subscript_expression"
+                        && a.child_by_field_name("argument").is_some_and(recurse)
+                })
+        }
+        // `x + offset`, `offset + x`, `x - offset`, `(x + 1023) & ~1023`
+        "binary_expression" => {
+            let operator = value
+                .child_by_field_name("operator")
+                .map(|o| o.kind())
+                .unwrap_or_default();
+            let left = value.child_by_field_name("left");
+            let right = value.child_by_field_name("right");
+            match operator {
+                "+" => left.is_some_and(recurse) || right.is_some_and(recurse),
+                "-" | "&" => left.is_some_and(recurse),
+                _ => false,
+            }
+        }
+        _ => false,
+    }
 }
 
 /// `ARRAY + INDEX * STRIDE`: where a stage starts and how many elements it holds.
