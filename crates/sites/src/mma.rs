@@ -6,6 +6,33 @@ use tree_sitter::Node;
 use crate::decls::Scope;
 use crate::names::{base_identifier, is_accumulator_name, operand_letter};
 
+/// The PTX MMA instructions whose inline asm `grammars/queries/mma.scm` matches, as the
+/// first components of their names.
+const PTX_MMA: [&str; 4] = ["wgmma.mma_async", "tcgen05.mma", "wmma.mma", "mma.sync"];
+
+/// The PTX MMA instruction an inline-asm template issues, as written there
+/// (`wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16`, shape and types with it),
+/// the first one where it issues several; None when the template names none of
+/// [`PTX_MMA`] as a whole word (`wmma.mma.sync` is not read as `mma.sync`).
+pub fn ptx_instruction(template: &str) -> Option<&str> {
+    let part = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':');
+    PTX_MMA
+        .iter()
+        .filter_map(|name| {
+            template
+                .match_indices(name)
+                .find(|(at, _)| !template[..*at].chars().next_back().is_some_and(part))
+        })
+        .map(|(at, _)| at)
+        .min()
+        .map(|at| {
+            let end = template[at..]
+                .find(|c: char| !part(c))
+                .map_or(template.len(), |e| at + e);
+            &template[at..end]
+        })
+}
+
 /// The variables an MMA reads and writes, as identifier nodes at the issue site.
 #[derive(Default)]
 pub struct Roles<'t> {
@@ -280,5 +307,48 @@ fn parameter_list(function: Node<'_>) -> Option<Node<'_>> {
         current = current
             .child_by_field_name("declarator")
             .or_else(|| current.named_child(0))?;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{PTX_MMA, ptx_instruction};
+
+    #[test]
+    fn the_instruction_is_read_whole_from_the_template() {
+        let wgmma = r#"asm volatile("{\n" "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " "{%0, %1}, %32, %33, p, 1, 1, 0, 0;\n" "}\n" : "+f"(d[0]))"#;
+        assert_eq!(
+            ptx_instruction(wgmma),
+            Some("wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16")
+        );
+        let mma = "asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, ...\");";
+        assert_eq!(
+            ptx_instruction(mma),
+            Some("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32")
+        );
+        // wmma's own name, not the mma.sync inside it.
+        assert_eq!(
+            ptx_instruction("asm(\"wmma.mma.sync.aligned.row.col.m16n16k16.f32.f16.f16.f32 ...\")"),
+            Some("wmma.mma.sync.aligned.row.col.m16n16k16.f32.f16.f16.f32")
+        );
+        assert_eq!(
+            ptx_instruction("asm volatile(\"tcgen05.mma.cta_group::1.kind::f16 [%0], ...\")"),
+            Some("tcgen05.mma.cta_group::1.kind::f16")
+        );
+        assert_eq!(
+            ptx_instruction("asm volatile(\"wgmma.fence.sync.aligned;\")"),
+            None
+        );
+    }
+
+    #[test]
+    fn the_instructions_are_the_ones_the_mma_query_matches() {
+        let query = include_str!("../../../grammars/queries/mma.scm");
+        for name in PTX_MMA {
+            assert!(
+                query.contains(&name.replace('.', "\\\\.")),
+                "{name} is not in mma.scm's inline-PTX pattern"
+            );
+        }
     }
 }

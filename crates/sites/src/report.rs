@@ -66,6 +66,9 @@ pub fn build(parsed: &Parsed, user: &[Pattern]) -> KernelMap {
                 note: match (hit.user, hit.node.kind()) {
                     (true, _) => Some("matched a user pattern".to_owned()),
                     (_, "assignment_expression") => Some("scalar multiply-accumulate".to_owned()),
+                    (_, "gnu_asm_expression") if kind == SiteKind::Mma => {
+                        mma::ptx_instruction(parsed.text(hit.node)).map(|i| format!("PTX `{i}`"))
+                    }
                     _ => None,
                 },
             }),
