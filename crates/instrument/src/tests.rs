@@ -697,4 +697,7 @@ fn a_shared_tile_is_read_without_asking_only_where_its_stage_is_shared_by_declar
     // So does one assigned again from a parameter after its declaration.
     let reassigned = source.replace(declared, &format!("{declared} if (K < 0) sA = D;"));
     assert_eq!(reads(&reassigned), (2, 2));
+    // A `__shared__` pointer lives in shared memory; what it points to is its values'.
+    let shared_pointer = source.replace(declared, "__shared__ __nv_bfloat16* sA; sA = D;");
+    assert_eq!(reads(&shared_pointer), (2, 2));
 }

@@ -1710,8 +1710,9 @@ __device__ __forceinline__ void fold_exact(const Probe& p, const Stats& s) {
   const unsigned a = __float_as_uint(s.absmax);
   f.peak = f.peak > a ? f.peak : a;
   f.values += s.counted;
-  // A call without a row filter counts every value it sees: said so, the compiler keeps
-  // no register for the fold's `filtered` where no call can filter (a shared tile's).
+  // A call without a row filter counts every value it sees (seen == counted). Testing
+  // for the filter lets the compiler drop `filtered` where no call can filter (a
+  // shared tile's), which saves the fold a register.
   if (p.row_bound != all_rows) f.filtered += s.seen - s.counted;
   if ((s.nans | s.infs) == 0u) return;
   SummaryCell* cell = screen_cell(p.site);

@@ -320,8 +320,8 @@ fn operands_of<'t>(node: Node<'t>, operator: &str) -> Option<Vec<Node<'t>>> {
 }
 
 /// Whether `name` is shared memory by declaration, as `kwb::probe_shared_tile` needs
-/// (it reads without asking the address space): declared `__shared__` in `function` or
-/// at file scope, or a local of `function` whose every value (its initializer and each
+/// (it reads without asking the address space): an array declared `__shared__` in
+/// `function` or at file scope, or a local (a `__shared__` pointer among them) of `function` whose every value (its initializer and each
 /// assignment) is, casts and parentheses taken off, such a name, its address (`&X[i]`),
 /// or one of them in an address computation (`X + offset`, `(X + 1023) & ~1023`).
 /// Anything else (a parameter, a conditional, a call) is not, nor is a chain deeper
@@ -350,7 +350,9 @@ fn declared_shared(
                     continue;
                 }
                 declared = true;
-                if is_shared_declaration(parsed, n) {
+                // A `__shared__` array is shared memory; a `__shared__` pointer only
+                // lives there, and is judged by its values like any other.
+                if is_shared_declaration(parsed, n) && declares_array_of(d) {
                     return true;
                 }
                 if d.kind() == "init_declarator" {
@@ -378,6 +380,27 @@ fn declared_shared(
         && values
             .iter()
             .all(|v| shared_value(parsed, root, function, *v, depth - 1))
+}
+
+/// Whether the declarator `d` (`smem_raw[]`, `As[16][16] = …`) declares an array, not a
+/// pointer (`*p`) or a scalar.
+fn declares_array_of(d: Node<'_>) -> bool {
+    let mut d = d;
+    loop {
+        match d.kind() {
+            "array_declarator" => return true,
+            "init_declarator" | "parenthesized_declarator" | "attributed_declarator" => {
+                match d
+                    .child_by_field_name("declarator")
+                    .or_else(|| d.named_child(0))
+                {
+                    Some(inner) => d = inner,
+                    None => return false,
+                }
+            }
+            _ => return false,
+        }
+    }
 }
 
 /// Whether a `__shared__` blank (the pre-pass masks the keyword) leads `declaration`
