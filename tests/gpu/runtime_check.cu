@@ -9,7 +9,10 @@
 // mma.sync accumulator of several MMA tiles with a row bound (10), and register
 // fragments of packed 16-bit values tallied in pairs: bf16 (11), bf16 with NaN and
 // +-Inf (12), half (13), and sites 11 and 12's fragments again as the A and B operands
-// of one probe_as_pair, two records from one claim (14, 15). A summary build
+// of one probe_as_pair, two records from one claim (14, 15). stage_check's two
+// warpgroups read pipeline stages as an SS-mode MMA's operands are probed
+// (probe_shared_stage): one from its stage's start, with NaN and -Inf (17), one from
+// the middle of another stage (18). A summary build
 // (KWB_TRACE_SUMMARY) folds the same calls into its table and then also runs
 // summary_grid: 30 CTAs whose values name them, for the CTA of the peak and of the
 // first NaN, the table's last K-tile row and a site past the table's default 32
@@ -42,6 +45,8 @@ static const kwb::SiteInfo kwb_sites[] = {
     {13, "runtime_check.cu", 14, "half register fragment"},
     {14, "runtime_check.cu", 15, "probe_as_pair: A, bf16"},
     {15, "runtime_check.cu", 16, "probe_as_pair: B, bf16 with NaN and Inf"},
+    {17, "runtime_check.cu", 17, "stage from its start, NaN and -Inf"},
+    {18, "runtime_check.cu", 18, "stage from its middle"},
 };
 [[maybe_unused]] static const bool kwb_sites_registered = kwb::register_sites(kwb_sites);
 
@@ -206,6 +211,33 @@ __global__ void check() {
   }
 }
 
+// Two warpgroups (256 threads), each probing a stage of 2048 bf16 as kwb-instrument
+// probes the tile an SS-mode MMA reads (kwb::probe_shared_stage: from the tile to the
+// stage's end). Warpgroup 0, site 17: all of stage x, x[i] = (i % 64) - 32 with NaN at
+// i % 256 == 77 and -Inf at i % 256 == 200. Warpgroup 1, site 18: stage y from element
+// 1024, y[i] = (i % 64) * 0.5 - 16. Without a screen each warp reads a quarter and
+// writes a record (site 17: 512 values with 2 NaN and 2 -Inf; site 18: 256 values); a
+// screen with folds reads each stage with the warpgroup's threads together.
+__global__ void stage_check() {
+  __shared__ __align__(16) __nv_bfloat16 x[2048];
+  __shared__ __align__(16) __nv_bfloat16 y[2048];
+  FOLD(17, OperandA);
+  FOLD(18, OperandB);
+  for (int i = threadIdx.x; i < 2048; i += blockDim.x) {
+    float v = static_cast<float>(i % 64 - 32);
+    if (i % 256 == 77) v = __int_as_float(0x7fc00000);
+    if (i % 256 == 200) v = __int_as_float(0xff800000);
+    x[i] = __float2bfloat16(v);
+    y[i] = __float2bfloat16((i % 64) * 0.5f - 16.0f);
+  }
+  __syncthreads();
+  if (threadIdx.x < 128) {
+    kwb::probe_shared_stage(SITE(17), kwb::Kind::OperandA, kTag, 17, 0, 0, x, x, 2048);
+  } else {
+    kwb::probe_shared_stage(SITE(18), kwb::Kind::OperandB, kTag, 18, 0, 0, y + 1024, y, 2048);
+  }
+}
+
 // Over a (5, 3, 2) grid of 64 threads, each warp probes site 16 twice: at K tile 0,
 // v = (linear CTA + 1) * (lane + 1) for each of 4 elements, with a NaN at lane 5,
 // element 0 in CTAs (3, 0, 1) and (2, 1, 1); at K tile 300 (past the table's rows:
@@ -249,6 +281,7 @@ int main() {
   }
 #endif
   check<<<1, 64>>>();
+  stage_check<<<1, 256>>>();
 #ifdef KWB_TRACE_SUMMARY
   summary_grid<<<dim3(5, 3, 2), 64>>>();
 #endif

@@ -11,8 +11,11 @@
 //! hand from the formulas in that file: counts before and after the row filter,
 //! minimum, maximum, absmax, NaN and Inf counts, and the sampled values with their
 //! coordinates. It covers the quick tally and its fall-back to the full one, packed
-//! and element-wise tile reads, the row filter, a partial warp, buffer overflow, and
-//! every value of every probe in the full-tile build. Each build first runs a kernel
+//! and element-wise tile reads, a pipeline stage read by a warpgroup as kwb-instrument
+//! probes an SS-mode MMA's operands (`kwb::probe_shared_stage`: a quarter a warp, or
+//! in a screen with folds every thread of the warpgroup at once), the row filter, a
+//! partial warp, buffer overflow, and every value of every probe in the full-tile
+//! build. Each build first runs a kernel
 //! of other records and resets the buffer: none of them may be left in the trace.
 
 use std::path::{Path, PathBuf};
@@ -341,6 +344,41 @@ fn expectations() -> Vec<Expect> {
             quick: true,
             samples: plain(lanes.map(|l| -f32::from(l) * 16.0 - 1.0)),
         },
+        // stage_check: a warp's quarter of stage x (512 values: -32 ..= 31, two NaN
+        // and two -Inf), four records; the first values of each quarter are -32...
+        Expect {
+            site: 17,
+            kind: Kind::OperandA,
+            records: 4,
+            k_tile: Some(17),
+            count: 512,
+            seen: 512,
+            vmin: -32.0,
+            vmax: 31.0,
+            absmax: 32.0,
+            nans: 2,
+            infs: 2,
+            mask: FULL,
+            quick: false,
+            samples: plain((0..8u8).map(|i| f32::from(i) - 32.0)),
+        },
+        // A warp's quarter of the second half of stage y (256 values: -16 ..= 15.5).
+        Expect {
+            site: 18,
+            kind: Kind::OperandB,
+            records: 4,
+            k_tile: Some(18),
+            count: 256,
+            seen: 256,
+            vmin: -16.0,
+            vmax: 15.5,
+            absmax: 16.0,
+            nans: 0,
+            infs: 0,
+            mask: FULL,
+            quick: true,
+            samples: plain((0..8u8).map(|i| f32::from(i) * 0.5 - 16.0)),
+        },
     ]
 }
 
@@ -432,7 +470,7 @@ const BUILDS: [Build; 11] = [
     Build {
         name: "4-record buffer",
         defines: &["KWB_TRACE_CAPACITY=4", "KWB_TRACE_SHARDS=1"],
-        overflow: Some((4, 13)),
+        overflow: Some((4, 21)),
         minmax: true,
         full: false,
         samples: true,
@@ -509,7 +547,7 @@ const BUILDS: [Build; 11] = [
             "KWB_TRACE_SHARDS=1",
             "KWB_TRACE_LEASE=0",
         ],
-        overflow: Some((4, 13)),
+        overflow: Some((4, 21)),
         minmax: true,
         full: false,
         samples: true,
@@ -567,6 +605,13 @@ fn tile_value(site: u32, e: u32) -> (f32, [i32; 3]) {
             _ => (ef - 256.0, none),
         },
         13 => (ef * 0.25, none),
+        // A quarter of stage x (from a multiple of 256) and of stage y's second half.
+        17 => match e % 256 {
+            77 => (f32::NAN, none),
+            200 => (f32::NEG_INFINITY, none),
+            _ => (tile(e), none),
+        },
+        18 => ((e % 64) as f32 * 0.5 - 16.0, none),
         10 => {
             let (lane, i) = ((e / 24) as i32, (e % 24) as i32);
             let (t, el) = (i / 4, i % 4);

@@ -678,8 +678,8 @@ fn a_shared_tile_is_read_without_asking_only_where_its_stage_is_shared_by_declar
         let (out, _) = instrument(text, &operands).unwrap();
         let body = out[out.find("#line 1 \"").unwrap()..].to_owned();
         (
-            body.matches("kwb::probe_shared_tile(").count(),
-            body.matches("kwb::probe_tile(").count(),
+            body.matches("kwb::probe_shared_stage(").count(),
+            body.matches("kwb::probe_stage(").count(),
         )
     };
     // sA and sB come from `extern __shared__ unsigned char smem_raw[]` through casts,

@@ -2204,6 +2204,87 @@ __device__ __forceinline__ void read_tile(const Probe& p, const T* tile, int cou
   strided(p, count, [&](int i) -> const T& { return tile[i]; }, coord);
 }
 
+// The threads of a warpgroup: an SS-mode MMA (wgmma) is issued by all of them at once.
+inline constexpr unsigned warpgroup = 128u;
+// Chunks a thread of a screen's stage read has in flight at once (2 x 16 bytes: 8
+// registers; the loop is rolled, so a larger stage adds no register). Four took
+// tma_wgmma_sm90's every-kind screen to 82 registers, past the 80 that keep two CTAs an
+// SM (3.27x the kernel against 2.47x with two; its operand screen alone 2.00x against
+// 2.10x: docs/results/track-a-stage-reads.md).
+inline constexpr int stage_batch = 2;
+
+// A screen's read of a stage tile into its fold (p.fold), `count` 16-bit values from
+// `base` (a shared address, 16-byte aligned, count % 8 == 0) shared out among the
+// calling warpgroup: thread t of the warpgroup reads chunks t, t + 128, … and folds its
+// quick tally into its registers. A thread's loads are issued `stage_batch` at a time
+// and waited for together (a thread whose batch runs past the tile loads its own first
+// chunk of the batch again, which leaves the maximum as it is and is not counted), so a
+// call costs a thread a few round trips to shared memory however large the stage.
+// Nothing here touches global memory unless a value is NaN or Inf: then the thread
+// counts its chunks again, value by value (fold_exact).
+template <class T>
+__device__ __forceinline__ void screen_stage(const Probe& p, unsigned base, int count) {
+  const int n = count / 8;
+  const int t = static_cast<int>(linear_tid() % warpgroup);
+  const int step = static_cast<int>(warpgroup);
+  Pairs<T> pairs = fresh_pairs<T>();
+#pragma unroll 1
+  for (int c = t; c < n; c += stage_batch * step) {
+    unsigned v[stage_batch][4];
+#pragma unroll
+    for (int j = 0; j < stage_batch; ++j) {
+      const int at = c + j * step < n ? c + j * step : c;
+      asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+                   : "=r"(v[j][0]), "=r"(v[j][1]), "=r"(v[j][2]), "=r"(v[j][3])
+                   : "r"(base + 16u * static_cast<unsigned>(at)));
+    }
+#pragma unroll
+    for (int j = 0; j < stage_batch; ++j) {
+      quick_pair(pairs, pair_absmax_nan<T>(pair_absmax_nan<T>(v[j][0], v[j][1]),
+                                           pair_absmax_nan<T>(v[j][2], v[j][3])));
+    }
+  }
+  const unsigned read = t < n ? static_cast<unsigned>((n - 1 - t) / step + 1) : 0u;
+  if (fold_quick(p, unpaired(pairs), 8u * read)) return;
+  // The thread's own chunks again, value by value, exactly.
+  Stats s = fresh_stats();
+#pragma unroll 1
+  for (int c = t; c < n; c += step) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      unsigned short bits;
+      asm volatile("ld.shared.u16 %0, [%1];"
+                   : "=h"(bits)
+                   : "r"(base + 16u * static_cast<unsigned>(c) + 2u * static_cast<unsigned>(j)));
+      tally(s, true, true, to_float(bits_as<T>(bits)));
+    }
+  }
+  fold_exact(p, s);
+}
+
+// probe_stage's read: the part of the stage from `tile` to its end (`stride` elements
+// from `stage`; none when `tile` is outside it), read by the calling warpgroup. A
+// screen's call with a fold whose tile is 16-bit values in shared memory, packed, is
+// read by the whole warpgroup at once (screen_stage); any other call by each warp of
+// the warpgroup for a quarter of it, as probe_tile reads (a record per warp).
+template <bool Shared, class T>
+__device__ __forceinline__ void read_stage(const Probe& p, const T* tile, const T* stage,
+                                           long long stride) {
+  if (!admitted(p.k_tile)) return;
+  const long long left = static_cast<long long>(stage + stride - tile);
+  const int count = static_cast<int>(left < 0 ? 0 : left > stride ? stride : left);
+  if constexpr (screen && pairs_tally<T> && KWB_TRACE_MINMAX == 0) {
+    if (p.fold != nullptr && packs(tile, count, p.row_bound) && (Shared || __isShared(tile))) {
+      screen_stage<T>(p, static_cast<unsigned>(__cvta_generic_to_shared(tile)), count);
+      return;
+    }
+  }
+  const int quarter = (count + 3) / 4;
+  const int first = static_cast<int>((linear_tid() / 32u) % 4u) * quarter;
+  const int mine = count - first < quarter ? (count > first ? count - first : 0) : quarter;
+  read_tile<Shared>(p, tile + first, mine, NoCoord{});
+}
+
 }  // namespace detail
 
 #ifdef KWB_TRACE_SCREEN
@@ -2343,6 +2424,49 @@ __device__ __forceinline__ void probe_shared_tile(SiteArg site, Kind kind, uint3
 #else
   (void)site, (void)kind, (void)tag, (void)k_tile, (void)tile_m, (void)tile_n;
   (void)tile, (void)count;
+#endif
+}
+
+// The tile an SS-mode MMA (wgmma) reads from a pipeline stage, probed by the warpgroup
+// that issues the MMA (all of its threads call this): from `tile` to the end of its
+// stage, the `stride` elements from `stage` (kwb-instrument passes the stage the
+// pointer was last set in: `tile = sA + stage * STRIDE + offset`), so that a probe never
+// reads past the stage and reads every row the warpgroup's MMAs can, those of later
+// warpgroups of the CTA too. Without a screen (and in a screen for a hand-written call
+// with a bare site id) each warp of the warpgroup reads a quarter of it, as probe_tile
+// reads, and writes its own record; a screen's call with a fold reads a tile of 16-bit
+// values in shared memory with the warpgroup's threads together, each loading a few
+// 16-byte chunks at once (docs/BENCHMARKS.md, "The screen"). Values are in the stage's
+// memory order (swizzled as TMA wrote them): no coordinates. probe_shared_stage:
+// `tile` must point into shared memory (no address-space query); probe_stage asks.
+template <class T>
+__device__ __forceinline__ void probe_stage(SiteArg site, Kind kind, uint32_t tag, int k_tile,
+                                            int tile_m, int tile_n, const T* tile,
+                                            const typename std::remove_cv<T>::type* stage,
+                                            long long stride) {
+#ifdef KWB_TRACE
+  detail::read_stage<false, T>(
+      detail::Probe{site.id, kind, tag, k_tile, tile_m, tile_n, all_rows, Axis::M, site.fold},
+      tile, stage, stride);
+#else
+  (void)site, (void)kind, (void)tag, (void)k_tile, (void)tile_m, (void)tile_n;
+  (void)tile, (void)stage, (void)stride;
+#endif
+}
+
+template <class T>
+__device__ __forceinline__ void probe_shared_stage(SiteArg site, Kind kind, uint32_t tag,
+                                                   int k_tile, int tile_m, int tile_n,
+                                                   const T* tile,
+                                                   const typename std::remove_cv<T>::type* stage,
+                                                   long long stride) {
+#ifdef KWB_TRACE
+  detail::read_stage<true, T>(
+      detail::Probe{site.id, kind, tag, k_tile, tile_m, tile_n, all_rows, Axis::M, site.fold},
+      tile, stage, stride);
+#else
+  (void)site, (void)kind, (void)tag, (void)k_tile, (void)tile_m, (void)tile_n;
+  (void)tile, (void)stage, (void)stride;
 #endif
 }
 

@@ -8,11 +8,13 @@
 //! stage holds STRIDE elements, and the probe reads from the MMA's pointer to the end
 //! of the current stage (at most STRIDE elements). So it never reads past the stage
 //! the pointer is in, and the records say what the CTA's MMAs read in that K tile:
-//! for a CTA of several consumer warpgroups, the rows of the later ones too. The four
-//! warps of the warpgroup (an SS-mode MMA is warpgroup-wide) each read a quarter
-//! and write their own record (`kwb::probe_shared_tile`, which reads the pointer as
-//! shared memory without asking). Values are in the stage's memory order (swizzled for
-//! TMA tiles): their coordinates are unknown.
+//! for a CTA of several consumer warpgroups, the rows of the later ones too. The probe
+//! is `kwb::probe_shared_stage` (or `kwb::probe_stage`, which asks the address space,
+//! where the stage array is not shared memory by declaration), handed the pointer, the
+//! stage and STRIDE: the runtime clamps the extent and shares the read out among the
+//! warpgroup (an SS-mode MMA is warpgroup-wide), a quarter a warp with a record each,
+//! or in a screen a few 16-byte chunks a thread, all in flight together. Values are in
+//! the stage's memory order (swizzled for TMA tiles): their coordinates are unknown.
 //!
 //! A CuTe descriptor view (`tCrA = thr.make_fragment_A(tCsA)`, `tCsA =
 //! thr.partition_A(sA)`, the MMA reading `tCrA(_, _, k_block, read_stage)`, as in
@@ -155,15 +157,15 @@ pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str, counters:
                 };
                 // The tile lies in the stage (the extent is clamped to it), so it is in
                 // shared memory when the stage array is by declaration; otherwise the
-                // probe asks the address space at run time (probe_tile).
+                // probe asks the address space at run time (probe_stage).
                 let read = if declared_shared(parsed, root, function, &array, 8) {
-                    "probe_shared_tile"
+                    "probe_shared_stage"
                 } else {
-                    "probe_tile"
+                    "probe_stage"
                 };
                 (
                     format!(
-                        "if (kwb::admits({k_tile})) {{ const long long kwb_e = static_cast<long long>(({array}) + ({index}) * ({stride}) + ({stride}) - ({name})); const int kwb_n = static_cast<int>(kwb_e < 0 ? 0 : kwb_e > ({stride}) ? ({stride}) : kwb_e); const int kwb_q = (kwb_n + 3) / 4; const int kwb_b = (kwb::warp_id() % 4) * kwb_q; kwb::{read}({site}, kwb::Kind::{kind}, 0x{tag:08x}u, {k_tile}, {TILE}, {name} + kwb_b, kwb_n - kwb_b < kwb_q ? (kwb_n > kwb_b ? kwb_n - kwb_b : 0) : kwb_q); }}"
+                        "if (kwb::admits({k_tile})) {{ kwb::{read}({site}, kwb::Kind::{kind}, 0x{tag:08x}u, {k_tile}, {TILE}, {name}, ({array}) + ({index}) * ({stride}), ({stride})); }}"
                     ),
                     format!(
                         "operand {letter}: the shared tile `{name}` the MMA at line {} reads (stage of {stride} elements, memory order)",
@@ -319,7 +321,7 @@ fn operands_of<'t>(node: Node<'t>, operator: &str) -> Option<Vec<Node<'t>>> {
     Some(out)
 }
 
-/// Whether `name` is shared memory by declaration, as `kwb::probe_shared_tile` needs
+/// Whether `name` is shared memory by declaration, as `kwb::probe_shared_stage` needs
 /// (it reads without asking the address space): an array declared `__shared__` in
 /// `function` or at file scope, or a local (a `__shared__` pointer among them) of `function` whose every value (its initializer and each
 /// assignment) is, casts and parentheses taken off, such a name, its address (`&X[i]`),
