@@ -2437,15 +2437,16 @@ __device__ __forceinline__ void probe_shared_tile(SiteArg site, Kind kind, uint3
 // reads, and writes its own record; a screen's call with a fold reads a tile of 16-bit
 // values in shared memory with the warpgroup's threads together, each loading a few
 // 16-byte chunks at once (docs/BENCHMARKS.md, "The screen"). Values are in the stage's
-// memory order (swizzled as TMA wrote them): no coordinates. probe_shared_stage:
-// `tile` must point into shared memory (no address-space query); probe_stage asks.
-template <class T>
+// memory order (swizzled as TMA wrote them): no coordinates. probe_shared_stage
+// (probe_stage<true>): `tile` must point into shared memory (no address-space query);
+// probe_stage asks.
+template <bool Shared = false, class T>
 __device__ __forceinline__ void probe_stage(SiteArg site, Kind kind, uint32_t tag, int k_tile,
                                             int tile_m, int tile_n, const T* tile,
                                             const typename std::remove_cv<T>::type* stage,
                                             long long stride) {
 #ifdef KWB_TRACE
-  detail::read_stage<false, T>(
+  detail::read_stage<Shared, T>(
       detail::Probe{site.id, kind, tag, k_tile, tile_m, tile_n, all_rows, Axis::M, site.fold},
       tile, stage, stride);
 #else
@@ -2460,14 +2461,7 @@ __device__ __forceinline__ void probe_shared_stage(SiteArg site, Kind kind, uint
                                                    const T* tile,
                                                    const typename std::remove_cv<T>::type* stage,
                                                    long long stride) {
-#ifdef KWB_TRACE
-  detail::read_stage<true, T>(
-      detail::Probe{site.id, kind, tag, k_tile, tile_m, tile_n, all_rows, Axis::M, site.fold},
-      tile, stage, stride);
-#else
-  (void)site, (void)kind, (void)tag, (void)k_tile, (void)tile_m, (void)tile_n;
-  (void)tile, (void)stage, (void)stride;
-#endif
+  probe_stage<true>(site, kind, tag, k_tile, tile_m, tile_n, tile, stage, stride);
 }
 
 // A register array whose bytes hold values of another type (`uint32_t a[4]` packing
