@@ -1940,6 +1940,18 @@ __device__ __noinline__ void small_fragment(Probe p, SmallValues<T, N> values, C
 
 template <int N, class ValueFn, class CoordFn>
 __device__ __forceinline__ void fragment(const Probe& p, ValueFn&& value, CoordFn&& coord) {
+  if constexpr (screen) {
+    // A screen's call with a fold and no row filter: the quick tally, register
+    // arithmetic, comes before the filter is asked, so the compiler may schedule it
+    // among the kernel's own instructions; behind the filter's branch it may not
+    // (tma_wgmma_sm90's accumulator screen: 1.21x the kernel with the branch first,
+    // 1.09x without it: docs/results/track-a-stage-reads.md, call 13).
+    if (p.fold != nullptr && p.row_bound == all_rows) {
+      const Quick all = quick_fragment<N>(value);
+      if (admitted(p.k_tile)) fold_fragment<N>(p, all, value);
+      return;
+    }
+  }
   if (!admitted(p.k_tile)) return;
   using Element = std::decay_t<decltype(value(0))>;
   using Coords = std::decay_t<CoordFn>;
@@ -2496,8 +2508,6 @@ __device__ __forceinline__ void probe_as_pair(SiteArg site_a, SiteArg site_b, ui
   static_assert(sizeof(FA) % sizeof(T) == 0 && sizeof(FB) % sizeof(T) == 0,
                 "the arrays must hold whole values of T");
 #ifdef KWB_TRACE
-  if (!detail::admitted(k_tile)) return;
-  const detail::Claim both = detail::claim(2u);
   const T* flat_a = reinterpret_cast<const T*>(&a);
   const T* flat_b = reinterpret_cast<const T*>(&b);
   constexpr int na = static_cast<int>(sizeof(FA) / sizeof(T));
@@ -2509,13 +2519,21 @@ __device__ __forceinline__ void probe_as_pair(SiteArg site_a, SiteArg site_b, ui
   const detail::Probe pb{site_b.id, Kind::OperandB, tag, k_tile, tile_m, tile_n, row_bound,
                         row_axis, site_b.fold};
   if constexpr (screen) {
-    // A screen folds both in one go; a warp that saw a NaN or an Inf in either goes
-    // on below, through each operand's own probe.
+    // A screen folds both in one go, each tally worked out before the filter is asked
+    // (see detail::fragment); a warp that saw a NaN or an Inf in either goes on below,
+    // through each operand's own probe.
     if (row_bound == all_rows && pa.fold != nullptr && pb.fold != nullptr) {
-      detail::fold_fragment<na>(pa, detail::quick_fragment<na>(value_a), value_a);
-      detail::fold_fragment<nb>(pb, detail::quick_fragment<nb>(value_b), value_b);
+      const detail::Quick qa = detail::quick_fragment<na>(value_a);
+      const detail::Quick qb = detail::quick_fragment<nb>(value_b);
+      if (!detail::admitted(k_tile)) return;
+      detail::fold_fragment<na>(pa, qa, value_a);
+      detail::fold_fragment<nb>(pb, qb, value_b);
       return;
     }
+  }
+  if (!detail::admitted(k_tile)) return;
+  const detail::Claim both = detail::claim(2u);
+  if constexpr (screen) {
     if (row_bound == all_rows) {
       const unsigned lanes = static_cast<unsigned>(__popc(both.mask));
       if (detail::screened_pair(both, pa, pb, detail::quick_fragment<na>(value_a),
