@@ -15,8 +15,8 @@
 //! probes an SS-mode MMA's operands (`kwb::probe_shared_stage`: a quarter a warp, or
 //! in a screen with folds every thread of the warpgroup at once), the row filter, a
 //! partial warp, buffer overflow, and every value of every probe in the full-tile
-//! build. Each build first runs a kernel
-//! of other records and resets the buffer: none of them may be left in the trace.
+//! build. Each build first runs a kernel of other records and resets the buffer: none
+//! of them may be left in the trace.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
