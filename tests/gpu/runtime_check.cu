@@ -12,7 +12,8 @@
 // of one probe_as_pair, two records from one claim (14, 15). stage_check's two
 // warpgroups read pipeline stages as an SS-mode MMA's operands are probed
 // (probe_shared_stage): one from its stage's start, with NaN and -Inf (17), one from
-// the middle of another stage (18). A summary build
+// the middle of another stage (18); share_check's consumer warpgroups each read their
+// own rows of one stage (19) and half of another (20). A summary build
 // (KWB_TRACE_SUMMARY) folds the same calls into its table and then also runs
 // summary_grid: 30 CTAs whose values name them, for the CTA of the peak and of the
 // first NaN, the table's last K-tile row and a site past the table's default 32
@@ -47,6 +48,8 @@ static const kwb::SiteInfo kwb_sites[] = {
     {15, "runtime_check.cu", 16, "probe_as_pair: B, bf16 with NaN and Inf"},
     {17, "runtime_check.cu", 17, "stage from its start, NaN and -Inf"},
     {18, "runtime_check.cu", 18, "stage from its middle"},
+    {19, "runtime_check.cu", 19, "stage, each consumer warpgroup its own rows"},
+    {20, "runtime_check.cu", 20, "stage, split among the consumer warpgroups"},
 };
 [[maybe_unused]] static const bool kwb_sites_registered = kwb::register_sites(kwb_sites);
 
@@ -238,6 +241,42 @@ __global__ void stage_check() {
   }
 }
 
+// share_check's three warpgroups divide stages as a cooperative wgmma kernel's do
+// (kwb::own_part, kwb::split_part): warpgroup 0 (a producer's) lies outside A's stage,
+// warpgroups 1 and 2 each own half of A's stage 1 (site 19) and read half of B's
+// stage 1 (site 20), which both consume whole. Stage 0 and what follows stage 1 hold
+// NaN, which a read past its part would count.
+__global__ void share_check() {
+  __shared__ __align__(16) __nv_bfloat16 a[3][2048];
+  __shared__ __align__(16) __nv_bfloat16 b[3][1024];
+  FOLD(19, OperandA);
+  FOLD(20, OperandB);
+  for (int i = threadIdx.x; i < 3 * 2048; i += blockDim.x) {
+    const bool inside = i / 2048 == 1;
+    a[i / 2048][i % 2048] =
+        __float2bfloat16(inside ? static_cast<float>(i % 64 - 32) : __int_as_float(0x7fc00000));
+  }
+  for (int i = threadIdx.x; i < 3 * 1024; i += blockDim.x) {
+    const bool inside = i / 1024 == 1;
+    b[i / 1024][i % 1024] =
+        __float2bfloat16(inside ? (i % 64) * 0.5f - 16.0f : __int_as_float(0x7fc00000));
+  }
+  __syncthreads();
+  const int wg = threadIdx.x / 128;
+  const int row_base = (wg - 1) * 1024;
+  if (wg == 0) return;
+  const int stage = 1;
+  const __nv_bfloat16* tile_a = &a[0][0] + stage * 2048 + row_base;
+  const __nv_bfloat16* tile_b = &b[0][0] + stage * 1024;
+  auto offset = [&](unsigned t) {
+    return static_cast<long long>((static_cast<int>(t / 128) - 1) * 1024);
+  };
+  kwb::probe_shared_stage(SITE(19), kwb::Kind::OperandA, kTag, 19, 0, 0, tile_a,
+                          &a[0][0] + stage * 2048, 2048, kwb::own_part(offset));
+  kwb::probe_shared_stage(SITE(20), kwb::Kind::OperandB, kTag, 20, 0, 0, tile_b,
+                          &b[0][0] + stage * 1024, 1024, kwb::split_part(offset, 2048));
+}
+
 // Over a (5, 3, 2) grid of 64 threads, each warp probes site 16 twice: at K tile 0,
 // v = (linear CTA + 1) * (lane + 1) for each of 4 elements, with a NaN at lane 5,
 // element 0 in CTAs (3, 0, 1) and (2, 1, 1); at K tile 300 (past the table's rows:
@@ -282,6 +321,7 @@ int main() {
 #endif
   check<<<1, 64>>>();
   stage_check<<<1, 256>>>();
+  share_check<<<1, 384>>>();
 #ifdef KWB_TRACE_SUMMARY
   summary_grid<<<dim3(5, 3, 2), 64>>>();
 #endif

@@ -379,6 +379,41 @@ fn expectations() -> Vec<Expect> {
             quick: true,
             samples: plain((0..8u8).map(|i| f32::from(i) * 0.5 - 16.0)),
         },
+        // share_check: each consumer warpgroup's own half of stage a (1024 values), a
+        // warp's quarter of it (256: -32 ..= 31); none of stage 0's NaN or past it.
+        Expect {
+            site: 19,
+            kind: Kind::OperandA,
+            records: 8,
+            k_tile: Some(19),
+            count: 256,
+            seen: 256,
+            vmin: -32.0,
+            vmax: 31.0,
+            absmax: 32.0,
+            nans: 0,
+            infs: 0,
+            mask: FULL,
+            quick: true,
+            samples: plain((0..8u8).map(|i| f32::from(i) - 32.0)),
+        },
+        // Half of stage b (512 values) a warpgroup, a warp's quarter of that (128).
+        Expect {
+            site: 20,
+            kind: Kind::OperandB,
+            records: 8,
+            k_tile: Some(20),
+            count: 128,
+            seen: 128,
+            vmin: -16.0,
+            vmax: 15.5,
+            absmax: 16.0,
+            nans: 0,
+            infs: 0,
+            mask: FULL,
+            quick: true,
+            samples: plain((0..8u8).map(|i| f32::from(i) * 0.5 - 16.0)),
+        },
     ]
 }
 
@@ -470,7 +505,7 @@ const BUILDS: [Build; 11] = [
     Build {
         name: "4-record buffer",
         defines: &["KWB_TRACE_CAPACITY=4", "KWB_TRACE_SHARDS=1"],
-        overflow: Some((4, 21)),
+        overflow: Some((4, 37)),
         minmax: true,
         full: false,
         samples: true,
@@ -547,7 +582,7 @@ const BUILDS: [Build; 11] = [
             "KWB_TRACE_SHARDS=1",
             "KWB_TRACE_LEASE=0",
         ],
-        overflow: Some((4, 21)),
+        overflow: Some((4, 37)),
         minmax: true,
         full: false,
         samples: true,
@@ -611,7 +646,9 @@ fn tile_value(site: u32, e: u32) -> (f32, [i32; 3]) {
             200 => (f32::NEG_INFINITY, none),
             _ => (tile(e), none),
         },
-        18 => ((e % 64) as f32 * 0.5 - 16.0, none),
+        18 | 20 => ((e % 64) as f32 * 0.5 - 16.0, none),
+        // A warp's quarter of its warpgroup's own rows (from a multiple of 256).
+        19 => (tile(e), none),
         10 => {
             let (lane, i) = ((e / 24) as i32, (e % 24) as i32);
             let (t, el) = (i / 4, i % 4);

@@ -2216,6 +2216,40 @@ __device__ __forceinline__ void read_tile(const Probe& p, const T* tile, int cou
   strided(p, count, [&](int i) -> const T& { return tile[i]; }, coord);
 }
 
+}  // namespace detail
+
+// How the consumer warpgroups of a CTA divide a pipeline stage tile between them, as
+// kwb-instrument reads it from the MMA's operand pointers (probe_stage's last
+// argument). WholeStage (the default): each warpgroup reads from its pointer to the
+// stage's end. OwnPart: the pointer's offset in the stage is set from the thread's
+// index (`tile_a = sA + stage * S + ((threadIdx.x / 128 - 1) * 64) * BK`); `offset(t)`
+// is that offset for thread t, and the warpgroup reads from its pointer to the next
+// consumer's offset (its own rows). SplitPart: the pointer is the same for every
+// warpgroup while the partner operand's pointer (`offset`, in a stage of `stride`
+// elements) is set per warpgroup: the consumers all read this tile whole, so each reads
+// one contiguous part of it. Only a warpgroup that runs the MMA calls the probe, so a
+// split leaves a part unread when a consumer by the offsets skips the MMA while its
+// partners run it; kwb-instrument says so where it emits one.
+struct WholeStage {};
+template <class F>
+struct OwnPart {
+  F offset;
+};
+template <class F>
+struct SplitPart {
+  F offset;
+  long long stride;
+};
+template <class F>
+__device__ __forceinline__ OwnPart<F> own_part(F offset) {
+  return OwnPart<F>{offset};
+}
+template <class F>
+__device__ __forceinline__ SplitPart<F> split_part(F offset, long long stride) {
+  return SplitPart<F>{offset, stride};
+}
+
+namespace detail {
 // The threads of a warpgroup: an SS-mode MMA (wgmma) is issued by all of them at once.
 inline constexpr unsigned warpgroup = 128u;
 // Chunks a thread of a screen's stage read has in flight at once (2 x 16 bytes: 8
@@ -2274,17 +2308,107 @@ __device__ __forceinline__ void screen_stage(const Probe& p, unsigned base, int 
   fold_exact(p, s);
 }
 
+// Which warpgroups of the CTA consume a stage, as an operand pointer's offset in its
+// stage says: `offset(t)` is that offset (in elements) for thread t (threadIdx.x), so
+// offset(128 w) is warpgroup w's. A consumer is a warpgroup whose offset lies in the
+// stage, [0, stride); `ordered` says the consumers' offsets rise with w (so no two
+// share rows); `rank` is the calling warpgroup's place among them (-1: not one),
+// `mine` its offset, `next` the offset of the consumer after it (`stride` for the
+// last). Only for a one-dimensional CTA: the offsets were written with threadIdx.x.
+struct Consumers {
+  int rank = -1;
+  int ranks = 0;
+  bool ordered = true;
+  long long mine = 0;
+  long long next = 0;
+};
+
+// Warpgroups a CTA can hold (1024 threads).
+inline constexpr unsigned max_warpgroups = 8u;
+
+template <class F>
+__device__ __forceinline__ Consumers consumers(F& offset, long long stride) {
+  Consumers c;
+  c.next = stride;
+  if (blockDim.y != 1u || blockDim.z != 1u) return c;
+  const unsigned me = tid_x() / warpgroup;
+  const unsigned groups = blockDim.x / warpgroup;
+  long long last = -1;
+  int ranks = 0;
+#pragma unroll
+  for (unsigned w = 0; w < max_warpgroups; ++w) {
+    const long long o = static_cast<long long>(offset(w * warpgroup));
+    if (w < groups && o >= 0 && o < stride) {
+      if (o <= last) c.ordered = false;
+      last = o;
+      if (w == me) {
+        c.rank = ranks;
+        c.mine = o;
+      }
+      if (w > me && o < c.next) c.next = o;
+      ++ranks;
+    }
+  }
+  c.ranks = ranks;
+  return c;
+}
+
+// The part of a stage tile a warpgroup reads: `count` values from `tile + from`.
+struct Span {
+  int from;
+  int count;
+};
+
+// Whole: the tile from the MMA's pointer to the end of its stage (`count` values).
+__device__ __forceinline__ Span span_of(const WholeStage&, long long, long long, int count) {
+  return Span{0, count};
+}
+
+// Own rows: the warpgroup's operand rows, from its pointer to the next consumer's
+// offset. The whole tile when the offsets do not partition the stage, or the pointer
+// is not where offset() puts it (the probe's premise does not hold: read what it can).
+template <class F>
+__device__ __forceinline__ Span span_of(const OwnPart<F>& part, long long at, long long stride,
+                                        int count) {
+  F offset = part.offset;
+  const Consumers c = consumers(offset, stride);
+  if (!c.ordered || c.rank < 0 || c.mine != at) return Span{0, count};
+  const long long own = c.next - c.mine;
+  return Span{0, own < count ? static_cast<int>(own) : count};
+}
+
+// Split: an operand every consumer warpgroup reads whole (the partner operand's
+// offsets say which those are) is read once, a contiguous part of it by each (a
+// multiple of 8 values, so parts stay 16-byte chunks). The whole tile when the calling
+// warpgroup is not a consumer or the offsets do not partition the partner's stage.
+template <class F>
+__device__ __forceinline__ Span span_of(const SplitPart<F>& part, long long, long long,
+                                        int count) {
+  F offset = part.offset;
+  const Consumers c = consumers(offset, part.stride);
+  if (!c.ordered || c.rank < 0 || c.ranks < 2) return Span{0, count};
+  const int each = ((count + c.ranks - 1) / c.ranks + 7) & ~7;
+  const int from = c.rank * each;
+  const int left = count - from;
+  return Span{from, left < 0 ? 0 : left < each ? left : each};
+}
+
 // probe_stage's read: the part of the stage from `tile` to its end (`stride` elements
-// from `stage`; none when `tile` is outside it), read by the calling warpgroup. A
-// screen's call with a fold whose tile is 16-bit values in shared memory, packed, is
-// read by the whole warpgroup at once (screen_stage); any other call by each warp of
-// the warpgroup for a quarter of it, as probe_tile reads (a record per warp).
-template <bool Shared, class T>
+// from `stage`; none when `tile` is outside it), or the calling warpgroup's part of it
+// (span_of), read by the calling warpgroup. A screen's call with a fold whose tile is
+// 16-bit values in shared memory, packed, is read by the whole warpgroup at once
+// (screen_stage); any other call by each warp of the warpgroup for a quarter of it, as
+// probe_tile reads (a record per warp).
+template <bool Shared, class T, class Part>
 __device__ __forceinline__ void read_stage(const Probe& p, const T* tile, const T* stage,
-                                           long long stride) {
+                                           long long stride, const Part& part) {
   if (!admitted(p.k_tile)) return;
-  const long long left = static_cast<long long>(stage + stride - tile);
-  const int count = static_cast<int>(left < 0 ? 0 : left > stride ? stride : left);
+  const long long at = static_cast<long long>(tile - stage);
+  const long long left = stride - at;
+  const int whole = static_cast<int>(left < 0 ? 0 : left > stride ? stride : left);
+  const Span span = whole > 0 ? span_of(part, at, stride, whole) : Span{0, 0};
+  tile += span.from;
+  const int count = span.count;
   if constexpr (screen && pairs_tally<T> && KWB_TRACE_MINMAX == 0) {
     if (p.fold != nullptr && packs(tile, count, p.row_bound) && (Shared || __isShared(tile))) {
       screen_stage<T>(p, static_cast<unsigned>(__cvta_generic_to_shared(tile)), count);
@@ -2452,28 +2576,28 @@ __device__ __forceinline__ void probe_shared_tile(SiteArg site, Kind kind, uint3
 // memory order (swizzled as TMA wrote them): no coordinates. probe_shared_stage
 // (probe_stage<true>): `tile` must point into shared memory (no address-space query);
 // probe_stage asks.
-template <bool Shared = false, class T>
+template <bool Shared = false, class T, class Part = WholeStage>
 __device__ __forceinline__ void probe_stage(SiteArg site, Kind kind, uint32_t tag, int k_tile,
                                             int tile_m, int tile_n, const T* tile,
                                             const typename std::remove_cv<T>::type* stage,
-                                            long long stride) {
+                                            long long stride, Part part = Part{}) {
 #ifdef KWB_TRACE
   detail::read_stage<Shared, T>(
       detail::Probe{site.id, kind, tag, k_tile, tile_m, tile_n, all_rows, Axis::M, site.fold},
-      tile, stage, stride);
+      tile, stage, stride, part);
 #else
   (void)site, (void)kind, (void)tag, (void)k_tile, (void)tile_m, (void)tile_n;
-  (void)tile, (void)stage, (void)stride;
+  (void)tile, (void)stage, (void)stride, (void)part;
 #endif
 }
 
-template <class T>
+template <class T, class Part = WholeStage>
 __device__ __forceinline__ void probe_shared_stage(SiteArg site, Kind kind, uint32_t tag,
                                                    int k_tile, int tile_m, int tile_n,
                                                    const T* tile,
                                                    const typename std::remove_cv<T>::type* stage,
-                                                   long long stride) {
-  probe_stage<true>(site, kind, tag, k_tile, tile_m, tile_n, tile, stage, stride);
+                                                   long long stride, Part part = Part{}) {
+  probe_stage<true>(site, kind, tag, k_tile, tile_m, tile_n, tile, stage, stride, part);
 }
 
 // A register array whose bytes hold values of another type (`uint32_t a[4]` packing

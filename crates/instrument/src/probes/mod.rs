@@ -8,3 +8,4 @@ pub(crate) mod loads;
 pub(crate) mod operands;
 pub(crate) mod shared;
 pub(crate) mod tmem;
+pub(crate) mod warpgroups;

@@ -37,6 +37,7 @@ use crate::nodes::{
 };
 use crate::plan::ProbeInfo;
 use crate::probes::accumulator::Counter;
+use crate::probes::warpgroups::{self, Offset};
 
 /// Probes each shared-memory operand pointer of `kernel` before the MMA statements
 /// that pass it on.
@@ -142,11 +143,7 @@ pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str, counters:
                     ),
                 )
             } else {
-                let Some(Stage {
-                    array,
-                    index,
-                    stride,
-                }) = last_assignment(parsed, function, name, statement.start_byte())
+                let Some(stage) = last_assignment(parsed, function, name, statement.start_byte())
                     .and_then(|value| stage_of(parsed, value))
                 else {
                     em.note(format!(
@@ -155,20 +152,54 @@ pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str, counters:
                     ));
                     continue;
                 };
+                let Stage {
+                    ref array,
+                    ref index,
+                    ref stride,
+                    ..
+                } = stage;
                 // The tile lies in the stage (the extent is clamped to it), so it is in
                 // shared memory when the stage array is by declaration; otherwise the
                 // probe asks the address space at run time (probe_stage).
-                let read = if declared_shared(parsed, root, function, &array, 8) {
+                let read = if declared_shared(parsed, root, function, array, 8) {
                     "probe_shared_stage"
                 } else {
                     "probe_stage"
                 };
+                let at = statement.start_byte();
+                let own = warpgroups::offset_of(parsed, function, &stage.offset, at);
+                let partner = partner_stage(parsed, function, kernel, letter, mma, at);
+                let (part, share) = match (&own, &partner) {
+                    (Offset::PerThread(expr), _) => (
+                        format!(", kwb::own_part({})", warpgroups::lambda(expr)),
+                        format!(
+                            ", the warpgroup's own rows: its offset `{}` is set per warpgroup",
+                            offset_text(parsed, &stage)
+                        ),
+                    ),
+                    (Offset::Uniform, Some((other, Offset::PerThread(expr), other_stride))) => {
+                        em.note(format!(
+                            "{}: operand {letter} `{name}` is the same for every warpgroup while `{other}`'s offset in its stage is set per warpgroup: each consumer warpgroup (by `{other}`'s offsets) reads one part of it before each MMA, so a consumer that skips an MMA while the others run it leaves its part unread",
+                            kernel.name
+                        ));
+                        (
+                            format!(
+                                ", kwb::split_part({}, ({other_stride}))",
+                                warpgroups::lambda(expr)
+                            ),
+                            format!(
+                                ", one part a consumer warpgroup, the consumers as `{other}`'s offsets say"
+                            ),
+                        )
+                    }
+                    _ => (String::new(), String::new()),
+                };
                 (
                     format!(
-                        "if (kwb::admits({k_tile})) {{ kwb::{read}({site}, kwb::Kind::{kind}, 0x{tag:08x}u, {k_tile}, {TILE}, {name}, ({array}) + ({index}) * ({stride}), ({stride})); }}"
+                        "if (kwb::admits({k_tile})) {{ kwb::{read}({site}, kwb::Kind::{kind}, 0x{tag:08x}u, {k_tile}, {TILE}, {name}, ({array}) + ({index}) * ({stride}), ({stride}){part}); }}"
                     ),
                     format!(
-                        "operand {letter}: the shared tile `{name}` the MMA at line {} reads (stage of {stride} elements, memory order)",
+                        "operand {letter}: the shared tile `{name}` the MMA at line {} reads (stage of {stride} elements, memory order{share})",
                         mma.line
                     ),
                 )
@@ -484,11 +515,66 @@ fn shared_value(
     }
 }
 
-/// `ARRAY + INDEX * STRIDE`: where a stage starts and how many elements it holds.
-struct Stage {
+/// The offset terms of a stage pointer's value (`sA + stage * S + row_base * BK` →
+/// `row_base * BK`): every term but the array and the stage's.
+#[cfg(test)]
+pub(crate) fn offset_terms<'t>(parsed: &Parsed, value: Node<'t>) -> Vec<Node<'t>> {
+    stage_of(parsed, value)
+        .map(|s| s.offset)
+        .unwrap_or_default()
+}
+
+/// `ARRAY + INDEX * STRIDE + OFFSET…`: where a stage starts, how many elements it
+/// holds, and the terms that place the pointer in it.
+struct Stage<'t> {
     array: String,
     index: String,
     stride: String,
+    offset: Vec<Node<'t>>,
+}
+
+/// The offset terms of `stage` as written (`row_base * BK`), for the probe's note.
+fn offset_text(parsed: &Parsed, stage: &Stage<'_>) -> String {
+    stage
+        .offset
+        .iter()
+        .map(|t| parsed.masked[t.byte_range()].trim())
+        .collect::<Vec<_>>()
+        .join(" + ")
+}
+
+/// The other operand the MMA statement `mma` passes from a stage (operand B's for
+/// `letter` A): its pointer's name, its offset in the stage ([`warpgroups::offset_of`])
+/// and the stage's STRIDE. None when the MMA names no such pointer.
+fn partner_stage(
+    parsed: &Parsed,
+    function: Node<'_>,
+    kernel: &Kernel,
+    letter: char,
+    mma: &kwb_sites::Site,
+    before: usize,
+) -> Option<(String, Offset, String)> {
+    kernel
+        .sites
+        .iter()
+        .filter(|s| s.kind == SiteKind::Operand)
+        .filter_map(|s| s.note.as_deref())
+        .filter(|note| {
+            note.ends_with("in shared memory") && !note.contains("descriptor/fragment view")
+        })
+        .filter(|note| {
+            note.strip_prefix("operand ")
+                .and_then(|r| r.chars().next())
+                .is_some_and(|other| other != letter)
+        })
+        .filter_map(|note| note.split('`').nth(1))
+        .filter(|other| names(&mma.text, other))
+        .find_map(|other| {
+            let stage = last_assignment(parsed, function, other, before)
+                .and_then(|value| stage_of(parsed, value))?;
+            let offset = warpgroups::offset_of(parsed, function, &stage.offset, before);
+            Some((other.to_owned(), offset, stage.stride))
+        })
 }
 
 /// The value last assigned to `name` before byte `before` in `function` (its
@@ -530,10 +616,10 @@ fn last_assignment<'t>(
 
 /// Reads `ARRAY + INDEX * STRIDE (+ …)`, INDEX a stage-like name (`stage`, `pipe`,
 /// `slot`, `read_stage`, …).
-fn stage_of(parsed: &Parsed, value: Node<'_>) -> Option<Stage> {
+fn stage_of<'t>(parsed: &Parsed, value: Node<'t>) -> Option<Stage<'t>> {
     let terms = operands_of(value, "+")?;
     let array = terms.first().filter(|t| t.kind() == "identifier")?;
-    for term in &terms[1..] {
+    for (at, term) in terms.iter().enumerate().skip(1) {
         let text = &parsed.masked[term.byte_range()];
         let mut factors: Vec<String> = operands_of(*term, "*")?
             .iter()
@@ -550,10 +636,17 @@ fn stage_of(parsed: &Parsed, value: Node<'_>) -> Option<Stage> {
             && text.contains('*')
         {
             let index = factors.remove(i);
+            let offset = terms[1..]
+                .iter()
+                .enumerate()
+                .filter(|(j, _)| j + 1 != at)
+                .map(|(_, t)| *t)
+                .collect();
             return Some(Stage {
                 array: parsed.masked[array.byte_range()].to_owned(),
                 index,
                 stride: factors.join(" * "),
+                offset,
             });
         }
     }
