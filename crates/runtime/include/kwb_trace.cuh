@@ -593,6 +593,19 @@ __device__ __forceinline__ unsigned tid_z() {
   asm volatile("mov.u32 %0, %%tid.z;" : "=r"(r));
   return r;
 }
+// The CTA's extent, read where it is used (a probe's consumer mask would otherwise be
+// hoisted out of the mainloop into registers held across it).
+__device__ __forceinline__ unsigned ntid_x() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%ntid.x;" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ unsigned ntid_yz() {
+  unsigned y, z;
+  asm volatile("mov.u32 %0, %%ntid.y;" : "=r"(y));
+  asm volatile("mov.u32 %0, %%ntid.z;" : "=r"(z));
+  return y * z;
+}
 __device__ __forceinline__ unsigned laneid() {
   unsigned r;
   asm volatile("mov.u32 %0, %%laneid;" : "=r"(r));
@@ -742,6 +755,37 @@ __host__ __device__ constexpr auto fitted(const C& coord) {
   }
 }
 }  // namespace detail
+
+// How the consumer warpgroups of a CTA divide a pipeline stage tile between them, as
+// kwb-instrument reads it from the MMA's operand pointers (probe_stage's last
+// argument). WholeStage (the default): each warpgroup reads from its pointer to the
+// stage's end. OwnPart: the pointer's offset in the stage is set from the thread's
+// index (`tile_a = sA + stage * S + ((threadIdx.x / 128 - 1) * 64) * BK`); `offset(t)`
+// is that offset for thread t, and the warpgroup reads from its pointer to the next
+// consumer's offset (its own rows). SplitPart: the pointer is the same for every
+// warpgroup while the partner operand's pointer (`offset`, in a stage of `stride`
+// elements) is set per warpgroup: the consumers all read this tile whole, so each reads
+// one contiguous part of it. Only a warpgroup that runs the MMA calls the probe, so a
+// split leaves a part unread when a consumer by the offsets skips the MMA while its
+// partners run it; kwb-instrument says so where it emits one.
+struct WholeStage {};
+template <class F>
+struct OwnPart {
+  F offset;
+};
+template <class F>
+struct SplitPart {
+  F offset;
+  long long stride;
+};
+template <class F>
+__device__ __forceinline__ OwnPart<F> own_part(F offset) {
+  return OwnPart<F>{offset};
+}
+template <class F>
+__device__ __forceinline__ SplitPart<F> split_part(F offset, long long stride) {
+  return SplitPart<F>{offset, stride};
+}
 
 #ifdef KWB_TRACE
 
@@ -2216,40 +2260,6 @@ __device__ __forceinline__ void read_tile(const Probe& p, const T* tile, int cou
   strided(p, count, [&](int i) -> const T& { return tile[i]; }, coord);
 }
 
-}  // namespace detail
-
-// How the consumer warpgroups of a CTA divide a pipeline stage tile between them, as
-// kwb-instrument reads it from the MMA's operand pointers (probe_stage's last
-// argument). WholeStage (the default): each warpgroup reads from its pointer to the
-// stage's end. OwnPart: the pointer's offset in the stage is set from the thread's
-// index (`tile_a = sA + stage * S + ((threadIdx.x / 128 - 1) * 64) * BK`); `offset(t)`
-// is that offset for thread t, and the warpgroup reads from its pointer to the next
-// consumer's offset (its own rows). SplitPart: the pointer is the same for every
-// warpgroup while the partner operand's pointer (`offset`, in a stage of `stride`
-// elements) is set per warpgroup: the consumers all read this tile whole, so each reads
-// one contiguous part of it. Only a warpgroup that runs the MMA calls the probe, so a
-// split leaves a part unread when a consumer by the offsets skips the MMA while its
-// partners run it; kwb-instrument says so where it emits one.
-struct WholeStage {};
-template <class F>
-struct OwnPart {
-  F offset;
-};
-template <class F>
-struct SplitPart {
-  F offset;
-  long long stride;
-};
-template <class F>
-__device__ __forceinline__ OwnPart<F> own_part(F offset) {
-  return OwnPart<F>{offset};
-}
-template <class F>
-__device__ __forceinline__ SplitPart<F> split_part(F offset, long long stride) {
-  return SplitPart<F>{offset, stride};
-}
-
-namespace detail {
 // The threads of a warpgroup: an SS-mode MMA (wgmma) is issued by all of them at once.
 inline constexpr unsigned warpgroup = 128u;
 // Chunks a thread of a screen's stage read has in flight at once (2 x 16 bytes: 8
@@ -2261,25 +2271,30 @@ inline constexpr int stage_batch = 2;
 
 // A screen's read of a stage tile into its fold (p.fold), `count` 16-bit values from
 // `base` (a shared address, 16-byte aligned, count % 8 == 0) shared out among the
-// calling warpgroup: thread t of the warpgroup reads chunks t, t + 128, … and folds its
-// quick tally into its registers. A thread's loads are issued `stage_batch` at a time
-// and waited for together (a thread whose batch runs past the tile loads its own first
-// chunk of the batch again, which leaves the maximum as it is and is not counted), so a
-// call costs a thread a few round trips to shared memory however large the stage.
-// Nothing here touches global memory unless a value is NaN or Inf: then the thread
-// counts its chunks again, value by value (fold_exact).
+// calling warpgroup's threads, and among `ranks` warpgroups when several read parts of
+// one tile: thread t (of 128) of the warpgroup of rank r reads 16-byte chunks r * 128 + t, then
+// every ranks * 128 on, and folds its quick tally into its registers. A thread's
+// loads are issued `stage_batch` at a time and waited for together (a thread whose
+// batch runs past the tile loads its own first chunk of the batch again, which leaves
+// the maximum as it is and is not counted), so a call costs a thread a few round trips
+// to shared memory however large the stage. Nothing here touches global memory unless
+// a value is NaN or Inf: then the thread counts its chunks again, value by value
+// (fold_exact).
 template <class T>
-__device__ __forceinline__ void screen_stage(const Probe& p, unsigned base, int count) {
+__device__ __forceinline__ void screen_stage(const Probe& p, unsigned base, int count, int rank,
+                                             int ranks, unsigned t) {
   const int n = count / 8;
-  const int t = static_cast<int>(linear_tid() % warpgroup);
-  const int step = static_cast<int>(warpgroup);
+  const int first = rank * static_cast<int>(warpgroup) + static_cast<int>(t);
+  const int step = ranks * static_cast<int>(warpgroup);
   Pairs<T> pairs = fresh_pairs<T>();
+  unsigned read = 0u;
 #pragma unroll 1
-  for (int c = t; c < n; c += stage_batch * step) {
+  for (int c = first; c < n; c += stage_batch * step) {
     unsigned v[stage_batch][4];
 #pragma unroll
     for (int j = 0; j < stage_batch; ++j) {
       const int at = c + j * step < n ? c + j * step : c;
+      read += c + j * step < n ? 1u : 0u;
       asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
                    : "=r"(v[j][0]), "=r"(v[j][1]), "=r"(v[j][2]), "=r"(v[j][3])
                    : "r"(base + 16u * static_cast<unsigned>(at)));
@@ -2290,12 +2305,11 @@ __device__ __forceinline__ void screen_stage(const Probe& p, unsigned base, int 
                                            pair_absmax_nan<T>(v[j][2], v[j][3])));
     }
   }
-  const unsigned read = t < n ? static_cast<unsigned>((n - 1 - t) / step + 1) : 0u;
   if (fold_quick(p, unpaired(pairs), 8u * read)) return;
   // The thread's own chunks again, value by value, exactly.
   Stats s = fresh_stats();
 #pragma unroll 1
-  for (int c = t; c < n; c += step) {
+  for (int c = first; c < n; c += step) {
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       unsigned short bits;
@@ -2308,89 +2322,88 @@ __device__ __forceinline__ void screen_stage(const Probe& p, unsigned base, int 
   fold_exact(p, s);
 }
 
-// Which warpgroups of the CTA consume a stage, as an operand pointer's offset in its
-// stage says: `offset(t)` is that offset (in elements) for thread t (threadIdx.x), so
-// offset(128 w) is warpgroup w's. A consumer is a warpgroup whose offset lies in the
-// stage, [0, stride); `ordered` says the consumers' offsets rise with w (so no two
-// share rows); `rank` is the calling warpgroup's place among them (-1: not one),
-// `mine` its offset, `next` the offset of the consumer after it (`stride` for the
-// last). Only for a one-dimensional CTA: the offsets were written with threadIdx.x.
-struct Consumers {
-  int rank = -1;
-  int ranks = 0;
-  bool ordered = true;
-  long long mine = 0;
-  long long next = 0;
-};
-
 // Warpgroups a CTA can hold (1024 threads).
 inline constexpr unsigned max_warpgroups = 8u;
 
-template <class F>
-__device__ __forceinline__ Consumers consumers(F& offset, long long stride) {
-  Consumers c;
-  c.next = stride;
-  if (blockDim.y != 1u || blockDim.z != 1u) return c;
-  const unsigned me = tid_x() / warpgroup;
-  const unsigned groups = blockDim.x / warpgroup;
-  long long last = -1;
-  int ranks = 0;
-#pragma unroll
-  for (unsigned w = 0; w < max_warpgroups; ++w) {
-    const long long o = static_cast<long long>(offset(w * warpgroup));
-    if (w < groups && o >= 0 && o < stride) {
-      if (o <= last) c.ordered = false;
-      last = o;
-      if (w == me) {
-        c.rank = ranks;
-        c.mine = o;
-      }
-      if (w > me && o < c.next) c.next = o;
-      ++ranks;
-    }
-  }
-  c.ranks = ranks;
-  return c;
-}
-
-// The part of a stage tile a warpgroup reads: `count` values from `tile + from`.
+// The part of a stage tile a warpgroup reads: the `count` values from its pointer, or,
+// with `ranks` > 1, the part of rank `rank` of them when `ranks` warpgroups share
+// it out (a screen interleaves the ranks' chunks, a record reads a contiguous part).
+// Worked out at every call, branch-free where the offsets are the kernel's constants:
+// values a call keeps in registers across the mainloop would cost a wgmma kernel its
+// occupancy, and a branch before the MMA keeps its loads from overlapping it.
 struct Span {
-  int from;
   int count;
+  int rank;
+  int ranks;
 };
 
 // Whole: the tile from the MMA's pointer to the end of its stage (`count` values).
-__device__ __forceinline__ Span span_of(const WholeStage&, long long, long long, int count) {
-  return Span{0, count};
+__device__ __forceinline__ Span span_of(const WholeStage&, unsigned, int, int, int count) {
+  return Span{count, 0, 1};
 }
 
-// Own rows: the warpgroup's operand rows, from its pointer to the next consumer's
-// offset. The whole tile when the offsets do not partition the stage, or the pointer
-// is not where offset() puts it (the probe's premise does not hold: read what it can).
+// Own rows: the calling warpgroup's (thread `tid`'s) operand rows, from its pointer (`at`
+// elements into the stage, where offset() must put it) to the offset the next
+// warpgroup would have when that lies above it in the stage, otherwise to the stage's
+// end. (When no next warpgroup runs, no MMA reads past that offset either.) Every
+// element from the lowest consumer's offset up to that is read by some consumer
+// whatever order the offsets come in (the consumer with the highest offset at or below
+// an element stops only at an offset above it). The whole tile when the
+// pointer is not where offset() puts it or the CTA is not one-dimensional (the
+// offsets were written with threadIdx.x).
 template <class F>
-__device__ __forceinline__ Span span_of(const OwnPart<F>& part, long long at, long long stride,
+__device__ __forceinline__ Span span_of(const OwnPart<F>& part, unsigned tid, int at, int size,
                                         int count) {
   F offset = part.offset;
-  const Consumers c = consumers(offset, stride);
-  if (!c.ordered || c.rank < 0 || c.mine != at) return Span{0, count};
-  const long long own = c.next - c.mine;
-  return Span{0, own < count ? static_cast<int>(own) : count};
+  const unsigned me = tid / warpgroup;
+  const long long mine = static_cast<long long>(offset(me * warpgroup));
+  const long long next = static_cast<long long>(offset((me + 1u) * warpgroup));
+  const bool flat = blockDim.y * blockDim.z == 1u;
+  const int own = flat && mine == at && next > mine && next < size ? static_cast<int>(next - mine)
+                                                                    : count;
+  return Span{own < count ? own : count, 0, 1};
+}
+
+// Which warpgroups of the CTA consume a stage, as an operand pointer's offset in its
+// stage says: `offset(t)` is that offset (in elements) for thread t (threadIdx.x), so
+// offset(128 w) is warpgroup w's. Bit w is set for a consumer, a warpgroup of the CTA
+// whose offset lies in the stage, [0, stride). None (0) when the consumers' offsets do
+// not rise with w (two would share rows: no partition) or the CTA is not
+// one-dimensional. The same for the whole CTA: where the offsets are constants
+// (kwb-instrument's lambdas of the kernel's constants), it is a constant masked by the
+// CTA's size.
+template <class F>
+__device__ __forceinline__ unsigned consumer_mask(F& offset, long long stride) {
+  unsigned in_stage = 0u;
+  long long last = -1;
+  bool ordered = true;
+#pragma unroll
+  for (unsigned w = 0; w < max_warpgroups; ++w) {
+    const long long o = static_cast<long long>(offset(w * warpgroup));
+    if (o >= 0 && o < stride) {
+      ordered = ordered && o > last;
+      last = o;
+      in_stage |= 1u << w;
+    }
+  }
+  const unsigned groups = blockDim.x / warpgroup;
+  const unsigned present = groups >= 32u ? ~0u : (1u << groups) - 1u;
+  return ordered && blockDim.y * blockDim.z == 1u ? in_stage & present : 0u;
 }
 
 // Split: an operand every consumer warpgroup reads whole (the partner operand's
-// offsets say which those are) is read once, a contiguous part of it by each (a
-// multiple of 8 values, so parts stay 16-byte chunks). The whole tile when the calling
-// warpgroup is not a consumer or the offsets do not partition the partner's stage.
+// offsets, in its stage of part.stride elements, say which those are) is read once,
+// shared out among the consumers by rank. The whole tile when the calling warpgroup
+// is not a consumer, it is the only one, or the offsets do not partition the
+// partner's stage.
 template <class F>
-__device__ __forceinline__ Span span_of(const SplitPart<F>& part, long long, long long,
+__device__ __forceinline__ Span span_of(const SplitPart<F>& part, unsigned tid, int, int,
                                         int count) {
   F offset = part.offset;
-  const Consumers c = consumers(offset, part.stride);
-  if (!c.ordered || c.rank < 0 || c.ranks < 2) return Span{0, count};
-  const int each = ((count + c.ranks - 1) / c.ranks + 7) & ~7;
-  const int from = c.rank * each;
-  const int left = count - from;
-  return Span{from, left < 0 ? 0 : left < each ? left : each};
+  const unsigned mask = consumer_mask(offset, part.stride);
+  const unsigned me = tid / warpgroup;
+  const bool shared = ((mask >> me) & 1u) != 0u && __popc(mask) > 1;
+  return Span{count, shared ? __popc(mask & ((1u << me) - 1u)) : 0, shared ? __popc(mask) : 1};
 }
 
 // probe_stage's read: the part of the stage from `tile` to its end (`stride` elements
@@ -2403,20 +2416,33 @@ template <bool Shared, class T, class Part>
 __device__ __forceinline__ void read_stage(const Probe& p, const T* tile, const T* stage,
                                            long long stride, const Part& part) {
   if (!admitted(p.k_tile)) return;
-  const long long at = static_cast<long long>(tile - stage);
-  const long long left = stride - at;
-  const int whole = static_cast<int>(left < 0 ? 0 : left > stride ? stride : left);
-  const Span span = whole > 0 ? span_of(part, at, stride, whole) : Span{0, 0};
-  tile += span.from;
-  const int count = span.count;
+  // In 32-bit arithmetic (a stage of 2^31 elements or more is read as if it held
+  // INT_MAX): `at` is where the pointer is in the stage, -1 before it (read a stage's
+  // worth from the pointer), `size` past it (nothing).
+  const int size = stride > INT_MAX ? INT_MAX : static_cast<int>(stride);
+  const long long from = static_cast<long long>(tile - stage);
+  const int at = from < 0 ? -1 : from > size ? size : static_cast<int>(from);
+  const int whole = at < 0 ? size : size - at;
+  const unsigned tid = linear_tid();
+  const Span span = span_of(part, tid, at, size, whole);
+  int count = span.count;
   if constexpr (screen && pairs_tally<T> && KWB_TRACE_MINMAX == 0) {
     if (p.fold != nullptr && packs(tile, count, p.row_bound) && (Shared || __isShared(tile))) {
-      screen_stage<T>(p, static_cast<unsigned>(__cvta_generic_to_shared(tile)), count);
+      screen_stage<T>(p, static_cast<unsigned>(__cvta_generic_to_shared(tile)), count,
+                      span.rank, span.ranks, tid % warpgroup);
       return;
     }
   }
+  // A record reads a contiguous part of a shared tile: its rank's of `ranks` parts, a
+  // multiple of 8 values each so that parts stay 16-byte chunks.
+  if (span.ranks > 1) {
+    const int each = ((count + span.ranks - 1) / span.ranks + 7) & ~7;
+    const int from = span.rank * each;
+    tile += from;
+    count = count - from < 0 ? 0 : count - from < each ? count - from : each;
+  }
   const int quarter = (count + 3) / 4;
-  const int first = static_cast<int>((linear_tid() / 32u) % 4u) * quarter;
+  const int first = static_cast<int>((tid / 32u) % 4u) * quarter;
   const int mine = count - first < quarter ? (count > first ? count - first : 0) : quarter;
   read_tile<Shared>(p, tile + first, mine, NoCoord{});
 }
