@@ -701,3 +701,48 @@ fn a_shared_tile_is_read_without_asking_only_where_its_stage_is_shared_by_declar
     let shared_pointer = source.replace(declared, "__shared__ __nv_bfloat16* sA; sA = D;");
     assert_eq!(reads(&shared_pointer), (2, 2));
 }
+
+#[test]
+fn a_stage_is_shared_out_only_where_the_pointers_say_how_the_warpgroups_divide_it() {
+    let source = include_str!("../../../kernels/tma_wgmma_sm90/gemm.cu");
+    let operands = Config {
+        probes: Probes {
+            operands: true,
+            ..Probes::NONE
+        },
+        ..config(None)
+    };
+    let parts = |text: &str| {
+        let (out, _) = instrument(text, &operands).unwrap();
+        let body = out[out.find("#line 1 \"").unwrap()..].to_owned();
+        (
+            body.matches("kwb::own_part(").count(),
+            body.matches("kwb::split_part(").count(),
+        )
+    };
+    // tile_a's offset is `row_base * BK`, row_base from `wg = threadIdx.x / 128`: each
+    // warpgroup reads its own rows of A, and B (the same for all) is split.
+    assert_eq!(parts(source), (2, 2));
+    let (out, _) = instrument(source, &operands).unwrap();
+    assert!(out.contains(
+        "kwb::own_part([&](unsigned kwb_t) { return static_cast<long long>((static_cast<decltype(row_base)>((static_cast<decltype(wg)>(kwb_t / 128) - 1) * 64) * BK)); })"
+    ));
+    // A warpgroup index the code changes after its declaration says nothing: both
+    // operands are read whole, as before.
+    let declared = "const int row_base = (wg - 1) * 64;";
+    assert!(source.contains(declared));
+    let changed = source.replace(declared, "int row_base = (wg - 1) * 64; row_base += 0;");
+    assert_eq!(parts(&changed), (0, 0));
+    // Nor does one read from memory (a per-warpgroup table).
+    let table = source.replace(declared, "const int row_base = C ? 64 : (wg - 1) * 64;");
+    assert_eq!(parts(&table), (2, 2));
+    let loaded = source.replace(
+        declared,
+        "const int row_base = reinterpret_cast<const int*>(C)[wg];",
+    );
+    assert_eq!(parts(&loaded), (0, 0));
+    // Offsets the same for every warpgroup (a ping-pong schedule's, where each consumer
+    // reads whole stages): nothing is shared out.
+    let uniform = source.replace(declared, "const int row_base = 0;");
+    assert_eq!(parts(&uniform), (0, 0));
+}

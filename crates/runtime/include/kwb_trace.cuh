@@ -2436,7 +2436,11 @@ __device__ __forceinline__ void read_stage(const Probe& p, const T* tile, const 
   // A record reads a contiguous part of a shared tile: its rank's of `ranks` parts, a
   // multiple of 8 values each so that parts stay 16-byte chunks.
   if (span.ranks > 1) {
-    const int each = ((count + span.ranks - 1) / span.ranks + 7) & ~7;
+    // Two or four ranks (a power of two) divide by a shift, any other number by a
+    // division.
+    const int r = span.ranks;
+    const int share = (r & (r - 1)) == 0 ? (count + r - 1) >> (__ffs(r) - 1) : (count + r - 1) / r;
+    const int each = (share + 7) & ~7;
     const int from = span.rank * each;
     tile += from;
     count = count - from < 0 ? 0 : count - from < each ? count - from : each;
