@@ -593,19 +593,6 @@ __device__ __forceinline__ unsigned tid_z() {
   asm volatile("mov.u32 %0, %%tid.z;" : "=r"(r));
   return r;
 }
-// The CTA's extent, read where it is used (a probe's consumer mask would otherwise be
-// hoisted out of the mainloop into registers held across it).
-__device__ __forceinline__ unsigned ntid_x() {
-  unsigned r;
-  asm volatile("mov.u32 %0, %%ntid.x;" : "=r"(r));
-  return r;
-}
-__device__ __forceinline__ unsigned ntid_yz() {
-  unsigned y, z;
-  asm volatile("mov.u32 %0, %%ntid.y;" : "=r"(y));
-  asm volatile("mov.u32 %0, %%ntid.z;" : "=r"(z));
-  return y * z;
-}
 __device__ __forceinline__ unsigned laneid() {
   unsigned r;
   asm volatile("mov.u32 %0, %%laneid;" : "=r"(r));
@@ -2328,9 +2315,10 @@ inline constexpr unsigned max_warpgroups = 8u;
 // The part of a stage tile a warpgroup reads: the `count` values from its pointer, or,
 // with `ranks` > 1, the part of rank `rank` of them when `ranks` warpgroups share
 // it out (a screen interleaves the ranks' chunks, a record reads a contiguous part).
-// Worked out at every call, branch-free where the offsets are the kernel's constants:
-// values a call keeps in registers across the mainloop would cost a wgmma kernel its
-// occupancy, and a branch before the MMA keeps its loads from overlapping it.
+// Worked out at every call, without branches: a value kept in registers across the
+// mainloop would cost a wgmma kernel its occupancy (two CTAs an SM of tma_wgmma_sm90
+// need at most 80), and every instruction a call adds is issue time the consumer
+// warpgroups' wgmmas wait for (docs/BENCHMARKS.md, "The screen").
 struct Span {
   int count;
   int rank;
