@@ -664,9 +664,8 @@ fn a_screen_folds_in_registers_and_threads_a_helpers_folds_through_the_kernel() 
     }
 }
 
-#[test]
-fn a_shared_tile_is_read_without_asking_only_where_its_stage_is_shared_by_declaration() {
-    let source = include_str!("../../../kernels/tma_wgmma_sm90/gemm.cu");
+/// `text` instrumented with operand probes only, without the inlined runtime header.
+fn operand_probes(text: &str) -> String {
     let operands = Config {
         probes: Probes {
             operands: true,
@@ -674,9 +673,15 @@ fn a_shared_tile_is_read_without_asking_only_where_its_stage_is_shared_by_declar
         },
         ..config(None)
     };
+    let (out, _) = instrument(text, &operands).unwrap();
+    out[out.find("#line 1 \"").unwrap()..].to_owned()
+}
+
+#[test]
+fn a_shared_tile_is_read_without_asking_only_where_its_stage_is_shared_by_declaration() {
+    let source = include_str!("../../../kernels/tma_wgmma_sm90/gemm.cu");
     let reads = |text: &str| {
-        let (out, _) = instrument(text, &operands).unwrap();
-        let body = out[out.find("#line 1 \"").unwrap()..].to_owned();
+        let body = operand_probes(text);
         (
             body.matches("kwb::probe_shared_stage(").count(),
             body.matches("kwb::probe_stage(").count(),
@@ -705,16 +710,8 @@ fn a_shared_tile_is_read_without_asking_only_where_its_stage_is_shared_by_declar
 #[test]
 fn a_stage_is_shared_out_only_where_the_pointers_say_how_the_warpgroups_divide_it() {
     let source = include_str!("../../../kernels/tma_wgmma_sm90/gemm.cu");
-    let operands = Config {
-        probes: Probes {
-            operands: true,
-            ..Probes::NONE
-        },
-        ..config(None)
-    };
     let parts = |text: &str| {
-        let (out, _) = instrument(text, &operands).unwrap();
-        let body = out[out.find("#line 1 \"").unwrap()..].to_owned();
+        let body = operand_probes(text);
         (
             body.matches("kwb::own_part(").count(),
             body.matches("kwb::split_part(").count(),
@@ -723,8 +720,7 @@ fn a_stage_is_shared_out_only_where_the_pointers_say_how_the_warpgroups_divide_i
     // tile_a's offset is `row_base * BK`, row_base from `wg = threadIdx.x / 128`: each
     // warpgroup reads its own rows of A, and B (the same for all) is split.
     assert_eq!(parts(source), (2, 2));
-    let (out, _) = instrument(source, &operands).unwrap();
-    assert!(out.contains(
+    assert!(operand_probes(source).contains(
         "kwb::own_part([&](unsigned kwb_t) { return static_cast<long long>((static_cast<decltype(row_base)>((static_cast<decltype(wg)>(kwb_t / 128) - 1) * 64) * BK)); })"
     ));
     // A warpgroup index the code changes after its declaration says nothing: both
