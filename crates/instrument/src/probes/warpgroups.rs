@@ -230,7 +230,9 @@ impl Writer<'_, '_> {
                         .is_some_and(|d| self.text(innermost_declarator(d)) == name);
                     if declares {
                         count += 1;
-                        if n.start_byte() >= self.before {
+                        // Declared before the probe, in a scope the probe is in: the
+                        // lambda names it (`decltype(wg)`, or the local itself).
+                        if n.start_byte() >= self.before || !self.in_scope(n) {
                             return None;
                         }
                         found = Some(Declared::Local(n.child_by_field_name("value")?));
@@ -280,6 +282,23 @@ impl Writer<'_, '_> {
             1 => Some(found),
             _ => None,
         }
+    }
+
+    /// Whether the probe (at byte `before`) is inside the scope of the declarator
+    /// `declarator`: the block, or the loop or branch head, that declares it.
+    fn in_scope(&self, declarator: Node<'_>) -> bool {
+        let scope = std::iter::successors(declarator.parent(), |n| n.parent()).find(|n| {
+            matches!(
+                n.kind(),
+                "compound_statement"
+                    | "for_statement"
+                    | "for_range_loop"
+                    | "if_statement"
+                    | "while_statement"
+                    | "switch_statement"
+            )
+        });
+        scope.is_some_and(|s| s.start_byte() <= self.before && self.before < s.end_byte())
     }
 
     /// Whether the function is a kernel (`__global__`), whose parameters every thread
@@ -370,6 +389,11 @@ mod tests {
         assert_eq!(offset("  // offset: f(threadIdx.x)"), Offset::Unknown);
         assert_eq!(offset("  // offset: threadIdx.y * BK"), Offset::Unknown);
         assert_eq!(offset("  // offset: p[threadIdx.x]"), Offset::Unknown);
+        // Declared in a block the probe is not in.
+        let got = offset(
+            "  const __nv_bfloat16* t;\n  { const int wg = threadIdx.x / 128; t = 0; }\n  // offset: wg * BK",
+        );
+        assert_eq!(got, Offset::Unknown);
         // Declared twice.
         let got = offset(
             "  { const int wg = 1; }\n  const int wg = threadIdx.x / 128;\n  // offset: wg * BK",
