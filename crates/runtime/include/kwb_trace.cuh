@@ -2342,7 +2342,7 @@ __device__ __forceinline__ Span span_of(const WholeStage&, unsigned, int, int, i
 template <class F>
 __device__ __forceinline__ Span span_of(const OwnPart<F>& part, unsigned tid, int at, int size,
                                         int count) {
-  F offset = part.offset;
+  const F& offset = part.offset;
   const unsigned me = tid / warpgroup;
   const long long mine = static_cast<long long>(offset(me * warpgroup));
   const long long next = static_cast<long long>(offset((me + 1u) * warpgroup));
@@ -2361,7 +2361,7 @@ __device__ __forceinline__ Span span_of(const OwnPart<F>& part, unsigned tid, in
 // (kwb-instrument's lambdas of the kernel's constants), it is a constant masked by the
 // CTA's size.
 template <class F>
-__device__ __forceinline__ unsigned consumer_mask(F& offset, long long stride) {
+__device__ __forceinline__ unsigned consumer_mask(const F& offset, long long stride) {
   unsigned in_stage = 0u;
   long long last = -1;
   bool ordered = true;
@@ -2387,8 +2387,7 @@ __device__ __forceinline__ unsigned consumer_mask(F& offset, long long stride) {
 template <class F>
 __device__ __forceinline__ Span span_of(const SplitPart<F>& part, unsigned tid, int, int,
                                         int count) {
-  F offset = part.offset;
-  const unsigned mask = consumer_mask(offset, part.stride);
+  const unsigned mask = consumer_mask(part.offset, part.stride);
   const unsigned me = tid / warpgroup;
   const bool shared = ((mask >> me) & 1u) != 0u && __popc(mask) > 1;
   return Span{count, shared ? __popc(mask & ((1u << me) - 1u)) : 0, shared ? __popc(mask) : 1};
