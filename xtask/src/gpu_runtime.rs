@@ -13,7 +13,9 @@
 //! coordinates. It covers the quick tally and its fall-back to the full one, packed
 //! and element-wise tile reads, a pipeline stage read by a warpgroup as kwb-instrument
 //! probes an SS-mode MMA's operands (`kwb::probe_shared_stage`: a quarter a warp, or
-//! in a screen with folds every thread of the warpgroup at once), the row filter, a
+//! in a screen with folds every thread of the warpgroup at once; whole, a warpgroup's
+//! own rows with `kwb::own_part`, and a part of a tile split among the consumer
+//! warpgroups with `kwb::split_part`), the row filter, a
 //! partial warp, buffer overflow, and every value of every probe in the full-tile
 //! build. Each build first runs a kernel of other records and resets the buffer: none
 //! of them may be left in the trace.

@@ -749,10 +749,11 @@ __host__ __device__ constexpr auto fitted(const C& coord) {
 // stage's end. OwnPart: the pointer's offset in the stage is set from the thread's
 // index (`tile_a = sA + stage * S + ((threadIdx.x / 128 - 1) * 64) * BK`); `offset(t)`
 // is that offset for thread t, and the warpgroup reads from its pointer to the next
-// consumer's offset (its own rows). SplitPart: the pointer is the same for every
+// warpgroup's offset (its own rows). SplitPart: the pointer is the same for every
 // warpgroup while the partner operand's pointer (`offset`, in a stage of `stride`
 // elements) is set per warpgroup: the consumers all read this tile whole, so each reads
-// one contiguous part of it. Only a warpgroup that runs the MMA calls the probe, so a
+// one part of it (a screen interleaves the parts' 16-byte chunks by rank, a record
+// reads a contiguous part). Only a warpgroup that runs the MMA calls the probe, so a
 // split leaves a part unread when a consumer by the offsets skips the MMA while its
 // partners run it; kwb-instrument says so where it emits one.
 struct WholeStage {};
@@ -2259,14 +2260,14 @@ inline constexpr int stage_batch = 2;
 // A screen's read of a stage tile into its fold (p.fold), `count` 16-bit values from
 // `base` (a shared address, 16-byte aligned, count % 8 == 0) shared out among the
 // calling warpgroup's threads, and among `ranks` warpgroups when several read parts of
-// one tile: thread t (of 128) of the warpgroup of rank r reads 16-byte chunks r * 128 + t, then
-// every ranks * 128 on, and folds its quick tally into its registers. A thread's
-// loads are issued `stage_batch` at a time and waited for together (a thread whose
-// batch runs past the tile loads its own first chunk of the batch again, which leaves
-// the maximum as it is and is not counted), so a call costs a thread a few round trips
-// to shared memory however large the stage. Nothing here touches global memory unless
-// a value is NaN or Inf: then the thread counts its chunks again, value by value
-// (fold_exact).
+// one tile: thread t (of 128) of the warpgroup of rank r reads 16-byte chunks
+// r * 128 + t, then every ranks * 128 on, and folds its quick tally into its
+// registers. A thread's loads are issued `stage_batch` at a time and waited for
+// together (a thread whose batch runs past the tile loads its own first chunk of the
+// batch again, which leaves the maximum as it is and is not counted), so a call costs
+// a thread a few round trips to shared memory however large the stage. Nothing here
+// touches global memory unless a value is NaN or Inf: then the thread counts its
+// chunks again, value by value (fold_exact).
 template <class T>
 __device__ __forceinline__ void screen_stage(const Probe& p, unsigned base, int count, int rank,
                                              int ranks, unsigned t) {
