@@ -13,7 +13,9 @@
 // warpgroups read pipeline stages as an SS-mode MMA's operands are probed
 // (probe_shared_stage): one from its stage's start, with NaN and -Inf (17), one from
 // the middle of another stage (18); share_check's consumer warpgroups each read their
-// own rows of one stage (19) and half of another (20). A summary build
+// own rows of one stage (19) and half of another (20), then the same two with one
+// probe_shared_stage_pair call, as kwb-instrument emits for both operands of an MMA
+// (21, 22, both at K tile 21). A summary build
 // (KWB_TRACE_SUMMARY) folds the same calls into its table and then also runs
 // summary_grid: 30 CTAs whose values name them, for the CTA of the peak and of the
 // first NaN, the table's last K-tile row and a site past the table's default 32
@@ -50,6 +52,8 @@ static const kwb::SiteInfo kwb_sites[] = {
     {18, "runtime_check.cu", 18, "stage from its middle"},
     {19, "runtime_check.cu", 19, "stage, each consumer warpgroup its own rows"},
     {20, "runtime_check.cu", 20, "stage, split among the consumer warpgroups"},
+    {21, "runtime_check.cu", 21, "probe_shared_stage_pair: A, own rows"},
+    {22, "runtime_check.cu", 22, "probe_shared_stage_pair: B, split"},
 };
 [[maybe_unused]] static const bool kwb_sites_registered = kwb::register_sites(kwb_sites);
 
@@ -244,13 +248,15 @@ __global__ void stage_check() {
 // share_check's three warpgroups divide stages as a cooperative wgmma kernel's do
 // (kwb::own_part, kwb::split_part): warpgroup 0 (a producer's) lies outside A's stage,
 // warpgroups 1 and 2 each own half of A's stage 1 (site 19) and read half of B's
-// stage 1 (site 20), which both consume whole. Stage 0 and what follows stage 1 hold
+// stage 1 (site 20), which both consume whole; then both again as one pair (21, 22). Stage 0 and what follows stage 1 hold
 // NaN, which a read past its part would count.
 __global__ void share_check() {
   __shared__ __align__(16) __nv_bfloat16 a[3][2048];
   __shared__ __align__(16) __nv_bfloat16 b[3][1024];
   FOLD(19, OperandA);
   FOLD(20, OperandB);
+  FOLD(21, OperandA);
+  FOLD(22, OperandB);
   for (int i = threadIdx.x; i < 3 * 2048; i += blockDim.x) {
     const bool inside = i / 2048 == 1;
     a[i / 2048][i % 2048] =
@@ -275,6 +281,10 @@ __global__ void share_check() {
                           &a[0][0] + stage * 2048, 2048, kwb::own_part(offset));
   kwb::probe_shared_stage(SITE(20), kwb::Kind::OperandB, kTag, 20, 0, 0, tile_b,
                           &b[0][0] + stage * 1024, 1024, kwb::split_part(offset, 2048));
+  // The same two reads in one call: the same records (sites 21, 22).
+  kwb::probe_shared_stage_pair(SITE(21), SITE(22), kTag, 21, 0, 0, tile_a, &a[0][0] + stage * 2048,
+                               2048, kwb::own_part(offset), tile_b, &b[0][0] + stage * 1024, 1024,
+                               kwb::split_part(offset, 2048));
 }
 
 // Over a (5, 3, 2) grid of 64 threads, each warp probes site 16 twice: at K tile 0,

@@ -15,7 +15,8 @@
 //! probes an SS-mode MMA's operands (`kwb::probe_shared_stage`: a quarter a warp, or
 //! in a screen with folds every thread of the warpgroup at once; whole, a warpgroup's
 //! own rows with `kwb::own_part`, and a part of a tile split among the consumer
-//! warpgroups with `kwb::split_part`), the row filter, a
+//! warpgroups with `kwb::split_part`; both operands at once with
+//! `kwb::probe_shared_stage_pair`), the row filter, a
 //! partial warp, buffer overflow, and every value of every probe in the full-tile
 //! build. Each build first runs a kernel of other records and resets the buffer: none
 //! of them may be left in the trace.
@@ -416,6 +417,39 @@ fn expectations() -> Vec<Expect> {
             quick: true,
             samples: plain((0..8u8).map(|i| f32::from(i) * 0.5 - 16.0)),
         },
+        // The same two reads as one probe_shared_stage_pair call at K tile 21.
+        Expect {
+            site: 21,
+            kind: Kind::OperandA,
+            records: 8,
+            k_tile: Some(21),
+            count: 256,
+            seen: 256,
+            vmin: -32.0,
+            vmax: 31.0,
+            absmax: 32.0,
+            nans: 0,
+            infs: 0,
+            mask: FULL,
+            quick: true,
+            samples: plain((0..8u8).map(|i| f32::from(i) - 32.0)),
+        },
+        Expect {
+            site: 22,
+            kind: Kind::OperandB,
+            records: 8,
+            k_tile: Some(21),
+            count: 128,
+            seen: 128,
+            vmin: -16.0,
+            vmax: 15.5,
+            absmax: 16.0,
+            nans: 0,
+            infs: 0,
+            mask: FULL,
+            quick: true,
+            samples: plain((0..8u8).map(|i| f32::from(i) * 0.5 - 16.0)),
+        },
     ]
 }
 
@@ -507,7 +541,7 @@ const BUILDS: [Build; 11] = [
     Build {
         name: "4-record buffer",
         defines: &["KWB_TRACE_CAPACITY=4", "KWB_TRACE_SHARDS=1"],
-        overflow: Some((4, 37)),
+        overflow: Some((4, 53)),
         minmax: true,
         full: false,
         samples: true,
@@ -584,7 +618,7 @@ const BUILDS: [Build; 11] = [
             "KWB_TRACE_SHARDS=1",
             "KWB_TRACE_LEASE=0",
         ],
-        overflow: Some((4, 37)),
+        overflow: Some((4, 53)),
         minmax: true,
         full: false,
         samples: true,
@@ -648,9 +682,9 @@ fn tile_value(site: u32, e: u32) -> (f32, [i32; 3]) {
             200 => (f32::NEG_INFINITY, none),
             _ => (tile(e), none),
         },
-        18 | 20 => ((e % 64) as f32 * 0.5 - 16.0, none),
+        18 | 20 | 22 => ((e % 64) as f32 * 0.5 - 16.0, none),
         // A warp's quarter of its warpgroup's own rows (from a multiple of 256).
-        19 => (tile(e), none),
+        19 | 21 => (tile(e), none),
         10 => {
             let (lane, i) = ((e / 24) as i32, (e % 24) as i32);
             let (t, el) = (i / 4, i % 4);

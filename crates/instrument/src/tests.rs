@@ -680,16 +680,26 @@ fn operand_probes(text: &str) -> String {
 #[test]
 fn a_shared_tile_is_read_without_asking_only_where_its_stage_is_shared_by_declaration() {
     let source = include_str!("../../../kernels/tma_wgmma_sm90/gemm.cu");
+    // (shared reads, reads that ask), a pair call counted as its two reads.
     let reads = |text: &str| {
         let body = operand_probes(text);
         (
-            body.matches("kwb::probe_shared_stage(").count(),
-            body.matches("kwb::probe_stage(").count(),
+            body.matches("kwb::probe_shared_stage(").count()
+                + 2 * body.matches("kwb::probe_shared_stage_pair(").count(),
+            body.matches("kwb::probe_stage(").count()
+                + 2 * body.matches("kwb::probe_stage_pair(").count(),
         )
     };
     // sA and sB come from `extern __shared__ unsigned char smem_raw[]` through casts,
-    // an alignment round-up and offsets: all four tile reads skip the query.
+    // an alignment round-up and offsets: all four tile reads skip the query, A's and
+    // B's of each MMA in one call.
     assert_eq!(reads(source), (4, 0));
+    assert_eq!(
+        operand_probes(source)
+            .matches("kwb::probe_shared_stage_pair(")
+            .count(),
+        2
+    );
     // An sA that may be global memory (a conditional) still reads as shared to the
     // kernel map (its text names smem), but its tiles ask the address space.
     let declared = "__nv_bfloat16* sA = reinterpret_cast<__nv_bfloat16*>(smem);";
@@ -699,6 +709,8 @@ fn a_shared_tile_is_read_without_asking_only_where_its_stage_is_shared_by_declar
         "__nv_bfloat16* sA = M > 0 ? reinterpret_cast<__nv_bfloat16*>(smem) : D;",
     );
     assert_eq!(reads(&maybe_global), (2, 2));
+    // Read two ways, A and B are not paired.
+    assert!(!operand_probes(&maybe_global).contains("_pair("));
     // So does one assigned again from a parameter after its declaration.
     let reassigned = source.replace(declared, &format!("{declared} if (K < 0) sA = D;"));
     assert_eq!(reads(&reassigned), (2, 2));

@@ -599,8 +599,11 @@ __device__ __forceinline__ unsigned laneid() {
   return r;
 }
 
-// The calling thread's linear index in its CTA (the order warps are formed in).
+// The calling thread's linear index in its CTA (the order warps are formed in). A
+// one-dimensional CTA (blockDim, the same for the whole CTA, says so) reads only its
+// x index: one special register where three took three round trips.
 __device__ __forceinline__ unsigned linear_tid() {
+  if (blockDim.y * blockDim.z == 1u) return tid_x();
   return tid_x() + blockDim.x * (tid_y() + blockDim.y * tid_z());
 }
 }  // namespace detail
@@ -1351,6 +1354,21 @@ __device__ __forceinline__ Quick unpaired(const Pairs<T>& q) {
   // With KWB_TRACE_MINMAX 0, hi's sign bits are pair_absmax_nan's: cleared.
   const unsigned hi = KWB_TRACE_MINMAX != 0 ? q.hi : q.hi & 0x7fff7fffu;
   return Quick{fminf(half(q.lo, 0), half(q.lo, 1)), max_nan(half(hi, 0), half(hi, 1))};
+}
+
+// unpaired(q), cheaper for a tally of bf16 |v| (KWB_TRACE_MINMAX 0, whose `hi` is the
+// larger half): a bf16 is the top half of the float it stands for, so the larger
+// magnitude is the larger of the two halves moved up, as integers (non-negative floats
+// order as their bits; a NaN or Inf half, 0x7f80 and above, stays at or above +Inf's
+// bits): three instructions where unpaired() converts both halves.
+template <class T>
+__device__ __forceinline__ Quick absmax_of(const Pairs<T>& q) {
+  if constexpr (is_bf16<T> && KWB_TRACE_MINMAX == 0) {
+    const unsigned low = (q.hi << 16) & 0x7fff0000u, high = q.hi & 0x7fff0000u;
+    return Quick{__int_as_float(0x7f800000), __uint_as_float(low > high ? low : high)};
+  } else {
+    return unpaired(q);
+  }
 }
 
 // The statistics of `n` finite values that all counted, from their quick tally;
@@ -2263,41 +2281,48 @@ inline constexpr int stage_batch = 2;
 // one tile: thread t (of 128) of the warpgroup of rank r reads 16-byte chunks
 // r * 128 + t, then every ranks * 128 on, and folds its quick tally into its
 // registers. A thread's loads are issued `stage_batch` at a time and waited for
-// together (a thread whose batch runs past the tile loads its own first chunk of the
-// batch again, which leaves the maximum as it is and is not counted), so a call costs
-// a thread a few round trips to shared memory however large the stage. Nothing here
+// together (a thread whose second chunk lies past the tile loads its first again,
+// which leaves the maximum as it is and is not counted: a load predicated off would
+// still be issued), its chunks walked by shared address, so a call costs a thread a
+// few round trips to shared memory however large the stage. Nothing here
 // touches global memory unless a value is NaN or Inf: then the thread counts its
 // chunks again, value by value (fold_exact).
 template <class T>
 __device__ __forceinline__ void screen_stage(const Probe& p, unsigned base, int count, int rank,
                                              int ranks, unsigned t) {
-  const int n = count / 8;
-  const int first = rank * static_cast<int>(warpgroup) + static_cast<int>(t);
-  const int step = ranks * static_cast<int>(warpgroup);
+  static_assert(stage_batch == 2, "the loop reads two chunks a round trip");
+  // In bytes of shared memory (below 2^24: nothing wraps): the thread's chunks are
+  // `step` apart from `at` up to `end`. A round trip whose second chunk is past `end`
+  // loads its first again (same maximum, not counted).
+  const unsigned n = static_cast<unsigned>(count) / 8u;
+  const unsigned first = static_cast<unsigned>(rank) * warpgroup + t;
+  const unsigned step = static_cast<unsigned>(ranks) * warpgroup;
+  const unsigned end = base + 16u * n;
   Pairs<T> pairs = fresh_pairs<T>();
   unsigned read = 0u;
 #pragma unroll 1
-  for (int c = first; c < n; c += stage_batch * step) {
-    unsigned v[stage_batch][4];
+  for (unsigned at = base + 16u * first; at < end; at += 32u * step) {
+    const unsigned next = at + 16u * step;
+    const bool two = next < end;
+    unsigned v[2][4];
 #pragma unroll
-    for (int j = 0; j < stage_batch; ++j) {
-      const int at = c + j * step < n ? c + j * step : c;
-      read += c + j * step < n ? 1u : 0u;
+    for (int j = 0; j < 2; ++j) {
       asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
                    : "=r"(v[j][0]), "=r"(v[j][1]), "=r"(v[j][2]), "=r"(v[j][3])
-                   : "r"(base + 16u * static_cast<unsigned>(at)));
+                   : "r"(j == 0 || !two ? at : next));
     }
 #pragma unroll
-    for (int j = 0; j < stage_batch; ++j) {
+    for (int j = 0; j < 2; ++j) {
       quick_pair(pairs, pair_absmax_nan<T>(pair_absmax_nan<T>(v[j][0], v[j][1]),
                                            pair_absmax_nan<T>(v[j][2], v[j][3])));
     }
+    read += two ? 2u : 1u;
   }
-  if (fold_quick(p, unpaired(pairs), 8u * read)) return;
+  if (fold_quick(p, absmax_of(pairs), 8u * read)) return;
   // The thread's own chunks again, value by value, exactly.
   Stats s = fresh_stats();
 #pragma unroll 1
-  for (int c = first; c < n; c += step) {
+  for (unsigned c = first; c < n; c += step) {
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       unsigned short bits;
@@ -2394,25 +2419,28 @@ __device__ __forceinline__ Span span_of(const SplitPart<F>& part, unsigned tid, 
   return Span{count, shared ? __popc(mask & ((1u << me) - 1u)) : 0, shared ? __popc(mask) : 1};
 }
 
-// probe_stage's read: the part of the stage from `tile` to its end (`stride` elements
-// from `stage`; none when `tile` is outside it), or the calling warpgroup's part of it
-// (span_of), read by the calling warpgroup. A screen's call with a fold whose tile is
-// 16-bit values in shared memory, packed, is read by the whole warpgroup at once
-// (screen_stage); any other call by each warp of the warpgroup for a quarter of it, as
-// probe_tile reads (a record per warp).
-template <bool Shared, class T, class Part>
-__device__ __forceinline__ void read_stage(const Probe& p, const T* tile, const T* stage,
-                                           long long stride, const Part& part) {
-  if (!admitted(p.k_tile)) return;
-  // In 32-bit arithmetic (a stage of 2^31 elements or more is read as if it held
-  // INT_MAX): `at` is where the pointer is in the stage, -1 before it (read a stage's
-  // worth from the pointer), `size` past it (nothing).
+// Where `tile` is in its stage (the `stride` elements from `stage`) and the calling
+// thread's (`tid`'s) warpgroup's part of it (span_of): from `tile` to the stage's end,
+// none when `tile` is outside it. In 32-bit arithmetic (a stage of 2^31 elements or
+// more is read as if it held INT_MAX): `at` is where the pointer is in the stage, -1
+// before it (read a stage's worth from the pointer), `size` past it (nothing).
+template <class T, class Part>
+__device__ __forceinline__ Span stage_span(const T* tile, const T* stage, long long stride,
+                                           const Part& part, unsigned tid) {
   const int size = stride > INT_MAX ? INT_MAX : static_cast<int>(stride);
   const long long from = static_cast<long long>(tile - stage);
   const int at = from < 0 ? -1 : from > size ? size : static_cast<int>(from);
   const int whole = at < 0 ? size : size - at;
-  const unsigned tid = linear_tid();
-  const Span span = span_of(part, tid, at, size, whole);
+  return span_of(part, tid, at, size, whole);
+}
+
+// The calling warpgroup's part `span` of a stage tile from `tile` (stage_span). A
+// screen's call with a fold whose tile is 16-bit values in shared memory, packed, is
+// read by the whole warpgroup at once (screen_stage); any other call by each warp of
+// the warpgroup for a quarter of it, as probe_tile reads (a record per warp).
+template <bool Shared, class T>
+__device__ __forceinline__ void read_part(const Probe& p, const T* tile, const Span& span,
+                                          unsigned tid) {
   int count = span.count;
   if constexpr (screen && pairs_tally<T> && KWB_TRACE_MINMAX == 0) {
     if (p.fold != nullptr && packs(tile, count, p.row_bound) && (Shared || __isShared(tile))) {
@@ -2437,6 +2465,33 @@ __device__ __forceinline__ void read_stage(const Probe& p, const T* tile, const 
   const int first = static_cast<int>((tid / 32u) % 4u) * quarter;
   const int mine = count - first < quarter ? (count > first ? count - first : 0) : quarter;
   read_tile<Shared>(p, tile + first, mine, NoCoord{});
+}
+
+// probe_stage's read: the calling warpgroup's part of the stage tile at `tile`
+// (stage_span, read_part).
+template <bool Shared, class T, class Part>
+__device__ __forceinline__ void read_stage(const Probe& p, const T* tile, const T* stage,
+                                           long long stride, const Part& part) {
+  if (!admitted(p.k_tile)) return;
+  const unsigned tid = linear_tid();
+  read_part<Shared>(p, tile, stage_span(tile, stage, stride, part, tid), tid);
+}
+
+// probe_stage_pair's read: both operands' parts, the filter asked and the thread's
+// index read once, both parts worked out before either is read (A's first, as two
+// probe_stage calls would).
+template <bool Shared, class TA, class PartA, class TB, class PartB>
+__device__ __forceinline__ void read_stage_pair(const Probe& pa, const TA* tile_a,
+                                                const TA* stage_a, long long stride_a,
+                                                const PartA& part_a, const Probe& pb,
+                                                const TB* tile_b, const TB* stage_b,
+                                                long long stride_b, const PartB& part_b) {
+  if (!admitted(pa.k_tile)) return;
+  const unsigned tid = linear_tid();
+  const Span a = stage_span(tile_a, stage_a, stride_a, part_a, tid);
+  const Span b = stage_span(tile_b, stage_b, stride_b, part_b, tid);
+  read_part<Shared>(pa, tile_a, a, tid);
+  read_part<Shared>(pb, tile_b, b, tid);
 }
 
 }  // namespace detail
@@ -2616,6 +2671,45 @@ __device__ __forceinline__ void probe_shared_stage(SiteArg site, Kind kind, uint
                                                    const typename std::remove_cv<T>::type* stage,
                                                    long long stride, Part part = Part{}) {
   probe_stage<true>(site, kind, tag, k_tile, tile_m, tile_n, tile, stage, stride, part);
+}
+
+// Operands A and B of one MMA, each a tile in its pipeline stage, read as probe_stage
+// reads each (sites `site_a` and `site_b`, A's record or fold first) with one call:
+// the K-tile filter, the thread's index and both parts are worked out once, where two
+// probe_stage calls would each work them out (every instruction a probe adds to a
+// consumer's K tile is issue time its MMAs wait for). kwb-instrument emits it where
+// both operands of an MMA are stage tiles probed before the same statement.
+template <bool Shared = false, class TA, class TB, class PartA = WholeStage,
+          class PartB = WholeStage>
+__device__ __forceinline__ void probe_stage_pair(
+    SiteArg site_a, SiteArg site_b, uint32_t tag, int k_tile, int tile_m, int tile_n,
+    const TA* tile_a, const typename std::remove_cv<TA>::type* stage_a, long long stride_a,
+    PartA part_a, const TB* tile_b, const typename std::remove_cv<TB>::type* stage_b,
+    long long stride_b, PartB part_b) {
+#ifdef KWB_TRACE
+  detail::read_stage_pair<Shared>(
+      detail::Probe{site_a.id, Kind::OperandA, tag, k_tile, tile_m, tile_n, all_rows, Axis::M,
+                    site_a.fold},
+      tile_a, static_cast<const TA*>(stage_a), stride_a, part_a,
+      detail::Probe{site_b.id, Kind::OperandB, tag, k_tile, tile_m, tile_n, all_rows, Axis::M,
+                    site_b.fold},
+      tile_b, static_cast<const TB*>(stage_b), stride_b, part_b);
+#else
+  (void)site_a, (void)site_b, (void)tag, (void)k_tile, (void)tile_m, (void)tile_n;
+  (void)tile_a, (void)stage_a, (void)stride_a, (void)part_a;
+  (void)tile_b, (void)stage_b, (void)stride_b, (void)part_b;
+#endif
+}
+
+// probe_stage_pair of tiles known to be in shared memory (probe_shared_stage).
+template <class TA, class TB, class PartA = WholeStage, class PartB = WholeStage>
+__device__ __forceinline__ void probe_shared_stage_pair(
+    SiteArg site_a, SiteArg site_b, uint32_t tag, int k_tile, int tile_m, int tile_n,
+    const TA* tile_a, const typename std::remove_cv<TA>::type* stage_a, long long stride_a,
+    PartA part_a, const TB* tile_b, const typename std::remove_cv<TB>::type* stage_b,
+    long long stride_b, PartB part_b) {
+  probe_stage_pair<true>(site_a, site_b, tag, k_tile, tile_m, tile_n, tile_a, stage_a,
+                         stride_a, part_a, tile_b, stage_b, stride_b, part_b);
 }
 
 // A register array whose bytes hold values of another type (`uint32_t a[4]` packing

@@ -45,6 +45,7 @@ pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str, counters:
     let parsed = em.parsed;
     let root = parsed.tree.root_node();
     let tag = em.tag;
+    let mut planned: Vec<Planned> = Vec::new();
     let Some(function) = root.descendant_for_byte_range(kernel.range.start, kernel.range.end)
     else {
         return;
@@ -104,8 +105,7 @@ pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str, counters:
                 .iter()
                 .find(|(range, _)| contains(range, &statement.byte_range()))
                 .map_or("-1".to_owned(), |(_, c)| c.clone());
-            let id = em.next_id();
-            let site = em.site(id, kind);
+            let site = SITE;
             let (body, what) = if view {
                 let Some((tile, stage)) = partitioned
                     .and_then(|p| {
@@ -123,9 +123,9 @@ pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str, counters:
                 };
                 let axis = if letter == 'A' { "M" } else { "N" };
                 (
-                    format!(
+                    Body::Text(format!(
                         "if (kwb::admits({k_tile}) && kwb::warp_id() % 4 == 0) {{ auto kwb_s = {tile}(cute::_, cute::_, {stage}); kwb::probe_tile_fn({site}, kwb::Kind::{kind}, 0x{tag:08x}u, {k_tile}, {TILE}, static_cast<int>(cute::size(kwb_s)), [&](int kwb_i) {{ return kwb_s(kwb_i); }}, kwb::all_rows, kwb::Axis::{axis}, kwb::tensor_coords<kwb::Axis::{axis}, kwb::Axis::K>(cute::make_identity_tensor(cute::make_shape(cute::size<0>(kwb_s), cute::size<1>(kwb_s))))); }}"
-                    ),
+                    )),
                     format!(
                         "operand {letter}: stage `{stage}` of the shared tensor `{tile}` the MMA at line {} reads through `{name}` (logical order with (row, k) coordinates, warp 0 of each warpgroup)",
                         mma.line
@@ -134,9 +134,9 @@ pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str, counters:
             } else if array {
                 let element = format!("std::remove_all_extents_t<decltype({name})>");
                 (
-                    format!(
+                    Body::Text(format!(
                         "if (kwb::admits({k_tile}) && kwb::warp_id() == 0) {{ kwb::probe_tile({site}, kwb::Kind::{kind}, 0x{tag:08x}u, {k_tile}, {TILE}, reinterpret_cast<const {element}*>(&{name}), static_cast<int>(sizeof({name}) / sizeof({element}))); }}"
-                    ),
+                    )),
                     format!(
                         "operand {letter}: the shared array `{name}` the MMA at line {} reads (whole array, memory order, warp 0)",
                         mma.line
@@ -171,7 +171,7 @@ pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str, counters:
                 let partner = partner_stage(parsed, function, kernel, letter, mma, at);
                 let (part, share) = match (&own, &partner) {
                     (Offset::PerThread(expr), _) => (
-                        format!(", kwb::own_part({})", warpgroups::lambda(expr)),
+                        Some(format!("kwb::own_part({})", warpgroups::lambda(expr))),
                         format!(
                             ", the warpgroup's own rows: its offset `{}` is set per warpgroup",
                             offset_text(parsed, &stage)
@@ -183,40 +183,159 @@ pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str, counters:
                             kernel.name
                         ));
                         (
-                            format!(
-                                ", kwb::split_part({}, ({other_stride}))",
+                            Some(format!(
+                                "kwb::split_part({}, ({other_stride}))",
                                 warpgroups::lambda(expr)
-                            ),
+                            )),
                             format!(
                                 ", one part a consumer warpgroup, the consumers as `{other}`'s offsets say"
                             ),
                         )
                     }
-                    _ => (String::new(), String::new()),
+                    _ => (None, String::new()),
                 };
                 (
-                    format!(
-                        "if (kwb::admits({k_tile})) {{ kwb::{read}({site}, kwb::Kind::{kind}, 0x{tag:08x}u, {k_tile}, {TILE}, {name}, ({array}) + ({index}) * ({stride}), ({stride}){part}); }}"
-                    ),
+                    Body::Stage(StageRead {
+                        read,
+                        k_tile: k_tile.clone(),
+                        tile: name.to_owned(),
+                        stage: format!("({array}) + ({index}) * ({stride})"),
+                        stride: format!("({stride})"),
+                        part,
+                    }),
                     format!(
                         "operand {letter}: the shared tile `{name}` the MMA at line {} reads (stage of {stride} elements, memory order{share})",
                         mma.line
                     ),
                 )
             };
-            em.probe(
-                declaration_point(parsed, statement),
-                gate,
-                &body,
-                ProbeInfo {
-                    id,
-                    kernel: kernel.name.clone(),
-                    what,
-                    line: statement.start_position().row + 1,
-                    text: mma.text.clone(),
-                },
-            );
+            planned.push(Planned {
+                at: declaration_point(parsed, statement),
+                letter,
+                kind,
+                body,
+                what,
+                line: statement.start_position().row + 1,
+                text: mma.text.clone(),
+            });
         }
+    }
+    emit(em, kernel, gate, planned);
+}
+
+/// Stands for a probe's site argument in a planned body until its id is known.
+const SITE: &str = "\u{1}site\u{1}";
+
+/// A probe planned before the MMA statement at `at`, its id given when it is emitted.
+struct Planned {
+    at: usize,
+    letter: char,
+    kind: &'static str,
+    body: Body,
+    what: String,
+    line: usize,
+    text: String,
+}
+
+/// What a planned probe does: a body of its own ([`SITE`] where its site goes), or a
+/// stage tile's read, which two operands of one MMA share one call for.
+enum Body {
+    Text(String),
+    Stage(StageRead),
+}
+
+/// `kwb::probe_stage` / `kwb::probe_shared_stage` of `tile` in its stage.
+struct StageRead {
+    /// `probe_stage` or `probe_shared_stage`.
+    read: &'static str,
+    k_tile: String,
+    tile: String,
+    stage: String,
+    stride: String,
+    /// `kwb::own_part(…)`, `kwb::split_part(…)`, or none (the whole stage).
+    part: Option<String>,
+}
+
+/// Emits `planned` in order. Operands A and B read from their stages before the same
+/// statement, the same way and under the same K-tile filter, become one
+/// `kwb::probe_stage_pair` call (ids consecutive, A's first): the filter, the thread's
+/// index and both parts are worked out once, which a screen of every CTA pays for at
+/// every K tile of every consumer.
+fn emit(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str, planned: Vec<Planned>) {
+    let tag = em.tag;
+    let info = |id: u32, p: &Planned| ProbeInfo {
+        id,
+        kernel: kernel.name.clone(),
+        what: p.what.clone(),
+        line: p.line,
+        text: p.text.clone(),
+    };
+    let mut done = vec![false; planned.len()];
+    for i in 0..planned.len() {
+        if done[i] {
+            continue;
+        }
+        done[i] = true;
+        let p = &planned[i];
+        let partner = match &p.body {
+            Body::Stage(read) => (i + 1..planned.len()).find(|&j| {
+                let q = &planned[j];
+                !done[j]
+                    && q.at == p.at
+                    && q.letter != p.letter
+                    && matches!(&q.body, Body::Stage(other) if other.read == read.read && other.k_tile == read.k_tile)
+            }),
+            Body::Text(_) => None,
+        };
+        if let Some(j) = partner {
+            done[j] = true;
+            let (a, b) = if p.letter == 'A' {
+                (p, &planned[j])
+            } else {
+                (&planned[j], p)
+            };
+            let (Body::Stage(ra), Body::Stage(rb)) = (&a.body, &b.body) else {
+                unreachable!("a partner is a stage read");
+            };
+            let id = em.next_id();
+            let site_a = em.site(id, a.kind);
+            let site_b = em.site(id + 1, b.kind);
+            let whole = || "kwb::WholeStage{}".to_owned();
+            let body = format!(
+                "if (kwb::admits({k_tile})) {{ kwb::{read}_pair({site_a}, {site_b}, 0x{tag:08x}u, {k_tile}, {TILE}, {}, {}, {}, {}, {}, {}, {}, {}); }}",
+                ra.tile,
+                ra.stage,
+                ra.stride,
+                ra.part.clone().unwrap_or_else(whole),
+                rb.tile,
+                rb.stage,
+                rb.stride,
+                rb.part.clone().unwrap_or_else(whole),
+                k_tile = ra.k_tile,
+                read = ra.read,
+            );
+            em.probe_pair(a.at, gate, &body, [info(id, a), info(id + 1, b)]);
+            continue;
+        }
+        let id = em.next_id();
+        let site = em.site(id, p.kind);
+        let body = match &p.body {
+            Body::Text(text) => text.replace(SITE, &site),
+            Body::Stage(r) => format!(
+                "if (kwb::admits({k_tile})) {{ kwb::{read}({site}, kwb::Kind::{kind}, 0x{tag:08x}u, {k_tile}, {TILE}, {}, {}, {}{}); }}",
+                r.tile,
+                r.stage,
+                r.stride,
+                r.part
+                    .as_ref()
+                    .map(|part| format!(", {part}"))
+                    .unwrap_or_default(),
+                k_tile = r.k_tile,
+                read = r.read,
+                kind = p.kind,
+            ),
+        };
+        em.probe(p.at, gate, &body, info(id, p));
     }
 }
 
