@@ -599,11 +599,15 @@ __device__ __forceinline__ unsigned laneid() {
   return r;
 }
 
-// The calling thread's linear index in its CTA (the order warps are formed in). A
-// one-dimensional CTA (blockDim, the same for the whole CTA, says so) reads only its
-// x index: one special register where three took three round trips.
+// The calling thread's linear index in its CTA (the order warps are formed in). In a
+// screen, a one-dimensional CTA (blockDim, the same for the whole CTA, says so) reads
+// only its x index: one special register where three took three round trips. Not in
+// a record build, where the branch cost mma_sync's one-CTA build more than the two
+// registers save (docs/results/track-a-stage-pair.md).
 __device__ __forceinline__ unsigned linear_tid() {
-  if (blockDim.y * blockDim.z == 1u) return tid_x();
+  if constexpr (screen) {
+    if (blockDim.y * blockDim.z == 1u) return tid_x();
+  }
   return tid_x() + blockDim.x * (tid_y() + blockDim.y * tid_z());
 }
 }  // namespace detail
@@ -2477,21 +2481,29 @@ __device__ __forceinline__ void read_stage(const Probe& p, const T* tile, const 
   read_part<Shared>(p, tile, stage_span(tile, stage, stride, part, tid), tid);
 }
 
-// probe_stage_pair's read: both operands' parts, the filter asked and the thread's
-// index read once, both parts worked out before either is read (A's first, as two
-// probe_stage calls would).
+// probe_stage_pair's read. A screen's: both operands' parts, the filter asked and the
+// thread's index read once, both parts worked out before either is read (A's first,
+// as two probe_stage calls would). Any other build's: the two reads one after the
+// other, as two probe_stage calls; a record's read holds more registers, and both
+// parts live at once took tma_wgmma_sm90's one-CTA build past the 80 registers that
+// keep two CTAs an SM (1.38x the kernel, docs/results/track-a-stage-pair.md).
 template <bool Shared, class TA, class PartA, class TB, class PartB>
 __device__ __forceinline__ void read_stage_pair(const Probe& pa, const TA* tile_a,
                                                 const TA* stage_a, long long stride_a,
                                                 const PartA& part_a, const Probe& pb,
                                                 const TB* tile_b, const TB* stage_b,
                                                 long long stride_b, const PartB& part_b) {
-  if (!admitted(pa.k_tile)) return;
-  const unsigned tid = linear_tid();
-  const Span a = stage_span(tile_a, stage_a, stride_a, part_a, tid);
-  const Span b = stage_span(tile_b, stage_b, stride_b, part_b, tid);
-  read_part<Shared>(pa, tile_a, a, tid);
-  read_part<Shared>(pb, tile_b, b, tid);
+  if constexpr (screen) {
+    if (!admitted(pa.k_tile)) return;
+    const unsigned tid = linear_tid();
+    const Span a = stage_span(tile_a, stage_a, stride_a, part_a, tid);
+    const Span b = stage_span(tile_b, stage_b, stride_b, part_b, tid);
+    read_part<Shared>(pa, tile_a, a, tid);
+    read_part<Shared>(pb, tile_b, b, tid);
+  } else {
+    read_stage<Shared>(pa, tile_a, stage_a, stride_a, part_a);
+    read_stage<Shared>(pb, tile_b, stage_b, stride_b, part_b);
+  }
 }
 
 }  // namespace detail
