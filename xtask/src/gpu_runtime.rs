@@ -31,6 +31,7 @@ use crate::kernels::tools;
 use crate::{Failure, Result};
 
 /// What one site's record must hold.
+#[derive(Clone)]
 struct Expect {
     site: u32,
     kind: Kind,
@@ -60,7 +61,7 @@ fn plain(values: impl IntoIterator<Item = f32>) -> Vec<(f32, i32, i32, i32)> {
 
 fn expectations() -> Vec<Expect> {
     let lanes = 0..8u8;
-    vec![
+    let mut all = vec![
         // v = (lane * 16 + i) * 0.5 - 100 over 32 lanes x 16: -100 ..= 155.5; the
         // samples are element 0 of lanes 0..8. Once per warp; k_tile = warp.
         Expect {
@@ -417,40 +418,20 @@ fn expectations() -> Vec<Expect> {
             quick: true,
             samples: plain((0..8u8).map(|i| f32::from(i) * 0.5 - 16.0)),
         },
-        // The same two reads as one probe_shared_stage_pair call at K tile 21.
-        Expect {
-            site: 21,
-            kind: Kind::OperandA,
-            records: 8,
+    ];
+    // share_check's two reads again as one probe_shared_stage_pair call at K tile 21
+    // (sites 21 and 22): the same records.
+    let pair: Vec<Expect> = all
+        .iter()
+        .filter(|e| e.site == 19 || e.site == 20)
+        .map(|e| Expect {
+            site: e.site + 2,
             k_tile: Some(21),
-            count: 256,
-            seen: 256,
-            vmin: -32.0,
-            vmax: 31.0,
-            absmax: 32.0,
-            nans: 0,
-            infs: 0,
-            mask: FULL,
-            quick: true,
-            samples: plain((0..8u8).map(|i| f32::from(i) - 32.0)),
-        },
-        Expect {
-            site: 22,
-            kind: Kind::OperandB,
-            records: 8,
-            k_tile: Some(21),
-            count: 128,
-            seen: 128,
-            vmin: -16.0,
-            vmax: 15.5,
-            absmax: 16.0,
-            nans: 0,
-            infs: 0,
-            mask: FULL,
-            quick: true,
-            samples: plain((0..8u8).map(|i| f32::from(i) * 0.5 - 16.0)),
-        },
-    ]
+            ..e.clone()
+        })
+        .collect();
+    all.extend(pair);
+    all
 }
 
 /// Differences between one record and its expectation, as text; `minmax`: the build
