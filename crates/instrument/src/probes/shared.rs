@@ -244,6 +244,16 @@ enum Body {
     Stage(StageRead),
 }
 
+impl Planned {
+    /// The stage tile it reads, if it is a stage read.
+    fn stage(&self) -> Option<&StageRead> {
+        match &self.body {
+            Body::Stage(read) => Some(read),
+            Body::Text(_) => None,
+        }
+    }
+}
+
 /// `kwb::probe_stage` / `kwb::probe_shared_stage` of `tile` in its stage.
 struct StageRead {
     /// `probe_stage` or `probe_shared_stage`.
@@ -256,11 +266,20 @@ struct StageRead {
     part: Option<String>,
 }
 
+impl StageRead {
+    /// Whether one call can read both: the same way (both known to be shared memory,
+    /// or both asking) and under the same K-tile filter.
+    fn pairs_with(&self, other: &StageRead) -> bool {
+        self.read == other.read && self.k_tile == other.k_tile
+    }
+}
+
 /// Emits `planned` in order. Operands A and B read from their stages before the same
 /// statement, the same way and under the same K-tile filter, become one
-/// `kwb::probe_stage_pair` call (ids consecutive, A's first): the filter, the thread's
-/// index and both parts are worked out once, which a screen of every CTA pays for at
-/// every K tile of every consumer.
+/// `kwb::probe_stage_pair` call (ids consecutive, A's first): in a screen the filter,
+/// the thread's index and both parts are worked out once, which a screen of every CTA
+/// pays for at every K tile of every consumer; any other build's runtime reads the two
+/// as two calls.
 fn emit(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str, planned: Vec<Planned>) {
     let tag = em.tag;
     let info = |id: u32, p: &Planned| ProbeInfo {
@@ -277,26 +296,26 @@ fn emit(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str, planned: Vec<Planned>
         }
         done[i] = true;
         let p = &planned[i];
-        let partner = match &p.body {
-            Body::Stage(read) => (i + 1..planned.len()).find(|&j| {
+        let partner = p.stage().and_then(|read| {
+            (i + 1..planned.len()).find(|&j| {
                 let q = &planned[j];
                 !done[j]
                     && q.at == p.at
                     && q.letter != p.letter
-                    && matches!(&q.body, Body::Stage(other) if other.read == read.read && other.k_tile == read.k_tile)
-            }),
-            Body::Text(_) => None,
-        };
-        if let Some(j) = partner {
-            done[j] = true;
-            let (a, b) = if p.letter == 'A' {
-                (p, &planned[j])
+                    && q.stage().is_some_and(|other| read.pairs_with(other))
+            })
+        });
+        let pair = partner.map(|j| {
+            if p.letter == 'A' {
+                (p, &planned[j], j)
             } else {
-                (&planned[j], p)
-            };
-            let (Body::Stage(ra), Body::Stage(rb)) = (&a.body, &b.body) else {
-                unreachable!("a partner is a stage read");
-            };
+                (&planned[j], p, j)
+            }
+        });
+        if let Some((a, b, j)) = pair
+            && let (Some(ra), Some(rb)) = (a.stage(), b.stage())
+        {
+            done[j] = true;
             let id = em.next_id();
             let site_a = em.site(id, a.kind);
             let site_b = em.site(id + 1, b.kind);
