@@ -15,6 +15,8 @@
 //! warpgroup (an SS-mode MMA is warpgroup-wide), a quarter a warp with a record each,
 //! or in a screen a few 16-byte chunks a thread, all in flight together. Values are in
 //! the stage's memory order (swizzled for TMA tiles): their coordinates are unknown.
+//! The probes are planned first and emitted after: operands A and B of one MMA read
+//! from their stages the same way become one `kwb::probe_stage_pair` call ([`emit`]).
 //!
 //! A CuTe descriptor view (`tCrA = thr.make_fragment_A(tCsA)`, `tCsA =
 //! thr.partition_A(sA)`, the MMA reading `tCrA(_, _, k_block, read_stage)`, as in
