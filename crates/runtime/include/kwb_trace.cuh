@@ -1375,6 +1375,14 @@ __device__ __forceinline__ Quick absmax_of(const Pairs<T>& q) {
   }
 }
 
+// The float bits of the larger |v| of a word of two packed values of T whose sign bits
+// mean nothing (pair_absmax_nan's): absmax_of() for bf16, the halves converted for
+// half. At or above +Inf's bits (0x7f800000) exactly when a half is NaN or Inf.
+template <class T>
+__device__ __forceinline__ unsigned pairs_peak(unsigned word) {
+  return __float_as_uint(absmax_of(Pairs<T>{0u, word}).hi);
+}
+
 // The statistics of `n` finite values that all counted, from their quick tally;
 // minimum and maximum are NaN (not recorded) when KWB_TRACE_MINMAX is 0. `total` is
 // the warp's count of them (warp-uniform), so finish() need not add the lanes' counts.
@@ -1744,6 +1752,13 @@ __device__ __forceinline__ bool fold_quick(const Probe& p, const Quick& all, uns
   return true;
 }
 
+// `n` values whose largest |v| has the float bits `peak`, all finite, into p's fold.
+__device__ __forceinline__ void fold_finite(const Probe& p, unsigned peak, unsigned n) {
+  Fold& f = *p.fold;
+  f.peak = f.peak > peak ? f.peak : peak;
+  f.values += n;
+}
+
 // The warp's cell of `site` in the screen (one row per site, a stripe per warp of the
 // grid); null for a site past the table (the fold counts it as dropped).
 __device__ __forceinline__ SummaryCell* screen_cell(uint32_t site) {
@@ -1799,6 +1814,7 @@ template <int N, class ValueFn>
 __device__ __forceinline__ void poisoned_fragment(const Probe&, ValueFn&&, const Claim&,
                                                   unsigned) {}
 __device__ __forceinline__ bool fold_quick(const Probe&, const Quick&, unsigned) { return true; }
+__device__ __forceinline__ void fold_finite(const Probe&, unsigned, unsigned) {}
 __device__ __forceinline__ void fold_exact(const Probe&, const Stats&) {}
 template <int N, class ValueFn>
 __device__ __forceinline__ void fold_fragment(const Probe&, const Quick&, ValueFn&&) {}
@@ -2278,6 +2294,8 @@ inline constexpr unsigned warpgroup = 128u;
 // SM (3.27x the kernel against 2.47x with two; its operand screen alone 2.00x against
 // 2.10x: docs/results/track-a-stage-reads.md).
 inline constexpr int stage_batch = 2;
+// The most chunks a thread reads of a usual part (usual_tally), unrolled.
+inline constexpr unsigned unrolled_chunks = 16u;
 
 // A screen's read of a stage tile into its fold (p.fold), `count` 16-bit values from
 // `base` (a shared address, 16-byte aligned, count % 8 == 0) shared out among the
@@ -2391,7 +2409,7 @@ __device__ __forceinline__ Span span_of(const OwnPart<F>& part, unsigned tid, in
 // (kwb-instrument's lambdas of the kernel's constants), it is a constant masked by the
 // CTA's size.
 template <class F>
-__device__ __forceinline__ unsigned consumer_mask(const F& offset, long long stride) {
+__device__ __forceinline__ unsigned stage_consumers(const F& offset, long long stride) {
   unsigned in_stage = 0u;
   long long last = -1;
   bool ordered = true;
@@ -2404,9 +2422,13 @@ __device__ __forceinline__ unsigned consumer_mask(const F& offset, long long str
       in_stage |= 1u << w;
     }
   }
+  return ordered ? in_stage : 0u;
+}
+template <class F>
+__device__ __forceinline__ unsigned consumer_mask(const F& offset, long long stride) {
   const unsigned groups = blockDim.x / warpgroup;
   const unsigned present = groups >= 32u ? ~0u : (1u << groups) - 1u;
-  return ordered && blockDim.y * blockDim.z == 1u ? in_stage & present : 0u;
+  return blockDim.y * blockDim.z == 1u ? stage_consumers(offset, stride) & present : 0u;
 }
 
 // Split: an operand every consumer warpgroup reads whole (the partner operand's
@@ -2471,6 +2493,139 @@ __device__ __forceinline__ void read_part(const Probe& p, const T* tile, const S
   read_tile<Shared>(p, tile + first, mine, NoCoord{});
 }
 
+// ---- The usual part: a screen's stage read in a few instructions ----
+//
+// kwb-instrument writes a part's offsets as lambdas of the kernel's constants and the
+// thread index, and a stage's size as the kernel's expression for it, so the compiler
+// knows the part each warpgroup reads when the kernel runs as those offsets say (the
+// MMA's pointer where offset() puts it, every consumer warpgroup present, a
+// one-dimensional CTA): its size, how many warpgroups share it and how many chunks
+// each thread reads are constants. A screen's call checks that it is in that case
+// (a few compares), reads its chunks with no loop and no test a chunk (usual_tally),
+// and only otherwise works the part out the general way (stage_span, read_part).
+// Offsets known only at run time make the same decision correctly, at a cost.
+
+// A part as usual_of() sees it: `ok` when the call is in the usual case, then
+// `count` values (from the MMA's pointer) shared out among `ranks` warpgroups, the
+// caller's of rank `rank`. `count` and `ranks` do not depend on the call.
+struct UsualPart {
+  bool ok;
+  int count;
+  int rank;
+  int ranks;
+};
+
+// Whole: the stage from its start; usual when the pointer is at the start.
+__device__ __forceinline__ UsualPart usual_of(const WholeStage&, unsigned, int at, int size) {
+  return UsualPart{at == 0, size, 0, 1};
+}
+
+// Own rows whose offsets rise by the same `slope` from each warpgroup to the next
+// (a test the compiler folds where the offsets are constants): `slope` values from
+// the caller's offset, usual when the pointer is there and they end inside the stage
+// (the general way reads the same values: up to the next warpgroup's offset, or the
+// stage's end when that is where it lies).
+template <class F>
+__device__ __forceinline__ UsualPart usual_of(const OwnPart<F>& part, unsigned me, int at,
+                                              int size) {
+  const F& offset = part.offset;
+  const long long first = static_cast<long long>(offset(0u));
+  const long long slope = static_cast<long long>(offset(warpgroup)) - first;
+  bool even = slope > 0 && first >= INT_MIN &&
+              first + static_cast<long long>(max_warpgroups) * slope <= INT_MAX;
+#pragma unroll
+  for (unsigned w = 2; w <= max_warpgroups; ++w) {
+    even = even && static_cast<long long>(offset(w * warpgroup)) -
+                           static_cast<long long>(offset((w - 1u) * warpgroup)) ==
+                       slope;
+  }
+  const int step = even ? static_cast<int>(slope) : 0;
+  const int mine = static_cast<int>(even ? first : 0) + step * static_cast<int>(me);
+  const bool flat = blockDim.y * blockDim.z == 1u;
+  return UsualPart{even && flat && at >= 0 && mine == at && mine + step <= size, step, 0, 1};
+}
+
+// Split among the consumers (the warpgroups whose offsets in the partner's stage lie
+// in it, stage_consumers): the whole stage from its start, shared out by rank, usual
+// when the pointer is at the start, the caller is a consumer and every consumer is
+// in the CTA.
+template <class F>
+__device__ __forceinline__ UsualPart usual_of(const SplitPart<F>& part, unsigned me, int at,
+                                              int size) {
+  const unsigned consumers = stage_consumers(part.offset, part.stride);
+  const unsigned present = (1u << (blockDim.x / warpgroup)) - 1u;
+  const bool flat = blockDim.y * blockDim.z == 1u;
+  const bool ok = at == 0 && flat && ((consumers >> me) & 1u) != 0u &&
+                  (consumers & ~present) == 0u;
+  return UsualPart{ok, size, __popc(consumers & ((1u << me) - 1u)),
+                   __popc(consumers) > 0 ? __popc(consumers) : 1};
+}
+
+// How a screen's call reads the usual part of the stage tile at `tile` (usual_tally):
+// `ok` when it can (a fold to go into, the usual part, shared out evenly, packed
+// 16-bit values in shared memory), then the tile's shared address, the caller's first
+// chunk, the step between its chunks and how many it reads (a constant where the
+// kernel's offsets and stage size are). `tid` is linear_tid().
+struct UsualRead {
+  bool ok;
+  unsigned base;
+  unsigned first;
+  unsigned step;
+  unsigned each;
+};
+template <bool Shared, class T, class Part>
+__device__ __forceinline__ UsualRead usual_read(const Probe& p, const T* tile, const T* stage,
+                                                long long stride, const Part& part,
+                                                unsigned tid) {
+  // Where the pointer is in the stage, in values: from shared addresses (32-bit), so
+  // both must be in shared memory; -1 outside the stage.
+  const int size = stride > INT_MAX / 2 ? INT_MAX / 2 : static_cast<int>(stride);
+  const unsigned base = static_cast<unsigned>(__cvta_generic_to_shared(tile));
+  const unsigned bytes = base - static_cast<unsigned>(__cvta_generic_to_shared(stage));
+  const bool inside = bytes % sizeof(T) == 0u && bytes / sizeof(T) <= static_cast<unsigned>(size);
+  const int at = inside ? static_cast<int>(bytes / sizeof(T)) : -1;
+  const UsualPart u = usual_of(part, tid / warpgroup, at, size);
+  const unsigned n = static_cast<unsigned>(u.count) / 8u;
+  const unsigned step = static_cast<unsigned>(u.ranks) * warpgroup;
+  const bool even = u.count >= 0 && u.count % 8 == 0 && n % step == 0u &&
+                    n / step <= unrolled_chunks;
+  const bool ok = even && u.ok && p.fold != nullptr && p.row_bound == all_rows &&
+                  sizeof(T) == 2 && base % 16u == 0u &&
+                  (Shared || (__isShared(tile) && __isShared(stage)));
+  return UsualRead{ok, base,
+                   static_cast<unsigned>(u.rank) * warpgroup + tid % warpgroup, step,
+                   even ? n / step : 0u};
+}
+
+// The packed |v| tally (pair_absmax_nan's word: both halves' largest magnitude, sign
+// bits meaningless) of the `each` 16-byte chunks of T a usual read takes, `step`
+// chunks apart from chunk `first` of `base`, two a round trip: unrolled (`each` is a
+// constant where the read is usual), every address a constant offset from the first.
+// 0 for none.
+template <class T>
+__device__ __forceinline__ unsigned usual_tally(const UsualRead& r) {
+  const unsigned at = r.base + 16u * r.first;
+  unsigned word = 0u;
+#pragma unroll
+  for (unsigned i = 0; i < r.each; i += 2u) {
+    unsigned v[2][4];
+#pragma unroll
+    for (unsigned j = 0; j < 2u; ++j) {
+      // An odd count's last round loads its chunk twice (same maximum).
+      asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+                   : "=r"(v[j][0]), "=r"(v[j][1]), "=r"(v[j][2]), "=r"(v[j][3])
+                   : "r"(at + 16u * r.step * (i + j < r.each ? i + j : i)));
+    }
+    const unsigned round = pair_absmax_nan<T>(
+        pair_absmax_nan<T>(pair_absmax_nan<T>(v[0][0], v[0][1]),
+                           pair_absmax_nan<T>(v[0][2], v[0][3])),
+        pair_absmax_nan<T>(pair_absmax_nan<T>(v[1][0], v[1][1]),
+                           pair_absmax_nan<T>(v[1][2], v[1][3])));
+    word = i == 0u ? round : pair_absmax_nan<T>(word, round);
+  }
+  return word;
+}
+
 // probe_stage's read: the calling warpgroup's part of the stage tile at `tile`
 // (stage_span, read_part).
 template <bool Shared, class T, class Part>
@@ -2478,6 +2633,17 @@ __device__ __forceinline__ void read_stage(const Probe& p, const T* tile, const 
                                            long long stride, const Part& part) {
   if (!admitted(p.k_tile)) return;
   const unsigned tid = linear_tid();
+  if constexpr (screen && pairs_tally<T> && KWB_TRACE_MINMAX == 0) {
+    const UsualRead r = usual_read<Shared>(p, tile, stage, stride, part, tid);
+    if (r.ok) {
+      const unsigned peak = pairs_peak<T>(usual_tally<T>(r));
+      if (peak < 0x7f800000u) {
+        fold_finite(p, peak, 8u * r.each);
+        return;
+      }
+      // A NaN or an Inf: the part again, as any call reads it (exactly).
+    }
+  }
   read_part<Shared>(p, tile, stage_span(tile, stage, stride, part, tid), tid);
 }
 
@@ -2496,6 +2662,22 @@ __device__ __forceinline__ void read_stage_pair(const Probe& pa, const TA* tile_
   if constexpr (screen) {
     if (!admitted(pa.k_tile)) return;
     const unsigned tid = linear_tid();
+    if constexpr (pairs_tally<TA> && pairs_tally<TB> && KWB_TRACE_MINMAX == 0) {
+      // Both parts the usual way: both read, then one test for NaN and Inf, so that
+      // B's loads need not wait for A's tally.
+      const UsualRead ra = usual_read<Shared>(pa, tile_a, stage_a, stride_a, part_a, tid);
+      const UsualRead rb = usual_read<Shared>(pb, tile_b, stage_b, stride_b, part_b, tid);
+      if (ra.ok && rb.ok) {
+        const unsigned ha = pairs_peak<TA>(usual_tally<TA>(ra));
+        const unsigned hb = pairs_peak<TB>(usual_tally<TB>(rb));
+        if ((ha > hb ? ha : hb) < 0x7f800000u) {
+          fold_finite(pa, ha, 8u * ra.each);
+          fold_finite(pb, hb, 8u * rb.each);
+          return;
+        }
+        // A NaN or an Inf: both parts again, each as any call reads it (exactly).
+      }
+    }
     const Span a = stage_span(tile_a, stage_a, stride_a, part_a, tid);
     const Span b = stage_span(tile_b, stage_b, stride_b, part_b, tid);
     read_part<Shared>(pa, tile_a, a, tid);
