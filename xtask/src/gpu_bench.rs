@@ -23,10 +23,14 @@
 //! - `all CTAs, screen: …`: the same four sets, and the operands with the final
 //!   accumulator and the epilogue, folded into a screen (`--screen`: one row per site,
 //!   every K tile in it, a cell for each warp);
+//! - `… no occupancy floor`: the every-kind screen built without it (below);
 //! - `memcheck`: the original under `compute-sanitizer --tool memcheck`;
 //!
 //! and reads each build's registers, stack and local (spill) memory with
-//! `cuobjdump -res-usage`. The report is Markdown, for docs/BENCHMARKS.md.
+//! `cuobjdump -res-usage`. The original is built first: every traced build but the
+//! one named so is built with `KWB_TRACE_MAX_REGS` set to the original's registers
+//! (the occupancy floor, kwb_trace.cuh), as the docs tell a user to build a trace. The
+//! report is Markdown, for docs/BENCHMARKS.md.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -49,6 +53,9 @@ pub struct Options {
 
 /// The families measured: one with register operands, one with shared ones.
 const FAMILIES: [&str; 2] = ["mma_sync", "tma_wgmma_sm90"];
+
+/// The suffix of the one traced build made without the occupancy floor.
+const NO_FLOOR: &str = ", no occupancy floor";
 
 /// One build of the benchmark.
 struct Config {
@@ -147,6 +154,12 @@ fn configs(family_source: &str) -> Vec<Config> {
                 summary(&format!("all CTAs, screen: {what}"), probes, &base, true)
             }),
     )
+    .chain([summary(
+        &format!("all CTAs, screen: every kind{NO_FLOOR}"),
+        kwb_instrument::Probes::default(),
+        &base,
+        true,
+    )])
     .chain([all_ctas_in(
         "all CTAs: every kind, buffer full (64 Ki records)",
         kwb_instrument::Probes::default(),
@@ -320,15 +333,29 @@ pub fn run(root: &Path, options: &Options) -> Result {
         );
         let mut original_ms = None;
         let mut original_binary = None;
-        // Build every configuration in parallel, then time them one after another.
+        // The original first (its registers set the traced builds' occupancy floor),
+        // then every other configuration in parallel; then time them one after
+        // another.
         let configs = configs(&family.source);
         let mut jobs = Vec::new();
+        let mut floor = None;
         for config in &configs {
             let tag = config.name.replace([' ', ',', '.'], "_");
             let binary = dir.join(format!("{name}.{tag}"));
             let mut build_flags: CompileFlags =
                 flags(root, family, variant, arch, cutlass.as_ref())?;
             build_flags.defines.extend(config.defines.iter().cloned());
+            let traced = config
+                .defines
+                .iter()
+                .any(|d| d == kwb_runtime::ENABLE_MACRO);
+            if traced && !config.name.ends_with(NO_FLOOR) {
+                if let Some(regs) = floor {
+                    build_flags
+                        .defines
+                        .push(format!("KWB_TRACE_MAX_REGS={regs}"));
+                }
+            }
             let file = match &config.instrumented {
                 None => source.clone(),
                 Some(c) => {
@@ -343,14 +370,34 @@ pub fn run(root: &Path, options: &Options) -> Result {
                     path
                 }
             };
-            jobs.push((file, build_flags, binary));
+            if config.instrumented.is_none() {
+                // The original: built now, its registers the floor of what follows.
+                kwb_toolchain::compile_executable(&toolchain, &file, &build_flags, &binary)
+                    .map_err(|e| Failure(format!("{name} {}: build failed: {e}", config.name)))?;
+                let usage = kwb_toolchain::resource_usage(&toolchain, &binary)
+                    .map(|u| kernel_usage(&u))
+                    .unwrap_or_default();
+                floor = usage.0.parse::<u32>().ok().filter(|&r| r > 0);
+                let _ = writeln!(
+                    out,
+                    "| (occupancy floor of the traced builds: KWB_TRACE_MAX_REGS = {}) | | | | | |",
+                    floor.map_or(
+                        "none: the original's registers are unknown".to_owned(),
+                        |r| r.to_string()
+                    )
+                );
+            }
+            jobs.push((file, build_flags, binary, config.instrumented.is_none()));
         }
         let built: Vec<std::result::Result<(), String>> = std::thread::scope(|scope| {
             let handles: Vec<_> = jobs
                 .iter()
-                .map(|(file, build_flags, binary)| {
+                .map(|(file, build_flags, binary, done)| {
                     let toolchain = &toolchain;
                     scope.spawn(move || {
+                        if *done {
+                            return Ok(());
+                        }
                         kwb_toolchain::compile_executable(toolchain, file, build_flags, binary)
                             .map_err(|e| e.to_string())
                     })
@@ -364,7 +411,7 @@ pub fn run(root: &Path, options: &Options) -> Result {
                 })
                 .collect()
         });
-        for ((config, (_, _, binary)), result) in configs.iter().zip(&jobs).zip(built) {
+        for ((config, (_, _, binary, _)), result) in configs.iter().zip(&jobs).zip(built) {
             if let Err(e) = result {
                 failures.push(format!("{name} {}: build failed: {e}", config.name));
                 continue;

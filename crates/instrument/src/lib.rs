@@ -20,6 +20,7 @@ mod fragments;
 mod includes;
 pub mod markers;
 mod nodes;
+mod occupancy;
 pub mod options;
 mod plan;
 mod probes;

@@ -282,6 +282,10 @@ pub fn plan(parsed: &Parsed, map: &KernelMap, config: &Config) -> Result<Plan, I
         let element = probes::operands::mma_input_type(&parsed.source);
         probes::loads::probe(&mut em, map, config.gate.as_deref(), element);
     }
+    // The occupancy floor of a trace build, in the declaration of each kernel probed.
+    for kernel in &kernels {
+        crate::occupancy::floor(&mut em, kernel);
+    }
     let crate::emit::Emitted {
         insertions: mut builder,
         mut folds,

@@ -55,10 +55,11 @@ fn accumulator_probes_are_gated_and_single_line() {
     insta::assert_snapshot!(check(KERNEL, &config), @r#"
     @@ -1,5 +1,7 @@
     -template <int REDUCTION_SIZE>
+    -__global__ void k(const float* A, float* C, int K) {
     +<runtime header>
     +#line 1 "k.cu"
     +/*}:kwb*/template <int REDUCTION_SIZE>
-     __global__ void k(const float* A, float* C, int K) {
+    +__global__ void /*kwb:{*/KWB_MAXNREG /*}:kwb*/k(const float* A, float* C, int K) {
        __shared__ float As[16][16];
     -  float acc[2][4] = {};
     +  float acc[2][4] = {};/*kwb:{*/[[maybe_unused]] int kwb_kt_0 = 0; /*}:kwb*/
@@ -246,7 +247,7 @@ fn epilogue_probes_read_the_stored_values() {
     -__global__ void k(const float* A, float* D, float* E, float alpha, int K) {
     +<runtime header>
     +#line 1 "k.cu"
-    +/*}:kwb*/__global__ void k(const float* A, float* D, float* E, float alpha, int K) {
+    +/*}:kwb*/__global__ void /*kwb:{*/KWB_MAXNREG /*}:kwb*/k(const float* A, float* D, float* E, float alpha, int K) {
        __shared__ float As[16][16];
     @@ -11,5 +13,15 @@
          float v = alpha * acc[i];
@@ -316,12 +317,14 @@ fn final_accumulator_alone_has_no_per_k_tile_probe_or_counter() {
         ..config(None)
     };
     insta::assert_snapshot!(check(KERNEL, &config), @r#"
-    @@ -1,2 +1,4 @@
+    @@ -1,3 +1,5 @@
     -template <int REDUCTION_SIZE>
+    -__global__ void k(const float* A, float* C, int K) {
     +<runtime header>
     +#line 1 "k.cu"
     +/*}:kwb*/template <int REDUCTION_SIZE>
-     __global__ void k(const float* A, float* C, int K) {
+    +__global__ void /*kwb:{*/KWB_MAXNREG /*}:kwb*/k(const float* A, float* C, int K) {
+       __shared__ float As[16][16];
     @@ -10,4 +12,13 @@
          __syncthreads();
     -  }
@@ -354,10 +357,11 @@ fn operands_alone_still_count_k_tiles() {
     insta::assert_snapshot!(check(KERNEL, &config), @r#"
     @@ -1,5 +1,7 @@
     -template <int REDUCTION_SIZE>
+    -__global__ void k(const float* A, float* C, int K) {
     +<runtime header>
     +#line 1 "k.cu"
     +/*}:kwb*/template <int REDUCTION_SIZE>
-     __global__ void k(const float* A, float* C, int K) {
+    +__global__ void /*kwb:{*/KWB_MAXNREG /*}:kwb*/k(const float* A, float* C, int K) {
        __shared__ float As[16][16];
     -  float acc[2][4] = {};
     +  float acc[2][4] = {};/*kwb:{*/[[maybe_unused]] int kwb_kt_0 = 0; /*}:kwb*/
@@ -457,7 +461,7 @@ __global__ void late(const float* A, float* C) {
     let (out, plan) = instrument(source, &config).unwrap();
     assert!(plan.probes.len() >= 4, "{:?}", plan.probes);
     let body = &out[out.find("#line 1 \"").unwrap()..];
-    let (first, second) = body.split_at(body.find("void late(").unwrap());
+    let (first, second) = body.split_at(body.find("late(").unwrap());
     // In `k`: both origins, the blockIdx ones (row0 is no CTA origin).
     assert!(
         first.contains("kwb_kt_0, static_cast<int>(m0), static_cast<int>(n0), acc"),
@@ -517,7 +521,7 @@ __global__ void untiled(const TA* A, float* C) {
     let (out, plan) = instrument(source, &config).unwrap();
     assert!(plan.probes.len() >= 4, "{:?}", plan.probes);
     let body = &out[out.find("#line 1 \"").unwrap()..];
-    let (first, second) = body.split_at(body.find("void untiled(").unwrap());
+    let (first, second) = body.split_at(body.find("untiled(").unwrap());
     assert!(
         first.contains(
             "kwb_kt_0, static_cast<int>(cute::get<0>(cta_coord)) * static_cast<int>(cute::size<0>(cta_tiler)), static_cast<int>(cute::get<1>(cta_coord)) * static_cast<int>(cute::size<1>(cta_tiler)), acc"
@@ -753,4 +757,46 @@ fn a_stage_is_shared_out_only_where_the_pointers_say_how_the_warpgroups_divide_i
     // reads whole stages): nothing is shared out.
     let uniform = source.replace(declared, "const int row_base = 0;");
     assert_eq!(parts(&uniform), (0, 0));
+}
+
+/// The occupancy floor goes into each probed kernel's declaration, in the form its
+/// launch bounds allow, and strips away again: `(T, B)` wraps B, `(T)` gains the
+/// floor as a second argument, no launch bounds gains KWB_MAXNREG before the name, and
+/// a kernel that caps its own registers is left alone.
+#[test]
+fn the_occupancy_floor_wraps_each_kernel_s_launch_bounds() {
+    let cases = [
+        (
+            "__global__ void __launch_bounds__(Op<A, B>::kThreads, 2) k(",
+            "__global__ void __launch_bounds__(Op<A, B>::kThreads, /*kwb:{*/KWB_MIN_CTAS((Op<A, B>::kThreads), /*}:kwb*/2/*kwb:{*/)/*}:kwb*/) k(",
+        ),
+        (
+            "__global__ void __launch_bounds__( 256 ) k(",
+            "__global__ void __launch_bounds__( 256/*kwb:{*/ KWB_MORE_CTAS((256))/*}:kwb*/ ) k(",
+        ),
+        (
+            "__global__ __launch_bounds__(128, 1, 4) void k(",
+            "__global__ __launch_bounds__(128, /*kwb:{*/KWB_MIN_CTAS((128), /*}:kwb*/1/*kwb:{*/)/*}:kwb*/, 4) void k(",
+        ),
+        (
+            "__global__ void k(",
+            "__global__ void /*kwb:{*/KWB_MAXNREG /*}:kwb*/k(",
+        ),
+        (
+            "__global__ void __maxnreg__(64) k(",
+            "__global__ void __maxnreg__(64) k(",
+        ),
+    ];
+    for (declaration, expected) in cases {
+        let source = KERNEL.replace("__global__ void k(", declaration);
+        let (out, _) = instrument(&source, &config(None)).unwrap();
+        assert!(out.contains(expected), "{declaration}:\n{out}");
+        assert_eq!(crate::strip(&out).unwrap(), source);
+        let parsed = kwb_syntax::parse(&out[out.find("#line 1 \"").unwrap()..]);
+        assert!(
+            parsed.diagnostics.is_empty(),
+            "{declaration}: {:?}",
+            parsed.diagnostics
+        );
+    }
 }

@@ -78,6 +78,12 @@
 //                       or Inf exactly when a value is) and counts NaN and Inf values
 //                       only when it is: the cheapest screen of every CTA, per site,
 //                       naming the CTA of the peak and the first CTA with a NaN or Inf.
+//   KWB_TRACE_MAX_REGS  the original kernel's registers a thread (`ptxas -v`; with
+//                       several kernels in the file, the largest): a trace build asks
+//                       ptxas to keep the CTAs an SM that count gives (the occupancy
+//                       floor, below), so probes cost no occupancy where the code
+//                       still fits. Unset (the default), ptxas is as free as the
+//                       kernel's launch bounds let it be.
 //   KWB_TRACE_CTA_X/Y/Z the CTA the probes record at start-up (default -1: any).
 //   KWB_TRACE_K_BEGIN/END  the K tiles they record at start-up, [begin, end)
 //                       (default 0 and INT_MAX: all).
@@ -201,6 +207,37 @@
 #include <cstring>
 #include <vector>
 #endif
+#endif
+
+// The occupancy floor. Probes add registers, and ptxas, free under a kernel's
+// `__launch_bounds__(T, 1)` to give a thread up to 64K / T of them, takes more than the
+// code needs once they are there (tma_wgmma_sm90's every-kind screen: 102 registers,
+// one CTA an SM, where 80 hold it without a spill and keep the original's two).
+// kwb-instrument wraps each probed kernel's launch bounds, `__launch_bounds__(T, B)`
+// into `__launch_bounds__(T, KWB_MIN_CTAS((T), B))` and `__launch_bounds__(T)` into
+// `__launch_bounds__(T KWB_MORE_CTAS((T)))`, and puts KWB_MAXNREG before the name of a
+// kernel that has none. Without KWB_TRACE and KWB_TRACE_MAX_REGS they give back the
+// kernel's own tokens; with both, a kernel asks for at least the CTAs an SM whose
+// threads KWB_TRACE_MAX_REGS registers each fit in the register file (64K, allocated
+// 8 a thread; at most 32 CTAs), never fewer than its own minimum, and one without
+// launch bounds is capped at KWB_TRACE_MAX_REGS.
+#if defined(KWB_TRACE) && defined(KWB_TRACE_MAX_REGS)
+namespace kwb {
+constexpr int occupancy_floor(long long threads, long long own) {
+  const long long regs = (static_cast<long long>(KWB_TRACE_MAX_REGS) + 7) / 8 * 8;
+  const long long lanes = (threads + 31) / 32 * 32;
+  const long long fit = lanes > 0 && regs > 0 ? 65536 / (lanes * regs) : 0;
+  const long long ctas = fit < 32 ? fit : 32;
+  return static_cast<int>(ctas > own ? ctas : own);
+}
+}  // namespace kwb
+#define KWB_MIN_CTAS(threads, ...) (::kwb::occupancy_floor((threads), (__VA_ARGS__)))
+#define KWB_MORE_CTAS(threads) , ::kwb::occupancy_floor((threads), 0)
+#define KWB_MAXNREG __maxnreg__(KWB_TRACE_MAX_REGS)
+#else
+#define KWB_MIN_CTAS(threads, ...) __VA_ARGS__
+#define KWB_MORE_CTAS(threads)
+#define KWB_MAXNREG
 #endif
 
 #if defined(KWB_TRACE) && defined(KWB_TRACE_UNIT) && !defined(__CUDACC_RTC__)
