@@ -70,6 +70,10 @@ pub(crate) fn floor(em: &mut Emitter<'_>, kernel: &Kernel) {
         }
         None => em.insert(name, "KWB_MAXNREG "),
     }
+    em.note(format!(
+        "{}: its declaration holds the occupancy floor: build the trace with -DKWB_TRACE_MAX_REGS=N, N the original's registers a thread (ptxas -v), to keep the CTAs an SM those give",
+        kernel.name
+    ));
 }
 
 /// The byte where the kernel's name starts (its declarator's innermost name).
