@@ -179,6 +179,32 @@ fn a_screen_is_a_summary_of_one_row_per_site() {
 }
 
 #[test]
+fn max_regs_defines_the_occupancy_floor_and_says_where_it_went() {
+    let dir = TempDir::new().unwrap();
+    write(dir.path(), "gemm.cu", KERNEL);
+    for bad in ["0", "256", "many"] {
+        let run = instrument(
+            dir.path(),
+            &["gemm.cu", "-o", "out.cu", "--screen", "--max-regs", bad],
+        );
+        assert_eq!(run.code, 2, "--max-regs {bad}: {}", run.stderr);
+        assert!(!dir.path().join("out.cu").exists());
+    }
+    let run = instrument(
+        dir.path(),
+        &["gemm.cu", "-o", "out.cu", "--screen", "--max-regs", "58"],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let out = std::fs::read_to_string(dir.path().join("out.cu")).unwrap();
+    let runtime = out.find("namespace kwb").expect("the runtime is inlined");
+    let at = out
+        .find("#define KWB_TRACE_MAX_REGS 58")
+        .expect("the register count is defined");
+    assert!(at < runtime, "KWB_TRACE_MAX_REGS after the runtime");
+    assert!(run.stderr.contains("occupancy floor"), "{}", run.stderr);
+}
+
+#[test]
 fn summary_defines_the_macro_and_refuses_samples() {
     let dir = TempDir::new().unwrap();
     write(dir.path(), "gemm.cu", KERNEL);

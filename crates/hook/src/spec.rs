@@ -2,14 +2,15 @@
 //! `KWB_TRACE=@FILE`, one pair a line in FILE, `#` starting a comment). Keys:
 //! `kernel`, `gate`, `probe`, `cta`, `k-tiles`, `rows`, `values`, `full-tile`,
 //! `absmax-only`, `summary`, `screen` (a summary of one row per site, every K tile folded,
-//! a cell per warp), `overlay` (`on`, the default: also instrument the included headers
-//! that hold a staged mainloop; `off`). An unknown key or a bad value is an error: a
+//! a cell per warp), `max-regs` (the original kernel's registers a thread: the trace
+//! keeps the CTAs an SM those give), `overlay` (`on`, the default: also instrument the
+//! included headers that hold a staged mainloop; `off`). An unknown key or a bad value is an error: a
 //! build never goes on silently without the probes it was asked for.
 
 use kwb_instrument::{Config, Probes, options};
 
 /// The keys `KWB_TRACE` takes.
-pub const KEYS: &str = "kernel, gate, probe, cta, k-tiles, rows, values, full-tile, absmax-only, summary, screen, overlay";
+pub const KEYS: &str = "kernel, gate, probe, cta, k-tiles, rows, values, full-tile, absmax-only, summary, screen, max-regs, overlay";
 
 /// A parsed `KWB_TRACE`.
 #[derive(Clone, Debug)]
@@ -76,6 +77,14 @@ impl Spec {
                 "absmax-only" => config.absmax_only = flag(value)?,
                 "summary" => config.summary = flag(value)?,
                 "screen" => config.screen = flag(value)?,
+                "max-regs" => {
+                    let n: u32 = need(value)?
+                        .parse()
+                        .ok()
+                        .filter(|n| (1..=255).contains(n))
+                        .ok_or_else(|| format!("`max-regs={value}`: expected 1 to 255"))?;
+                    config.max_regs = Some(n);
+                }
                 "overlay" => overlay = flag(value)?,
                 other => {
                     return Err(format!(
@@ -111,6 +120,16 @@ impl Spec {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn max_regs_takes_a_register_count() {
+        let s = Spec::parse("screen; max-regs=58").unwrap();
+        assert_eq!(s.config.max_regs, Some(58));
+        assert_eq!(s.canonical, "screen=;max-regs=58");
+        for bad in ["max-regs=0", "max-regs=256", "max-regs=many", "max-regs"] {
+            assert!(Spec::parse(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn pairs_and_files_read_the_same() {

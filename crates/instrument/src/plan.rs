@@ -119,6 +119,11 @@ pub struct Config {
     /// word over the warp: the cheapest trace of every CTA (the peak's CTA and the
     /// first CTA with a NaN or Inf, per site).
     pub screen: bool,
+    /// The original kernel's registers a thread (`ptxas -v`): the instrumented file
+    /// defines `KWB_TRACE_MAX_REGS` to it, so a trace build keeps the CTAs an SM those
+    /// give (the occupancy floor kwb-instrument puts in each probed kernel's
+    /// declaration). `None`: ptxas is as free as the kernel's launch bounds let it be.
+    pub max_regs: Option<u32>,
     /// The site rows of a summary build's table: every site id of the translation
     /// unit, this file's and the other instrumented files' (an overlay's headers). The
     /// first file that includes the runtime sizes the table. `None`: this file's ids.
@@ -173,6 +178,9 @@ impl Config {
         }
         if self.full_tile {
             pairs.push(("KWB_TRACE_FULL", "1".to_owned()));
+        }
+        if let Some(regs) = self.max_regs {
+            pairs.push(("KWB_TRACE_MAX_REGS", regs.to_string()));
         }
         if self.summarizes() {
             pairs.push(("KWB_TRACE_SUMMARY", "1".to_owned()));

@@ -800,3 +800,23 @@ fn the_occupancy_floor_wraps_each_kernel_s_launch_bounds() {
         );
     }
 }
+
+/// `max_regs` (`--max-regs`) defines KWB_TRACE_MAX_REGS at the top of the file, so the
+/// floor holds in a trace build without a flag of the build's own; without it the file
+/// defines nothing of the kind.
+#[test]
+fn max_regs_defines_the_floor_s_register_count() {
+    let floored = Config {
+        max_regs: Some(58),
+        ..config(None)
+    };
+    let (out, _) = instrument(KERNEL, &floored).unwrap();
+    let header = &out[..out.find("#line 1 \"").unwrap()];
+    assert!(
+        header.contains("#ifndef KWB_TRACE_MAX_REGS\n#define KWB_TRACE_MAX_REGS 58\n#endif"),
+        "{}",
+        &header[..400.min(header.len())]
+    );
+    let (plain, _) = instrument(KERNEL, &config(None)).unwrap();
+    assert!(!plain.contains("#define KWB_TRACE_MAX_REGS"));
+}

@@ -79,7 +79,8 @@
 //                       only when it is: the cheapest screen of every CTA, per site,
 //                       naming the CTA of the peak and the first CTA with a NaN or Inf.
 //   KWB_TRACE_MAX_REGS  the original kernel's registers a thread (`ptxas -v`; with
-//                       several kernels in the file, the largest): a trace build asks
+//                       several kernels in the file, the largest; kwb-instrument
+//                       --max-regs N defines it in the file): a trace build asks
 //                       ptxas to keep the CTAs an SM that count gives (the occupancy
 //                       floor, below), so probes cost no occupancy where the code
 //                       still fits. Unset (the default), ptxas is as free as the

@@ -66,12 +66,17 @@ pub struct Args {
     /// NaN/Inf)
     #[arg(long, conflicts_with = "full_tile")]
     screen: bool,
+    /// Keep the kernel's occupancy in a trace build: N is the original kernel's
+    /// registers a thread (`ptxas -v`); each probed kernel's launch bounds then ask for
+    /// the CTAs an SM those give (defines KWB_TRACE_MAX_REGS)
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=255))]
+    max_regs: Option<u32>,
     /// Also keep every value each probe looks at, with its coordinates (needs --cta X,Y,Z:
     /// one CTA's tiles); `kwb trace show --npy DIR` writes them as .npy files
     #[arg(long)]
     full_tile: bool,
     /// Remove every kwb insertion instead, restoring the original byte for byte
-    #[arg(long, conflicts_with_all = ["kernel", "gate", "probe", "cta", "k_tiles", "rows", "values", "absmax_only", "summary", "screen", "full_tile", "overlay"])]
+    #[arg(long, conflicts_with_all = ["kernel", "gate", "probe", "cta", "k_tiles", "rows", "values", "absmax_only", "summary", "screen", "full_tile", "overlay", "max_regs"])]
     strip: bool,
     /// Print the rewrite as a unified diff
     #[arg(long)]
@@ -196,6 +201,7 @@ pub fn run(args: Args) -> i32 {
             full_tile: args.full_tile,
             summary: args.summary,
             screen: args.screen,
+            max_regs: args.max_regs,
             rows: args.rows.clone(),
             // With an overlay the gate targets one of many files' kernels.
             lenient_gate: args.overlay.is_some(),
