@@ -2438,14 +2438,12 @@ __device__ __forceinline__ Span span_of(const OwnPart<F>& part, unsigned tid, in
   return Span{own < count ? own : count, 0, 1};
 }
 
-// Which warpgroups of the CTA consume a stage, as an operand pointer's offset in its
-// stage says: `offset(t)` is that offset (in elements) for thread t (threadIdx.x), so
-// offset(128 w) is warpgroup w's. Bit w is set for a consumer, a warpgroup of the CTA
-// whose offset lies in the stage, [0, stride). None (0) when the consumers' offsets do
-// not rise with w (two would share rows: no partition) or the CTA is not
-// one-dimensional. The same for the whole CTA: where the offsets are constants
-// (kwb-instrument's lambdas of the kernel's constants), it is a constant masked by the
-// CTA's size.
+// Which warpgroups consume a stage, as an operand pointer's offset in its stage says:
+// `offset(t)` is that offset (in elements) for thread t (threadIdx.x), so offset(128 w)
+// is warpgroup w's. Bit w is set for a consumer, a warpgroup whose offset lies in the
+// stage, [0, stride), whether the CTA has it or not. None (0) when the consumers'
+// offsets do not rise with w (two would share rows: no partition). A constant where
+// the offsets are (kwb-instrument's lambdas of the kernel's constants).
 template <class F>
 __device__ __forceinline__ unsigned stage_consumers(const F& offset, long long stride) {
   unsigned in_stage = 0u;
@@ -2462,6 +2460,8 @@ __device__ __forceinline__ unsigned stage_consumers(const F& offset, long long s
   }
   return ordered ? in_stage : 0u;
 }
+// The consumers the calling CTA has (stage_consumers masked by its warpgroups); none
+// when the CTA is not one-dimensional (the offsets were written with threadIdx.x).
 template <class F>
 __device__ __forceinline__ unsigned consumer_mask(const F& offset, long long stride) {
   const unsigned groups = blockDim.x / warpgroup;
