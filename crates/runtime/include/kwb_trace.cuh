@@ -1363,6 +1363,12 @@ __device__ __forceinline__ unsigned pair_absmax_nan(unsigned x, unsigned y) {
   return out;
 }
 
+// The packed |v| tally (pair_absmax_nan's word) of one 16-byte chunk of T, four words.
+template <class T>
+__device__ __forceinline__ unsigned chunk_absmax(const unsigned (&v)[4]) {
+  return pair_absmax_nan<T>(pair_absmax_nan<T>(v[0], v[1]), pair_absmax_nan<T>(v[2], v[3]));
+}
+
 // KWB_TRACE_MINMAX 0 keeps |v| (pair_absmax_nan) in `hi`, its sign bits meaningless.
 template <class T>
 __device__ __forceinline__ void quick_pair(Pairs<T>& q, unsigned word) {
@@ -1777,24 +1783,22 @@ __device__ __forceinline__ void poisoned_fragment(const Probe& p, ValueFn&& valu
   summarize(slot, totals(claimed.mask, s), p);
 }
 
-// A screen's call with a fold (p.fold, kwb::Fold): the lane's quick tally `all` of its
-// `n` values goes into the fold's registers. False when one of the lane's values was
-// NaN or Inf: the caller then counts the lane's values exactly, through fold_exact().
-// Nothing here reduces over the warp or touches memory.
-__device__ __forceinline__ bool fold_quick(const Probe& p, const Quick& all, unsigned n) {
-  Fold& f = *p.fold;
-  const unsigned h = __float_as_uint(all.hi);
-  if (h >= 0x7f800000u) return false;
-  f.peak = f.peak > h ? f.peak : h;
-  f.values += n;
-  return true;
-}
-
 // `n` values whose largest |v| has the float bits `peak`, all finite, into p's fold.
 __device__ __forceinline__ void fold_finite(const Probe& p, unsigned peak, unsigned n) {
   Fold& f = *p.fold;
   f.peak = f.peak > peak ? f.peak : peak;
   f.values += n;
+}
+
+// A screen's call with a fold (p.fold, kwb::Fold): the lane's quick tally `all` of its
+// `n` values goes into the fold's registers. False when one of the lane's values was
+// NaN or Inf: the caller then counts the lane's values exactly, through fold_exact().
+// Nothing here reduces over the warp or touches memory.
+__device__ __forceinline__ bool fold_quick(const Probe& p, const Quick& all, unsigned n) {
+  const unsigned h = __float_as_uint(all.hi);
+  if (h >= 0x7f800000u) return false;
+  fold_finite(p, h, n);
+  return true;
 }
 
 // The warp's cell of `site` in the screen (one row per site, a stripe per warp of the
@@ -2373,8 +2377,7 @@ __device__ __forceinline__ void screen_stage(const Probe& p, unsigned base, int 
     }
 #pragma unroll
     for (int j = 0; j < 2; ++j) {
-      quick_pair(pairs, pair_absmax_nan<T>(pair_absmax_nan<T>(v[j][0], v[j][1]),
-                                           pair_absmax_nan<T>(v[j][2], v[j][3])));
+      quick_pair(pairs, chunk_absmax<T>(v[j]));
     }
     read += two ? 2u : 1u;
   }
@@ -2654,11 +2657,7 @@ __device__ __forceinline__ unsigned usual_tally(const UsualRead& r) {
                    : "=r"(v[j][0]), "=r"(v[j][1]), "=r"(v[j][2]), "=r"(v[j][3])
                    : "r"(at + 16u * r.step * (i + j < r.each ? i + j : i)));
     }
-    const unsigned round = pair_absmax_nan<T>(
-        pair_absmax_nan<T>(pair_absmax_nan<T>(v[0][0], v[0][1]),
-                           pair_absmax_nan<T>(v[0][2], v[0][3])),
-        pair_absmax_nan<T>(pair_absmax_nan<T>(v[1][0], v[1][1]),
-                           pair_absmax_nan<T>(v[1][2], v[1][3])));
+    const unsigned round = pair_absmax_nan<T>(chunk_absmax<T>(v[0]), chunk_absmax<T>(v[1]));
     word = i == 0u ? round : pair_absmax_nan<T>(word, round);
   }
   return word;
