@@ -28,7 +28,7 @@
 //!
 //! and reads each build's registers, stack and local (spill) memory with
 //! `cuobjdump -res-usage`. The original is built first: every traced build but the
-//! one named so is built with `KWB_TRACE_MAX_REGS` set to the original's registers
+//! one named so is instrumented with `--max-regs` set to the original's registers
 //! (the occupancy floor, kwb_trace.cuh), as the docs tell a user to build a trace. The
 //! report is Markdown, for docs/BENCHMARKS.md.
 
@@ -345,21 +345,21 @@ pub fn run(root: &Path, options: &Options) -> Result {
             let mut build_flags: CompileFlags =
                 flags(root, family, variant, arch, cutlass.as_ref())?;
             build_flags.defines.extend(config.defines.iter().cloned());
+            // A traced build gets the floor as a user asks for it: kwb-instrument's
+            // `--max-regs`, which defines KWB_TRACE_MAX_REGS in the file.
             let traced = config
                 .defines
                 .iter()
                 .any(|d| d == kwb_runtime::ENABLE_MACRO);
-            if traced && !config.name.ends_with(NO_FLOOR) {
-                if let Some(regs) = floor {
-                    build_flags
-                        .defines
-                        .push(format!("KWB_TRACE_MAX_REGS={regs}"));
-                }
-            }
+            let max_regs = floor.filter(|_| traced && !config.name.ends_with(NO_FLOOR));
             let file = match &config.instrumented {
                 None => source.clone(),
                 Some(c) => {
-                    let (traced, _) = kwb_instrument::instrument(&text, c)
+                    let c = kwb_instrument::Config {
+                        max_regs,
+                        ..c.clone()
+                    };
+                    let (traced, _) = kwb_instrument::instrument(&text, &c)
                         .map_err(|e| Failure(format!("{name}: {e}")))?;
                     let path = dir.join(format!("{name}.{tag}.cu"));
                     std::fs::write(&path, traced)
