@@ -3,6 +3,7 @@
 ;   @mma       the issuing call or inline-asm expression (the site)
 ;   @_callee   the called function (calls only); its text ends with the name
 ;   @_ptx      the PTX template (inline asm only)
+;   @accumulate  a scalar multiply-accumulate candidate (kwb-sites decides)
 ; Calls to a helper in the same file that wraps one of these are added by kwb-sites.
 
 ; cute::gemm(tiled_mma, A, B, C) on a TiledMMA, CUTLASS 2.x warp_mma(D, A, B, C),
@@ -16,14 +17,17 @@
 ((gnu_asm_expression assembly_code: (_) @_ptx) @mma
  (#match? @_ptx "(^|[^.a-z])(mma\\.sync|wgmma\\.mma_async|tcgen05\\.mma|wmma\\.mma)"))
 
-; A scalar FMA k-loop: acc += As[i][k] * Bs[k][j], or fma(a[k], b[k], acc).
+; A scalar multiply-accumulate, the MMA of a SIMT GEMM or a GEMV: `acc += a * b`,
+; `acc = acc + a * b`, `acc = fma(a, b, acc)`. Marked @accumulate: kwb-sites keeps
+; those whose target is carried across a loop and holds values, not an index
+; (crates/sites/src/fma.rs; the fused multiply-add names are grammars/fma.txt).
 ((assignment_expression
    operator: "+="
-   right: (binary_expression
-     left: (subscript_expression)
-     operator: "*"
-     right: (subscript_expression))) @mma)
-((call_expression
-   function: (identifier) @_callee
-   arguments: (argument_list (subscript_expression) (subscript_expression) (_))) @mma
- (#match? @_callee "^(fma|fmaf|__fmaf_rn|__fma_rn)$"))
+   right: (binary_expression operator: "*")) @accumulate)
+((assignment_expression
+   operator: "="
+   right: (binary_expression operator: "+")) @accumulate)
+((assignment_expression
+   operator: "="
+   right: (call_expression function: (_) @_callee)) @accumulate
+ (#match? @_callee "(fma|dp[24]a)[a-z_]*$"))

@@ -1007,13 +1007,16 @@ const CASES: &[(&str, Setup)] = &[
             assert!(!out.join("pwned").exists() && !d.join("pwned").exists());
         })
     }),
-    // kwb-nvcc with KWB_TRACE
+    // kwb-nvcc with KWB_TRACE, strict (KWB_TRACE_STRICT=1): what it cannot trace is
+    // refused with the reason; without strict it builds the original and warns
+    // (tests/nvcc.rs).
     ("nvcc: an unknown KWB_TRACE key", |d| {
         copy(d, "kernels/mma_sync/gemm.cu", "gemm.cu");
         nvcc(
             "kernel=gemm_mma_sync;colour=red",
             &["nvcc", "-c", "gemm.cu", "-o", "g.o"],
         )
+        .env("KWB_TRACE_STRICT", "1")
         .fails(INPUT, "`colour` is not a KWB_TRACE key")
         .absent("g.o")
         .absent("cache")
@@ -1021,6 +1024,7 @@ const CASES: &[(&str, Setup)] = &[
     ("nvcc: KWB_TRACE=@ a missing file", |d| {
         copy(d, "kernels/mma_sync/gemm.cu", "gemm.cu");
         nvcc("@spec.txt", &["nvcc", "-c", "gemm.cu", "-o", "g.o"])
+            .env("KWB_TRACE_STRICT", "1")
             .fails(INPUT, "KWB_TRACE=@spec.txt")
             .absent("g.o")
     }),
@@ -1028,6 +1032,7 @@ const CASES: &[(&str, Setup)] = &[
         copy(d, "kernels/mma_sync/gemm.cu", "gemm.cu");
         mkdir(d, "spec");
         nvcc("@spec", &["nvcc", "-c", "gemm.cu", "-o", "g.o"])
+            .env("KWB_TRACE_STRICT", "1")
             .fails(INPUT, "Is a directory")
             .absent("g.o")
     }),
@@ -1041,6 +1046,7 @@ const CASES: &[(&str, Setup)] = &[
             "kernel=gemm_mma_sync",
             &["nvcc", "-c", "user.cu", "-o", "u.o"],
         )
+        .env("KWB_TRACE_STRICT", "1")
         .fails(INPUT, "names kernel `gemm_mma_sync`")
         .absent("u.o")
         .absent("cache")
@@ -1054,6 +1060,7 @@ const CASES: &[(&str, Setup)] = &[
             "kernel=gemm_mma_sync",
             &["nvcc", "-c", "gemm.cu", "-o", "g.o"],
         )
+        .env("KWB_TRACE_STRICT", "1")
         .fails(INPUT, "gemm.cu is not UTF-8")
         .absent("g.o")
         .absent("cache")
@@ -1066,6 +1073,7 @@ const CASES: &[(&str, Setup)] = &[
             &["nvcc", "-c", "gemm.cu", "-o", "g.o"],
         )
         .env("KWB_CACHE_DIR", "blocker/cache")
+        .env("KWB_TRACE_STRICT", "1")
         .fails(INPUT, "Not a directory")
         .absent("g.o")
     }),

@@ -3,7 +3,8 @@
 //! nvcc (with `KWB_RUN_SLOW_TESTS=1`, as `cargo xtask test` sets it): disabled, the
 //! build is the plain build (same command lines, identical SASS); enabled, the
 //! targeted kernel's TU carries probes, the other TU is untouched, the dependency file
-//! names the original files; a bad `KWB_TRACE` fails the build.
+//! names the original files; what kwb cannot trace builds without probes, with a
+//! warning, and fails the build only with `KWB_TRACE_STRICT=1`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -65,6 +66,15 @@ struct Run {
 }
 
 fn hook(dir: &Path, trace: Option<&str>, args: &[&str]) -> Run {
+    hook_with(dir, trace, &[], args)
+}
+
+/// [`hook`] with `KWB_TRACE_STRICT=1`.
+fn hook_strict(dir: &Path, trace: &str, args: &[&str]) -> Run {
+    hook_with(dir, Some(trace), &[("KWB_TRACE_STRICT", "1")], args)
+}
+
+fn hook_with(dir: &Path, trace: Option<&str>, env: &[(&str, &str)], args: &[&str]) -> Run {
     let path = format!(
         "{}:{}",
         dir.join("bin").display(),
@@ -76,7 +86,9 @@ fn hook(dir: &Path, trace: Option<&str>, args: &[&str]) -> Run {
         .env("PATH", path)
         .env("KWB_CACHE_DIR", dir.join("cache"))
         .env_remove("KWB_TRACE")
-        .env_remove("KWB_NVCC_REAL");
+        .env_remove("KWB_TRACE_STRICT")
+        .env_remove("KWB_NVCC_REAL")
+        .envs(env.iter().copied());
     if let Some(t) = trace {
         c.env("KWB_TRACE", t);
     }
@@ -181,7 +193,7 @@ fn enabled_it_compiles_an_instrumented_copy_and_puts_dependencies_back() {
 }
 
 #[test]
-fn what_it_cannot_instrument_fails_the_build_and_the_rest_passes_through() {
+fn what_it_cannot_instrument_builds_without_probes_and_the_rest_passes_through() {
     let d = stand_in();
     let trace = "kernel=gemm_mma_sync";
     // A source without the kernel compiles untouched.
@@ -194,26 +206,27 @@ fn what_it_cannot_instrument_fails_the_build_and_the_rest_passes_through() {
         assert_eq!(r.code, 0);
         assert_eq!(recorded(d.path()), [mode, "gemm.cu"]);
     }
-    // A source that has the kernel but nothing to probe in it: refused.
-    let r = hook(d.path(), Some(trace), &["nvcc", "-c", "user.cu"]);
-    assert_eq!(r.code, 2, "{}", r.stderr);
-    assert!(
-        r.stderr.contains("names kernel `gemm_mma_sync`"),
-        "{}",
-        r.stderr
-    );
-    // A bad spec, a missing real nvcc, no nvcc named: refused with a message.
-    let r = hook(
-        d.path(),
-        Some("kernel=k;colour=red"),
-        &["nvcc", "-c", "gemm.cu"],
-    );
-    assert_eq!(r.code, 2);
-    assert!(
-        r.stderr.contains("`colour` is not a KWB_TRACE key"),
-        "{}",
-        r.stderr
-    );
+    // A source that has the kernel but nothing to probe in it, and a bad spec: the
+    // original compiles, with a warning that says why; with KWB_TRACE_STRICT=1 the
+    // build fails instead.
+    for (spec, source, why) in [
+        (trace, "user.cu", "names kernel `gemm_mma_sync`"),
+        (
+            "kernel=k;colour=red",
+            "gemm.cu",
+            "`colour` is not a KWB_TRACE key",
+        ),
+    ] {
+        let r = hook(d.path(), Some(spec), &["nvcc", "-c", source]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        assert!(r.stderr.contains(why), "{}", r.stderr);
+        assert!(r.stderr.contains("without probes"), "{}", r.stderr);
+        assert_eq!(recorded(d.path()), ["-c", source]);
+        let r = hook_strict(d.path(), spec, &["nvcc", "-c", source]);
+        assert_eq!(r.code, 2, "{}", r.stderr);
+        assert!(r.stderr.contains(why), "{}", r.stderr);
+    }
+    // A missing real nvcc, no nvcc named: refused with a message.
     let r = hook(d.path(), None, &["-c", "gemm.cu"]);
     assert_eq!(r.code, 2);
     assert!(r.stderr.contains("which nvcc?"), "{}", r.stderr);
@@ -229,6 +242,45 @@ fn what_it_cannot_instrument_fails_the_build_and_the_rest_passes_through() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("is kwb-nvcc itself"));
+}
+
+#[test]
+fn a_traced_compile_that_fails_gives_way_to_the_original() {
+    let d = stand_in();
+    // A stand-in nvcc that fails on the instrumented copy (a path in the cache) and
+    // records the arguments of any other compile.
+    let script = format!(
+        "#!/bin/sh\ncase \"$*\" in *{0}/cache/*) echo 'copy.cu(7): error: no suitable conversion' >&2; exit 1;; esac\n\
+         printf '%s\\n' \"$@\" > {0}/args.txt\nexit 0\n",
+        d.path().display()
+    );
+    std::fs::write(d.path().join("bin/nvcc"), script).unwrap();
+    let args = ["nvcc", "-c", "gemm.cu", "-o", "g.o"];
+    let r = hook(d.path(), Some("kernel=gemm_mma_sync"), &args);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(recorded(d.path()), &args[1..], "the original command ran");
+    assert!(
+        r.stderr.contains("the traced compile failed (exit 1)")
+            && r.stderr.contains("no suitable conversion")
+            && r.stderr.contains("without probes"),
+        "{}",
+        r.stderr
+    );
+    let log = r
+        .stderr
+        .split("all of its output: ")
+        .nth(1)
+        .and_then(|rest| rest.split(')').next())
+        .expect("the log's path");
+    assert!(
+        std::fs::read_to_string(log)
+            .unwrap()
+            .contains("no suitable conversion")
+    );
+    std::fs::remove_file(d.path().join("args.txt")).unwrap();
+    let r = hook_strict(d.path(), "kernel=gemm_mma_sync", &args);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(!d.path().join("args.txt").exists(), "no compile went on");
 }
 
 /// `make -C out -f tests/hook/make/Makefile` with `NVCC` and, when given, `KWB_TRACE`.

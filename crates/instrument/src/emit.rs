@@ -1,5 +1,12 @@
 //! The one place probe text is built and inserted: every probe is an
 //! `if constexpr (kwb::enabled && (GATE)) { … }` between kwb markers.
+//!
+//! A probe's calls take the instantiation tag as [`TAG`], the parameter of a generic
+//! lambda that `kwb::dependent` calls only in a trace build, so every such call is
+//! dependent: in a kernel that is not a template, a discarded `if constexpr` branch is
+//! still checked, and a value of a type the runtime cannot read must not break the
+//! build without `KWB_TRACE` (nor with it: the runtime's value model records it as
+//! not probed).
 
 use kwb_edit::TextEditBuilder;
 use kwb_syntax::Parsed;
@@ -100,13 +107,15 @@ impl<'p> Emitter<'p> {
     /// after it), its [`crate::tile::TILE`] replaced by the tile origin in scope there;
     /// the caller records the probe, if it is one.
     pub fn gate_before(&mut self, at: usize, gate: &str, body: &str) {
-        self.insert(at, &format!("{} ", gated_text(gate, body)));
+        let text = gated_text(gate, body, self.tag);
+        self.insert(at, &format!("{text} "));
     }
 
     /// Inserts `body` behind the gate at byte `at`, after the code there (a space
     /// before it); the caller records the probe, if it is one.
     pub fn gate_after(&mut self, at: usize, gate: &str, body: &str) {
-        self.insert(at, &format!(" {}", gated_text(gate, body)));
+        let text = gated_text(gate, body, self.tag);
+        self.insert(at, &format!(" {text}"));
     }
 
     /// Inserts plain kwb text (a counter declaration, a trailing probe with its own
@@ -160,7 +169,19 @@ pub(crate) struct Emitted {
     pub notes: Vec<String>,
 }
 
-/// `body` behind the compile-time gate: `if constexpr (kwb::enabled && (GATE)) { BODY }`.
-fn gated_text(gate: &str, body: &str) -> String {
-    format!("if constexpr (kwb::enabled && ({gate})) {{ {body} }}")
+/// The name probe text gives the instantiation tag: the parameter of the generic
+/// lambda [`gated_text`] wraps a body that names it in.
+pub(crate) const TAG: &str = "kwb_tag";
+
+/// `body` behind the compile-time gate: `if constexpr (kwb::enabled && (GATE)) { BODY }`,
+/// and where `body` names [`TAG`], inside `kwb::dependent(TAG_VALUE, [&](auto kwb_tag)
+/// { BODY })`, so its calls are checked only when a trace build instantiates them.
+fn gated_text(gate: &str, body: &str, tag: u32) -> String {
+    if body.contains(TAG) {
+        format!(
+            "if constexpr (kwb::enabled && ({gate})) {{ kwb::dependent(0x{tag:08x}u, [&](auto {TAG}) {{ {body} }}); }}"
+        )
+    } else {
+        format!("if constexpr (kwb::enabled && ({gate})) {{ {body} }}")
+    }
 }

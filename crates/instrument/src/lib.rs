@@ -6,7 +6,8 @@
 //! - every inserted byte lies between the markers of [`markers`], so
 //!   `strip(instrument(x)) == x` byte for byte;
 //! - instrumenting an instrumented file first strips it, so instrumenting twice
-//!   equals instrumenting once;
+//!   equals instrumenting once, and keeps the original's file name
+//!   ([`markers::original_name`]) in `#line` and the site table;
 //! - probes are single-line insertions; the runtime header inserted at the top is
 //!   followed by a `#line 1` directive, so every original line keeps its number;
 //! - a probe runs only when `kwb::enabled` (the `KWB_TRACE` macro) and the gate hold at
@@ -37,7 +38,12 @@ pub fn instrument(source: &str, config: &Config) -> Result<(String, Plan), Instr
     let original = strip(source)?;
     let parsed = kwb_syntax::parse(&original);
     let map = kwb_sites::kernel_map(&parsed, &[]);
-    let plan = plan(&parsed, &map, config)?;
+    // An instrumented input keeps the name of the file it was made from.
+    let renamed = markers::original_name(source).map(|file_name| Config {
+        file_name,
+        ..config.clone()
+    });
+    let plan = plan(&parsed, &map, renamed.as_ref().unwrap_or(config))?;
     let (text, _) = plan.edit.apply(&original)?;
     Ok((text, plan))
 }

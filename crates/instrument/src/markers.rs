@@ -53,3 +53,26 @@ pub fn strip(text: &str) -> Result<String, InstrumentError> {
     out.push_str(&text[rest..]);
     Ok(out)
 }
+
+/// The name of the file an instrumented `text` was made from: the `#line 1 "NAME"`
+/// directive that ends kwb's first insertion (the runtime header), its C escapes
+/// undone. `None` for a text kwb did not instrument. Instrumenting an instrumented file
+/// keeps this name, so `#line` and the site table still point at the original.
+pub fn original_name(text: &str) -> Option<String> {
+    let start = text.find(OPEN)? + OPEN.len();
+    let span = &text[start..start + text[start..].find(CLOSE)?];
+    let quoted = span.rsplit_once("\n#line 1 \"")?.1;
+    let mut name = String::new();
+    let mut chars = quoted.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => return Some(name),
+            '\\' => match chars.next()? {
+                'n' => name.push('\n'),
+                other => name.push(other),
+            },
+            c => name.push(c),
+        }
+    }
+    None
+}

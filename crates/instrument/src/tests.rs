@@ -67,7 +67,7 @@ fn accumulator_probes_are_gated_and_single_line() {
     @@ -10,4 +12,14 @@
          __syncthreads();
     -  }
-    +  /*kwb:{*/if constexpr (kwb::enabled && (REDUCTION_SIZE == 6144)) { kwb::probe(0, kwb::Kind::Accumulator, 0x71a03d31u, kwb_kt_0, -1, -1, acc); ++kwb_kt_0; } /*}:kwb*/}/*kwb:{*/ if constexpr (kwb::enabled && (REDUCTION_SIZE == 6144)) { kwb::probe(1, kwb::Kind::Accumulator, 0x71a03d31u, -1, -1, -1, acc); }/*}:kwb*/
+    +  /*kwb:{*/if constexpr (kwb::enabled && (REDUCTION_SIZE == 6144)) { kwb::dependent(0x71a03d31u, [&](auto kwb_tag) { kwb::probe(0, kwb::Kind::Accumulator, kwb_tag, kwb_kt_0, -1, -1, acc); ++kwb_kt_0; }); } /*}:kwb*/}/*kwb:{*/ if constexpr (kwb::enabled && (REDUCTION_SIZE == 6144)) { kwb::dependent(0x71a03d31u, [&](auto kwb_tag) { kwb::probe(1, kwb::Kind::Accumulator, kwb_tag, -1, -1, -1, acc); }); }/*}:kwb*/
        C[threadIdx.x] = acc[0][0];
      }
     +/*kwb:{*/
@@ -92,6 +92,24 @@ fn strip_restores_the_original_and_instrumenting_twice_equals_once() {
     assert_eq!(strip(&once).unwrap(), KERNEL);
     let (twice, _) = instrument(&once, &config(None)).unwrap();
     assert_eq!(twice, once);
+}
+
+#[test]
+fn instrumenting_an_instrumented_file_keeps_the_original_s_name() {
+    let named = |file_name: &str| Config {
+        file_name: file_name.to_owned(),
+        ..config(None)
+    };
+    let (once, _) = instrument(KERNEL, &named("dir/\"odd\" name.cu")).unwrap();
+    assert_eq!(
+        markers::original_name(&once).as_deref(),
+        Some("dir/\"odd\" name.cu")
+    );
+    let (again, plan) = instrument(&once, &named("traced.cu")).unwrap();
+    assert_eq!(again, once, "the intermediate file's name appears nowhere");
+    assert!(!again.contains("traced.cu"));
+    assert!(plan.probes.iter().all(|p| p.line > 0));
+    assert_eq!(markers::original_name(KERNEL), None);
 }
 
 #[test]
@@ -252,10 +270,10 @@ fn epilogue_probes_read_the_stored_values() {
     @@ -11,5 +13,15 @@
          float v = alpha * acc[i];
     -    D[threadIdx.x * 4 + i] = v;
-    +    /*kwb:{*/if constexpr (kwb::enabled && (true)) { const float kwb_v[] = {static_cast<float>(v)}; kwb::probe_array(0, kwb::Kind::Epilogue, 0x4db211e5u, -1, -1, -1, kwb_v); } /*}:kwb*/D[threadIdx.x * 4 + i] = v;
+    +    /*kwb:{*/if constexpr (kwb::enabled && (true)) { kwb::dependent(0x4db211e5u, [&](auto kwb_tag) { kwb::probe_values(0, kwb::Kind::Epilogue, kwb_tag, -1, -1, -1, v); }); } /*}:kwb*/D[threadIdx.x * 4 + i] = v;
        }
     -  E[threadIdx.x] = acc[0] * 2.0f;
-    +  E[threadIdx.x] = acc[0] * 2.0f;/*kwb:{*/ if constexpr (kwb::enabled && (true)) { kwb::probe_value(1, kwb::Kind::Epilogue, 0x4db211e5u, -1, -1, -1, E[threadIdx.x]); }/*}:kwb*/
+    +  E[threadIdx.x] = acc[0] * 2.0f;/*kwb:{*/ if constexpr (kwb::enabled && (true)) { kwb::dependent(0x4db211e5u, [&](auto kwb_tag) { kwb::probe_value(1, kwb::Kind::Epilogue, kwb_tag, -1, -1, -1, E[threadIdx.x]); }); }/*}:kwb*/
      }
     +/*kwb:{*/
     +#ifndef KWB_SITES_4db211e5
@@ -328,7 +346,7 @@ fn final_accumulator_alone_has_no_per_k_tile_probe_or_counter() {
     @@ -10,4 +12,13 @@
          __syncthreads();
     -  }
-    +  }/*kwb:{*/ if constexpr (kwb::enabled && (true)) { kwb::probe(0, kwb::Kind::Accumulator, 0x4db211e5u, -1, -1, -1, acc); }/*}:kwb*/
+    +  }/*kwb:{*/ if constexpr (kwb::enabled && (true)) { kwb::dependent(0x4db211e5u, [&](auto kwb_tag) { kwb::probe(0, kwb::Kind::Accumulator, kwb_tag, -1, -1, -1, acc); }); }/*}:kwb*/
        C[threadIdx.x] = acc[0][0];
      }
     +/*kwb:{*/
@@ -369,7 +387,7 @@ fn operands_alone_still_count_k_tiles() {
     @@ -8,6 +10,15 @@
          __syncthreads();
     -    for (int k = 0; k < 16; ++k) acc[0][0] += As[threadIdx.y][k] * As[k][threadIdx.x];
-    +    /*kwb:{*/if constexpr (kwb::enabled && (true)) { if (kwb::admits(kwb_kt_0) && kwb::warp_id() == 0) { kwb::probe_tile(0, kwb::Kind::OperandA, 0x4db211e5u, kwb_kt_0, -1, -1, reinterpret_cast<const std::remove_all_extents_t<decltype(As)>*>(&As), static_cast<int>(sizeof(As) / sizeof(std::remove_all_extents_t<decltype(As)>))); } } /*}:kwb*/for (int k = 0; k < 16; ++k) acc[0][0] += As[threadIdx.y][k] * As[k][threadIdx.x];
+    +    /*kwb:{*/if constexpr (kwb::enabled && (true)) { kwb::dependent(0x4db211e5u, [&](auto kwb_tag) { if (kwb::admits(kwb_kt_0) && kwb::warp_id() == 0) { kwb::probe_tile(0, kwb::Kind::OperandA, kwb_tag, kwb_kt_0, -1, -1, reinterpret_cast<const std::remove_all_extents_t<decltype(As)>*>(&As), static_cast<int>(sizeof(As) / sizeof(std::remove_all_extents_t<decltype(As)>))); } }); } /*}:kwb*/for (int k = 0; k < 16; ++k) acc[0][0] += As[threadIdx.y][k] * As[k][threadIdx.x];
          __syncthreads();
     -  }
     +  /*kwb:{*/if constexpr (kwb::enabled && (true)) { ++kwb_kt_0; } /*}:kwb*/}

@@ -167,9 +167,6 @@
 #ifndef KWB_TRACE_CAPACITY
 #define KWB_TRACE_CAPACITY 262144
 #endif
-#ifndef KWB_TRACE_SHARDS
-#define KWB_TRACE_SHARDS (KWB_TRACE_CAPACITY < 64 ? KWB_TRACE_CAPACITY : 64)
-#endif
 #ifndef KWB_TRACE_LEASE
 #define KWB_TRACE_LEASE 32
 #endif
@@ -191,6 +188,17 @@
 #ifndef KWB_TRACE_CTA_Z
 #define KWB_TRACE_CTA_Z -1
 #endif
+// Shards of the record buffer (each warp claims from one): 64 spread the claims of a
+// grid's warps, but split the buffer 64 ways; a build that records one CTA (every
+// KWB_TRACE_CTA_* set) has at most 32 warps claiming, and one shard gives each of them
+// the whole buffer (a one-CTA trace of a long K loop then drops nothing).
+#ifndef KWB_TRACE_SHARDS
+#if KWB_TRACE_CTA_X >= 0 && KWB_TRACE_CTA_Y >= 0 && KWB_TRACE_CTA_Z >= 0
+#define KWB_TRACE_SHARDS 1
+#else
+#define KWB_TRACE_SHARDS (KWB_TRACE_CAPACITY < 64 ? KWB_TRACE_CAPACITY : 64)
+#endif
+#endif
 #ifndef KWB_TRACE_K_BEGIN
 #define KWB_TRACE_K_BEGIN 0
 #endif
@@ -206,6 +214,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 #endif
 #endif
@@ -336,6 +345,9 @@ enum class Kind : uint32_t {
   Load = 5,         // data a load (TMA, cp.async, ldmatrix) brought in
   TileContext = 6,  // no values: the origin (tile_m, tile_n) of the work tile the warp
                     // starts, for its later records that have none (kwb::tile_context)
+  NotProbed = 7,    // no values: the site's probe reads a type the value model cannot;
+                    // the flush writes one per such site, the type's name in the bytes
+                    // of values[] and value_m/n/k (zero-terminated, at most 127 bytes)
 };
 
 // A logical coordinate axis of the GEMM: M and N of the output, K of the reduction.
@@ -820,6 +832,213 @@ __device__ __forceinline__ SplitPart<F> split_part(F offset, long long stride) {
   return SplitPart<F>{offset, stride};
 }
 
+namespace detail {
+// The value model: how a probe reads a value of any type as numbers.
+//
+// A number is a value the tally reads through to_float: an arithmetic type, __half,
+// __nv_bfloat16, or any type static_cast<float> accepts (CUTLASS's half_t and
+// bfloat16_t, the fp8 scalars __nv_fp8_e4m3 and __nv_fp8_e5m2, fp4 and fp6). Everything
+// else is read as the numbers it holds, in memory order:
+//   - a C array of any rank, element by element;
+//   - a CUDA vector type or a struct of the same shape (members x, y[, z[, w]]:
+//     float2, float4, int4, __half2, __nv_bfloat162, ...), member by member;
+//   - a packed fp8 pair or quad (__nv_fp8x2_*, __nv_fp8x4_*), through its conversion
+//     to float2 or float4;
+//   - a fragment with a storage array `x` (nvcuda::wmma::fragment), its storage;
+//   - a fragment of static size kElements read with x[i] (cutlass::Array);
+//   - a CuTe register tensor of static size (size(x) found by argument-dependent
+//     lookup, read with x(i));
+// and each of those element by element through this same model, so arrays of
+// fragments and fragments of pairs are read too. values<X>::count is how many numbers
+// a value of X holds (0: none kwb can read) and values<X>::at(x, i) is number i.
+// `direct` says whether each top-level element is one number, so that coordinates the
+// instrumenter gives by element index still apply.
+template <class X, class = void>
+struct float_convertible : std::false_type {};
+template <class X>
+struct float_convertible<X, std::void_t<decltype(static_cast<float>(std::declval<const X&>()))>>
+    : std::true_type {};
+template <class X>
+inline constexpr bool is_number =
+    std::is_arithmetic<X>::value || float_convertible<X>::value
+#ifdef KWB_TRACE
+    || std::is_same<X, __half>::value || std::is_same<X, __nv_bfloat16>::value
+#endif
+    ;
+
+template <class X, class = void>
+struct has_xy : std::false_type {};
+template <class X>
+struct has_xy<X, std::void_t<decltype(std::declval<const X&>().x),
+                             decltype(std::declval<const X&>().y)>> : std::true_type {};
+template <class X, class = void>
+struct has_z : std::false_type {};
+template <class X>
+struct has_z<X, std::void_t<decltype(std::declval<const X&>().z)>> : std::true_type {};
+template <class X, class = void>
+struct has_w : std::false_type {};
+template <class X>
+struct has_w<X, std::void_t<decltype(std::declval<const X&>().w)>> : std::true_type {};
+template <class X, class = void>
+struct has_storage_array : std::false_type {};
+template <class X>
+struct has_storage_array<X, std::enable_if_t<std::is_array<decltype(X::x)>::value>>
+    : std::true_type {};
+template <class X, class = void>
+struct has_k_elements : std::false_type {};
+template <class X>
+struct has_k_elements<X, std::void_t<decltype(X::kElements),
+                                     decltype(std::declval<const X&>()[0])>> : std::true_type {};
+template <class X, class = void>
+struct has_static_size : std::false_type {};
+template <class X>
+struct has_static_size<
+    X, std::void_t<decltype(decltype(size(std::declval<const X&>()))::value),
+                   decltype(std::declval<const X&>()(0))>> : std::true_type {};
+template <class X, class = void>
+struct to_float2 : std::false_type {};
+template <class X>
+struct to_float2<X, std::void_t<decltype(static_cast<float2>(std::declval<const X&>()))>>
+    : std::true_type {};
+template <class X, class = void>
+struct to_float4 : std::false_type {};
+template <class X>
+struct to_float4<X, std::void_t<decltype(static_cast<float4>(std::declval<const X&>()))>>
+    : std::true_type {};
+
+// How values<X> reads X: the first shape that fits, in this order.
+enum class Shape { none, number, array, vector, packed2, packed4, storage, elements, tensor };
+template <class X>
+constexpr Shape shape_of() {
+  if constexpr (is_number<X>) {
+    return Shape::number;
+  } else if constexpr (std::is_array<X>::value) {
+    return Shape::array;
+  } else if constexpr (has_xy<X>::value) {
+    return Shape::vector;
+  } else if constexpr (to_float4<X>::value) {
+    return Shape::packed4;
+  } else if constexpr (to_float2<X>::value) {
+    return Shape::packed2;
+  } else if constexpr (has_storage_array<X>::value) {
+    return Shape::storage;
+  } else if constexpr (has_k_elements<X>::value) {
+    return Shape::elements;
+  } else if constexpr (has_static_size<X>::value) {
+    return Shape::tensor;
+  } else {
+    return Shape::none;
+  }
+}
+
+template <class X, Shape S = shape_of<X>()>
+struct values {
+  static constexpr int count = 0;
+  static constexpr bool direct = false;
+};
+template <class X>
+struct values<X, Shape::number> {
+  static constexpr int count = 1;
+  static constexpr bool direct = true;
+  __device__ __forceinline__ static const X& at(const X& x, int) { return x; }
+};
+// `n` elements of type E, each holding values<E>::count numbers.
+template <class E, int n>
+struct repeated {
+  static constexpr int each = values<std::remove_cv_t<E>>::count;
+  static constexpr int count = each > 0 ? n * each : 0;
+  static constexpr bool direct = each == 1;
+};
+template <class X>
+struct values<X, Shape::array> : repeated<std::remove_extent_t<X>, std::extent<X>::value> {
+  using E = std::remove_cv_t<std::remove_extent_t<X>>;
+  __device__ __forceinline__ static decltype(auto) at(const X& x, int i) {
+    constexpr int each = values<E>::count;
+    return values<E>::at(x[i / each], i % each);
+  }
+};
+template <class X>
+inline constexpr int vector_width = has_w<X>::value ? 4 : has_z<X>::value ? 3 : 2;
+template <class X>
+struct values<X, Shape::vector>
+    : repeated<std::decay_t<decltype(std::declval<const X&>().x)>, vector_width<X>> {
+  using E = std::decay_t<decltype(std::declval<const X&>().x)>;
+  __device__ __forceinline__ static decltype(auto) at(const X& x, int i) {
+    constexpr int each = values<E>::count;
+    const int member = i / each;
+    if constexpr (vector_width<X> == 4) {
+      return values<E>::at(member == 0 ? x.x : member == 1 ? x.y : member == 2 ? x.z : x.w,
+                           i % each);
+    } else if constexpr (vector_width<X> == 3) {
+      return values<E>::at(member == 0 ? x.x : member == 1 ? x.y : x.z, i % each);
+    } else {
+      return values<E>::at(member == 0 ? x.x : x.y, i % each);
+    }
+  }
+};
+template <class X>
+struct values<X, Shape::packed2> {
+  static constexpr int count = 2;
+  static constexpr bool direct = false;
+  __device__ __forceinline__ static float at(const X& x, int i) {
+    const float2 f = static_cast<float2>(x);
+    return i == 0 ? f.x : f.y;
+  }
+};
+template <class X>
+struct values<X, Shape::packed4> {
+  static constexpr int count = 4;
+  static constexpr bool direct = false;
+  __device__ __forceinline__ static float at(const X& x, int i) {
+    const float4 f = static_cast<float4>(x);
+    return i == 0 ? f.x : i == 1 ? f.y : i == 2 ? f.z : f.w;
+  }
+};
+template <class X>
+struct values<X, Shape::storage> : values<std::remove_cv_t<decltype(X::x)>> {
+  __device__ __forceinline__ static decltype(auto) at(const X& x, int i) {
+    return values<std::remove_cv_t<decltype(X::x)>>::at(x.x, i);
+  }
+};
+template <class X>
+struct values<X, Shape::elements>
+    : repeated<std::decay_t<decltype(std::declval<const X&>()[0])>, static_cast<int>(X::kElements)> {
+  using E = std::decay_t<decltype(std::declval<const X&>()[0])>;
+  __device__ __forceinline__ static decltype(auto) at(const X& x, int i) {
+    constexpr int each = values<E>::count;
+    if constexpr (each == 1) {
+      return x[i];  // by value, as a proxy reference of a packed array reads
+    } else {
+      return values<E>::at(x[i / each], i % each);
+    }
+  }
+};
+template <class X>
+struct values<X, Shape::tensor>
+    : repeated<std::decay_t<decltype(std::declval<const X&>()(0))>,
+               static_cast<int>(decltype(size(std::declval<const X&>()))::value)> {
+  using E = std::decay_t<decltype(std::declval<const X&>()(0))>;
+  __device__ __forceinline__ static decltype(auto) at(const X& x, int i) {
+    constexpr int each = values<E>::count;
+    if constexpr (each == 1) {
+      return x(i);
+    } else {
+      return values<E>::at(x(i / each), i % each);
+    }
+  }
+};
+}  // namespace detail
+
+namespace detail {
+// Defined below: names the type X for site `site` as not probed (trace builds).
+template <class X>
+__device__ __noinline__ void not_probed(uint32_t site);
+}  // namespace detail
+
+// How many numbers a value of X holds as a probe reads it (0: none it can read).
+template <class X>
+inline constexpr int value_count = detail::values<std::remove_cv_t<X>>::count;
+
 #ifdef KWB_TRACE
 
 #ifdef KWB_TRACE_SUMMARY
@@ -889,6 +1108,13 @@ __device__ uint4 trace_summary_grid;
 #endif
 __constant__ Filter trace_filter = {KWB_TRACE_CTA_X,   KWB_TRACE_CTA_Y, KWB_TRACE_CTA_Z,
                                     KWB_TRACE_K_BEGIN, KWB_TRACE_K_END, 1u};
+#endif
+// Per site id below KWB_TRACE_SUMMARY_SITES: the name of the type a probe of it could
+// not read (detail::not_probed), null for the others.
+#ifdef KWB_TRACE_EXTERN
+extern __device__ const char* trace_unprobed[KWB_TRACE_SUMMARY_SITES];
+#else
+__device__ const char* trace_unprobed[KWB_TRACE_SUMMARY_SITES];
 #endif
 #ifdef KWB_TRACE_MAPPED
 // The device address of the mapped host records (null until mapped: device memory).
@@ -2328,6 +2554,43 @@ __device__ __forceinline__ void read_tile(const Probe& p, const T* tile, int cou
   strided(p, count, [&](int i) -> const T& { return tile[i]; }, coord);
 }
 
+// The number type an element of a tile is made of when its bytes are nothing but
+// values<E>::count numbers of one type (a __nv_bfloat162 of two bf16, a float4 of four
+// floats, a float[8]): then a tile of E is a tile of that number, read as fast; void
+// for anything else.
+template <class E, class = void>
+struct packed_number {
+  using type = void;
+};
+template <class E>
+struct packed_number<E, std::enable_if_t<shape_of<E>() == Shape::vector ||
+                                         shape_of<E>() == Shape::array>> {
+  using Member = std::conditional_t<shape_of<E>() == Shape::array,
+                                    std::remove_cv_t<std::remove_all_extents_t<E>>,
+                                    std::decay_t<decltype(std::declval<const E&>().x)>>;
+  using type = std::conditional_t<is_number<Member> &&
+                                      sizeof(E) == sizeof(Member) * values<E>::count,
+                                  Member, void>;
+};
+
+// probe_tile of a tile whose elements are not numbers: read as the numbers they pack
+// (packed_number), or element by element through the value model, or not probed.
+template <class E>
+__device__ __forceinline__ void read_tile_model(const Probe& p, const E* tile, int count) {
+  using Model = values<E>;
+  using Number = typename packed_number<E>::type;
+  if constexpr (!std::is_void<Number>::value) {
+    read_tile<false>(p, reinterpret_cast<const Number*>(tile), count * Model::count, NoCoord{});
+  } else if constexpr (Model::count > 0) {
+    strided(p, count * Model::count,
+            [&](int i) { return Model::at(tile[i / Model::count], i % Model::count); },
+            NoCoord{});
+  } else {
+    not_probed<E>(p.site);
+  }
+}
+
+
 // The threads of a warpgroup: an SS-mode MMA (wgmma) is issued by all of them at once.
 inline constexpr unsigned warpgroup = 128u;
 // Chunks a thread of a screen's stage read has in flight at once (2 x 16 bytes: 8
@@ -2754,6 +3017,49 @@ __device__ __forceinline__ void Fold::flush() {
 
 #endif  // KWB_TRACE
 
+// Calls `f(tag)` in a trace build and does nothing otherwise. kwb-instrument puts each
+// probe's calls in a generic lambda it passes here, its parameter the instantiation
+// tag, so that they depend on a template parameter: a discarded `if constexpr` branch
+// outside a template is still checked, and without KWB_TRACE the lambda's body is never
+// instantiated, whatever types its calls read.
+template <class F>
+__device__ __forceinline__ void dependent(uint32_t tag, F&& f) {
+#ifdef KWB_TRACE
+  f(tag);
+#else
+  (void)tag, (void)f;
+#endif
+}
+
+namespace detail {
+// A probe of a value of type X, which the value model cannot read: in a trace build
+// the site's entry names X (__PRETTY_FUNCTION__ holds it), and the flush writes a
+// NotProbed record for it, so `kwb trace show` says what was not read and why.
+template <class X>
+__device__ __noinline__ void not_probed(uint32_t site) {
+#ifdef KWB_TRACE
+  if (site < static_cast<uint32_t>(KWB_TRACE_SUMMARY_SITES)) {
+    trace_unprobed[site] = __PRETTY_FUNCTION__;
+  }
+#else
+  (void)site;
+#endif
+}
+}  // namespace detail
+
+
+namespace detail {
+// not_probed of the first of Xs the value model cannot read.
+template <class X, class... Rest>
+__device__ __forceinline__ void not_probed_first(uint32_t site) {
+  if constexpr (value_count<X> == 0 || sizeof...(Rest) == 0) {
+    not_probed<X>(site);
+  } else {
+    not_probed_first<Rest...>(site);
+  }
+}
+}  // namespace detail
+
 // The probes. Every lane of the warp that reaches a probe must call it (the warp's
 // active lanes cooperate and the lowest one appends one record). All take:
 //   site, kind, tag         the site id, what is read, tag_of(the gate text);
@@ -2807,22 +3113,38 @@ __device__ __forceinline__ void probe_fragment(SiteArg site, Kind kind, uint32_t
                                                Axis row_axis = Axis::M,
                                                CoordFn coord = CoordFn{}) {
 #ifdef KWB_TRACE
-  detail::fragment<N>(
-      detail::Probe{site.id, kind, tag, k_tile, tile_m, tile_n, row_bound, row_axis, site.fold}, value,
-      coord);
+  using Element = std::decay_t<decltype(value(0))>;
+  if constexpr (!detail::is_number<Element>) {
+    detail::not_probed<Element>(site.id);
+  } else {
+    detail::fragment<N>(
+        detail::Probe{site.id, kind, tag, k_tile, tile_m, tile_n, row_bound, row_axis, site.fold},
+        value, coord);
+  }
 #else
   (void)site, (void)kind, (void)tag, (void)k_tile, (void)tile_m, (void)tile_n;
   (void)value, (void)row_bound, (void)row_axis, (void)coord;
 #endif
 }
 
-// One value per lane at a known coordinate (e.g. an epilogue scalar).
+template <class... Xs>
+__device__ __forceinline__ void probe_values(SiteArg site, Kind kind, uint32_t tag, int k_tile,
+                                             int tile_m, int tile_n, const Xs&... xs);
+
+// One value per lane at a known coordinate (e.g. an epilogue scalar). A value that is
+// not one number (an output element stored as a __nv_bfloat162 pair) is read through
+// the value model, without the coordinate.
 template <class T>
 __device__ __forceinline__ void probe_value(SiteArg site, Kind kind, uint32_t tag, int k_tile,
                                             int tile_m, int tile_n, const T& value,
                                             int row_bound = all_rows, Axis row_axis = Axis::M,
                                             Coord coord = Coord{-1, -1, -1}) {
 #ifdef KWB_TRACE
+  if constexpr (!detail::is_number<T>) {
+    (void)row_bound, (void)row_axis, (void)coord;
+    probe_values(site, kind, tag, k_tile, tile_m, tile_n, value);
+    return;
+  }
   detail::fragment<1>(
       detail::Probe{site.id, kind, tag, k_tile, tile_m, tile_n, row_bound, row_axis, site.fold},
       [&](int) -> const T& { return value; }, [coord](int) { return coord; });
@@ -2840,9 +3162,16 @@ __device__ __forceinline__ void probe_tile(SiteArg site, Kind kind, uint32_t tag
                                            int row_bound = all_rows, Axis row_axis = Axis::M,
                                            CoordFn coord = CoordFn{}) {
 #ifdef KWB_TRACE
-  detail::read_tile<false>(
-      detail::Probe{site.id, kind, tag, k_tile, tile_m, tile_n, row_bound, row_axis, site.fold},
-      tile, count, coord);
+  using Element = std::remove_cv_t<T>;
+  if constexpr (detail::is_number<Element>) {
+    detail::read_tile<false>(
+        detail::Probe{site.id, kind, tag, k_tile, tile_m, tile_n, row_bound, row_axis, site.fold},
+        tile, count, coord);
+  } else {
+    detail::read_tile_model<Element>(
+        detail::Probe{site.id, kind, tag, k_tile, tile_m, tile_n, row_bound, row_axis, site.fold},
+        tile, count);
+  }
 #else
   (void)site, (void)kind, (void)tag, (void)k_tile, (void)tile_m, (void)tile_n;
   (void)tile, (void)count, (void)row_bound, (void)row_axis, (void)coord;
@@ -2858,9 +3187,16 @@ __device__ __forceinline__ void probe_shared_tile(SiteArg site, Kind kind, uint3
                                                   int k_tile, int tile_m, int tile_n,
                                                   const T* tile, int count) {
 #ifdef KWB_TRACE
-  detail::read_tile<true>(
-      detail::Probe{site.id, kind, tag, k_tile, tile_m, tile_n, all_rows, Axis::M, site.fold},
-      tile, count, NoCoord{});
+  using Element = std::remove_cv_t<T>;
+  if constexpr (detail::is_number<Element>) {
+    detail::read_tile<true>(
+        detail::Probe{site.id, kind, tag, k_tile, tile_m, tile_n, all_rows, Axis::M, site.fold},
+        tile, count, NoCoord{});
+  } else {
+    detail::read_tile_model<Element>(
+        detail::Probe{site.id, kind, tag, k_tile, tile_m, tile_n, all_rows, Axis::M, site.fold},
+        tile, count);
+  }
 #else
   (void)site, (void)kind, (void)tag, (void)k_tile, (void)tile_m, (void)tile_n;
   (void)tile, (void)count;
@@ -2886,9 +3222,15 @@ __device__ __forceinline__ void probe_stage(SiteArg site, Kind kind, uint32_t ta
                                             const typename std::remove_cv<T>::type* stage,
                                             long long stride, Part part = Part{}) {
 #ifdef KWB_TRACE
-  detail::read_stage<Shared, T>(
-      detail::Probe{site.id, kind, tag, k_tile, tile_m, tile_n, all_rows, Axis::M, site.fold},
-      tile, stage, stride, part);
+  if constexpr (!detail::is_number<std::remove_cv_t<T>>) {
+    (void)kind, (void)tag, (void)k_tile, (void)tile_m, (void)tile_n;
+    (void)tile, (void)stage, (void)stride, (void)part;
+    detail::not_probed<std::remove_cv_t<T>>(site.id);
+  } else {
+    detail::read_stage<Shared, T>(
+        detail::Probe{site.id, kind, tag, k_tile, tile_m, tile_n, all_rows, Axis::M, site.fold},
+        tile, stage, stride, part);
+  }
 #else
   (void)site, (void)kind, (void)tag, (void)k_tile, (void)tile_m, (void)tile_n;
   (void)tile, (void)stage, (void)stride, (void)part;
@@ -2918,6 +3260,14 @@ __device__ __forceinline__ void probe_stage_pair(
     PartA part_a, const TB* tile_b, const typename std::remove_cv<TB>::type* stage_b,
     long long stride_b, PartB part_b) {
 #ifdef KWB_TRACE
+  if constexpr (!detail::is_number<std::remove_cv_t<TA>> ||
+                !detail::is_number<std::remove_cv_t<TB>>) {
+    probe_stage<Shared>(site_a, Kind::OperandA, tag, k_tile, tile_m, tile_n, tile_a, stage_a,
+                        stride_a, part_a);
+    probe_stage<Shared>(site_b, Kind::OperandB, tag, k_tile, tile_m, tile_n, tile_b, stage_b,
+                        stride_b, part_b);
+    return;
+  }
   detail::read_stage_pair<Shared>(
       detail::Probe{site_a.id, Kind::OperandA, tag, k_tile, tile_m, tile_n, all_rows, Axis::M,
                     site_a.fold},
@@ -3058,60 +3408,58 @@ __device__ __forceinline__ void wgmma_wait_all() {
 #endif
 }
 
-namespace detail {
-// One value, not a fragment: a float, an int, a half or a bfloat16 (the CUDA 16-bit
-// types are known only where their headers are, in traced builds).
-template <class X>
-struct is_scalar_value : std::is_arithmetic<X> {};
-#ifdef KWB_TRACE
-template <>
-struct is_scalar_value<__half> : std::true_type {};
-template <>
-struct is_scalar_value<__nv_bfloat16> : std::true_type {};
-#endif
-template <class X, class = void>
-struct has_k_elements : std::false_type {};
-template <class X>
-struct has_k_elements<X, std::void_t<decltype(X::kElements)>> : std::true_type {};
-// A CuTe tensor of static size: size(x) (found by argument-dependent lookup) is a
-// compile-time constant, and x(i) reads value i.
-template <class X, class = void>
-struct has_static_size : std::false_type {};
-template <class X>
-struct has_static_size<
-    X, std::void_t<decltype(decltype(size(std::declval<const X&>()))::value),
-                   decltype(std::declval<const X&>()(0))>> : std::true_type {};
-}  // namespace detail
-
-// Whatever register fragment a kernel keeps its accumulator in, by its type: a C
-// array of any rank (probe_array), a scalar (`float acc`), a fragment with a static element count such as
-// cutlass::Array (X::kElements, read with x[i]), or a CuTe register tensor of static
-// size (size(x) found by argument-dependent lookup, read with x(i)). Any other type
-// records nothing (and still compiles). This is the call kwb-instrument emits, since
-// it sees names, not types.
+// Whatever a kernel keeps its values in, by its type (this is the call kwb-instrument
+// emits, since it sees names, not types): a C array of numbers (probe_array, the
+// fragment layouts' coordinates applying), and anything else the value model reads
+// (detail::values) as that many numbers, coordinates applying where each element is
+// one number. A type it cannot read compiles too, and is recorded as not probed.
 template <class X, class CoordFn = NoCoord>
 __device__ __forceinline__ void probe(SiteArg site, Kind kind, uint32_t tag, int k_tile,
                                       int tile_m, int tile_n, const X& x,
                                       int row_bound = all_rows, Axis row_axis = Axis::M,
                                       CoordFn coord = CoordFn{}) {
-  if constexpr (std::is_array<X>::value) {
+  using Model = detail::values<std::remove_cv_t<X>>;
+  if constexpr (std::is_array<X>::value &&
+                detail::is_number<std::remove_cv_t<std::remove_all_extents_t<X>>>) {
     probe_array(site, kind, tag, k_tile, tile_m, tile_n, x, row_bound, row_axis, coord);
-  } else if constexpr (detail::is_scalar_value<X>::value) {
-    probe_fragment<1>(site, kind, tag, k_tile, tile_m, tile_n,
-                      [&](int) -> const X& { return x; }, row_bound, row_axis, coord);
-  } else if constexpr (detail::has_k_elements<X>::value) {
-    probe_fragment<static_cast<int>(X::kElements)>(
-        site, kind, tag, k_tile, tile_m, tile_n, [&](int i) { return x[i]; }, row_bound,
-        row_axis, coord);
-  } else if constexpr (detail::has_static_size<X>::value) {
-    constexpr int n = static_cast<int>(decltype(size(x))::value);
-    probe_fragment<n>(site, kind, tag, k_tile, tile_m, tile_n, [&](int i) { return x(i); },
-                      row_bound, row_axis, coord);
+  } else if constexpr (Model::count > 0 && Model::direct) {
+    probe_fragment<Model::count>(site, kind, tag, k_tile, tile_m, tile_n,
+                                 [&](int i) { return Model::at(x, i); }, row_bound, row_axis,
+                                 coord);
+  } else if constexpr (Model::count > 0) {
+    probe_fragment<Model::count>(site, kind, tag, k_tile, tile_m, tile_n,
+                                 [&](int i) { return Model::at(x, i); }, row_bound, row_axis,
+                                 NoCoord{});
   } else {
-    // Nothing kwb can read values from (a struct the kernel map took for a fragment):
-    // the probe records nothing rather than break the build.
-    (void)site, (void)kind, (void)tag, (void)k_tile, (void)tile_m, (void)tile_n, (void)x;
+    (void)kind, (void)tag, (void)k_tile, (void)tile_m, (void)tile_n, (void)x;
     (void)row_bound, (void)row_axis, (void)coord;
+    detail::not_probed<X>(site.id);
+  }
+}
+
+// Several values read as one fragment, in order (an epilogue's values as the store
+// that writes them names them: `*reinterpret_cast<__nv_bfloat162*>(p) = pack(x, y)`
+// reads x and y), each through the value model; a value of a type it cannot read
+// makes the whole probe not probed, naming that type.
+template <class... Xs>
+__device__ __forceinline__ void probe_values(SiteArg site, Kind kind, uint32_t tag, int k_tile,
+                                             int tile_m, int tile_n, const Xs&... xs) {
+  constexpr int n = (0 + ... + value_count<Xs>);
+  if constexpr (!enabled) {
+    (void)site, (void)kind, (void)tag, (void)k_tile, (void)tile_m, (void)tile_n;
+    ((void)xs, ...);
+  } else if constexpr (((value_count<Xs> > 0) && ...)) {
+    float flat[n];
+    int at = 0;
+    const auto put = [&](const auto& x) {
+      using Model = detail::values<std::remove_cv_t<std::remove_reference_t<decltype(x)>>>;
+      for (int i = 0; i < Model::count; ++i) flat[at++] = static_cast<float>(Model::at(x, i));
+    };
+    (put(xs), ...);
+    probe_array(site, kind, tag, k_tile, tile_m, tile_n, flat);
+  } else {
+    (void)kind, (void)tag, (void)k_tile, (void)tile_m, (void)tile_n;
+    detail::not_probed_first<Xs...>(site.id);
   }
 }
 
@@ -3124,8 +3472,18 @@ __device__ __forceinline__ void probe_tile_fn(SiteArg site, Kind kind, uint32_t 
                                               Axis row_axis = Axis::M,
                                               CoordFn coord = CoordFn{}) {
 #ifdef KWB_TRACE
-  detail::strided(detail::Probe{site.id, kind, tag, k_tile, tile_m, tile_n, row_bound, row_axis, site.fold},
-                  count, value, coord);
+  using Element = std::decay_t<decltype(value(0))>;
+  using Model = detail::values<Element>;
+  const detail::Probe p{site.id, kind, tag, k_tile, tile_m, tile_n, row_bound, row_axis, site.fold};
+  if constexpr (detail::is_number<Element>) {
+    detail::strided(p, count, value, coord);
+  } else if constexpr (Model::count > 0) {
+    detail::strided(p, count * Model::count,
+                    [&](int i) { return Model::at(value(i / Model::count), i % Model::count); },
+                    NoCoord{});
+  } else {
+    detail::not_probed<Element>(site.id);
+  }
 #else
   (void)site, (void)kind, (void)tag, (void)k_tile, (void)tile_m, (void)tile_n;
   (void)count, (void)value, (void)row_bound, (void)row_axis, (void)coord;
@@ -3307,6 +3665,41 @@ inline bool fail(const char* what, const char* detail_text) {
   return false;
 }
 
+// Appends a NotProbed record for every site whose probe read a type the value model
+// cannot (detail::not_probed), the type's name taken out of the device's
+// __PRETTY_FUNCTION__ text ("... [with X = TYPE]"), read a byte at a time: the text
+// lives in the module's data, and nothing says how far past its end may be read.
+inline cudaError_t read_unprobed(std::vector<Record>& records) {
+  std::vector<const char*> names(KWB_TRACE_SUMMARY_SITES, nullptr);
+  cudaError_t err =
+      cudaMemcpyFromSymbol(names.data(), trace_unprobed, names.size() * sizeof(const char*));
+  for (size_t site = 0; site < names.size() && err == cudaSuccess; ++site) {
+    if (names[site] == nullptr) continue;
+    std::string text;
+    for (int i = 0; i < 512 && err == cudaSuccess; ++i) {
+      char c = 0;
+      err = cudaMemcpy(&c, names[site] + i, 1, cudaMemcpyDeviceToHost);
+      if (c == 0) break;
+      text.push_back(c);
+    }
+    const size_t with = text.find("X = ");
+    std::string type = with == std::string::npos ? text : text.substr(with + 4);
+    if (!type.empty() && type.back() == ']') type.pop_back();
+    Record r{};
+    r.magic = record_magic;
+    r.version = version;
+    r.site = static_cast<uint32_t>(site);
+    r.kind = static_cast<uint32_t>(Kind::NotProbed);
+    r.k_tile = r.tile_m = r.tile_n = -1;
+    r.row_bound = all_rows;
+    unsigned char* bytes = reinterpret_cast<unsigned char*>(&r.values);
+    const size_t room = sizeof(Record) - offsetof(Record, values) - 1;
+    std::memcpy(bytes, type.data(), type.size() < room ? type.size() : room);
+    records.push_back(r);
+  }
+  return err;
+}
+
 // The summary section of a build that keeps none.
 inline SummaryHeader empty_summary() {
   SummaryHeader header{};
@@ -3446,6 +3839,7 @@ inline cudaError_t trace_reset_async(cudaStream_t stream = 0) {
     err = cudaGetLastError();
   }
   if (err == cudaSuccess) err = clear(trace_cursor, sizeof trace_cursor);
+  if (err == cudaSuccess) err = clear(trace_unprobed, sizeof trace_unprobed);
 #ifdef KWB_TRACE_FULL
   if (err == cudaSuccess) err = clear(trace_tile_cursor, sizeof trace_tile_cursor);
   if (err == cudaSuccess) err = clear(trace_tile_dropped, sizeof trace_tile_dropped);
@@ -3574,6 +3968,7 @@ inline bool trace_flush(const char* path) {
   values.resize(written);
 #endif
   tiles.count = values.size();
+  if (err == cudaSuccess) err = detail::read_unprobed(records);
   SummaryHeader summary_header = detail::empty_summary();
   std::vector<SummaryEntry> entries;
 #ifdef KWB_TRACE_SUMMARY
@@ -3584,6 +3979,14 @@ inline bool trace_flush(const char* path) {
         "cannot read the trace buffer (a device fault loses it; build with "
         "-DKWB_TRACE_MAPPED to keep the records that landed)",
         cudaGetErrorString(err));
+  }
+  if (dropped != 0) {
+    std::fprintf(stderr,
+                 "kwb: warning: %llu trace records dropped (kept %zu): the buffer of %d records "
+                 "in %d shards was full; rebuild with -DKWB_TRACE_CAPACITY=N (or trace fewer "
+                 "CTAs or K tiles)\n",
+                 dropped, records.size(), static_cast<int>(KWB_TRACE_CAPACITY),
+                 static_cast<int>(KWB_TRACE_SHARDS));
   }
   return detail::write_trace(path, records, dropped, tiles, values, summary_header, entries);
 }

@@ -102,17 +102,21 @@ pub enum Kind {
     /// No values: the origin of the work tile the warp starts (`tile_m`, `tile_n`),
     /// which [`crate::decode`] gives the warp's later records that have none.
     TileContext = 6,
+    /// No values: the site's probe reads a type the runtime's value model cannot read;
+    /// [`TraceRecord::unprobed_type`] names it. The flush writes one per such site.
+    NotProbed = 7,
 }
 
 impl Kind {
     /// Every kind, in numeric order.
-    pub const ALL: [Kind; 6] = [
+    pub const ALL: [Kind; 7] = [
         Kind::OperandA,
         Kind::OperandB,
         Kind::Accumulator,
         Kind::Epilogue,
         Kind::Load,
         Kind::TileContext,
+        Kind::NotProbed,
     ];
 
     /// The kind a record's `kind` field names, if any.
@@ -129,6 +133,7 @@ impl Kind {
             Kind::Epilogue => "Epilogue",
             Kind::Load => "Load",
             Kind::TileContext => "TileContext",
+            Kind::NotProbed => "NotProbed",
         }
     }
 
@@ -141,6 +146,7 @@ impl Kind {
             Kind::Epilogue => "epilogue",
             Kind::Load => "load",
             Kind::TileContext => "tile-context",
+            Kind::NotProbed => "not-probed",
         }
     }
 }
@@ -287,6 +293,27 @@ impl TraceRecord {
         (self.k_tile >= 0).then_some(self.k_tile)
     }
 
+    /// The type a [`Kind::NotProbed`] record names: the zero-terminated text the flush
+    /// wrote over the value slots and their coordinates (`None` for other kinds).
+    pub fn unprobed_type(&self) -> Option<String> {
+        if self.kind() != Some(Kind::NotProbed) {
+            return None;
+        }
+        let mut bytes = Vec::with_capacity(4 * 4 * RECORD_VALUES);
+        let words = self.values.iter().map(|v| v.to_bits()).chain(
+            self.value_m
+                .iter()
+                .chain(&self.value_n)
+                .chain(&self.value_k)
+                .map(|&w| w as u32),
+        );
+        for word in words {
+            bytes.extend_from_slice(&word.to_le_bytes());
+        }
+        let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+        Some(String::from_utf8_lossy(&bytes[..end]).into_owned())
+    }
+
     /// The filled value slots with their coordinates.
     pub fn samples(&self) -> impl Iterator<Item = Sample> + '_ {
         let known = |coord: i32| (coord >= 0).then_some(coord);
@@ -303,6 +330,24 @@ impl TraceRecord {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    #[test]
+    fn a_not_probed_record_names_its_type() {
+        let mut r = distinct();
+        assert_eq!(r.unprobed_type(), None);
+        r.kind = Kind::NotProbed as u32;
+        let name = b"__nv_bfloat162";
+        let mut bytes = [0u8; 128];
+        bytes[..name.len()].copy_from_slice(name);
+        let word = |i: usize| u32::from_le_bytes(bytes[4 * i..4 * i + 4].try_into().unwrap());
+        for i in 0..RECORD_VALUES {
+            r.values[i] = f32::from_bits(word(i));
+            r.value_m[i] = word(8 + i) as i32;
+            r.value_n[i] = word(16 + i) as i32;
+            r.value_k[i] = word(24 + i) as i32;
+        }
+        assert_eq!(r.unprobed_type().as_deref(), Some("__nv_bfloat162"));
+    }
 
     /// A record whose every field holds a different value.
     pub(crate) fn distinct() -> TraceRecord {

@@ -187,22 +187,23 @@ fn asm_roles<'t>(
     roles
 }
 
-/// `acc += As[i][k] * Bs[k][j]`: the left side accumulates, the factors are A and B.
+/// `acc += As[i][k] * Bs[k][j]` (or `acc = fma(a, b, acc)`, see [`crate::fma`]): the
+/// target accumulates, the factors are A and B.
 fn scalar_roles<'t>(
     assignment: Node<'t>,
     parsed: &Parsed,
     base: &dyn Fn(Node<'t>) -> Option<Node<'t>>,
 ) -> Roles<'t> {
-    let _ = parsed;
     let mut roles = Roles::default();
-    if let Some(left) = assignment.child_by_field_name("left").and_then(base) {
-        roles.accumulators.push(left);
+    let Some(acc) = crate::fma::accumulation(assignment, &parsed.masked) else {
+        return roles;
+    };
+    if let Some(target) = base(acc.target) {
+        roles.accumulators.push(target);
     }
-    if let Some(product) = assignment.child_by_field_name("right") {
-        for (letter, field) in [('A', "left"), ('B', "right")] {
-            if let Some(node) = product.child_by_field_name(field).and_then(base) {
-                roles.operands.push((letter, node));
-            }
+    for (letter, factor) in ['A', 'B'].into_iter().zip(acc.factors) {
+        if let Some(node) = base(factor) {
+            roles.operands.push((letter, node));
         }
     }
     roles

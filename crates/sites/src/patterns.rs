@@ -42,6 +42,8 @@ pub enum Mark {
     Site(SiteKind),
     /// A copy whose direction decides its kind.
     Copy,
+    /// A scalar multiply-accumulate candidate that [`crate::fma`] decides.
+    Accumulate,
     /// The name of an alias of a TMA descriptor type.
     DescriptorAlias,
 }
@@ -81,6 +83,7 @@ impl Pattern {
             .iter()
             .map(|name| match *name {
                 "copy" => Some(Mark::Copy),
+                "accumulate" => Some(Mark::Accumulate),
                 "descriptor-alias" => Some(Mark::DescriptorAlias),
                 other => SiteKind::from_name(other).map(Mark::Site),
             })
@@ -97,8 +100,8 @@ impl Pattern {
         })
     }
 
-    /// Capture names that are neither a site kind, `copy`, `descriptor-alias`, nor
-    /// `_`-prefixed.
+    /// Capture names that are neither a site kind, `copy`, `accumulate`,
+    /// `descriptor-alias`, nor `_`-prefixed.
     pub fn unknown_captures(&self) -> Vec<&str> {
         self.query
             .capture_names()

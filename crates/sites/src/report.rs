@@ -9,6 +9,7 @@ use tree_sitter::Node;
 
 use crate::copies;
 use crate::decls::{Decl, Scope, viewed_tensor};
+use crate::fma;
 use crate::functions::{self, Function};
 use crate::index::Index;
 use crate::mainloop::{self, Seeds};
@@ -73,6 +74,24 @@ pub fn build(parsed: &Parsed, user: &[Pattern]) -> KernelMap {
                 },
             }),
             Mark::DescriptorAlias => {}
+            Mark::Accumulate => {
+                // Host code (a reference GEMM, a norm in `main`) accumulates too: only
+                // code that runs on the device counts.
+                if !matches!(functions[owner].role, "global" | "device") {
+                    continue;
+                }
+                let Some(acc) = fma::accumulation(hit.node, &parsed.masked) else {
+                    continue;
+                };
+                if fma::carried(hit.node, &acc, parsed, scope) {
+                    found[owner].push(Found {
+                        kind: SiteKind::Mma,
+                        node: hit.node,
+                        confidence: Confidence::Low,
+                        note: Some("scalar multiply-accumulate".to_owned()),
+                    });
+                }
+            }
             Mark::Copy => {
                 if let Some(c) = copies::classify(hit.node, parsed, scope) {
                     found[owner].push(Found {

@@ -225,6 +225,60 @@ __global__ void sgemm(const float* A, const float* B, float* C, int K) {
 }
 
 #[test]
+fn simt_multiply_accumulates_are_mmas_and_index_arithmetic_is_not() {
+    let map = check(
+        r#"
+__global__ void simt(const __nv_bfloat16* A, const float* B, __nv_bfloat162* C, int K, int ld) {
+  __shared__ __nv_bfloat16 sA[32][16];
+  float acc[2][2] = {};
+  float dot = 0.f;
+  int offset = 0;
+  for (int k0 = 0; k0 < K; k0 += 16) {
+    sA[threadIdx.y][threadIdx.x] = A[k0 + threadIdx.x];
+    __syncthreads();
+    for (int kk = 0; kk < 16; ++kk) {
+      for (int i = 0; i < 2; ++i) {
+        for (int j = 0; j < 2; ++j) {
+          acc[i][j] += __bfloat162float(sA[ty * 2 + i][kk]) * B[kk * ld + j];
+        }
+      }
+      dot = fmaf(B[kk], B[kk + 1], dot);
+      offset += threadIdx.x * ld;
+      float norm = 0.f;
+      norm += B[kk] * B[kk];
+    }
+    __syncthreads();
+  }
+  C[threadIdx.x] = __floats2bfloat162_rn(acc[0][0], dot);
+}
+double host_norm(const double* v, int n) {
+  double s = 0.0;
+  for (int i = 0; i < n; ++i) s += v[i] * v[2 * i];
+  return s;
+}
+"#,
+    );
+    let mmas: Vec<usize> = map.kernels[0]
+        .sites
+        .iter()
+        .filter(|s| s.kind == SiteKind::Mma)
+        .map(|s| s.line)
+        .collect();
+    // The register-blocked product and the fmaf dot product; not the index update, not
+    // the norm declared inside the loop, not the square.
+    assert_eq!(mmas, [13, 16], "{:?}", kinds(&map, 0));
+    let got = kinds(&map, 0);
+    assert!(got.contains(&(SiteKind::Mainloop, 7)), "{got:?}");
+    assert!(
+        map.kernels
+            .iter()
+            .all(|k| k.name != "host_norm" || k.sites.is_empty()),
+        "host code is not a kernel: {:?}",
+        map.kernels.iter().map(|k| &k.name).collect::<Vec<_>>()
+    );
+}
+
+#[test]
 fn accumulator_passed_by_reference_into_an_mma_step_helper() {
     let map = check(
         r#"

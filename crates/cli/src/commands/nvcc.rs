@@ -8,8 +8,15 @@
 //! headers that hold a staged mainloop, into an overlay folder first on the include
 //! path), the copies are kept in the cache under a hash of everything that decides
 //! them, and nvcc compiles them with `-DKWB_TRACE`; `#line` keeps its messages on the
-//! original files. A source without a targeted site compiles untouched; one that names
-//! the targeted kernel but yields no site fails the build, as does a bad `KWB_TRACE`.
+//! original files. A source without a targeted site compiles untouched.
+//!
+//! It never breaks a build that compiles without it: where kwb cannot do what
+//! `KWB_TRACE` asks (a bad spec, a source that names the targeted kernel but yields no
+//! site, an instrumented compile that fails), it says so on stderr, with the traced
+//! compile's first errors and a log of all of them, and compiles the original command
+//! instead. `KWB_TRACE_STRICT=1` makes those refusals fail the build (exit 2), for
+//! builds that must not go on without probes. Only what leaves nothing to compile
+//! (no real nvcc) always fails.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -17,14 +24,34 @@ use std::process::Command;
 
 use kwb_hook::{Mode, NvccCommand, Spec};
 
-/// Exit code of a build the hook refuses (bad `KWB_TRACE`, no real nvcc, a target it
-/// cannot instrument): the build fails rather than going on without probes.
+/// Exit code of a build the hook refuses (no real nvcc; with `KWB_TRACE_STRICT=1`, a
+/// bad `KWB_TRACE`, a target it cannot instrument or a traced compile that fails).
 const REFUSED: i32 = 2;
 
 fn refuse(message: &str) -> i32 {
     use std::io::Write;
     let _ = writeln!(std::io::stderr(), "kwb-nvcc: {message}");
     REFUSED
+}
+
+/// Whether `KWB_TRACE_STRICT` asks for a refusal instead of a build without probes.
+fn strict() -> bool {
+    std::env::var("KWB_TRACE_STRICT").is_ok_and(|v| !matches!(v.trim(), "" | "0"))
+}
+
+/// What the hook does when it cannot trace: with `KWB_TRACE_STRICT`, refuses;
+/// otherwise says why and becomes the real nvcc on the original arguments.
+fn without_probes(real: &Path, args: &[OsString], why: &str) -> i32 {
+    if strict() {
+        return refuse(why);
+    }
+    use std::io::Write;
+    let _ = writeln!(
+        std::io::stderr(),
+        "kwb-nvcc: warning: {why}\nkwb-nvcc: warning: compiling the original without probes \
+         (KWB_TRACE_STRICT=1 fails the build instead)"
+    );
+    become_nvcc(real, args)
 }
 
 /// The real nvcc and its arguments from this process's arguments.
@@ -94,9 +121,9 @@ pub fn main() -> i32 {
         return become_nvcc(&real, &args);
     }
     match instrumented(&trace, &args) {
-        Ok(Some(new)) => run(&real, &new),
+        Ok(Some(new)) => run(&real, &new, &args),
         Ok(None) => become_nvcc(&real, &args),
-        Err(why) => refuse(&why),
+        Err(why) => without_probes(&real, &args, &why),
     }
 }
 
@@ -108,18 +135,54 @@ struct Prepared {
     dependency_file: Option<String>,
 }
 
-fn run(real: &Path, p: &Prepared) -> i32 {
-    let status = Command::new(real).args(&p.args).status();
-    match status {
-        Ok(s) if s.success() => {
-            if let Some(d) = &p.dependency_file {
-                restore_dependencies(Path::new(d), &p.renames);
-            }
-            0
+/// Runs the traced compile, its output passed on; where it fails, the original
+/// compile instead ([`without_probes`]), the traced compile's errors kept in a log
+/// next to the instrumented copy.
+fn run(real: &Path, p: &Prepared, original: &[OsString]) -> i32 {
+    use std::io::Write;
+    let output = match Command::new(real).args(&p.args).output() {
+        Ok(o) => o,
+        Err(e) => return refuse(&format!("cannot run {}: {e}", real.display())),
+    };
+    if output.status.success() {
+        let _ = std::io::stdout().write_all(&output.stdout);
+        let _ = std::io::stderr().write_all(&output.stderr);
+        if let Some(d) = &p.dependency_file {
+            restore_dependencies(Path::new(d), &p.renames);
         }
-        Ok(s) => s.code().unwrap_or(1),
-        Err(e) => refuse(&format!("cannot run {}: {e}", real.display())),
+        return 0;
     }
+    let errors = String::from_utf8_lossy(&output.stderr).into_owned()
+        + &String::from_utf8_lossy(&output.stdout);
+    let log = p
+        .renames
+        .first()
+        .map(|(copy, _)| copy.with_extension("errors.log"));
+    let kept = log
+        .as_ref()
+        .is_some_and(|l| crate::output::write_atomically(l, errors.as_bytes()).is_ok());
+    let first: Vec<&str> = errors
+        .lines()
+        .filter(|l| l.contains("error"))
+        .take(3)
+        .collect();
+    let why = format!(
+        "the traced compile failed ({}){}{}",
+        match output.status.code() {
+            Some(c) => format!("exit {c}"),
+            None => "killed".to_owned(),
+        },
+        if first.is_empty() {
+            String::new()
+        } else {
+            format!(":\n  {}", first.join("\n  "))
+        },
+        match (&log, kept) {
+            (Some(l), true) => format!("\n  (all of its output: {})", l.display()),
+            _ => String::new(),
+        }
+    );
+    without_probes(real, original, &why)
 }
 
 /// Names the originals, not the copies, in the dependency file nvcc wrote, so the

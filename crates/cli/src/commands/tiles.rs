@@ -46,7 +46,7 @@ fn grid_axes(kind: Option<Kind>) -> Option<[usize; 2]> {
         Kind::Accumulator | Kind::Epilogue => Some([0, 1]),
         Kind::OperandA => Some([0, 2]),
         Kind::OperandB => Some([1, 2]),
-        Kind::Load | Kind::TileContext => None,
+        Kind::Load | Kind::TileContext | Kind::NotProbed => None,
     }
 }
 

@@ -73,6 +73,18 @@ struct Shown {
     rows: Vec<Row>,
     /// A summary build's table (`--summary`), folded over every admitted CTA.
     summary: Option<Summary>,
+    /// Sites whose probe reads a type kwb's value model cannot read.
+    not_probed: Vec<NotProbed>,
+}
+
+/// A site whose probe compiled but read nothing: the type it was given.
+#[derive(Serialize)]
+struct NotProbed {
+    site: u32,
+    line: Option<u32>,
+    text: Option<String>,
+    #[serde(rename = "type")]
+    ty: String,
 }
 
 /// The summary section of a `--summary` trace.
@@ -201,7 +213,18 @@ pub fn show(args: ShowArgs) -> i32 {
     let mut rows: BTreeMap<(u32, i32, Option<u32>), Row> = BTreeMap::new();
     let mut ctas: BTreeMap<[u32; 3], Cta> = BTreeMap::new();
     let calls = trace.call_numbers();
+    let mut not_probed = Vec::new();
     for (record, call) in trace.records.iter().zip(calls) {
+        if let Some(ty) = record.unprobed_type() {
+            let (line, text, _, _) = labels(&trace, record.site, record.kind, record.tag);
+            not_probed.push(NotProbed {
+                site: record.site,
+                line,
+                text,
+                ty,
+            });
+            continue;
+        }
         let key = [record.cta_x, record.cta_y, record.cta_z];
         let cta = ctas.entry(key).or_insert(Cta {
             cta: key,
@@ -296,6 +319,7 @@ pub fn show(args: ShowArgs) -> i32 {
         ctas: ctas.into_values().collect(),
         rows: rows.into_values().collect(),
         summary: summary(&trace),
+        not_probed,
     };
     let mut out = std::io::stdout().lock();
     let written = if args.json {
@@ -318,6 +342,18 @@ fn human(out: &mut impl Write, shown: &Shown) -> std::io::Result<()> {
         "{}: {} records ({} dropped, capacity {})",
         shown.file, shown.records, shown.dropped, shown.capacity
     )?;
+    for n in &shown.not_probed {
+        writeln!(
+            out,
+            "not probed: site {}{}: a value of type `{}`, which kwb cannot read as numbers",
+            n.site,
+            match (n.line, &n.text) {
+                (Some(line), Some(text)) => format!(" (line {line}, `{text}`)"),
+                _ => String::new(),
+            },
+            n.ty
+        )?;
+    }
     if shown.tile_values > 0 || shown.tile_dropped > 0 {
         writeln!(
             out,

@@ -83,7 +83,6 @@ pub(crate) fn probe(
         em.note(format!("{}: {why}", kernel.name));
     }
     let wait = wait.map_or(String::new(), |(code, _)| code);
-    let tag = em.tag;
     let layout = fragments::layout(&parsed.source);
     let layout_coords =
         fragments::probe_args(layout, Role::Accumulator, rows, em.tile_dims.of(acc));
@@ -180,7 +179,7 @@ pub(crate) fn probe(
                 body.end_byte() - 1,
                 gate,
                 &format!(
-                    "{wait}kwb::probe({site_arg}, kwb::Kind::Accumulator, 0x{tag:08x}u, {k_tile}, {TILE}, {acc}{coords});{bump}"
+                    "{wait}kwb::probe({site_arg}, kwb::Kind::Accumulator, kwb_tag, {k_tile}, {TILE}, {acc}{coords});{bump}"
                 ),
             );
             em.record(ProbeInfo {
@@ -240,7 +239,7 @@ pub(crate) fn probe(
             after,
             gate,
             &format!(
-                "{wait}kwb::probe({site_arg}, kwb::Kind::Accumulator, 0x{tag:08x}u, -1, {TILE}, {probed}{probed_coords});"
+                "{wait}kwb::probe({site_arg}, kwb::Kind::Accumulator, kwb_tag, -1, {TILE}, {probed}{probed_coords});"
             ),
         );
         em.record(ProbeInfo {

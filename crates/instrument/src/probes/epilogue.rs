@@ -51,7 +51,6 @@ pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str) {
         .collect();
     let values = epilogue_values(parsed, &epilogue);
     let mut done: Vec<usize> = Vec::new();
-    let tag = em.tag;
     for node in epilogue {
         let Some(statement) = block_statement(node) else {
             continue;
@@ -79,16 +78,13 @@ pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str) {
                         .filter(|v| identifiers(&parsed.masked[right.clone()]).any(|w| w == *v)),
                 );
                 if !named.is_empty() {
-                    let list: Vec<String> = named
-                        .iter()
-                        .map(|v| format!("static_cast<float>({v})"))
-                        .collect();
+                    let list: Vec<&str> = named.iter().map(|v| v.as_str()).collect();
                     let shown: Vec<String> = named.iter().map(|v| format!("`{v}`")).collect();
                     em.probe(
                         declaration_point(parsed, statement),
                         gate,
                         &format!(
-                            "const float kwb_v[] = {{{}}}; kwb::probe_array({site}, kwb::Kind::Epilogue, 0x{tag:08x}u, -1, {TILE}, kwb_v);",
+                            "kwb::probe_values({site}, kwb::Kind::Epilogue, kwb_tag, -1, {TILE}, {});",
                             list.join(", ")
                         ),
                         ProbeInfo {
@@ -113,7 +109,7 @@ pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str) {
                     statement.end_byte(),
                     gate,
                     &format!(
-                        "kwb::probe_value({site}, kwb::Kind::Epilogue, 0x{tag:08x}u, -1, {TILE}, {destination});"
+                        "kwb::probe_value({site}, kwb::Kind::Epilogue, kwb_tag, -1, {TILE}, {destination});"
                     ),
                 );
                 em.record(ProbeInfo {
@@ -135,7 +131,7 @@ pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str) {
                     statement.end_byte(),
                     gate,
                     &format!(
-                        "kwb::probe({site}, kwb::Kind::Epilogue, 0x{tag:08x}u, -1, {TILE}, {destination}{coords});"
+                        "kwb::probe({site}, kwb::Kind::Epilogue, kwb_tag, -1, {TILE}, {destination}{coords});"
                     ),
                 );
                 em.record(ProbeInfo {

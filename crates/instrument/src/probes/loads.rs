@@ -23,7 +23,6 @@ pub(crate) fn probe(em: &mut Emitter<'_>, map: &KernelMap, gate: Option<&str>, e
             "--probe loads: no ldmatrix in the file; loads into shared memory (cp.async, TMA) are read by the operand probes after their wait".to_owned(),
         );
     }
-    let tag = em.tag;
     for (asm, outputs) in found {
         let Some(statement) = block_statement(asm) else {
             continue;
@@ -53,7 +52,7 @@ pub(crate) fn probe(em: &mut Emitter<'_>, map: &KernelMap, gate: Option<&str>, e
             statement.end_byte(),
             &gate_text,
             &format!(
-                "{setup}kwb::probe_as<{element}>({site}, kwb::Kind::Load, 0x{tag:08x}u, -1, {TILE}, {array});"
+                "{setup}kwb::probe_as<{element}>({site}, kwb::Kind::Load, kwb_tag, -1, {TILE}, {array});"
             ),
         );
         em.record(ProbeInfo {

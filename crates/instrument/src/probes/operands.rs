@@ -274,7 +274,6 @@ fn emit(
     element: &str,
     operands: Vec<Operand>,
 ) {
-    let tag = em.tag;
     let mut used = vec![false; operands.len()];
     for i in 0..operands.len() {
         if used[i] {
@@ -320,7 +319,7 @@ fn emit(
             let site_a = em.site(id, "OperandA");
             let site_b = em.site(id + 1, "OperandB");
             let call = format!(
-                "kwb::probe_as_pair<{element}>({site_a}, {site_b}, 0x{tag:08x}u, {k_tile}, {TILE}, {}, {}{args});",
+                "kwb::probe_as_pair<{element}>({site_a}, {site_b}, kwb_tag, {k_tile}, {TILE}, {}, {}{args});",
                 a.name, b.name
             );
             em.probe_pair(a.at, gate, &call, [info(id, a), info(id + 1, b)]);
@@ -339,11 +338,11 @@ fn emit(
                     format!(", {bound}, kwb::Axis::M, {coord}")
                 });
                 format!(
-                    "kwb::probe_as<{element}>({site}, kwb::Kind::{kind}, 0x{tag:08x}u, {k_tile}, {TILE}, {name}{args});"
+                    "kwb::probe_as<{element}>({site}, kwb::Kind::{kind}, kwb_tag, {k_tile}, {TILE}, {name}{args});"
                 )
             }
             Form::Cute(args) => format!(
-                "kwb::probe({site}, kwb::Kind::{kind}, 0x{tag:08x}u, {k_tile}, {TILE}, {name}{args});"
+                "kwb::probe({site}, kwb::Kind::{kind}, kwb_tag, {k_tile}, {TILE}, {name}{args});"
             ),
         };
         em.probe(a.at, gate, &call, info(id, a));

@@ -46,7 +46,6 @@ use crate::probes::warpgroups::{self, Offset};
 pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str, counters: &[Counter]) {
     let parsed = em.parsed;
     let root = parsed.tree.root_node();
-    let tag = em.tag;
     let mut planned: Vec<Planned> = Vec::new();
     let Some(function) = root.descendant_for_byte_range(kernel.range.start, kernel.range.end)
     else {
@@ -126,7 +125,7 @@ pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str, counters:
                 let axis = if letter == 'A' { "M" } else { "N" };
                 (
                     Body::Text(format!(
-                        "if (kwb::admits({k_tile}) && kwb::warp_id() % 4 == 0) {{ auto kwb_s = {tile}(cute::_, cute::_, {stage}); kwb::probe_tile_fn({site}, kwb::Kind::{kind}, 0x{tag:08x}u, {k_tile}, {TILE}, static_cast<int>(cute::size(kwb_s)), [&](int kwb_i) {{ return kwb_s(kwb_i); }}, kwb::all_rows, kwb::Axis::{axis}, kwb::tensor_coords<kwb::Axis::{axis}, kwb::Axis::K>(cute::make_identity_tensor(cute::make_shape(cute::size<0>(kwb_s), cute::size<1>(kwb_s))))); }}"
+                        "if (kwb::admits({k_tile}) && kwb::warp_id() % 4 == 0) {{ auto kwb_s = {tile}(cute::_, cute::_, {stage}); kwb::probe_tile_fn({site}, kwb::Kind::{kind}, kwb_tag, {k_tile}, {TILE}, static_cast<int>(cute::size(kwb_s)), [&](int kwb_i) {{ return kwb_s(kwb_i); }}, kwb::all_rows, kwb::Axis::{axis}, kwb::tensor_coords<kwb::Axis::{axis}, kwb::Axis::K>(cute::make_identity_tensor(cute::make_shape(cute::size<0>(kwb_s), cute::size<1>(kwb_s))))); }}"
                     )),
                     format!(
                         "operand {letter}: stage `{stage}` of the shared tensor `{tile}` the MMA at line {} reads through `{name}` (logical order with (row, k) coordinates, warp 0 of each warpgroup)",
@@ -137,7 +136,7 @@ pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str, counters:
                 let element = format!("std::remove_all_extents_t<decltype({name})>");
                 (
                     Body::Text(format!(
-                        "if (kwb::admits({k_tile}) && kwb::warp_id() == 0) {{ kwb::probe_tile({site}, kwb::Kind::{kind}, 0x{tag:08x}u, {k_tile}, {TILE}, reinterpret_cast<const {element}*>(&{name}), static_cast<int>(sizeof({name}) / sizeof({element}))); }}"
+                        "if (kwb::admits({k_tile}) && kwb::warp_id() == 0) {{ kwb::probe_tile({site}, kwb::Kind::{kind}, kwb_tag, {k_tile}, {TILE}, reinterpret_cast<const {element}*>(&{name}), static_cast<int>(sizeof({name}) / sizeof({element}))); }}"
                     )),
                     format!(
                         "operand {letter}: the shared array `{name}` the MMA at line {} reads (whole array, memory order, warp 0)",
@@ -283,7 +282,6 @@ impl StageRead {
 /// pays for at every K tile of every consumer; any other build's runtime reads the two
 /// as two calls.
 fn emit(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str, planned: Vec<Planned>) {
-    let tag = em.tag;
     let info = |id: u32, p: &Planned| ProbeInfo {
         id,
         kernel: kernel.name.clone(),
@@ -323,7 +321,7 @@ fn emit(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str, planned: Vec<Planned>
             let site_b = em.site(id + 1, b.kind);
             let whole = || "kwb::WholeStage{}".to_owned();
             let body = format!(
-                "if (kwb::admits({k_tile})) {{ kwb::{read}_pair({site_a}, {site_b}, 0x{tag:08x}u, {k_tile}, {TILE}, {}, {}, {}, {}, {}, {}, {}, {}); }}",
+                "if (kwb::admits({k_tile})) {{ kwb::{read}_pair({site_a}, {site_b}, kwb_tag, {k_tile}, {TILE}, {}, {}, {}, {}, {}, {}, {}, {}); }}",
                 ra.tile,
                 ra.stage,
                 ra.stride,
@@ -343,7 +341,7 @@ fn emit(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str, planned: Vec<Planned>
         let body = match &p.body {
             Body::Text(text) => text.replace(SITE, &site),
             Body::Stage(r) => format!(
-                "if (kwb::admits({k_tile})) {{ kwb::{read}({site}, kwb::Kind::{kind}, 0x{tag:08x}u, {k_tile}, {TILE}, {}, {}, {}{}); }}",
+                "if (kwb::admits({k_tile})) {{ kwb::{read}({site}, kwb::Kind::{kind}, kwb_tag, {k_tile}, {TILE}, {}, {}, {}{}); }}",
                 r.tile,
                 r.stage,
                 r.stride,

@@ -36,7 +36,6 @@ pub(crate) fn probe(em: &mut Emitter<'_>, map: &KernelMap, gate: Option<&str>) {
         &mut loads,
         &mut em.notes,
     );
-    let tag = em.tag;
     for load in loads {
         let function_name = function_name(parsed, load.function);
         let gate_text = match gate_in_function(parsed, map, gate, load.function) {
@@ -53,7 +52,7 @@ pub(crate) fn probe(em: &mut Emitter<'_>, map: &KernelMap, gate: Option<&str>) {
         let site = em.site(id, "Accumulator");
         let line = load.statement.start_position().row + 1;
         let call = format!(
-            "kwb::probe_tmem<{}>({site}, kwb::Kind::Accumulator, 0x{tag:08x}u, -1, {TILE}, ({}));",
+            "kwb::probe_tmem<{}>({site}, kwb::Kind::Accumulator, kwb_tag, -1, {TILE}, ({}));",
             load.columns, load.address
         );
         em.probe(
