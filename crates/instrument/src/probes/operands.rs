@@ -369,7 +369,14 @@ pub(crate) fn mma_input_type(source: &str) -> &'static str {
     let ptx = source
         .match_indices("mma.sync")
         .chain(source.match_indices("wgmma.mma_async"))
-        .map(|(i, _)| &source[i..(i + 80).min(source.len())])
+        .map(|(i, _)| {
+            // 80 bytes on, back to a character boundary (comments hold box drawing).
+            let mut end = (i + 80).min(source.len());
+            while !source.is_char_boundary(end) {
+                end -= 1;
+            }
+            &source[i..end]
+        })
         .collect::<String>();
     if ptx.contains("bf16") {
         "__nv_bfloat16"
@@ -377,5 +384,19 @@ pub(crate) fn mma_input_type(source: &str) -> &'static str {
         "__half"
     } else {
         "float"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_mma_type_is_read_near_multi_byte_text() {
+        // 80 bytes after `mma.sync` fall inside a box-drawing character.
+        let source = format!("// mma.sync{}──── bf16\n", " ".repeat(68));
+        assert_eq!(super::mma_input_type(&source), "float");
+        assert_eq!(
+            super::mma_input_type("asm(\"mma.sync.aligned.m16n8k16.row.col.f32.bf16\");"),
+            "__nv_bfloat16"
+        );
     }
 }

@@ -73,24 +73,29 @@ pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str, counters:
         } else {
             "OperandB"
         };
-        // A shared array (`__shared__ float As[16][16]`) carries its extent.
-        let array = root
-            .descendant_for_byte_range(site.range.start, site.range.end)
-            .is_some_and(|decl| declares_array(parsed, decl, name));
+        // A shared array (`__shared__ float As[16][16]`) carries its extent. A local
+        // array the map read as shared because its values come from shared memory
+        // (`const float a_frag[4] = {a4.x, …}`) lives in registers: each lane's own.
+        let declaration = root.descendant_for_byte_range(site.range.start, site.range.end);
+        let array = declaration.is_some_and(|decl| declares_array(parsed, decl, name));
+        let registers =
+            array && declaration.is_some_and(|decl| !is_shared_declaration(parsed, decl));
         let mut done: Vec<usize> = Vec::new();
         for mma in kernel
             .sites
             .iter()
             .filter(|s| s.kind == SiteKind::Mma && names(&s.text, name))
         {
-            // The stage index a view is read with must stay in scope.
-            let keep: Vec<String> = if view {
+            // The operand itself, and the stage index a view is read with, must stay
+            // in scope (`const float a_frag[4] = …;` declared inside the loop over k).
+            let mut keep: Vec<String> = if view {
                 stage_argument(&mma.text, name)
                     .map(|stage| identifiers(&stage).map(str::to_owned).collect())
                     .unwrap_or_default()
             } else {
                 Vec::new()
             };
+            keep.push(name.to_owned());
             let Some(statement) = root
                 .descendant_for_byte_range(mma.range.start, mma.range.end)
                 .and_then(block_statement)
@@ -129,6 +134,16 @@ pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str, counters:
                     )),
                     format!(
                         "operand {letter}: stage `{stage}` of the shared tensor `{tile}` the MMA at line {} reads through `{name}` (logical order with (row, k) coordinates, warp 0 of each warpgroup)",
+                        mma.line
+                    ),
+                )
+            } else if registers {
+                (
+                    Body::Text(format!(
+                        "kwb::probe({site}, kwb::Kind::{kind}, kwb_tag, {k_tile}, {TILE}, {name});"
+                    )),
+                    format!(
+                        "operand {letter}: the register array `{name}` (loaded from shared memory) the MMA at line {} reads, each lane's",
                         mma.line
                     ),
                 )
