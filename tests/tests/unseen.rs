@@ -1,0 +1,261 @@
+//! Track A on code we did not write: every unit of `tests/unseen.toml` (the CuTe
+//! tutorials and CUTLASS examples of the nvidia-cutlass package, a sample of
+//! flashinfer-python's kernels) and every program of the second suite
+//! (`kernels/styles/styles.toml`), instrumented with the default probes (and, where the
+//! mainloop lives in the headers, an overlay of them), compiles device-only three ways:
+//! the original, the instrumented file without `KWB_TRACE` (SASS identical to the
+//! original's), and with it (it compiles and carries probe code). Needs nvcc and the
+//! packages `cargo xtask setup` installs: runs when `KWB_RUN_SLOW_TESTS=1`, as `cargo
+//! xtask test` sets it. Each unit's seconds are printed, so the CI budget stays in view.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Instant;
+
+use kwb_instrument::Config;
+use kwb_tests::{cutlass_source, repo_root};
+use kwb_toolchain::{CompileFlags, Env, Toolchain};
+
+/// One program to check.
+#[derive(Debug, Clone)]
+struct Unit {
+    /// How the results name it.
+    name: String,
+    source: PathBuf,
+    arch: String,
+    overlay: bool,
+    includes: Vec<PathBuf>,
+    defines: Vec<String>,
+}
+
+fn strings(table: &toml::Value, key: &str) -> Vec<String> {
+    table
+        .get(key)
+        .and_then(toml::Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The units of `tests/unseen.toml` whose package is installed, and the programs of
+/// the second suite.
+fn units(cutlass: &Path, flashinfer: Option<&Path>) -> Vec<Unit> {
+    let text = std::fs::read_to_string(repo_root().join("tests/unseen.toml")).unwrap();
+    let manifest: toml::Value = toml::from_str(&text).unwrap();
+    let mut out = Vec::new();
+    for unit in manifest["unit"].as_array().unwrap() {
+        let path = unit["path"].as_str().unwrap();
+        let root = match unit["root"].as_str().unwrap() {
+            "cutlass" => cutlass.to_path_buf(),
+            "flashinfer" => match flashinfer {
+                Some(f) => f.to_path_buf(),
+                None => continue,
+            },
+            other => panic!("unknown root `{other}`"),
+        };
+        out.push(Unit {
+            name: format!("{}/{path}", unit["root"].as_str().unwrap()),
+            source: root.join(path),
+            includes: strings(unit, "includes")
+                .iter()
+                .map(|i| root.join(i))
+                .collect(),
+            defines: strings(unit, "defines"),
+            arch: unit["arch"].as_str().unwrap().to_owned(),
+            overlay: unit
+                .get("overlay")
+                .and_then(toml::Value::as_bool)
+                .unwrap_or(false),
+        });
+    }
+    let styles = repo_root().join("kernels/styles");
+    let text = std::fs::read_to_string(styles.join("styles.toml")).unwrap();
+    let manifest: toml::Value = toml::from_str(&text).unwrap();
+    for program in manifest["program"].as_array().unwrap() {
+        let source = program["source"].as_str().unwrap();
+        out.push(Unit {
+            name: format!("kernels/styles/{source}"),
+            source: styles.join(source),
+            arch: program["arch"].as_str().unwrap().to_owned(),
+            overlay: false,
+            includes: Vec::new(),
+            defines: Vec::new(),
+        });
+    }
+    out
+}
+
+/// Instruments `unit` into `dir`: the source's copy and, with an overlay, the
+/// headers' copies under `dir/overlay`. Returns the copy and the probes placed.
+fn instrument(unit: &Unit, cutlass_include: &Path, dir: &Path) -> Result<(PathBuf, usize), String> {
+    let text = std::fs::read_to_string(&unit.source).map_err(|e| e.to_string())?;
+    let config = Config {
+        file_name: unit.name.clone(),
+        ..Config::default()
+    };
+    let (copy, mut probes) = match kwb_instrument::instrument(&text, &config) {
+        Ok((copy, plan)) => (copy, plan.probes.len()),
+        Err(kwb_instrument::InstrumentError::NothingToProbe) if unit.overlay => (text.clone(), 0),
+        Err(e) => return Err(format!("{}: {e}", unit.name)),
+    };
+    if unit.overlay {
+        let overlay = dir.join("overlay");
+        let roots = [cutlass_include.to_path_buf()];
+        let copies = kwb_cli::commands::overlay::plan(
+            &unit.source,
+            &text,
+            &roots,
+            &overlay,
+            &config,
+            probes as u32,
+        );
+        for (written, text) in &copies {
+            std::fs::create_dir_all(written.copy.parent().unwrap()).map_err(|e| e.to_string())?;
+            std::fs::write(&written.copy, text).map_err(|e| e.to_string())?;
+            probes += written.plan.probes.len();
+        }
+        let (header, runtime) = kwb_cli::commands::overlay::runtime_header(&overlay);
+        std::fs::write(header, runtime).map_err(|e| e.to_string())?;
+    }
+    if probes == 0 {
+        return Err(format!("{}: nothing probed", unit.name));
+    }
+    let name = unit.source.file_name().unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, copy).map_err(|e| e.to_string())?;
+    Ok((path, probes))
+}
+
+/// Checks one unit in its own folder under `dir`; a one-line result.
+fn check(
+    unit: &Unit,
+    toolchain: &Toolchain,
+    cutlass_include: &Path,
+    dir: &Path,
+) -> Result<String, String> {
+    let start = Instant::now();
+    std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+    let (traced, probes) = instrument(unit, cutlass_include, dir)?;
+    let source_dir = unit.source.parent().unwrap().to_path_buf();
+    let mut includes = vec![
+        source_dir,
+        cutlass_include.to_path_buf(),
+        cutlass_include.join("../tools/util/include"),
+        cutlass_include.join("../examples/common"),
+    ];
+    includes.extend(unit.includes.iter().cloned());
+    let mut flags = CompileFlags {
+        arch: unit.arch.clone(),
+        includes: includes.clone(),
+        defines: unit.defines.clone(),
+        extra: vec!["--expt-relaxed-constexpr".to_owned()],
+        ..CompileFlags::default()
+    };
+    let object = |name: &str| dir.join(format!("{name}.cubin"));
+    let sass = |name: &str| {
+        kwb_toolchain::sass(toolchain, &object(name))
+            .map(|s| kwb_toolchain::sass_instructions(&s))
+            .map_err(|e| format!("{}: {e}", unit.name))
+    };
+    let compile = |source: &Path, flags: &CompileFlags, name: &str| {
+        kwb_toolchain::compile_cubin(toolchain, source, flags, &object(name))
+            .map_err(|e| format!("{} ({name}): {}", unit.name, first_error(&e.to_string())))
+    };
+    compile(&unit.source, &flags, "orig")?;
+    if unit.overlay {
+        flags.includes.insert(0, dir.join("overlay"));
+    }
+    compile(&traced, &flags, "off")?;
+    let (orig, off) = (sass("orig")?, sass("off")?);
+    if orig.is_empty() || orig != off {
+        return Err(format!(
+            "{}: SASS differs without KWB_TRACE ({} vs {} instructions)",
+            unit.name,
+            orig.lines().count(),
+            off.lines().count()
+        ));
+    }
+    flags.defines.push("KWB_TRACE".to_owned());
+    compile(&traced, &flags, "on")?;
+    let on = sass("on")?;
+    if on.lines().count() <= orig.lines().count() {
+        return Err(format!(
+            "{}: the traced build carries no probe code",
+            unit.name
+        ));
+    }
+    Ok(format!(
+        "{}: {probes} probes, SASS identical without KWB_TRACE ({} instructions), traced build {} instructions, {:.0} s",
+        unit.name,
+        orig.lines().count(),
+        on.lines().count(),
+        start.elapsed().as_secs_f64()
+    ))
+}
+
+/// The first lines of a compile error that say what went wrong.
+fn first_error(text: &str) -> String {
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("error"))
+        .take(3)
+        .collect();
+    if lines.is_empty() {
+        text.lines().take(3).collect::<Vec<_>>().join(" | ")
+    } else {
+        lines.join(" | ")
+    }
+}
+
+#[test]
+fn code_we_did_not_write_compiles_with_probes_and_its_sass_is_unchanged_without() {
+    if std::env::var("KWB_RUN_SLOW_TESTS").as_deref() != Ok("1") {
+        return;
+    }
+    let Some(cutlass) = cutlass_source() else {
+        return;
+    };
+    let env = Env::from_process();
+    let toolchain = kwb_toolchain::toolchain(&env).unwrap();
+    let include = kwb_toolchain::cutlass(&env).unwrap().include;
+    let flashinfer = std::env::var_os("KWB_FLASHINFER_DIR").map(PathBuf::from);
+    let units = units(&cutlass, flashinfer.as_deref());
+    let dir = tempfile::tempdir().unwrap();
+    let queue = Mutex::new(units.iter().enumerate());
+    let results = Mutex::new(Vec::new());
+    let workers = std::thread::available_parallelism().map_or(2, |n| n.get());
+    std::thread::scope(|scope| {
+        for _ in 0..workers {
+            scope.spawn(|| {
+                loop {
+                    let Some((i, unit)) = queue.lock().unwrap().next() else {
+                        break;
+                    };
+                    let result = check(unit, &toolchain, &include, &dir.path().join(i.to_string()));
+                    match &result {
+                        Ok(line) => eprintln!("ok  {line}"),
+                        Err(why) => eprintln!("BAD {why}"),
+                    }
+                    results.lock().unwrap().push(result);
+                }
+            });
+        }
+    });
+    let results = results.into_inner().unwrap();
+    let failures: Vec<&String> = results.iter().filter_map(|r| r.as_ref().err()).collect();
+    assert!(
+        failures.is_empty(),
+        "{} of {} units failed:\n{}",
+        failures.len(),
+        results.len(),
+        failures
+            .iter()
+            .map(|f| f.as_str())
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    assert!(results.len() >= 22, "{} units", results.len());
+}
