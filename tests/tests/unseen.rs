@@ -211,6 +211,7 @@ fn first_error(text: &str) -> String {
 }
 
 #[test]
+#[allow(clippy::print_stderr)] // each unit's line as it ends: the run takes minutes
 fn code_we_did_not_write_compiles_with_probes_and_its_sass_is_unchanged_without() {
     if std::env::var("KWB_RUN_SLOW_TESTS").as_deref() != Ok("1") {
         return;
