@@ -19,7 +19,10 @@
 //! `kwb::probe_shared_stage_pair`), the row filter, a
 //! partial warp, buffer overflow, and every value of every probe in the full-tile
 //! build. Each build first runs a kernel of other records and resets the buffer: none
-//! of them may be left in the trace.
+//! of them may be left in the trace. Last, tests/gpu/values_check.cu checks the value
+//! model: probes of packed pairs and quads, fp8, WMMA and static-size fragments, arrays
+//! of them, several values at once and a tile of pairs, each site's statistics as its
+//! values make them, and a type no model reads named by a NotProbed record.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -773,6 +776,26 @@ pub fn run(root: &Path, out: &Path) -> Result {
         }
         failures += problems.len();
     }
+    // The value model: tests/gpu/values_check.cu, one build.
+    let source = root.join("tests/gpu/values_check.cu");
+    let binary = dir.join("values_check");
+    let flags = CompileFlags {
+        includes: vec![dir.clone()],
+        defines: vec![kwb_runtime::ENABLE_MACRO.to_owned()],
+        ..CompileFlags::default()
+    };
+    kwb_toolchain::compile_executable(&toolchain, &source, &flags, &binary)?;
+    let trace = run_check(&binary, &dir.join("values_check.trace"))?;
+    let problems = judge_values(&trace);
+    report.push_str(&format!(
+        "value model: {} records: {}\n",
+        trace.records.len(),
+        if problems.is_empty() { "ok" } else { "FAILED" }
+    ));
+    for p in &problems {
+        report.push_str(&format!("  {p}\n"));
+    }
+    failures += problems.len();
     print!("{report}");
     std::fs::write(out, &report).map_err(|e| Failure(format!("{}: {e}", out.display())))?;
     if failures == 0 {
@@ -780,6 +803,57 @@ pub fn run(root: &Path, out: &Path) -> Result {
     } else {
         Err(Failure(format!("{failures} runtime checks failed")))
     }
+}
+
+/// Every problem of values_check's trace: each site's one record holds the count,
+/// minimum, maximum and absmax its values make (tests/gpu/values_check.cu, worked out
+/// by hand), and site 5, whose type no model reads, is a NotProbed record naming it.
+fn judge_values(trace: &Trace) -> Vec<String> {
+    // (site, kind, count, min, max, absmax)
+    let want: [(u32, Kind, u32, f32, f32, f32); 7] = [
+        (0, Kind::Epilogue, 64, -62.0, 31.0, 62.0),
+        (1, Kind::OperandA, 256, 0.0, 255.0, 255.0),
+        (2, Kind::Accumulator, 512, -2.0, 1.0, 2.0),
+        (3, Kind::OperandB, 64, -7.0, 7.0, 7.0),
+        (4, Kind::Accumulator, 128, 0.0, 127.0, 127.0),
+        (6, Kind::Epilogue, 128, -31.0, 31.0, 31.0),
+        (7, Kind::OperandA, 128, -63.0, 63.0, 63.0),
+    ];
+    let mut problems = Vec::new();
+    for (site, kind, count, vmin, vmax, absmax) in want {
+        let records: Vec<&TraceRecord> = trace.records.iter().filter(|r| r.site == site).collect();
+        let [r] = records.as_slice() else {
+            problems.push(format!("site {site}: {} records, want 1", records.len()));
+            continue;
+        };
+        let got = (
+            r.kind(),
+            r.count,
+            r.vmin,
+            r.vmax,
+            r.absmax,
+            r.nan_count,
+            r.inf_count,
+        );
+        let expected = (Some(kind), count, vmin, vmax, absmax, 0, 0);
+        if format!("{got:?}") != format!("{expected:?}") {
+            problems.push(format!(
+                "site {site}: (kind, count, min, max, absmax, NaN, Inf) {got:?}, want {expected:?}"
+            ));
+        }
+    }
+    let unprobed: Vec<(u32, Option<String>)> = trace
+        .records
+        .iter()
+        .filter(|r| r.kind() == Some(Kind::NotProbed))
+        .map(|r| (r.site, r.unprobed_type()))
+        .collect();
+    if unprobed != [(5, Some("Opaque".to_owned()))] {
+        problems.push(format!(
+            "NotProbed records {unprobed:?}, want site 5 naming `Opaque`"
+        ));
+    }
+    problems
 }
 
 fn run_check(binary: &Path, trace: &PathBuf) -> Result<Trace> {

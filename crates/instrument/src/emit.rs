@@ -52,6 +52,11 @@ impl<'p> Emitter<'p> {
         self.folds = Some(crate::folds::Folds::default());
     }
 
+    /// Whether this is a screen build's emitter (its probes fold into registers).
+    pub fn screens(&self) -> bool {
+        self.folds.is_some()
+    }
+
     /// The site argument of probe `id`, which reads values of `kind` (the name of a
     /// `kwb::Kind`): the id, or in a screen build the id with its fold.
     pub fn site(&mut self, id: u32, kind: &'static str) -> String {

@@ -211,6 +211,7 @@
 #include <cuda_fp16.h>
 #if !defined(__CUDACC_RTC__)
 #include <algorithm>
+#include <limits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -1033,6 +1034,36 @@ namespace detail {
 // Defined below: names the type X for site `site` as not probed (trace builds).
 template <class X>
 __device__ __noinline__ void not_probed(uint32_t site);
+}  // namespace detail
+
+namespace detail {
+// The CUDA 16-bit type whose bits a 16-bit number type holds, so a tile of a library's
+// own half or bfloat16 (CUTLASS's half_t, bfloat16_t) is tallied in packed pairs as
+// __half or __nv_bfloat16 are: told apart by std::numeric_limits<T>::digits, which
+// those libraries specialize. Any other type is itself.
+template <class T, class = void>
+struct same_bits {
+  using type = T;
+};
+#if defined(KWB_TRACE) && !defined(__CUDACC_RTC__)
+template <class T>
+struct same_bits<T, std::enable_if_t<sizeof(T) == 2 && !std::is_arithmetic<T>::value &&
+                                     std::numeric_limits<T>::is_specialized>> {
+  // IEEE counts the implicit bit (11 and 8); CUTLASS counts the stored ones (10, 7).
+  static constexpr int digits = std::numeric_limits<T>::digits;
+  using type = std::conditional_t<
+      digits == 11 || digits == 10, __half,
+      std::conditional_t<digits == 8 || digits == 7, __nv_bfloat16, T>>;
+};
+#endif
+// `value`'s bits as a B of the same size (a CUTLASS half_t as a __half).
+template <class B, class E>
+__device__ __forceinline__ B rebits(const E& value) {
+  static_assert(sizeof(B) == sizeof(E), "rebits keeps the size");
+  B out;
+  __builtin_memcpy(&out, &value, sizeof out);
+  return out;
+}
 }  // namespace detail
 
 // How many numbers a value of X holds as a probe reads it (0: none it can read).
@@ -3092,7 +3123,8 @@ __device__ __forceinline__ void probe_array(SiteArg site, Kind kind, uint32_t ta
                                             CoordFn coord = CoordFn{}) {
   static_assert(std::is_array<A>::value, "probe_array takes a C array");
 #ifdef KWB_TRACE
-  using Element = std::remove_all_extents_t<A>;
+  // A library's 16-bit type as the CUDA type of the same bits (detail::same_bits).
+  using Element = typename detail::same_bits<std::remove_cv_t<std::remove_all_extents_t<A>>>::type;
   constexpr int n = static_cast<int>(sizeof(A) / sizeof(Element));
   const Element* flat = reinterpret_cast<const Element*>(&fragment);
   detail::fragment<n>(
@@ -3244,6 +3276,25 @@ __device__ __forceinline__ void probe_shared_stage(SiteArg site, Kind kind, uint
                                                    const typename std::remove_cv<T>::type* stage,
                                                    long long stride, Part part = Part{}) {
   probe_stage<true>(site, kind, tag, k_tile, tile_m, tile_n, tile, stage, stride, part);
+}
+
+
+// A pipeline stage held in a tensor of a tile library (CuTe: `sA(_, _, stage)`), read as
+// probe_stage reads a raw stage, by every thread of the warpgroup that issues the MMA:
+// its memory from the tensor's first element over cosize(layout) elements (raw_pointer_
+// cast and cosize found by argument-dependent lookup), in memory order, no
+// coordinates. What a screen reads, where element by element through the layout would
+// serialize a warp over the whole stage.
+template <class Tensor>
+__device__ __forceinline__ void probe_tensor_stage(SiteArg site, Kind kind, uint32_t tag,
+                                                   int k_tile, int tile_m, int tile_n,
+                                                   const Tensor& tensor) {
+  using Element =
+      std::remove_cv_t<std::remove_reference_t<decltype(*raw_pointer_cast(tensor.data()))>>;
+  using Bits = typename detail::same_bits<Element>::type;
+  const Bits* first = reinterpret_cast<const Bits*>(raw_pointer_cast(tensor.data()));
+  const long long extent = static_cast<long long>(cosize(tensor.layout()));
+  probe_stage(site, kind, tag, k_tile, tile_m, tile_n, first, first, extent);
 }
 
 // Operands A and B of one MMA, each a tile in its pipeline stage, read as probe_stage
@@ -3423,9 +3474,21 @@ __device__ __forceinline__ void probe(SiteArg site, Kind kind, uint32_t tag, int
                 detail::is_number<std::remove_cv_t<std::remove_all_extents_t<X>>>) {
     probe_array(site, kind, tag, k_tile, tile_m, tile_n, x, row_bound, row_axis, coord);
   } else if constexpr (Model::count > 0 && Model::direct) {
-    probe_fragment<Model::count>(site, kind, tag, k_tile, tile_m, tile_n,
-                                 [&](int i) { return Model::at(x, i); }, row_bound, row_axis,
-                                 coord);
+    // A library's 16-bit type read as the CUDA type of the same bits, so its pairs are
+    // tallied packed, as they sit in registers (one instruction a register, where
+    // unpacking a 128-value half_t accumulator to floats took 90 more registers).
+    using Element = std::decay_t<decltype(Model::at(x, 0))>;
+    using Bits = typename detail::same_bits<Element>::type;
+    if constexpr (!std::is_same<Bits, Element>::value) {
+      probe_fragment<Model::count>(
+          site, kind, tag, k_tile, tile_m, tile_n,
+          [&](int i) { return detail::rebits<Bits>(Model::at(x, i)); }, row_bound, row_axis,
+          coord);
+    } else {
+      probe_fragment<Model::count>(site, kind, tag, k_tile, tile_m, tile_n,
+                                   [&](int i) { return Model::at(x, i); }, row_bound,
+                                   row_axis, coord);
+    }
   } else if constexpr (Model::count > 0) {
     probe_fragment<Model::count>(site, kind, tag, k_tile, tile_m, tile_n,
                                  [&](int i) { return Model::at(x, i); }, row_bound, row_axis,

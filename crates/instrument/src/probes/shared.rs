@@ -24,7 +24,9 @@
 //! `read_stage` of `sA`, indexed by CuTe, so the values come in logical order (the
 //! layout's swizzle undone) with (row, k) coordinates from an identity tensor of the
 //! stage's shape. Warp 0 of each warpgroup reads the whole stage, before the loop over
-//! k blocks but never outside the loop that declares the stage index.
+//! k blocks but never outside the loop that declares the stage index. A screen keeps
+//! no coordinates, so there the warpgroup reads the stage's memory together
+//! (`kwb::probe_tensor_stage`), as a raw stage is read.
 
 use crate::tile::TILE;
 use kwb_sites::{Kernel, SiteKind};
@@ -128,15 +130,29 @@ pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str, counters:
                     continue;
                 };
                 let axis = if letter == 'A' { "M" } else { "N" };
-                (
-                    Body::Text(format!(
-                        "if (kwb::admits({k_tile}) && kwb::warp_id() % 4 == 0) {{ auto kwb_s = {tile}(cute::_, cute::_, {stage}); kwb::probe_tile_fn({site}, kwb::Kind::{kind}, kwb_tag, {k_tile}, {TILE}, static_cast<int>(cute::size(kwb_s)), [&](int kwb_i) {{ return kwb_s(kwb_i); }}, kwb::all_rows, kwb::Axis::{axis}, kwb::tensor_coords<kwb::Axis::{axis}, kwb::Axis::K>(cute::make_identity_tensor(cute::make_shape(cute::size<0>(kwb_s), cute::size<1>(kwb_s))))); }}"
-                    )),
-                    format!(
-                        "operand {letter}: stage `{stage}` of the shared tensor `{tile}` the MMA at line {} reads through `{name}` (logical order with (row, k) coordinates, warp 0 of each warpgroup)",
-                        mma.line
-                    ),
-                )
+                if em.screens() {
+                    // A screen keeps no coordinates: the warpgroup reads the stage's
+                    // memory together, as a raw stage is read.
+                    (
+                        Body::Text(format!(
+                            "if (kwb::admits({k_tile})) {{ auto kwb_s = {tile}(cute::_, cute::_, {stage}); kwb::probe_tensor_stage({site}, kwb::Kind::{kind}, kwb_tag, {k_tile}, {TILE}, kwb_s); }}"
+                        )),
+                        format!(
+                            "operand {letter}: stage `{stage}` of the shared tensor `{tile}` the MMA at line {} reads through `{name}` (memory order, the warpgroup together)",
+                            mma.line
+                        ),
+                    )
+                } else {
+                    (
+                        Body::Text(format!(
+                            "if (kwb::admits({k_tile}) && kwb::warp_id() % 4 == 0) {{ auto kwb_s = {tile}(cute::_, cute::_, {stage}); kwb::probe_tile_fn({site}, kwb::Kind::{kind}, kwb_tag, {k_tile}, {TILE}, static_cast<int>(cute::size(kwb_s)), [&](int kwb_i) {{ return kwb_s(kwb_i); }}, kwb::all_rows, kwb::Axis::{axis}, kwb::tensor_coords<kwb::Axis::{axis}, kwb::Axis::K>(cute::make_identity_tensor(cute::make_shape(cute::size<0>(kwb_s), cute::size<1>(kwb_s))))); }}"
+                        )),
+                        format!(
+                            "operand {letter}: stage `{stage}` of the shared tensor `{tile}` the MMA at line {} reads through `{name}` (logical order with (row, k) coordinates, warp 0 of each warpgroup)",
+                            mma.line
+                        ),
+                    )
+                }
             } else if registers {
                 (
                     Body::Text(format!(
