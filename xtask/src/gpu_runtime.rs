@@ -721,7 +721,11 @@ fn judge_tiles(trace: &Trace) -> Vec<String> {
 }
 
 pub fn run(root: &Path, out: &Path) -> Result {
-    let (toolchain, _) = tools()?;
+    // Only nvcc: the checks include no CUTLASS header.
+    let toolchain = match kwb_toolchain::toolchain(&kwb_toolchain::Env::from_process()) {
+        Ok(toolchain) => toolchain,
+        Err(_) => tools()?.0,
+    };
     let dir = root.join("target/gpu-runtime");
     std::fs::create_dir_all(&dir).map_err(|e| Failure(format!("{}: {e}", dir.display())))?;
     let header = dir.join(kwb_runtime::HEADER_NAME);

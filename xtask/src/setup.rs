@@ -1,4 +1,5 @@
-//! `cargo xtask setup`: installs the pinned toolchain into the kwb cache.
+//! `cargo xtask setup`: installs the pinned toolchain into the kwb cache, with the
+//! build tools and the third-party corpus (flashinfer-python) kwb is measured on.
 //!
 //! The pins are installed with `python3 -m pip install --no-deps --target` into a
 //! `.partial` sibling of the final folder, marked finished, and only then renamed
@@ -44,6 +45,17 @@ pub fn run() -> Result<Installed> {
     } else {
         install(&tools, pins::BUILD_TOOLS, &pins::tools_list())?;
         println!("installed build tools (cmake) in {}", tools.display());
+    }
+
+    let corpus = cache::corpus_dir(&cache_dir);
+    if cache::is_installed_with(&corpus, &pins::corpus_list()) {
+        println!("corpus already installed in {}", corpus.display());
+    } else {
+        install(&corpus, pins::CORPUS, &pins::corpus_list())?;
+        println!(
+            "installed the third-party corpus (flashinfer-python) in {}",
+            corpus.display()
+        );
     }
 
     // Discover from the cache alone, so a KWB_CUDA_HOME set elsewhere cannot hide a

@@ -29,6 +29,9 @@ pub(crate) struct Emitter<'p> {
     pub origins: crate::tile::Origins,
     /// A screen build's folds (`None`: every other build, whose probes take bare ids).
     folds: Option<crate::folds::Folds>,
+    /// A full-tile build: every value a probe reads is kept with its coordinates, so a
+    /// tile is read in logical order where the code shows it.
+    pub full_tile: bool,
 }
 
 impl<'p> Emitter<'p> {
@@ -43,6 +46,7 @@ impl<'p> Emitter<'p> {
             tile_dims: crate::fragments::TileDims::default(),
             origins: crate::tile::Origins::default(),
             folds: None,
+            full_tile: false,
         }
     }
 
@@ -50,11 +54,6 @@ impl<'p> Emitter<'p> {
     /// (see [`crate::folds`]).
     pub fn fold_sites(&mut self) {
         self.folds = Some(crate::folds::Folds::default());
-    }
-
-    /// Whether this is a screen build's emitter (its probes fold into registers).
-    pub fn screens(&self) -> bool {
-        self.folds.is_some()
     }
 
     /// The site argument of probe `id`, which reads values of `kind` (the name of a

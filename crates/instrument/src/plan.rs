@@ -236,6 +236,7 @@ pub fn plan(parsed: &Parsed, map: &KernelMap, config: &Config) -> Result<Plan, I
     if config.screen {
         em.fold_sites();
     }
+    em.full_tile = config.full_tile;
     for kernel in &kernels {
         em.origins.add(parsed, &kernel.range);
     }

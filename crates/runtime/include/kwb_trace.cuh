@@ -209,6 +209,7 @@
 #ifdef KWB_TRACE
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #if !defined(__CUDACC_RTC__)
 #include <algorithm>
 #include <limits>
@@ -3344,20 +3345,31 @@ __device__ __forceinline__ void probe_shared_stage_pair(
                          stride_a, part_a, tile_b, stage_b, stride_b, part_b);
 }
 
+namespace detail {
+// Whether probe_as can read an A as values of T: a C array of whole values of T.
+template <class T, class A>
+inline constexpr bool readable_as = std::is_array<A>::value && sizeof(A) % sizeof(T) == 0;
+}  // namespace detail
+
 // A register array whose bytes hold values of another type (`uint32_t a[4]` packing
-// eight bf16 for mma.sync): read as T. Only in a probe's discarded-or-enabled branch.
+// eight bf16 for mma.sync): read as T. Anything else (a pointer to the registers, whose
+// extent the type does not say) is recorded as not probed.
 template <class T, class A, class CoordFn = NoCoord>
 __device__ __forceinline__ void probe_as(SiteArg site, Kind kind, uint32_t tag, int k_tile,
                                          int tile_m, int tile_n, const A& fragment,
                                          int row_bound = all_rows, Axis row_axis = Axis::M,
                                          CoordFn coord = CoordFn{}) {
-  static_assert(std::is_array<A>::value, "probe_as takes a C array");
-  static_assert(sizeof(A) % sizeof(T) == 0, "the array must hold whole values of T");
-  constexpr int n = static_cast<int>(sizeof(A) / sizeof(T));
-  const T* flat = reinterpret_cast<const T*>(&fragment);
-  probe_fragment<n>(site, kind, tag, k_tile, tile_m, tile_n,
-                    [&](int i) -> const T& { return flat[i]; }, row_bound, row_axis,
-                    detail::fitted<A, T>(coord));
+  if constexpr (!detail::readable_as<T, A>) {
+    (void)kind, (void)tag, (void)k_tile, (void)tile_m, (void)tile_n, (void)fragment;
+    (void)row_bound, (void)row_axis, (void)coord;
+    detail::not_probed<A>(site.id);
+  } else {
+    constexpr int n = static_cast<int>(sizeof(A) / sizeof(T));
+    const T* flat = reinterpret_cast<const T*>(&fragment);
+    probe_fragment<n>(site, kind, tag, k_tile, tile_m, tile_n,
+                      [&](int i) -> const T& { return flat[i]; }, row_bound, row_axis,
+                      detail::fitted<A, T>(coord));
+  }
 }
 
 // Operands A and B of one MMA read as probe_as reads each (two records, sites
@@ -3371,10 +3383,14 @@ __device__ __forceinline__ void probe_as_pair(SiteArg site_a, SiteArg site_b, ui
                                               Axis row_axis = Axis::M,
                                               CoordA coord_a = CoordA{},
                                               CoordB coord_b = CoordB{}) {
-  static_assert(std::is_array<FA>::value && std::is_array<FB>::value,
-                "probe_as_pair takes C arrays");
-  static_assert(sizeof(FA) % sizeof(T) == 0 && sizeof(FB) % sizeof(T) == 0,
-                "the arrays must hold whole values of T");
+  if constexpr (!detail::readable_as<T, FA> || !detail::readable_as<T, FB>) {
+    // Each on its own: what cannot be read is recorded as not probed.
+    probe_as<T>(site_a, Kind::OperandA, tag, k_tile, tile_m, tile_n, a, row_bound, row_axis,
+                coord_a);
+    probe_as<T>(site_b, Kind::OperandB, tag, k_tile, tile_m, tile_n, b, row_bound, row_axis,
+                coord_b);
+    return;
+  }
 #ifdef KWB_TRACE
   const T* flat_a = reinterpret_cast<const T*>(&a);
   const T* flat_b = reinterpret_cast<const T*>(&b);

@@ -8,7 +8,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use crate::pins::{pin_hash, pin_list, tools_hash, tools_list};
+use crate::pins::{corpus_hash, corpus_list, pin_hash, pin_list, tools_hash, tools_list};
 use crate::{Env, Error, Result};
 
 /// The name of the marker file written into a finished install.
@@ -77,6 +77,34 @@ pub fn cmake(env: &crate::Env) -> Option<PathBuf> {
     let dir = tools_dir(&cache_dir(env).ok()?);
     let cmake = dir.join("cmake").join("data").join("bin").join("cmake");
     (is_installed_with(&dir, &tools_list()) && cmake.is_file()).then_some(cmake)
+}
+
+/// The install folder of the third-party corpus inside `cache`: `corpus-<hash>`.
+pub fn corpus_dir(cache: &Path) -> PathBuf {
+    cache.join(format!("corpus-{}", corpus_hash()))
+}
+
+/// The installed corpus in the cache named by `env`: flashinfer-python's `flashinfer/`
+/// folder and tvm-ffi's include folder, when a finished install holds them.
+pub fn corpus(env: &crate::Env) -> Option<Corpus> {
+    let dir = corpus_dir(&cache_dir(env).ok()?);
+    let corpus = Corpus {
+        flashinfer: dir.join("flashinfer"),
+        tvm_ffi_include: dir.join("tvm_ffi").join("include"),
+    };
+    (is_installed_with(&dir, &corpus_list())
+        && corpus.flashinfer.join("data").is_dir()
+        && corpus.tvm_ffi_include.is_dir())
+    .then_some(corpus)
+}
+
+/// Where the corpus's packages are.
+#[derive(Clone, Debug)]
+pub struct Corpus {
+    /// flashinfer-python's package folder (`data/csrc`, `data/include`, …).
+    pub flashinfer: PathBuf,
+    /// tvm-ffi's C++ headers.
+    pub tvm_ffi_include: PathBuf,
 }
 
 /// The CUDA home inside a pip `--target` folder: `nvidia/cu13`, holding `bin/nvcc`.

@@ -39,6 +39,24 @@ pub const PINS: &[Pin] = &[
 /// installed apart from the toolchain so that pinning one never reinstalls the other.
 pub const BUILD_TOOLS: &[Pin] = &[pin("cmake", "4.1.2")];
 
+/// Third-party kernels kwb is measured on (the corpus): flashinfer-python's GEMMs
+/// (CUTLASS-, DeepGEMM- and hand-written), with the tvm-ffi headers its sources
+/// include. Installed apart, like [`BUILD_TOOLS`]; nothing of theirs is in the repo.
+pub const CORPUS: &[Pin] = &[
+    pin("flashinfer-python", "0.7.2.post1"),
+    pin("apache-tvm-ffi", "0.1.15.post2"),
+];
+
+/// [`CORPUS`] as pip requirements, one per line; the content of its marker.
+pub fn corpus_list() -> String {
+    requirements_text(CORPUS)
+}
+
+/// The short hash of [`corpus_list`]: it names the corpus's cache subfolder.
+pub fn corpus_hash() -> String {
+    short_hash(&corpus_list())
+}
+
 /// [`BUILD_TOOLS`] as pip requirements, one per line; the content of their marker.
 pub fn tools_list() -> String {
     requirements_text(BUILD_TOOLS)

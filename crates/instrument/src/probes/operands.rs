@@ -17,6 +17,14 @@ use crate::nodes::{
 use crate::plan::{ProbeInfo, gate_reaches};
 use crate::probes::accumulator::Counter;
 
+/// Scalar multiply-accumulates (SIMT MMA sites) whose operands one function probes.
+const SCALAR_PROBES: usize = 16;
+
+/// Whether an MMA site is a scalar multiply-accumulate (`acc += a * b`).
+fn is_scalar(mma: &kwb_sites::Site) -> bool {
+    mma.note.as_deref() == Some("scalar multiply-accumulate")
+}
+
 /// Probes the register operands of `kernel` and of the helpers it calls to issue
 /// its MMAs (each helper once per plan, tracked in `done`).
 pub(crate) fn probe(
@@ -129,6 +137,7 @@ fn in_function(
     let element = mma_input_type(&parsed.source);
     let layout = fragments::layout(&parsed.source);
     let mut operands = Vec::new();
+    let (mut scalar_probes, mut skipped) = (0, 0);
     for site in function
         .sites
         .iter()
@@ -201,18 +210,36 @@ fn in_function(
                 ));
                 continue;
             }
+            // A hand-unrolled SIMT loop holds hundreds of multiply-accumulates: the
+            // first few of a function are read (each one's operands are values of the
+            // same tiles), not every one, whose probes would multiply the compile.
+            if is_scalar(mma) {
+                if scalar_probes == SCALAR_PROBES {
+                    skipped += 1;
+                    continue;
+                }
+                scalar_probes += 1;
+            }
             blocks_done.push(block);
             let k_tile = counters
                 .iter()
                 .find(|(range, _)| contains(range, &statement.byte_range()))
                 .map_or("-1".to_owned(), |(_, c)| c.clone());
+            // A CuTe fragment the MMA reads a slice of (`tCrA(_, _, k_block)`): that
+            // slice, not the whole fragment at every k block.
+            let slice = (!packed).then(|| cute_slice(&mma.text, &name)).flatten();
             let form = if packed {
                 Form::Packed(parts.clone())
             } else {
-                // A CuTe fragment: its coordinates from the partition that made it.
+                // A CuTe fragment: its coordinates from the partition that made it,
+                // sliced as the fragment is.
                 Form::Cute(
                     enclosing_function(statement)
                         .and_then(|f| cute::coords(parsed, f, &name, statement.start_byte()))
+                        .map(|c| match &slice {
+                            Some(index) => sliced_coords(&c, index),
+                            None => c,
+                        })
                         .map_or(String::new(), |c| {
                             let bound =
                                 rows.map_or("kwb::all_rows".to_owned(), |r| format!("({r})"));
@@ -228,6 +255,9 @@ fn in_function(
             operands.push(Operand {
                 at: declaration_point(parsed, statement),
                 letter,
+                read: slice
+                    .as_ref()
+                    .map_or(name.clone(), |index| format!("{name}{index}")),
                 name: name.clone(),
                 k_tile,
                 form,
@@ -239,6 +269,12 @@ fn in_function(
                 text: mma.text.clone(),
             });
         }
+    }
+    if skipped > 0 {
+        em.note(format!(
+            "{}: the operands of the first {SCALAR_PROBES} scalar multiply-accumulates are probed, not those of the {skipped} after them",
+            function.name
+        ));
     }
     emit(em, function, gate, element, operands);
 }
@@ -258,6 +294,9 @@ struct Operand {
     at: usize,
     letter: char,
     name: String,
+    /// What the probe reads: the operand, or the slice of it the MMA reads
+    /// (`tCrA(_, _, k_block)`).
+    read: String,
     k_tile: String,
     form: Form,
     what: String,
@@ -342,10 +381,47 @@ fn emit(
                 )
             }
             Form::Cute(args) => format!(
-                "kwb::probe({site}, kwb::Kind::{kind}, kwb_tag, {k_tile}, {TILE}, {name}{args});"
+                "kwb::probe({site}, kwb::Kind::{kind}, kwb_tag, {k_tile}, {TILE}, {}{args});",
+                a.read
             ),
         };
         em.probe(a.at, gate, &call, info(id, a));
+    }
+}
+
+/// The CuTe slice an MMA statement reads of `name`: the parenthesized indices after it
+/// (`(_,_,k_block)` of `gemm(mma, tCrA(_,_,k_block), …)`) when they hold a `_`, CuTe's
+/// "all of this mode".
+fn cute_slice(statement: &str, name: &str) -> Option<String> {
+    let ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let (at, _) = statement.match_indices(name).find(|(at, _)| {
+        !statement[..*at].chars().next_back().is_some_and(ident)
+            && statement[at + name.len()..].trim_start().starts_with('(')
+    })?;
+    let rest = statement[at + name.len()..].trim_start();
+    let mut depth = 0;
+    let end = rest.char_indices().find_map(|(i, c)| {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            _ => {}
+        }
+        (depth == 0).then_some(i + 1)
+    })?;
+    let index = &rest[..end];
+    index[1..end - 1]
+        .split(',')
+        .any(|part| part.trim() == "_" || part.trim() == "cute::_")
+        .then(|| index.to_owned())
+}
+
+/// `kwb::tensor_coords<…>(P)` sliced as the fragment is: `kwb::tensor_coords<…>((P)INDEX)`.
+fn sliced_coords(coords: &str, index: &str) -> String {
+    match coords.split_once(">(") {
+        Some((head, partition)) if partition.ends_with(')') => {
+            format!("{head}>(({}){index})", &partition[..partition.len() - 1])
+        }
+        _ => coords.to_owned(),
     }
 }
 
@@ -364,39 +440,117 @@ fn parse_operand_note(note: &str) -> Option<(char, usize, String)> {
     Some((letter, line, name))
 }
 
-/// The element type of the MMA inputs, from the PTX in the file.
+/// The element type of the MMA inputs, from the PTX in the file: the A operand's type
+/// of its first `mma.sync` or `wgmma.mma_async` (`….m16n8k32.row.col.f32.e4m3.e4m3.f32`:
+/// the second type after the shape), as the C++ type a register holding it packs.
 pub(crate) fn mma_input_type(source: &str) -> &'static str {
-    let ptx = source
+    let mut starts: Vec<usize> = source
         .match_indices("mma.sync")
         .chain(source.match_indices("wgmma.mma_async"))
-        .map(|(i, _)| {
-            // 80 bytes on, back to a character boundary (comments hold box drawing).
-            let mut end = (i + 80).min(source.len());
-            while !source.is_char_boundary(end) {
-                end -= 1;
-            }
-            &source[i..end]
+        .map(|(i, _)| i)
+        .collect();
+    starts.sort_unstable();
+    // The first occurrence that names its types (a comment may name only the shape).
+    starts
+        .into_iter()
+        .find_map(|i| {
+            let end = source[i..]
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '.' || c == '_'))
+                .map_or(source.len(), |e| i + e);
+            let types: Vec<&str> = source[i..end]
+                .split('.')
+                .skip_while(|part| !is_shape(part))
+                .skip(1)
+                .filter(|part| PTX_TYPES.iter().any(|(name, _)| name == part))
+                .collect();
+            // D's type, then A's (mma.sync: D, A, B, C; wgmma: D, A, B).
+            types
+                .get(1)
+                .and_then(|a| PTX_TYPES.iter().find(|(name, _)| name == a))
+                .map(|(_, cpp)| *cpp)
         })
-        .collect::<String>();
-    if ptx.contains("bf16") {
-        "__nv_bfloat16"
-    } else if ptx.contains("f16") {
-        "__half"
-    } else {
-        "float"
-    }
+        .unwrap_or("float")
+}
+
+/// The PTX types an MMA's operands can have, and the C++ type of one value.
+const PTX_TYPES: [(&str, &str); 11] = [
+    ("f32", "float"),
+    ("f64", "double"),
+    ("tf32", "float"),
+    ("f16", "__half"),
+    ("bf16", "__nv_bfloat16"),
+    ("e4m3", "__nv_fp8_e4m3"),
+    ("e5m2", "__nv_fp8_e5m2"),
+    ("s8", "int8_t"),
+    ("u8", "uint8_t"),
+    ("s32", "int32_t"),
+    ("f16x2", "__half"),
+];
+
+/// `m16n8k16`: an MMA's shape.
+fn is_shape(part: &str) -> bool {
+    part.starts_with('m')
+        && part.contains('n')
+        && part.contains('k')
+        && part[1..].starts_with(|c: char| c.is_ascii_digit())
 }
 
 #[cfg(test)]
 mod tests {
     #[test]
+    fn a_cute_operand_is_read_as_the_mma_slices_it() {
+        let gemm = "gemm(mma, tCrA(_,_,k_block), tCrB(_, _, k_block), tCrC);";
+        assert_eq!(
+            super::cute_slice(gemm, "tCrA").as_deref(),
+            Some("(_,_,k_block)")
+        );
+        assert_eq!(
+            super::cute_slice(gemm, "tCrB").as_deref(),
+            Some("(_, _, k_block)")
+        );
+        assert_eq!(super::cute_slice(gemm, "tCrC"), None);
+        assert_eq!(super::cute_slice("mma(a[i], b[j], acc)", "a"), None);
+        assert_eq!(
+            super::sliced_coords(
+                "kwb::tensor_coords<kwb::Axis::M, kwb::Axis::K>(thr.partition_A(id))",
+                "(_,_,k)"
+            ),
+            "kwb::tensor_coords<kwb::Axis::M, kwb::Axis::K>((thr.partition_A(id))(_,_,k))"
+        );
+    }
+
+    #[test]
     fn the_mma_type_is_read_near_multi_byte_text() {
-        // 80 bytes after `mma.sync` fall inside a box-drawing character.
+        // Multi-byte text right after `mma.sync`; a comment naming only the shape.
         let source = format!("// mma.sync{}──── bf16\n", " ".repeat(68));
         assert_eq!(super::mma_input_type(&source), "float");
-        assert_eq!(
-            super::mma_input_type("asm(\"mma.sync.aligned.m16n8k16.row.col.f32.bf16\");"),
-            "__nv_bfloat16"
-        );
+        let source = "// mma.sync.aligned.m16n8k16 fed by ldmatrix\nasm(\"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32\");";
+        assert_eq!(super::mma_input_type(source), "__nv_bfloat16");
+        for (ptx, want) in [
+            (
+                "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",
+                "__nv_bfloat16",
+            ),
+            (
+                "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32",
+                "__nv_fp8_e4m3",
+            ),
+            (
+                "mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16",
+                "__half",
+            ),
+            (
+                "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32",
+                "float",
+            ),
+            ("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32", "int8_t"),
+            (
+                "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16",
+                "__nv_bfloat16",
+            ),
+        ] {
+            let source = format!("asm volatile(\"{ptx} {{%0}};\");");
+            assert_eq!(super::mma_input_type(&source), want, "{ptx}");
+        }
     }
 }

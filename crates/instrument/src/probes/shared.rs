@@ -24,9 +24,10 @@
 //! `read_stage` of `sA`, indexed by CuTe, so the values come in logical order (the
 //! layout's swizzle undone) with (row, k) coordinates from an identity tensor of the
 //! stage's shape. Warp 0 of each warpgroup reads the whole stage, before the loop over
-//! k blocks but never outside the loop that declares the stage index. A screen keeps
-//! no coordinates, so there the warpgroup reads the stage's memory together
-//! (`kwb::probe_tensor_stage`), as a raw stage is read.
+//! k blocks but never outside the loop that declares the stage index. That is what a
+//! full-tile build (`--full-tile`) reads; every other build keeps no coordinates of a
+//! shared tile's values, so there the warpgroup reads the stage's memory together
+//! (`kwb::probe_tensor_stage`), as a raw stage is read: in memory order, fast.
 
 use crate::tile::TILE;
 use kwb_sites::{Kernel, SiteKind};
@@ -130,9 +131,11 @@ pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str, counters:
                     continue;
                 };
                 let axis = if letter == 'A' { "M" } else { "N" };
-                if em.screens() {
-                    // A screen keeps no coordinates: the warpgroup reads the stage's
-                    // memory together, as a raw stage is read.
+                if !em.full_tile {
+                    // Only a full-tile build keeps every value's coordinates: any other
+                    // reads the stage's memory with the warpgroup together, as a raw
+                    // stage is read (warp 0 through the layout, element by element,
+                    // took a one-CTA trace of CUTLASS example 48 to 42x the kernel).
                     (
                         Body::Text(format!(
                             "if (kwb::admits({k_tile})) {{ auto kwb_s = {tile}(cute::_, cute::_, {stage}); kwb::probe_tensor_stage({site}, kwb::Kind::{kind}, kwb_tag, {k_tile}, {TILE}, kwb_s); }}"
