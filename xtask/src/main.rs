@@ -24,6 +24,7 @@ mod gpu_trace;
 mod kernels;
 mod setup;
 mod suite;
+mod sweep;
 mod tidy;
 
 use std::fmt;
@@ -61,6 +62,13 @@ enum Task {
         /// (disabled and enabled), side by side
         #[arg(long)]
         hook: bool,
+    },
+    /// Track A over the whole of flashinfer-python (the corpus setup installs): every
+    /// file that names an MMA instrumented in process, the outcomes and probes counted
+    Sweep {
+        /// Where to write the Markdown figures
+        #[arg(long, default_value = "target/sweep.md")]
+        out: PathBuf,
     },
     /// Compile every variant of kernels/suite.toml for every architecture of its family
     Kernels {
@@ -182,6 +190,7 @@ fn main() -> ExitCode {
         Task::Test => ci::run(&project_root()),
         Task::Tidy => tidy::run(&project_root()),
         Task::Demo => demo::run(&project_root(), demo::Profile::Release),
+        Task::Sweep { out } => sweep::run(&project_root().join(out)),
         Task::Bench { runs, hook: false } => bench::run(&project_root(), runs),
         Task::Bench { runs, hook: true } => bench::hook(&project_root(), runs),
         Task::Kernels { jobs, family } => kernels::run(
