@@ -183,17 +183,23 @@ fn median(command: &mut Command, runs: usize) -> Result<f64> {
 }
 
 fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
+    files_with(dir, &["h", "hpp", "inl"], out);
+}
+
+/// Every file below `dir` whose extension is one of `extensions`, appended to `out`.
+pub fn files_with(dir: &Path, extensions: &[&str], out: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
     for entry in entries.flatten() {
         let path = entry.path();
         if path.is_dir() {
-            collect(&path, out);
-        } else if matches!(
-            path.extension().and_then(|e| e.to_str()),
-            Some("h" | "hpp" | "inl")
-        ) {
+            files_with(&path, extensions, out);
+        } else if path
+            .extension()
+            .and_then(|e| e.to_str())
+            .is_some_and(|e| extensions.contains(&e))
+        {
             out.push(path);
         }
     }

@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Instant;
 
 use kwb_instrument::{Config, InstrumentError};
@@ -43,7 +43,7 @@ pub fn run(out: &Path) -> Result {
         Failure("the corpus is not installed: run `cargo xtask setup` first".to_owned())
     })?;
     let mut files = Vec::new();
-    collect(&corpus.flashinfer, &mut files);
+    crate::bench::files_with(&corpus.flashinfer, &["cu", "cuh"], &mut files);
     files.sort();
     let start = Instant::now();
     let mut outcomes: BTreeMap<Outcome, usize> = BTreeMap::new();
@@ -148,22 +148,4 @@ fn kind_of(what: &str) -> String {
 /// The first line of an error, without its code.
 fn first_words(text: &str) -> String {
     text.lines().next().unwrap_or("").chars().take(80).collect()
-}
-
-fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            collect(&path, out);
-        } else if path
-            .extension()
-            .and_then(|x| x.to_str())
-            .is_some_and(|x| x == "cu" || x == "cuh")
-        {
-            out.push(path);
-        }
-    }
 }
