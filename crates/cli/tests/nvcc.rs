@@ -285,6 +285,17 @@ fn a_traced_compile_that_fails_gives_way_to_the_original() {
 
 /// `make -C out -f tests/hook/make/Makefile` with `NVCC` and, when given, `KWB_TRACE`.
 fn make(out: &Path, nvcc: &str, trace: Option<&str>, cache: &Path) -> std::process::Output {
+    make_with(out, nvcc, trace, cache, false)
+}
+
+/// [`make`], with `KWB_TRACE_STRICT=1` when `strict`.
+fn make_with(
+    out: &Path,
+    nvcc: &str,
+    trace: Option<&str>,
+    cache: &Path,
+    strict: bool,
+) -> std::process::Output {
     std::fs::create_dir_all(out).unwrap();
     let mut c = Command::new("make");
     c.arg("-C")
@@ -295,9 +306,13 @@ fn make(out: &Path, nvcc: &str, trace: Option<&str>, cache: &Path) -> std::proce
         .arg(format!("NVCC={nvcc}"))
         .args(["-j2", "--no-print-directory"])
         .env("KWB_CACHE_DIR", cache)
-        .env_remove("KWB_TRACE");
+        .env_remove("KWB_TRACE")
+        .env_remove("KWB_TRACE_STRICT");
     if let Some(t) = trace {
         c.env("KWB_TRACE", t);
+    }
+    if strict {
+        c.env("KWB_TRACE_STRICT", "1");
     }
     c.output().unwrap()
 }
@@ -368,15 +383,21 @@ fn a_makefile_build_is_the_plain_build_when_disabled_and_carries_probes_when_ena
         "{deps}"
     );
     assert!(!deps.contains("/tu/"), "{deps}");
-    // A bad spec fails the build.
-    let bad = make(
-        &d.path().join("bad"),
-        &launcher,
-        Some("kernel=gemm_mma_sync;colour=red"),
-        &cache,
+    // A bad spec builds the plain objects, saying why; with KWB_TRACE_STRICT=1 it fails
+    // the build.
+    let spec = Some("kernel=gemm_mma_sync;colour=red");
+    let bad = make(&d.path().join("bad"), &launcher, spec, &cache);
+    let stderr = String::from_utf8_lossy(&bad.stderr);
+    assert!(bad.status.success(), "{stderr}");
+    assert!(stderr.contains("not a KWB_TRACE key") && stderr.contains("without probes"));
+    assert_eq!(
+        sass(&d.path().join("plain/gemm.o")),
+        sass(&d.path().join("bad/gemm.o")),
+        "the original compiled"
     );
-    assert!(!bad.status.success());
-    assert!(String::from_utf8_lossy(&bad.stderr).contains("not a KWB_TRACE key"));
+    let strict = make_with(&d.path().join("strict"), &launcher, spec, &cache, true);
+    assert!(!strict.status.success());
+    assert!(String::from_utf8_lossy(&strict.stderr).contains("not a KWB_TRACE key"));
 }
 
 #[test]
