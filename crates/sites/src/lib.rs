@@ -11,7 +11,7 @@
 mod copies;
 mod decls;
 mod error;
-pub mod fma;
+mod fma;
 mod functions;
 mod index;
 mod mainloop;
