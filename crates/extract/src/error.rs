@@ -111,4 +111,34 @@ pub enum ExtractError {
     },
     #[error("--task {binding}: {why}")]
     BadTaskBinding { binding: String, why: String },
+    #[error("no launcher of `{kernel}` to reproduce it through: {why}")]
+    #[diagnostic(help(
+        "kwb-extract calls the function on the way from main to the launch with the runner's buffers; give the instantiation with --template 'NAME<ARGS…>' to reproduce the kernel alone"
+    ))]
+    NoLauncher { kernel: String, why: String },
+    #[error("launcher `{function}`: kwb cannot bind parameter `{param}` (role {role}): {why}")]
+    #[diagnostic(help(
+        "bind it (VALUE is an operand A, B, C, D or bias, a problem field M, N, K, lda, ldb, ldc, ldd, alpha or beta, or a C++ expression); kwb's guesses for the others, to check: {suggestion}"
+    ))]
+    Unbound {
+        function: String,
+        param: String,
+        role: String,
+        why: String,
+        suggestion: String,
+    },
+    #[error("launcher `{function}` takes no operand kwb reads as {missing}")]
+    #[diagnostic(help(
+        "say which parameter holds each operand, e.g. {suggestion} (VALUE: A, B, C, D, bias, M, N, K, lda, ldb, ldc, ldd, alpha, beta or a C++ expression)"
+    ))]
+    Operands {
+        function: String,
+        missing: String,
+        suggestion: String,
+    },
+    #[error("--layout {layout}: {why}")]
+    #[diagnostic(help(
+        "e.g. --layout A=km,B=kn,D=nm (each operand's dimensions, the contiguous one last)"
+    ))]
+    BadLayout { layout: String, why: String },
 }

@@ -59,6 +59,10 @@ pub struct HostEntries {
     /// For a task of a megakernel: the entry points that build its task list.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tasks: Option<crate::task::TaskEntries>,
+    /// For a reproducer through the user's launcher: its one entry point, the
+    /// bindings and the operands' layouts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub through: Option<crate::through::Through>,
 }
 
 /// `int FILL(const kwb_problem*, void* workspace, void* out, const char** why)`
@@ -104,16 +108,16 @@ pub struct Host {
 }
 
 /// A top-level statement of the launcher before the launch.
-struct Statement {
-    declares: Vec<String>,
+pub(crate) struct Statement {
+    pub(crate) declares: Vec<String>,
     /// Names a statement that is not a declaration writes (`x = …`, `x.f = …`,
     /// `++x`, `f(&x)`), inside an `if constexpr` too: it is copied when one of them
     /// is needed, so a value the launcher adjusts after declaring it is reproduced.
-    writes: Vec<String>,
-    text: String,
-    line: usize,
+    pub(crate) writes: Vec<String>,
+    pub(crate) text: String,
+    pub(crate) line: usize,
     /// `using namespace …;`: always copied.
-    always: bool,
+    pub(crate) always: bool,
 }
 
 /// The launcher as the entry points see it: its parameters (element types through
@@ -393,13 +397,36 @@ pub fn field(p: &Param) -> Result<&'static str, String> {
 }
 
 /// The top-level declarations of `function`'s body before byte `before`.
-fn statements(parsed: &Parsed, function: Node<'_>, before: usize) -> Vec<Statement> {
+pub(crate) fn statements(parsed: &Parsed, function: Node<'_>, before: usize) -> Vec<Statement> {
     let Some(body) = function.child_by_field_name("body") else {
         return Vec::new();
     };
     let mut out = Vec::new();
-    let mut cursor = body.walk();
-    for n in body.named_children(&mut cursor) {
+    // The body's statements, and those of a conditional block's first branch (`#if
+    // defined(ARCH_SUPPORTED)` around a whole body), in order.
+    let mut top = Vec::new();
+    let mut pending = vec![body];
+    while let Some(block) = pending.pop() {
+        let mut cursor = block.walk();
+        for n in block.named_children(&mut cursor) {
+            if n.start_byte() >= before {
+                break;
+            }
+            if matches!(n.kind(), "preproc_if" | "preproc_ifdef") {
+                pending.push(n);
+                continue;
+            }
+            if matches!(
+                n.kind(),
+                "preproc_else" | "preproc_elif" | "preproc_elifdef"
+            ) {
+                continue;
+            }
+            top.push(n);
+        }
+    }
+    top.sort_by_key(|n| n.start_byte());
+    for n in top {
         if n.end_byte() > before {
             break;
         }

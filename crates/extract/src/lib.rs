@@ -32,6 +32,7 @@ pub mod manifest;
 mod scan;
 mod standalone;
 mod task;
+mod through;
 mod tree;
 
 pub use crate::descriptors::{Descriptor, Field};
@@ -48,7 +49,9 @@ pub use crate::standalone::MAIN_MACRO;
 pub use crate::task::{
     SCRATCH_BYTES, TASKS_BYTES, TASKS_FILL, TaskEntries, TaskField, TaskRequest,
 };
+pub use crate::through::{Binding, Layout, RENAMED_MAIN, THROUGH_ENTRY, Through};
 pub use kwb_sites::TemplateParam;
+use kwb_syntax::Parsed;
 
 /// What to extract.
 #[derive(Debug, Clone, Default)]
@@ -63,6 +66,16 @@ pub struct Request {
     pub file_name: String,
     /// For a device function a megakernel dispatches to: how to build its task list.
     pub task: TaskRequest,
+    /// `--bind NAME=VALUE`: a parameter of the launcher a reproducer calls.
+    pub binds: Vec<(String, String)>,
+    /// `--layout A=km,B=kn,D=nm`: the operands' layouts, over the launcher's contract.
+    pub layout: Option<String>,
+    /// Reproduce through the launcher even where the kernel's own arguments could
+    /// be built.
+    pub through: bool,
+    /// The kernel alone, never through its launcher: an instantiation or argument
+    /// kwb cannot build is an error.
+    pub alone: bool,
 }
 
 /// One template argument.
@@ -145,9 +158,95 @@ pub struct Extraction {
     pub repro: String,
 }
 
-/// Extracts the instantiation `request` names from `source`.
+/// Extracts the instantiation `request` names from `source`: the kernel alone where
+/// kwb can build each of its arguments, else (or with `through`) through the
+/// launcher that reaches it.
 pub fn extract(source: &str, request: &Request) -> Result<Extraction, ExtractError> {
     let parsed = kwb_syntax::parse(source);
+    let via = |why: &str| -> Option<Result<Extraction, ExtractError>> {
+        if request.template.is_some() {
+            return None;
+        }
+        let name = request.kernel.as_deref()?;
+        let map = kwb_sites::kernel_map(&parsed, &[]);
+        let def = kernel::find(&parsed, &map, name).into_iter().next()?;
+        let qualified = emit::qualified_name(&parsed, &def);
+        Some(through::extract(&parsed, def, qualified, request, why))
+    };
+    if request.through {
+        return via("asked for with --through").unwrap_or(Err(ExtractError::NothingAsked));
+    }
+    if request.alone {
+        return alone(&parsed, request);
+    }
+    match alone(&parsed, request) {
+        Ok(x) => match gaps(&x) {
+            gaps if gaps.is_empty() => Ok(x),
+            gaps => {
+                let why = format!("the kernel alone would need {}", gaps.join("; "));
+                match via(&why) {
+                    Some(Ok(t)) => Ok(t),
+                    Some(Err(e)) => {
+                        let mut x = x;
+                        x.host
+                            .unavailable
+                            .push(format!("a reproducer through the launcher: {e}"));
+                        Ok(x)
+                    }
+                    None => Ok(x),
+                }
+            }
+        },
+        Err(e)
+            if matches!(
+                e,
+                ExtractError::NoLaunch { .. }
+                    | ExtractError::AmbiguousLaunch { .. }
+                    | ExtractError::Deduced { .. }
+                    | ExtractError::MissingArgument { .. }
+                    | ExtractError::Unresolved { .. }
+            ) =>
+        {
+            match via(&e.to_string()) {
+                Some(Ok(t)) => Ok(t),
+                Some(Err(
+                    through @ (ExtractError::Unbound { .. } | ExtractError::BadLayout { .. }),
+                )) => Err(through),
+                _ => Err(e),
+            }
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// What a runner could not build for the kernel alone: the parameters no entry
+/// point fills, and a missing launch configuration.
+fn gaps(x: &Extraction) -> Vec<String> {
+    let h = &x.host;
+    if h.params.is_some() || h.tasks.is_some() {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for p in &x.kernel.params {
+        let filled = match p.role.as_str() {
+            "A" | "B" | "C" | "D" | "bias" | "m" | "n" | "k" => true,
+            "leading-dimension" => problem_field(p).is_ok(),
+            "alpha" | "beta" => p.declaration.contains("float") || p.declaration.contains("double"),
+            "tma-descriptor" => h.encoders.iter().any(|e| e.param == p.name),
+            _ => false,
+        };
+        if !filled {
+            out.push(format!("`{}` (role {}) built", p.declaration, p.role));
+        }
+    }
+    if h.config.is_none() {
+        out.push("a launch configuration".to_owned());
+    }
+    out
+}
+
+/// The kernel alone, its instantiation from a launch site or `--template`.
+fn alone(parsed: &Parsed, request: &Request) -> Result<Extraction, ExtractError> {
     let (name, spec_args) = match (&request.template, &request.kernel) {
         (Some(spec), _) => scan::template_id(spec)
             .map(|(n, a)| (n, Some(a)))
@@ -155,15 +254,15 @@ pub fn extract(source: &str, request: &Request) -> Result<Extraction, ExtractErr
         (None, Some(k)) => (k.clone(), None),
         (None, None) => return Err(ExtractError::NothingAsked),
     };
-    let map = kwb_sites::kernel_map(&parsed, &[]);
-    let defs = kernel::find(&parsed, &map, &name);
+    let map = kwb_sites::kernel_map(parsed, &[]);
+    let defs = kernel::find(parsed, &map, &name);
     let Some(def) = defs.first().cloned() else {
         if spec_args.is_none()
-            && let Some(found) = adapter::pick(&parsed, &name)
+            && let Some(found) = adapter::pick(parsed, &name)
         {
-            return adapter::extract(&parsed, &found, request);
+            return adapter::extract(parsed, &found, request);
         }
-        if let Some((alias, written, function, line)) = adapter::local(&parsed, &name) {
+        if let Some((alias, written, function, line)) = adapter::local(parsed, &name) {
             return Err(ExtractError::LocalAdapter {
                 alias,
                 written,
@@ -171,7 +270,7 @@ pub fn extract(source: &str, request: &Request) -> Result<Extraction, ExtractErr
                 line,
             });
         }
-        let adapters = adapter::names(&parsed);
+        let adapters = adapter::names(parsed);
         let adapters = if adapters.is_empty() {
             String::new()
         } else {
@@ -183,9 +282,9 @@ pub fn extract(source: &str, request: &Request) -> Result<Extraction, ExtractErr
         // A device function the file's kernels call: say where it runs.
         let short = name.rsplit("::").next().unwrap_or(&name);
         if let Some((_, template_params)) =
-            task::device_function(&parsed, &task::global_ranges(&map), short)
+            task::device_function(parsed, &task::global_ranges(&map), short)
         {
-            return task::extract(&parsed, &map, request, short, &template_params, spec_args);
+            return task::extract(parsed, &map, request, short, &template_params, spec_args);
         }
         return Err(ExtractError::UnknownKernel {
             name,
@@ -198,12 +297,12 @@ pub fn extract(source: &str, request: &Request) -> Result<Extraction, ExtractErr
         });
     };
     let short = def.name.clone();
-    let all_launches: Vec<Launch> = launches(&parsed)
+    let all_launches: Vec<Launch> = launches(parsed)
         .into_iter()
         .filter(|l| l.kernel.rsplit("::").next() == Some(short.as_str()))
         .collect();
-    let mut file = constants::file_scope(&parsed, &request.defines);
-    let descriptors = descriptors::descriptors(&parsed, &file);
+    let mut file = constants::file_scope(parsed, &request.defines);
+    let descriptors = descriptors::descriptors(parsed, &file);
     // The launch: the one the spec's arguments match, or the only one.
     let mut codegen_line = None;
     let (launch, written): (Option<Launch>, Vec<String>) = match spec_args {
@@ -224,7 +323,7 @@ pub fn extract(source: &str, request: &Request) -> Result<Extraction, ExtractErr
             }
             // No launch site: a string naming the instantiation (a JIT's name
             // expression, a code generator's text) gives its arguments.
-            let strings = codegen::named(&parsed, &short);
+            let strings = codegen::named(parsed, &short);
             let mut named: Vec<&codegen::Named> = Vec::new();
             for s in &strings {
                 if !named.iter().any(|n| n.args == s.args) {
@@ -275,10 +374,10 @@ pub fn extract(source: &str, request: &Request) -> Result<Extraction, ExtractErr
         .and_then(|l| Some((l.function.clone()?, l.at)));
     let local_names = at
         .as_ref()
-        .map(|(f, before)| constants::local_names(&parsed, f, *before))
+        .map(|(f, before)| constants::local_names(parsed, f, *before))
         .unwrap_or_default();
     if let Some((f, before)) = &at {
-        constants::locals(&parsed, f, *before, &mut file);
+        constants::locals(parsed, f, *before, &mut file);
     }
     if written.len() > def.template_params.len() {
         return Err(ExtractError::TooManyArguments {
@@ -295,8 +394,8 @@ pub fn extract(source: &str, request: &Request) -> Result<Extraction, ExtractErr
             (Some(l), None) if l.template_args.is_empty() && p.kind == "type" => l
                 .function
                 .as_ref()
-                .and_then(|f| crate::tree::function_at(&parsed, f))
-                .and_then(|f| deduce::deduce(&parsed, f, l.at, &p.name, &def.params, &l.args)),
+                .and_then(|f| crate::tree::function_at(parsed, f))
+                .and_then(|f| deduce::deduce(parsed, f, l.at, &p.name, &def.params, &l.args)),
             _ => None,
         };
         if let Some(ty) = deduced {
@@ -339,7 +438,7 @@ pub fn extract(source: &str, request: &Request) -> Result<Extraction, ExtractErr
         }
         args.push(arg);
     }
-    let qualified = emit::qualified_name(&parsed, &def);
+    let qualified = emit::qualified_name(parsed, &def);
     let instantiation = if def.template_params.is_empty() {
         qualified.clone()
     } else {
@@ -353,19 +452,19 @@ pub fn extract(source: &str, request: &Request) -> Result<Extraction, ExtractErr
     };
     let config = launch
         .as_ref()
-        .map(|l| emit::config(&parsed, l, &file))
+        .map(|l| emit::config(parsed, l, &file))
         .unwrap_or_default();
-    let all_items = items::items(&parsed);
+    let all_items = items::items(parsed);
     let mut roots = vec![short.clone()];
     for a in &args {
         roots.extend(scan::identifiers(&a.emitted).map(str::to_owned));
     }
     let host = launch
         .as_ref()
-        .map(|l| host::host(&parsed, l, &def.params, &request.file_name))
+        .map(|l| host::host(parsed, l, &def.params, &request.file_name))
         .unwrap_or_default();
     roots.extend(host.roots.iter().cloned());
-    let kept = items::slice(&parsed, &all_items, &roots);
+    let kept = items::slice(parsed, &all_items, &roots);
     let mut header = emit::header(request, &instantiation, launch.as_ref(), &args);
     if let Some(line) = codegen_line {
         header.push_str(&format!(
@@ -374,7 +473,7 @@ pub fn extract(source: &str, request: &Request) -> Result<Extraction, ExtractErr
         ));
     }
     let (mut repro, copied) = emit::repro(
-        &parsed,
+        parsed,
         &all_items,
         &kept,
         &request.file_name,

@@ -35,6 +35,14 @@ fn request(kernel: &str) -> Request {
     }
 }
 
+/// The kernel alone, never through its launcher.
+fn alone(kernel: &str) -> Request {
+    Request {
+        alone: true,
+        ..request(kernel)
+    }
+}
+
 #[test]
 fn the_launch_gives_the_instantiation_folded() {
     let x = extract(SOURCE, &request("gemm")).unwrap();
@@ -72,7 +80,7 @@ fn a_spec_is_folded_with_the_files_constants_and_defines() {
 #[test]
 fn what_cannot_be_resolved_is_named() {
     let src = SOURCE.replace("constexpr int BM = 64, BN = BM * 2;", "int BM = M, BN = 2;");
-    match extract(&src, &request("gemm")) {
+    match extract(&src, &alone("gemm")) {
         Err(ExtractError::Unresolved { param, name, .. }) => {
             assert_eq!((param.as_str(), name.as_str()), ("BM", "BM"));
         }
@@ -84,7 +92,7 @@ fn what_cannot_be_resolved_is_named() {
     }
     let no_launch = SOURCE.replace("kernel<<<grid, kThreads, 0, stream>>>(M, C);", "");
     assert!(matches!(
-        extract(&no_launch, &request("gemm")),
+        extract(&no_launch, &alone("gemm")),
         Err(ExtractError::NoLaunch { .. })
     ));
     let two = SOURCE.replace(
@@ -92,7 +100,7 @@ fn what_cannot_be_resolved_is_named() {
         "gemm<1, 2><<<1, 1>>>(M, C);\n  return cudaGetLastError();",
     );
     assert!(matches!(
-        extract(&two, &request("gemm")),
+        extract(&two, &alone("gemm")),
         Err(ExtractError::AmbiguousLaunch { .. })
     ));
 }
@@ -227,7 +235,8 @@ void launch(const float* A, int M, int blocks, cudaStream_t stream) {
         x.host.unavailable,
         [
             "kwb_config: launcher parameter `blocks` (`int blocks`, role scalar) has no field in kwb_problem",
-            "main() behind KWB_REPRO_MAIN: the launch configuration has no entry point"
+            "main() behind KWB_REPRO_MAIN: the launch configuration has no entry point",
+            "a reproducer through the launcher: launcher `launch`: kwb cannot bind parameter `blocks` (role as-called): no call in the file passes it a value"
         ]
     );
 }
@@ -243,7 +252,17 @@ void launch(int M, int N, int K, float alpha, const __nv_bfloat16* A,
   g<<<grid, 128, 0, stream>>>(M, N, K, alpha, A, B, D, 0);
 }
 "#;
-    let x = extract(source, &request("g")).unwrap();
+    // By default a parameter kwb cannot fill sends it through the launcher, which
+    // passes the kernel its own value.
+    let through = extract(source, &request("g")).unwrap();
+    let t = through.host.through.as_ref().unwrap();
+    assert_eq!(t.path, ["launch"]);
+    assert!(
+        t.call.starts_with("launch(static_cast<int>(kwb_p->M)"),
+        "{}",
+        t.call
+    );
+    let x = extract(source, &alone("g")).unwrap();
     assert_eq!(x.host.main, None);
     assert!(
         x.host.unavailable.iter().any(|u| u

@@ -86,6 +86,23 @@ pub struct Target {
     /// task in turn, so what a task leaves for the next is exercised]
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     task_ctas: Option<u32>,
+    /// A parameter of the launcher a reproducer through the launcher calls,
+    /// NAME=VALUE. VALUE is an operand (A, B, C, D, bias), a problem field (M, N, K,
+    /// lda, ldb, ldc, ldd, alpha, beta) or a C++ expression
+    #[arg(long = "bind", value_name = "NAME=VALUE")]
+    bind: Vec<String>,
+    /// The operands' layouts, each operand's dimensions with the contiguous one last:
+    /// A=mk|km, B=nk|kn, C and D=mn|nm (e.g. A=km,B=kn,D=nm) [default: the launcher's
+    /// contract (BLAS transpose characters), else A and B K-contiguous, D row-major]
+    #[arg(long, value_name = "A=..,B=..,D=..")]
+    layout: Option<String>,
+    /// Reproduce through the launcher (the whole file, main renamed, and an entry that
+    /// calls the launcher) even where the kernel's own arguments could be built
+    #[arg(long, conflicts_with = "alone")]
+    through: bool,
+    /// The kernel alone, never through its launcher
+    #[arg(long)]
+    alone: bool,
 }
 
 fn parse_tile(text: &str) -> Result<(i64, i64), String> {
@@ -173,7 +190,25 @@ pub fn extract_to(target: &Target, output: &Path) -> Result<Extraction, i32> {
             }
         }
     }
+    let mut binds = Vec::new();
+    for b in &target.bind {
+        match b.split_once('=') {
+            Some((n, v)) if !n.trim().is_empty() && !v.trim().is_empty() => {
+                binds.push((n.trim().to_owned(), v.trim().to_owned()));
+            }
+            _ => {
+                render::error(Report::msg(format!(
+                    "--bind {b}: write it as NAME=VALUE (a launcher parameter and an operand, a problem field or a C++ expression)"
+                )));
+                return Err(exit::INPUT);
+            }
+        }
+    }
     let request = Request {
+        binds,
+        layout: target.layout.clone(),
+        through: target.through,
+        alone: target.alone,
         kernel: target.kernel.clone(),
         template: target.template.clone(),
         defines: defines.clone(),
@@ -340,6 +375,24 @@ fn summary(x: &Extraction, dir: &Path) -> String {
                 t.scratch_bytes / 1024
             ));
         }
+    }
+    if let Some(t) = &x.host.through {
+        lines.push(format!(
+            "through the launcher: {} (line {}); {}",
+            t.path.join(" -> "),
+            t.line,
+            t.unit
+        ));
+        for b in &t.bindings {
+            lines.push(format!(
+                "  {:<10} {:<18} {} ({})",
+                b.param, b.role, b.value, b.from
+            ));
+        }
+        lines.push(format!(
+            "  layout: A {}, B {}, C {}, D {} ({})",
+            t.layout.a, t.layout.b, t.layout.c, t.layout.d, t.layout.from
+        ));
     }
     for d in &x.descriptors {
         let show = |f: &kwb_extract::Field| f.values.join(", ");

@@ -1,0 +1,392 @@
+//! Binding the launcher's parameters to the runner's problem: each parameter's role
+//! (an operand, a problem size, a leading dimension, alpha/beta, a stream, a BLAS
+//! transpose character, or a choice the caller passes), the C++ argument the entry
+//! point passes for it, and the operands' layouts the launcher's contract states.
+//!
+//! Invariant: a role is a guess from the parameter's name and type unless a
+//! `--bind` gave it; every guess is recorded in the manifest as one, and a
+//! parameter kwb cannot bind is an error that names it with the `--bind` to give.
+
+use crate::kernel::Param;
+use crate::scan::split_top;
+
+/// One parameter of the launcher kwb calls, bound.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Binding {
+    pub param: String,
+    /// `A`, `B`, `C`, `D`, `bias`, `m`, `n`, `k`, `leading-dimension`, `alpha`,
+    /// `beta`, `stream`, `trans-a`, `trans-b` or `as-called`.
+    pub role: String,
+    /// The C++ argument the entry passes.
+    pub value: String,
+    /// `--bind`, `name and type` (a guess), `the call at line N` or `default`.
+    pub from: String,
+}
+
+/// Operand layouts: which dimension is contiguous, as `ROWSCOLS` with the
+/// contiguous dimension last (`mk`: A is M x K with K contiguous; `km`: M
+/// contiguous).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Layout {
+    pub a: String,
+    pub b: String,
+    pub c: String,
+    pub d: String,
+    /// Where it comes from.
+    pub from: String,
+}
+
+impl Default for Layout {
+    fn default() -> Layout {
+        Layout {
+            a: "mk".to_owned(),
+            b: "nk".to_owned(),
+            c: "mn".to_owned(),
+            d: "mn".to_owned(),
+            from: "the default (A and B K-contiguous, C and D row-major): the launcher states none; --layout sets it".to_owned(),
+        }
+    }
+}
+
+impl Layout {
+    /// `--layout A=km,B=kn,D=nm` on top of the default (C follows D unless given).
+    pub fn parse(text: &str) -> Result<Layout, String> {
+        let mut out = Layout {
+            from: format!("--layout {text}"),
+            ..Layout::default()
+        };
+        let mut c_given = false;
+        for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let Some((role, value)) = part.split_once('=') else {
+                return Err(format!("`{part}`: write OPERAND=DIMS, e.g. A=km"));
+            };
+            let value = value.trim().to_ascii_lowercase();
+            let (slot, allowed) = match role.trim() {
+                "A" | "a" => (&mut out.a, ["mk", "km"]),
+                "B" | "b" => (&mut out.b, ["nk", "kn"]),
+                "C" | "c" => {
+                    c_given = true;
+                    (&mut out.c, ["mn", "nm"])
+                }
+                "D" | "d" => (&mut out.d, ["mn", "nm"]),
+                other => return Err(format!("`{other}`: the operands are A, B, C and D")),
+            };
+            if !allowed.contains(&value.as_str()) {
+                return Err(format!(
+                    "`{part}`: {} is {} (the contiguous dimension last)",
+                    role.trim(),
+                    allowed.join(" or ")
+                ));
+            }
+            *slot = value;
+        }
+        if !c_given {
+            out.c = out.d.clone();
+        }
+        Ok(out)
+    }
+
+    /// The BLAS contract of transpose characters (column-major storage): `N` keeps
+    /// an operand, `T` (or `C`) transposes it; C and D are M-contiguous.
+    pub fn blas(trans_a: char, trans_b: char) -> Layout {
+        let t = |c: char| matches!(c.to_ascii_uppercase(), 'T' | 'C');
+        Layout {
+            a: if t(trans_a) { "mk" } else { "km" }.to_owned(),
+            b: if t(trans_b) { "kn" } else { "nk" }.to_owned(),
+            c: "nm".to_owned(),
+            d: "nm".to_owned(),
+            from: format!(
+                "the BLAS contract of the launcher's transpose characters ('{trans_a}', '{trans_b}'): column-major storage"
+            ),
+        }
+    }
+}
+
+/// A parameter's declaration without its default argument, and the default.
+pub(crate) fn split_default(declaration: &str) -> (&str, Option<&str>) {
+    let mut depth = 0i32;
+    for (i, c) in declaration.char_indices() {
+        match c {
+            '<' | '(' | '[' | '{' => depth += 1,
+            '>' | ')' | ']' | '}' => depth -= 1,
+            '=' if depth == 0 => {
+                return (declaration[..i].trim(), Some(declaration[i + 1..].trim()));
+            }
+            _ => {}
+        }
+    }
+    (declaration.trim(), None)
+}
+
+/// The role kwb guesses for launcher parameter `p` from its name and type.
+pub(crate) fn guess(p: &Param) -> &'static str {
+    let (declaration, _) = split_default(&p.declaration);
+    let ty = declaration[..declaration.len().saturating_sub(p.name.len())].trim();
+    if ty.contains("cudaStream_t") || ty.contains("CUstream") {
+        return "stream";
+    }
+    let lower = p.name.to_ascii_lowercase();
+    let words: Vec<&str> = kwb_syntax::identifiers(ty).collect();
+    if words.contains(&"char") && !ty.contains('*') {
+        if lower.contains("trans") || lower.starts_with("op") || lower.starts_with("layout") {
+            if lower.ends_with('a') {
+                return "trans-a";
+            }
+            if lower.ends_with('b') {
+                return "trans-b";
+            }
+        }
+        return "as-called";
+    }
+    for known in [
+        "A",
+        "B",
+        "C",
+        "D",
+        "bias",
+        "m",
+        "n",
+        "k",
+        "leading-dimension",
+        "alpha",
+        "beta",
+    ] {
+        if p.role == known {
+            return known;
+        }
+    }
+    if lower == "alpha" {
+        return "alpha";
+    }
+    if lower == "beta" {
+        return "beta";
+    }
+    let integer = words.iter().any(|w| {
+        matches!(
+            *w,
+            "int"
+                | "long"
+                | "unsigned"
+                | "size_t"
+                | "int32_t"
+                | "int64_t"
+                | "uint32_t"
+                | "uint64_t"
+        )
+    });
+    if integer {
+        match lower.as_str() {
+            "batch" | "batch_size" | "num_tokens" | "tokens" | "rows" | "num_rows" | "m_dim" => {
+                return "m";
+            }
+            "cols" | "num_cols" | "out_features" | "n_dim" => return "n",
+            "hidden" | "hidden_size" | "in_features" | "k_dim" => return "k",
+            _ => {}
+        }
+    }
+    "as-called"
+}
+
+/// The C++ value of a `--bind` for a parameter of role `role`: an operand or problem
+/// field by name, else the text as a C++ expression.
+pub(crate) fn bound_role(value: &str) -> Option<&'static str> {
+    Some(match value.trim() {
+        "A" => "A",
+        "B" => "B",
+        "C" => "C",
+        "D" => "D",
+        "bias" => "bias",
+        "M" | "m" => "m",
+        "N" | "n" => "n",
+        "K" | "k" => "k",
+        "lda" => "lda",
+        "ldb" => "ldb",
+        "ldc" => "ldc",
+        "ldd" => "ldd",
+        "alpha" => "alpha",
+        "beta" => "beta",
+        _ => return None,
+    })
+}
+
+/// The `kwb_problem` field of a role (a leading dimension's by its parameter name
+/// or a bound field name).
+pub(crate) fn problem_field(role: &str, name: &str) -> Option<&'static str> {
+    Some(match role {
+        "A" => "A",
+        "B" => "B",
+        "C" => "C",
+        "D" => "D",
+        "bias" => "bias",
+        "m" => "M",
+        "n" => "N",
+        "k" => "K",
+        "alpha" => "alpha",
+        "beta" => "beta",
+        "lda" => "lda",
+        "ldb" => "ldb",
+        "ldc" => "ldc",
+        "ldd" => "ldd",
+        "leading-dimension" => {
+            match name
+                .to_ascii_lowercase()
+                .trim_start_matches("ld")
+                .trim_start_matches('_')
+            {
+                "a" => "lda",
+                "b" => "ldb",
+                "c" => "ldc",
+                "d" => "ldd",
+                _ => return None,
+            }
+        }
+        _ => return None,
+    })
+}
+
+/// The element type a pointer argument `arg` carries, as written: a cast's target,
+/// else the declared type of its first name (`T*` gives `T`, a container
+/// `X<T, …>` gives `T`). `declared` gives a name's declared type.
+pub(crate) fn element_of_argument(
+    arg: &str,
+    declared: &dyn Fn(&str) -> Option<String>,
+) -> Option<String> {
+    let arg = arg.trim();
+    // `(T*)x`, `reinterpret_cast<T*>(x)`, `static_cast<T*>(x)`.
+    for cast in ["reinterpret_cast<", "static_cast<", "const_cast<"] {
+        if let Some(rest) = arg.strip_prefix(cast) {
+            let end = crate::scan::close(arg, cast.len() - 1)?;
+            let _ = rest;
+            return pointee(&arg[cast.len()..end - 1]);
+        }
+    }
+    if arg.starts_with('(')
+        && let Some(end) = crate::scan::close(arg, 0)
+        && end < arg.len()
+        && arg[1..end - 1].contains('*')
+    {
+        return pointee(&arg[1..end - 1]);
+    }
+    let name = kwb_syntax::identifiers(arg.trim_start_matches(['&', '*'])).next()?;
+    let ty = declared(name)?;
+    if ty.contains('*') {
+        return pointee(&ty);
+    }
+    let open = ty.find('<')?;
+    let end = crate::scan::close(&ty, open)?;
+    split_top(&ty[open + 1..end - 1])
+        .into_iter()
+        .next()
+        .map(|e| squeeze_const(&e))
+}
+
+fn pointee(ty: &str) -> Option<String> {
+    let t = ty.replace(['*', '&'], " ");
+    let e = squeeze_const(&t);
+    (!e.is_empty()).then_some(e)
+}
+
+fn squeeze_const(ty: &str) -> String {
+    ty.split_whitespace()
+        .filter(|w| !matches!(*w, "const" | "volatile" | "__restrict__" | "__restrict"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The character a transpose argument holds: a literal, or the initializer of the
+/// caller's declaration of it.
+pub(crate) fn character(arg: &str, declaration: Option<&str>) -> Option<char> {
+    let literal = |t: &str| {
+        let t = t.trim();
+        let inner = t.strip_prefix('\'')?.strip_suffix('\'')?;
+        let mut chars = inner.chars();
+        let c = chars.next()?;
+        chars.next().is_none().then_some(c)
+    };
+    if let Some(c) = literal(arg) {
+        return Some(c);
+    }
+    let text = declaration?;
+    let at = text.find('\'')?;
+    let end = text[at + 1..].find('\'')? + at + 1;
+    literal(&text[at..=end])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn param(declaration: &str) -> Param {
+        let name = kwb_syntax::identifiers(split_default(declaration).0)
+            .last()
+            .unwrap()
+            .to_owned();
+        let (role, element) = crate::kernel::role(&name, split_default(declaration).0);
+        Param {
+            name,
+            declaration: declaration.to_owned(),
+            role: role.to_owned(),
+            element,
+        }
+    }
+
+    #[test]
+    fn roles_come_from_names_and_types() {
+        assert_eq!(guess(&param("char transA")), "trans-a");
+        assert_eq!(guess(&param("char transB")), "trans-b");
+        assert_eq!(guess(&param("Alpha alpha")), "alpha");
+        assert_eq!(guess(&param("TA const* A")), "A");
+        assert_eq!(guess(&param("int ldA")), "leading-dimension");
+        assert_eq!(guess(&param("cudaStream_t stream = 0")), "stream");
+        assert_eq!(guess(&param("int num_tokens")), "m");
+        assert_eq!(guess(&param("Epilogue epi")), "as-called");
+    }
+
+    #[test]
+    fn elements_come_from_casts_pointers_and_containers() {
+        let declared = |n: &str| match n {
+            "d_A" => Some("thrust::device_vector<TA>".to_owned()),
+            "p" => Some("const __half*".to_owned()),
+            _ => None,
+        };
+        assert_eq!(
+            element_of_argument("d_A.data().get()", &declared).as_deref(),
+            Some("TA")
+        );
+        assert_eq!(
+            element_of_argument("p", &declared).as_deref(),
+            Some("__half")
+        );
+        assert_eq!(
+            element_of_argument("reinterpret_cast<cutlass::half_t const*>(x)", &declared)
+                .as_deref(),
+            Some("cutlass::half_t")
+        );
+        assert_eq!(
+            element_of_argument("(float*)x", &declared).as_deref(),
+            Some("float")
+        );
+        assert_eq!(element_of_argument("q", &declared), None);
+    }
+
+    #[test]
+    fn layouts_read_blas_characters_and_the_flag() {
+        let l = Layout::blas('N', 'T');
+        assert_eq!(
+            (l.a.as_str(), l.b.as_str(), l.c.as_str()),
+            ("km", "kn", "nm")
+        );
+        let l = Layout::blas('T', 'N');
+        assert_eq!((l.a.as_str(), l.b.as_str()), ("mk", "nk"));
+        let l = Layout::parse("A=km,D=nm").unwrap();
+        assert_eq!(
+            (l.a.as_str(), l.b.as_str(), l.c.as_str(), l.d.as_str()),
+            ("km", "nk", "nm", "nm")
+        );
+        assert!(Layout::parse("A=mn").is_err());
+        assert_eq!(character("transA", Some("char transA = 'N';")), Some('N'));
+        assert_eq!(character("'T'", None), Some('T'));
+    }
+}

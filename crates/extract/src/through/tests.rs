@@ -1,0 +1,127 @@
+use crate::{Request, extract};
+
+const TUTORIAL: &str = r#"#include <cstdio>
+template <class TA, class TC>
+__global__ void gemm_device(TA const* A, TC* C, int m) { C[0] = A[0]; }
+
+template <class TA, class TC, class Alpha>
+void gemm_nt(int m, int n, int k, Alpha alpha, TA const* A, int ldA, TA const* B, int ldB, TC* C, int ldC,
+             cudaStream_t stream = 0) {
+  auto kernel = &gemm_device<TA, TC>;
+  kernel<<<1, 1, 0, stream>>>(A, C, m);
+}
+
+template <class TA, class TC, class Alpha>
+void gemm_tn(int m, int n, int k, Alpha alpha, TA const* A, int ldA, TA const* B, int ldB, TC* C, int ldC,
+             cudaStream_t stream = 0) {
+  gemm_device<<<2, 1, 0, stream>>>(A, C, m);
+}
+
+template <class TA, class TC, class Alpha>
+void gemm(char transA, char transB, int m, int n, int k, Alpha alpha, TA const* A, int ldA,
+          TA const* B, int ldB, TC* C, int ldC, cudaStream_t stream = 0) {
+  if (transA == 'N') return gemm_nt(m, n, k, alpha, A, ldA, B, ldB, C, ldC, stream);
+  return gemm_tn(m, n, k, alpha, A, ldA, B, ldB, C, ldC, stream);
+}
+
+int main(int argc, char** argv) {
+  int m = 64;
+  if (argc > 1) sscanf(argv[1], "%d", &m);
+  int n = 64, k = 32;
+  char transA = 'N';
+  char transB = 'T';
+  using TA = float;
+  using TC = float;
+  TA alpha = 1;
+  thrust::device_vector<TA> d_A(m * k);
+  thrust::device_vector<TA> d_B(n * k);
+  thrust::device_vector<TC> d_C(m * n);
+  gemm(transA, transB, m, n, k, alpha, d_A.data().get(), m, d_B.data().get(), n, d_C.data().get(), m);
+  return 0;
+}
+"#;
+
+fn request(kernel: &str) -> Request {
+    Request {
+        kernel: Some(kernel.to_owned()),
+        file_name: "tutorial.cu".to_owned(),
+        ..Request::default()
+    }
+}
+
+#[test]
+fn a_deduced_kernel_is_reproduced_through_the_launcher_main_calls() {
+    let x = extract(TUTORIAL, &request("gemm_device")).unwrap();
+    let t = x.host.through.as_ref().unwrap();
+    assert_eq!(t.path, ["gemm", "gemm_nt"]);
+    assert_eq!(
+        t.call,
+        "gemm(transA, transB, static_cast<int>(kwb_p->M), \
+         static_cast<int>(kwb_p->N), static_cast<int>(kwb_p->K), \
+         static_cast<std::decay_t<decltype(alpha)>>(kwb_p->alpha), (TA*)(kwb_p->A), \
+         static_cast<int>(kwb_p->lda), (TA*)(kwb_p->B), static_cast<int>(kwb_p->ldb), (TC*)(kwb_p->C), static_cast<int>(kwb_p->ldc), \
+         static_cast<cudaStream_t>(kwb_stream))"
+    );
+    assert_eq!(
+        (
+            t.layout.a.as_str(),
+            t.layout.b.as_str(),
+            t.layout.c.as_str()
+        ),
+        ("km", "kn", "nm")
+    );
+    let a = x.host.launcher.iter().find(|p| p.role == "A").unwrap();
+    assert_eq!(a.element.as_deref(), Some("float"));
+    // The unit is the file, main renamed; the entry copies the caller's declarations
+    // the call needs and nothing that reads argv.
+    assert!(
+        x.repro
+            .contains("int kwb_user_main(int argc, char** argv) {")
+    );
+    assert!(!x.repro.contains("int main("));
+    let entry = &x.repro[x.repro.find("extern \"C\" int kwb_launch_problem").unwrap()..];
+    assert!(entry.contains("char transA = 'N';"));
+    assert!(entry.contains("using TA = float;"));
+    assert!(entry.contains("TA alpha = 1;"));
+    assert!(!entry.contains("sscanf"));
+    assert!(!entry.contains("device_vector"));
+    insta::assert_snapshot!(entry);
+}
+
+#[test]
+fn a_binding_overrides_a_guess_and_an_unbindable_parameter_names_the_flag() {
+    let src = "__global__ void k(float* y, Epi e) {}\n\
+               void run(const float* x, const float* w, float* y, int count, Epi e) { k<<<count, 128>>>(y, e); }\n";
+    let err = extract(
+        src,
+        &Request {
+            through: true,
+            ..request("k")
+        },
+    )
+    .unwrap_err();
+    let text = format!("{err}");
+    assert!(text.contains("parameter `count`"), "{text}");
+    let help = miette::Diagnostic::help(&err).unwrap().to_string();
+    assert!(
+        help.contains("--bind x=A --bind w=B --bind y=D --bind count=VALUE"),
+        "{help}"
+    );
+    let x = extract(
+        src,
+        &Request {
+            through: true,
+            binds: vec![("count".into(), "M".into()), ("e".into(), "Epi{}".into())],
+            ..request("k")
+        },
+    )
+    .unwrap();
+    let t = x.host.through.unwrap();
+    assert_eq!(
+        t.call,
+        "run((float*)(kwb_p->A), (float*)(kwb_p->B), (float*)(kwb_p->D), static_cast<int>(kwb_p->M), Epi{})"
+    );
+    assert_eq!(t.bindings[4].from, "--bind");
+    assert_eq!(t.bindings[0].from, "name and type (a guess)");
+    assert!(t.layout.from.contains("default"));
+}
