@@ -31,7 +31,7 @@ pub const ENCODE_PREFIX: &str = "kwb_encode_";
 pub const PROBLEM_STRUCT: &str = "struct kwb_problem {\n  const void* A;\n  const void* B;\n  const void* C;\n  void* D;\n  const void* bias;\n  long long M, N, K;\n  long long lda, ldb, ldc, ldd;\n  float alpha, beta;\n};\n";
 
 /// What the reproducer's host half offers a runner (the manifest's `[host]`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HostEntries {
     /// The configuration function, when the launch's grid, block and shared memory

@@ -13,8 +13,12 @@ use crate::plan::{Plan, Role};
 pub struct Job {
     /// The built reproducer.
     pub library: PathBuf,
-    /// `kwb_launch`.
+    /// `kwb_launch`, or the entry through the launcher when `through`.
     pub entry: String,
+    /// The entry calls the user's launcher with the problem (no configuration or
+    /// kernel arguments from the runner).
+    #[serde(default)]
+    pub through: bool,
     /// `kwb_config`, when the reproducer has it.
     pub config: Option<String>,
     /// A configuration given by the user, instead of (or where there is no) `kwb_config`.

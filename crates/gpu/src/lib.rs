@@ -268,19 +268,19 @@ pub fn storage(plan: &Plan, role: Role, ops: &kwb_ladder::Operands) -> Vec<u8> {
     let o = plan.operand(role);
     let dtype = o.dtype;
     if role == Role::C && plan.beta == 0.0 {
-        return vec![0xff; o.rows * o.ld * dtype.bytes()];
+        return vec![0xff; o.lines() * o.ld * dtype.bytes()];
     }
-    let mut values = vec![0.0f32; o.rows * o.ld];
-    let mut held = vec![false; o.rows * o.ld];
+    let mut values = vec![0.0f32; o.lines() * o.ld];
+    let mut held = vec![false; o.lines() * o.ld];
     let (m, n, k) = (plan.m, plan.n, plan.k);
     let mut put = |at: usize, v: f32| {
         values[at] = v;
         held[at] = true;
     };
     match role {
-        Role::A => (0..m).for_each(|i| (0..k).for_each(|p| put(i * o.ld + p, a[i * k + p]))),
-        Role::B => (0..n).for_each(|j| (0..k).for_each(|p| put(j * o.ld + p, b[p * n + j]))),
-        Role::C => (0..m).for_each(|i| (0..n).for_each(|j| put(i * o.ld + j, c[i * n + j]))),
+        Role::A => (0..m).for_each(|i| (0..k).for_each(|p| put(o.at(i, p), a[i * k + p]))),
+        Role::B => (0..n).for_each(|j| (0..k).for_each(|p| put(o.at(j, p), b[p * n + j]))),
+        Role::C => (0..m).for_each(|i| (0..n).for_each(|j| put(o.at(i, j), c[i * n + j]))),
         Role::Bias => (0..n).for_each(|j| put(j, ops.bias[j])),
         Role::D => held.fill(true),
     }
@@ -311,7 +311,7 @@ pub fn output(plan: &Plan, bytes: &[u8]) -> Output {
     };
     for i in 0..plan.m {
         for j in 0..plan.n {
-            let at = i * o.ld + j;
+            let at = o.at(i, j);
             out.values.push(all.get(at).copied().unwrap_or(f32::NAN));
             out.unwritten.push(
                 bytes
@@ -327,7 +327,10 @@ pub fn output(plan: &Plan, bytes: &[u8]) -> Output {
 pub fn run(dir: &Path, options: &RunOptions) -> Result<Report, GpuError> {
     let manifest = manifest(dir)?;
     let plan = Plan::new(&manifest, &options.request)?;
-    if manifest.host.config.is_none() && (options.grid.is_none() || options.block.is_none()) {
+    if manifest.host.through.is_none()
+        && manifest.host.config.is_none()
+        && (options.grid.is_none() || options.block.is_none())
+    {
         return Err(GpuError::NoConfig {
             why: if manifest.host.unavailable.is_empty() {
                 "the reproducer has no kwb_config".to_owned()
@@ -438,7 +441,12 @@ pub fn run(dir: &Path, options: &RunOptions) -> Result<Report, GpuError> {
     }
     let job = Job {
         library: built.library.clone(),
-        entry: manifest.kernel.entry.clone(),
+        entry: manifest
+            .host
+            .through
+            .as_ref()
+            .map_or_else(|| manifest.kernel.entry.clone(), |t| t.entry.clone()),
+        through: manifest.host.through.is_some(),
         config: manifest.host.config.clone(),
         grid: options.grid,
         block: options.block,

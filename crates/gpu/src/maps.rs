@@ -170,6 +170,7 @@ mod tests {
             rows,
             cols,
             ld,
+            transposed: false,
         };
         Plan {
             m: 256,

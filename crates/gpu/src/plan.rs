@@ -48,7 +48,9 @@ impl Role {
     }
 }
 
-/// One device buffer: `rows` rows of `ld` elements, the first `cols` of each used.
+/// One device buffer of a `rows` x `cols` operand: `rows` rows of `ld` elements, the
+/// first `cols` of each used; or, `transposed`, `cols` columns of `ld` elements, the
+/// first `rows` of each used (the rows dimension contiguous).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Operand {
     pub role: Role,
@@ -56,11 +58,40 @@ pub struct Operand {
     pub rows: usize,
     pub cols: usize,
     pub ld: usize,
+    #[serde(default)]
+    pub transposed: bool,
 }
 
 impl Operand {
     pub fn bytes(&self) -> usize {
-        self.rows * self.ld * self.dtype.bytes()
+        self.lines() * self.ld * self.dtype.bytes()
+    }
+
+    /// The number of `ld`-element lines the buffer holds.
+    pub fn lines(&self) -> usize {
+        if self.transposed {
+            self.cols
+        } else {
+            self.rows
+        }
+    }
+
+    /// The element index of (`row`, `col`).
+    pub fn at(&self, row: usize, col: usize) -> usize {
+        if self.transposed {
+            col * self.ld + row
+        } else {
+            row * self.ld + col
+        }
+    }
+
+    /// Element strides of a row step and a column step.
+    pub fn strides(&self) -> (usize, usize) {
+        if self.transposed {
+            (1, self.ld)
+        } else {
+            (self.ld, 1)
+        }
     }
 }
 
@@ -178,7 +209,23 @@ impl Plan {
     /// The plan for `manifest` on `request`.
     pub fn new(manifest: &Manifest, request: &Request) -> Result<Plan, GpuError> {
         let (m, n, k) = request.shape;
-        let kernel = &manifest.params;
+        // Through the launcher the kernel's own parameters are the launcher's business.
+        let through = manifest.host.through.as_ref();
+        let kernel: &[Param] = if through.is_some() {
+            &[]
+        } else {
+            &manifest.params
+        };
+        let layout = through.map(|t| t.layout.clone()).unwrap_or_default();
+        // An operand is transposed when its rows dimension (the first letter of the
+        // layout's default spelling) is the contiguous one.
+        let transposed = |r: Role| match r {
+            Role::A => layout.a == "km",
+            Role::B => layout.b == "kn",
+            Role::C => layout.c == "nm",
+            Role::D => layout.d == "nm",
+            Role::Bias => false,
+        };
         let launcher = &manifest.host.launcher;
         // A task's fields bound to operands count as the operands' parameters.
         let task_fields: Vec<Param> = manifest
@@ -224,11 +271,14 @@ impl Plan {
                 width
             }
         };
+        let width = |r: Role, rows: usize, cols: usize| {
+            if transposed(r) { rows } else { cols }
+        };
         let (lda, ldb, ldc, ldd) = (
-            pad(Role::A, k),
-            pad(Role::B, k),
-            pad(Role::C, n),
-            pad(Role::D, n),
+            pad(Role::A, width(Role::A, m, k)),
+            pad(Role::B, width(Role::B, n, k)),
+            pad(Role::C, width(Role::C, m, n)),
+            pad(Role::D, width(Role::D, m, n)),
         );
         let ld_value = |r: Role| match r {
             Role::A => lda,
@@ -264,6 +314,7 @@ impl Plan {
                 rows: m,
                 cols: k,
                 ld: lda,
+                transposed: transposed(Role::A),
             },
             Operand {
                 role: Role::B,
@@ -271,6 +322,7 @@ impl Plan {
                 rows: n,
                 cols: k,
                 ld: ldb,
+                transposed: transposed(Role::B),
             },
             Operand {
                 role: Role::C,
@@ -278,6 +330,7 @@ impl Plan {
                 rows: m,
                 cols: n,
                 ld: if output == Role::C { ldc.max(ldd) } else { ldc },
+                transposed: transposed(Role::C),
             },
         ];
         if output == Role::D {
@@ -287,6 +340,7 @@ impl Plan {
                 rows: m,
                 cols: n,
                 ld: ldd,
+                transposed: transposed(Role::D),
             });
         }
         if let Some(p) = find("bias") {
@@ -300,6 +354,7 @@ impl Plan {
                 rows: 1,
                 cols: n,
                 ld: n,
+                transposed: false,
             });
         }
         let kernel_tile = tile(manifest);
@@ -307,8 +362,9 @@ impl Plan {
             m,
             n,
             k,
-            alpha: request.alpha,
-            beta: request.beta,
+            // A launcher without alpha or beta computes with its own.
+            alpha: through.and_then(|t| t.alpha).unwrap_or(request.alpha),
+            beta: through.and_then(|t| t.beta).unwrap_or(request.beta),
             lda,
             ldb,
             ldc,

@@ -1,7 +1,9 @@
 // kwb's independent reference GEMM, compiled apart from the kernel under test:
 //   R[m][n] = alpha * sum_k A[m][k] * B[n][k] + beta * C[m][n]
-// over the operands exactly as the runner stored them (A: M x K, row pitch lda; B:
-// N x K, row pitch ldb; C: M x N, row pitch ldc; each of its element type), the
+// over the operands exactly as the runner stored them (A: M x K, element (m, k) at
+// m * a_row + k * a_col; B: N x K, (n, k) at n * b_row + k * b_col; C: M x N, (m, n) at
+// m * c_row + n * c_col: a row-major operand has (pitch, 1), a column-major one (1, pitch);
+// each of its element type), the
 // products and their sum in double, the result packed M x N doubles. C is read only
 // when beta != 0 (it holds NaN otherwise). A block of 16 x 16 threads computes a
 // 64 x 64 output tile, 4 x 4 outputs per thread (rows ty + 16 i, columns tx + 16 j),
@@ -18,8 +20,9 @@ __device__ double wide(__half v) { return __half2float(v); }
 constexpr int kTile = 64, kStep = 16, kPer = kTile / 16;
 
 template <class T, class TC>
-__device__ void reference(long long M, long long N, long long K, const T* A, long long lda,
-                          const T* B, long long ldb, const TC* C, long long ldc, double alpha,
+__device__ void reference(long long M, long long N, long long K, const T* A, long long a_row,
+                          long long a_col, const T* B, long long b_row, long long b_col,
+                          const TC* C, long long c_row, long long c_col, double alpha,
                           double beta, double* R) {
   // [k][row]: a thread reads 4 rows (or columns) of one k from one shared row.
   __shared__ double a[kStep][kTile + 1];
@@ -32,8 +35,8 @@ __device__ void reference(long long M, long long N, long long K, const T* A, lon
     for (int r = ty; r < kTile; r += 16) {
       const long long k = k0 + tx;
       const long long am = m0 + r, bn = n0 + r;
-      a[tx][r] = (am < M && k < K) ? wide(A[am * lda + k]) : 0.0;
-      b[tx][r] = (bn < N && k < K) ? wide(B[bn * ldb + k]) : 0.0;
+      a[tx][r] = (am < M && k < K) ? wide(A[am * a_row + k * a_col]) : 0.0;
+      b[tx][r] = (bn < N && k < K) ? wide(B[bn * b_row + k * b_col]) : 0.0;
     }
     __syncthreads();
 #pragma unroll
@@ -58,7 +61,7 @@ __device__ void reference(long long M, long long N, long long K, const T* A, lon
       const long long m = m0 + ty + 16 * i, n = n0 + tx + 16 * j;
       if (m < M && n < N) {
         double r = alpha * acc[i][j];
-        if (beta != 0.0) r += beta * wide(C[m * ldc + n]);
+        if (beta != 0.0) r += beta * wide(C[m * c_row + n * c_col]);
         R[m * N + n] = r;
       }
     }
@@ -69,9 +72,12 @@ __device__ void reference(long long M, long long N, long long K, const T* A, lon
 
 #define KWB_REFERENCE(NAME, T, TC)                                                          \
   extern "C" __global__ void NAME(long long M, long long N, long long K, const T* A,        \
-                                  long long lda, const T* B, long long ldb, const TC* C,    \
-                                  long long ldc, double alpha, double beta, double* R) {    \
-    reference<T, TC>(M, N, K, A, lda, B, ldb, C, ldc, alpha, beta, R);                     \
+                                  long long a_row, long long a_col, const T* B,            \
+                                  long long b_row, long long b_col, const TC* C,           \
+                                  long long c_row, long long c_col, double alpha,          \
+                                  double beta, double* R) {                                \
+    reference<T, TC>(M, N, K, A, a_row, a_col, B, b_row, b_col, C, c_row, c_col, alpha,    \
+                     beta, R);                                                             \
   }
 
 KWB_REFERENCE(kwb_reference_bf16_bf16, __nv_bfloat16, __nv_bfloat16)

@@ -28,6 +28,8 @@ use crate::plan::{Arg, Role};
 
 type LaunchFn = unsafe extern "C" fn(Dim3, Dim3, usize, *mut c_void, *mut *mut c_void) -> i32;
 type ConfigFn = unsafe extern "C" fn(*const Problem, *mut u32, *mut u32, *mut u64) -> i32;
+/// `kwb_extract::THROUGH_ENTRY`: the user's launcher called with the problem, on a stream.
+type ThroughFn = unsafe extern "C" fn(*const Problem, *mut c_void) -> i32;
 type EncodeFn = unsafe extern "C" fn(*const Problem, *mut c_void) -> i32;
 type SizeFn = unsafe extern "C" fn() -> u64;
 type WorkspaceFn = unsafe extern "C" fn(*const Problem, *mut u64) -> i32;
@@ -123,6 +125,9 @@ fn run(ctx: &Arc<CudaContext>, library: &libloading::Library, job: &Job) -> Resu
         .map_err(|e| fail(None, "context", format!("{e}")))?;
     // SAFETY: the symbols are the C entry points kwb-extract writes, with these
     // signatures (crates/extract/src/emit.rs and host.rs).
+    if job.through {
+        return run_through(ctx, library, job, &stream);
+    }
     let launch: libloading::Symbol<'_, LaunchFn> = unsafe { library.get(job.entry.as_bytes()) }
         .map_err(|e| fail(None, "library", format!("{}: {e}", job.entry)))?;
     let config: Option<libloading::Symbol<'_, ConfigFn>> = match &job.config {
@@ -133,120 +138,16 @@ fn run(ctx: &Arc<CudaContext>, library: &libloading::Library, job: &Job) -> Resu
         ),
         None => None,
     };
-    let mut buffers = Buffers {
-        stream: stream.clone(),
-        slices: Vec::new(),
-    };
-    for o in &job.plan.operands {
-        let slice = stream.alloc_zeros::<u8>(o.bytes().max(1)).map_err(|e| {
-            fail(
-                None,
-                "upload",
-                format!("{} ({} bytes): {e}", o.role.name(), o.bytes()),
-            )
-        })?;
-        buffers.slices.push((o.role, slice));
-    }
-    say(&Event::Buffers {
-        buffers: buffers
-            .slices
-            .iter()
-            .map(|(role, slice)| {
-                (
-                    role.name().to_owned(),
-                    buffers.address(*role),
-                    slice.len() as u64,
-                )
-            })
-            .collect(),
-    });
+    let mut buffers = allocate(&stream, &job.plan)?;
     // The TensorMap arguments whose bytes were reported: each once, when first encoded.
     let mut reported: Vec<usize> = Vec::new();
     let plan = &job.plan;
-    let mut reference = match &job.reference {
-        Some(r) => {
-            let module = ctx
-                .load_module(cudarc::nvrtc::Ptx::from_file(&r.cubin))
-                .map_err(|e| fail(None, "reference", format!("{}: {e}", r.cubin.display())))?;
-            let function = module
-                .load_function(&r.function)
-                .map_err(|e| fail(None, "reference", format!("{}: {e}", r.function)))?;
-            let out = stream
-                .alloc_zeros::<f64>(plan.m * plan.n)
-                .map_err(|e| fail(None, "reference", format!("{e}")))?;
-            Some((function, out))
-        }
-        None => None,
-    };
+    let mut reference = load_reference(ctx, &stream, job)?;
     for (index, rung) in job.rungs.iter().enumerate() {
         let at = Some(index);
-        // Inputs, and NaN in the output.
-        for (role, slice) in &mut buffers.slices {
-            let Some((_, file)) = rung.inputs.iter().find(|(r, _)| r == role) else {
-                let byte = if rung.fill.contains(role) { 0xff } else { 0 };
-                let (address, _sync) = slice.device_ptr(&stream);
-                // SAFETY: `address` is this slice's allocation of `slice.len()` bytes,
-                // written on the stream it belongs to.
-                unsafe {
-                    cudarc::driver::result::memset_d8_async(
-                        address,
-                        byte,
-                        slice.len(),
-                        stream.cu_stream(),
-                    )
-                }
-                .map_err(|e| fail(at, "upload", format!("{}: {e}", role.name())))?;
-                continue;
-            };
-            let bytes = std::fs::read(file)
-                .map_err(|e| fail(at, "upload", format!("{}: {e}", file.display())))?;
-            if bytes.len() != slice.len() {
-                return Err(fail(
-                    at,
-                    "upload",
-                    format!(
-                        "{}: {} bytes for a {}-byte buffer",
-                        role.name(),
-                        bytes.len(),
-                        slice.len()
-                    ),
-                ));
-            }
-            stream
-                .memcpy_htod(&bytes, slice)
-                .map_err(|e| fail(at, "upload", format!("{}: {e}", role.name())))?;
-        }
-        stream
-            .synchronize()
-            .map_err(|e| fail(at, "upload", format!("{e}")))?;
-        let problem = Problem {
-            a: buffers.address(Role::A),
-            b: buffers.address(Role::B),
-            c: buffers.address(Role::C),
-            d: buffers.address(Role::D),
-            bias: buffers.address(Role::Bias),
-            m: plan.m as i64,
-            n: plan.n as i64,
-            k: plan.k as i64,
-            lda: plan.lda as i64,
-            ldb: plan.ldb as i64,
-            ldc: plan.ldc as i64,
-            ldd: plan.ldd as i64,
-            alpha: plan.alpha,
-            beta: plan.beta,
-        };
-        let mut reference_ms = None;
-        if let (Some((function, out)), Some(file)) = (&mut reference, &rung.answer) {
-            let started = std::time::Instant::now();
-            answer(&stream, function, out, &problem, plan)
-                .and_then(|()| stream.clone_dtoh(&*out).map_err(|e| e.to_string()))
-                .and_then(|v| {
-                    std::fs::write(file, f64_bytes(&v))
-                        .map_err(|e| format!("{}: {e}", file.display()))
-                })
-                .map_err(|e| fail(at, "reference", e))?;
-            reference_ms = Some(started.elapsed().as_secs_f64() * 1e3);
-        }
+        upload(&stream, &mut buffers, rung, at)?;
+        let problem = problem(&buffers, plan);
+        let reference_ms = run_reference(&stream, &mut reference, rung, &problem, plan, at)?;
         // The launch configuration.
         let (mut grid, mut block, mut smem) = ([0u32; 3], [0u32; 3], 0u64);
         if let Some(f) = &config {
@@ -485,23 +386,239 @@ fn run(ctx: &Arc<CudaContext>, library: &libloading::Library, job: &Job) -> Resu
             .map_err(|e| fail(at, "kernel", format!("{e}")))?;
         let ms = start.elapsed_ms(&end).unwrap_or(f32::NAN);
         drop(values);
-        let out = buffers
-            .slices
-            .iter()
-            .find(|(r, _)| *r == plan.output)
-            .map(|(_, s)| s)
-            .ok_or_else(|| fail(at, "readback", "no output buffer"))?;
-        let bytes = stream
-            .clone_dtoh(out)
-            .map_err(|e| fail(at, "readback", format!("{e}")))?;
-        std::fs::write(&rung.output, bytes)
-            .map_err(|e| fail(at, "readback", format!("{}: {e}", rung.output.display())))?;
+        read_back(&stream, &buffers, plan, rung, at)?;
         say(&Event::Done {
             rung: index,
             ms,
             reference_ms,
         });
     }
+    Ok(())
+}
+
+/// The rungs of a reproducer through the user's launcher: per rung the inputs, the
+/// reference, then the launcher's entry with the problem on the worker's stream.
+fn run_through(
+    ctx: &Arc<CudaContext>,
+    library: &libloading::Library,
+    job: &Job,
+    stream: &Arc<CudaStream>,
+) -> Result<(), i32> {
+    // SAFETY: the entry kwb-extract writes through the launcher has this signature
+    // (crates/extract/src/through/mod.rs).
+    let entry: libloading::Symbol<'_, ThroughFn> = unsafe { library.get(job.entry.as_bytes()) }
+        .map_err(|e| fail(None, "library", format!("{}: {e}", job.entry)))?;
+    let plan = &job.plan;
+    let mut buffers = allocate(stream, plan)?;
+    let mut reference = load_reference(ctx, stream, job)?;
+    for (index, rung) in job.rungs.iter().enumerate() {
+        let at = Some(index);
+        upload(stream, &mut buffers, rung, at)?;
+        let problem = problem(&buffers, plan);
+        let reference_ms = run_reference(stream, &mut reference, rung, &problem, plan, at)?;
+        say(&Event::Launched {
+            rung: index,
+            grid: [0; 3],
+            block: [0; 3],
+            smem: 0,
+        });
+        let started = std::time::Instant::now();
+        // SAFETY: `problem` holds this worker's buffers, sized by the plan; the entry
+        // launches on `stream` and waits for the device.
+        let rc = unsafe { entry(&problem, stream.cu_stream().cast()) };
+        let ms = started.elapsed().as_secs_f64() as f32 * 1e3;
+        if rc != 0 {
+            return Err(fail(
+                at,
+                "launch",
+                format!(
+                    "{} returned {rc} ({}): the launcher's own launch failed",
+                    job.entry,
+                    runtime_error_name(rc)
+                ),
+            ));
+        }
+        stream
+            .synchronize()
+            .map_err(|e| fail(at, "kernel", format!("{e}")))?;
+        read_back(stream, &buffers, plan, rung, at)?;
+        say(&Event::Done {
+            rung: index,
+            ms,
+            reference_ms,
+        });
+    }
+    Ok(())
+}
+
+/// One zeroed device buffer per operand of the plan (reported in a `buffers` event).
+fn allocate(stream: &Arc<CudaStream>, plan: &crate::plan::Plan) -> Result<Buffers, i32> {
+    let mut buffers = Buffers {
+        stream: stream.clone(),
+        slices: Vec::new(),
+    };
+    for o in &plan.operands {
+        let slice = stream.alloc_zeros::<u8>(o.bytes().max(1)).map_err(|e| {
+            fail(
+                None,
+                "upload",
+                format!("{} ({} bytes): {e}", o.role.name(), o.bytes()),
+            )
+        })?;
+        buffers.slices.push((o.role, slice));
+    }
+    say(&Event::Buffers {
+        buffers: buffers
+            .slices
+            .iter()
+            .map(|(role, slice)| {
+                (
+                    role.name().to_owned(),
+                    buffers.address(*role),
+                    slice.len() as u64,
+                )
+            })
+            .collect(),
+    });
+    Ok(buffers)
+}
+
+/// The reference kernel and its M x N output, when the job has one.
+fn load_reference(
+    ctx: &Arc<CudaContext>,
+    stream: &Arc<CudaStream>,
+    job: &Job,
+) -> Result<Option<(CudaFunction, CudaSlice<f64>)>, i32> {
+    let plan = &job.plan;
+    Ok(match &job.reference {
+        Some(r) => {
+            let module = ctx
+                .load_module(cudarc::nvrtc::Ptx::from_file(&r.cubin))
+                .map_err(|e| fail(None, "reference", format!("{}: {e}", r.cubin.display())))?;
+            let function = module
+                .load_function(&r.function)
+                .map_err(|e| fail(None, "reference", format!("{}: {e}", r.function)))?;
+            let out = stream
+                .alloc_zeros::<f64>(plan.m * plan.n)
+                .map_err(|e| fail(None, "reference", format!("{e}")))?;
+            Some((function, out))
+        }
+        None => None,
+    })
+}
+
+/// A rung's inputs into the buffers; the others filled as the rung says.
+fn upload(
+    stream: &Arc<CudaStream>,
+    buffers: &mut Buffers,
+    rung: &crate::job::JobRung,
+    at: Option<usize>,
+) -> Result<(), i32> {
+    // Inputs, and NaN in the output.
+    for (role, slice) in &mut buffers.slices {
+        let Some((_, file)) = rung.inputs.iter().find(|(r, _)| r == role) else {
+            let byte = if rung.fill.contains(role) { 0xff } else { 0 };
+            let (address, _sync) = slice.device_ptr(stream);
+            // SAFETY: `address` is this slice's allocation of `slice.len()` bytes,
+            // written on the stream it belongs to.
+            unsafe {
+                cudarc::driver::result::memset_d8_async(
+                    address,
+                    byte,
+                    slice.len(),
+                    stream.cu_stream(),
+                )
+            }
+            .map_err(|e| fail(at, "upload", format!("{}: {e}", role.name())))?;
+            continue;
+        };
+        let bytes = std::fs::read(file)
+            .map_err(|e| fail(at, "upload", format!("{}: {e}", file.display())))?;
+        if bytes.len() != slice.len() {
+            return Err(fail(
+                at,
+                "upload",
+                format!(
+                    "{}: {} bytes for a {}-byte buffer",
+                    role.name(),
+                    bytes.len(),
+                    slice.len()
+                ),
+            ));
+        }
+        stream
+            .memcpy_htod(&bytes, slice)
+            .map_err(|e| fail(at, "upload", format!("{}: {e}", role.name())))?;
+    }
+    stream
+        .synchronize()
+        .map_err(|e| fail(at, "upload", format!("{e}")))?;
+    Ok(())
+}
+
+/// The problem the entry points get: the buffers' addresses and the plan's sizes.
+fn problem(buffers: &Buffers, plan: &crate::plan::Plan) -> Problem {
+    Problem {
+        a: buffers.address(Role::A),
+        b: buffers.address(Role::B),
+        c: buffers.address(Role::C),
+        d: buffers.address(Role::D),
+        bias: buffers.address(Role::Bias),
+        m: plan.m as i64,
+        n: plan.n as i64,
+        k: plan.k as i64,
+        lda: plan.lda as i64,
+        ldb: plan.ldb as i64,
+        ldc: plan.ldc as i64,
+        ldd: plan.ldd as i64,
+        alpha: plan.alpha,
+        beta: plan.beta,
+    }
+}
+
+/// The reference on the rung's inputs, its answer written where the rung says; the
+/// milliseconds it took.
+fn run_reference(
+    stream: &Arc<CudaStream>,
+    reference: &mut Option<(CudaFunction, CudaSlice<f64>)>,
+    rung: &crate::job::JobRung,
+    problem: &Problem,
+    plan: &crate::plan::Plan,
+    at: Option<usize>,
+) -> Result<Option<f64>, i32> {
+    let mut reference_ms = None;
+    if let (Some((function, out)), Some(file)) = (reference, &rung.answer) {
+        let started = std::time::Instant::now();
+        answer(stream, function, out, problem, plan)
+            .and_then(|()| stream.clone_dtoh(&*out).map_err(|e| e.to_string()))
+            .and_then(|v| {
+                std::fs::write(file, f64_bytes(&v)).map_err(|e| format!("{}: {e}", file.display()))
+            })
+            .map_err(|e| fail(at, "reference", e))?;
+        reference_ms = Some(started.elapsed().as_secs_f64() * 1e3);
+    }
+    Ok(reference_ms)
+}
+
+/// The output buffer into the rung's output file.
+fn read_back(
+    stream: &Arc<CudaStream>,
+    buffers: &Buffers,
+    plan: &crate::plan::Plan,
+    rung: &crate::job::JobRung,
+    at: Option<usize>,
+) -> Result<(), i32> {
+    let out = buffers
+        .slices
+        .iter()
+        .find(|(r, _)| *r == plan.output)
+        .map(|(_, s)| s)
+        .ok_or_else(|| fail(at, "readback", "no output buffer"))?;
+    let bytes = stream
+        .clone_dtoh(out)
+        .map_err(|e| fail(at, "readback", format!("{e}")))?;
+    std::fs::write(&rung.output, bytes)
+        .map_err(|e| fail(at, "readback", format!("{}: {e}", rung.output.display())))?;
     Ok(())
 }
 
@@ -521,22 +638,31 @@ fn answer(
         shared_mem_bytes: 0,
     };
     let (alpha, beta) = (f64::from(p.alpha), f64::from(p.beta));
+    let strides = |role: Role| {
+        let (r, c) = plan.operand(role).strides();
+        (r as i64, c as i64)
+    };
+    let ((a_row, a_col), (b_row, b_col), (c_row, c_col)) =
+        (strides(Role::A), strides(Role::B), strides(Role::C));
     let mut launch = stream.launch_builder(function);
     launch
         .arg(&p.m)
         .arg(&p.n)
         .arg(&p.k)
         .arg(&p.a)
-        .arg(&p.lda)
+        .arg(&a_row)
+        .arg(&a_col)
         .arg(&p.b)
-        .arg(&p.ldb)
+        .arg(&b_row)
+        .arg(&b_col)
         .arg(&p.c)
-        .arg(&p.ldc)
+        .arg(&c_row)
+        .arg(&c_col)
         .arg(&alpha)
         .arg(&beta)
         .arg(out);
     // SAFETY: the arguments match `kwb_reference_*` in reference.cu in order and type
-    // (64-bit sizes and pitches, device addresses, doubles, the output slice), and
+    // (64-bit sizes and strides, device addresses, doubles, the output slice), and
     // the buffers hold what the plan sized them for.
     unsafe { launch.launch(config) }.map_err(|e| e.to_string())?;
     stream.synchronize().map_err(|e| e.to_string())

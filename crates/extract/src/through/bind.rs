@@ -104,6 +104,79 @@ impl Layout {
     }
 }
 
+/// The layouts a launcher's CuTe strides state: `make_stride(ldA, Int<1>{})` (the
+/// unit stride second: K contiguous for A) or `make_stride(Int<1>{}, ldC)` (M
+/// contiguous for C), where the other stride names a leading-dimension parameter of
+/// the function it is in. `functions` holds (body text, parameters) per function.
+/// None when no such stride is found or two disagree.
+pub(crate) fn layout_from_strides(functions: &[(&str, &[Param])]) -> Option<Layout> {
+    let mut found: Vec<(&'static str, bool)> = Vec::new();
+    for (body, params) in functions {
+        let mut from = 0;
+        while let Some(at) = body[from..].find("make_stride(").map(|i| i + from) {
+            from = at + "make_stride(".len();
+            let open = from - 1;
+            let Some(end) = crate::scan::close(body, open) else {
+                continue;
+            };
+            let args = split_top(&body[open + 1..end - 1]);
+            let [first, second] = args.as_slice() else {
+                continue;
+            };
+            let unit = |t: &str| {
+                let t: String = t.chars().filter(|c| !c.is_whitespace()).collect();
+                matches!(
+                    t.trim_start_matches("cute::"),
+                    "Int<1>{}" | "Int<1>()" | "_1{}" | "_1()" | "C<1>{}"
+                )
+            };
+            let operand = |t: &str| {
+                kwb_syntax::identifiers(t).find_map(|w| {
+                    params
+                        .iter()
+                        .find(|p| p.name == w && p.role == "leading-dimension")
+                        .and_then(|p| problem_field("leading-dimension", &p.name))
+                })
+            };
+            let (field, first_contiguous) = match (unit(first), unit(second)) {
+                (true, false) => (operand(second), true),
+                (false, true) => (operand(first), false),
+                _ => continue,
+            };
+            if let Some(f) = field {
+                found.push((f, first_contiguous));
+            }
+        }
+    }
+    if found.is_empty() {
+        return None;
+    }
+    let mut layout = Layout {
+        from: "the launcher's CuTe strides (make_stride with a unit stride)".to_owned(),
+        ..Layout::default()
+    };
+    let mut c_set = false;
+    for (field, first) in &found {
+        if found.iter().any(|(g, h)| g == field && h != first) {
+            return None;
+        }
+        let (slot, spelled) = match *field {
+            "lda" => (&mut layout.a, if *first { "km" } else { "mk" }),
+            "ldb" => (&mut layout.b, if *first { "kn" } else { "nk" }),
+            "ldc" => {
+                c_set = true;
+                (&mut layout.c, if *first { "nm" } else { "mn" })
+            }
+            _ => (&mut layout.d, if *first { "nm" } else { "mn" }),
+        };
+        *slot = spelled.to_owned();
+    }
+    if c_set && !found.iter().any(|(f, _)| *f == "ldd") {
+        layout.d = layout.c.clone();
+    }
+    Some(layout)
+}
+
 /// A parameter's declaration without its default argument, and the default.
 pub(crate) fn split_default(declaration: &str) -> (&str, Option<&str>) {
     let mut depth = 0i32;
@@ -120,7 +193,33 @@ pub(crate) fn split_default(declaration: &str) -> (&str, Option<&str>) {
     (declaration.trim(), None)
 }
 
-/// The role kwb guesses for launcher parameter `p` from its name and type.
+/// The name tables of `grammars/launcher_roles.toml`.
+#[derive(serde::Deserialize)]
+struct Roles {
+    sizes: std::collections::BTreeMap<String, Vec<String>>,
+    operands: std::collections::BTreeMap<String, Vec<String>>,
+    activation: Activation,
+}
+
+#[derive(serde::Deserialize)]
+struct Activation {
+    names: Vec<String>,
+}
+
+fn roles() -> &'static Roles {
+    static ROLES: std::sync::OnceLock<Roles> = std::sync::OnceLock::new();
+    ROLES.get_or_init(|| {
+        // The table is part of the binary; a malformed one fails every test.
+        toml::from_str(include_str!("../../../../grammars/launcher_roles.toml")).unwrap_or(Roles {
+            sizes: Default::default(),
+            operands: Default::default(),
+            activation: Activation { names: Vec::new() },
+        })
+    })
+}
+
+/// The role kwb guesses for launcher parameter `p` from its name and type:
+/// kernel.rs's rules, then the tables of `grammars/launcher_roles.toml`.
 pub(crate) fn guess(p: &Param) -> &'static str {
     let (declaration, _) = split_default(&p.declaration);
     let ty = declaration[..declaration.len().saturating_sub(p.name.len())].trim();
@@ -140,7 +239,14 @@ pub(crate) fn guess(p: &Param) -> &'static str {
         }
         return "as-called";
     }
-    for known in [
+    if words.contains(&"bool") && !ty.contains('*') {
+        return if roles().activation.names.contains(&lower) {
+            "activation"
+        } else {
+            "as-called"
+        };
+    }
+    const KNOWN: [&str; 11] = [
         "A",
         "B",
         "C",
@@ -152,16 +258,27 @@ pub(crate) fn guess(p: &Param) -> &'static str {
         "leading-dimension",
         "alpha",
         "beta",
-    ] {
-        if p.role == known {
-            return known;
-        }
+    ];
+    if let Some(known) = KNOWN.iter().find(|k| p.role == **k) {
+        return known;
     }
     if lower == "alpha" {
         return "alpha";
     }
     if lower == "beta" {
         return "beta";
+    }
+    let stripped = lower
+        .trim_start_matches("ptr_")
+        .trim_start_matches("d_")
+        .trim_end_matches("_ptr");
+    let table = |t: &std::collections::BTreeMap<String, Vec<String>>| {
+        t.iter()
+            .find(|(_, names)| names.iter().any(|n| *n == lower || *n == stripped))
+            .and_then(|(role, _)| KNOWN.iter().find(|k| **k == role.as_str()).copied())
+    };
+    if ty.contains('*') {
+        return table(&roles().operands).unwrap_or("as-called");
     }
     let integer = words.iter().any(|w| {
         matches!(
@@ -176,15 +293,8 @@ pub(crate) fn guess(p: &Param) -> &'static str {
                 | "uint64_t"
         )
     });
-    if integer {
-        match lower.as_str() {
-            "batch" | "batch_size" | "num_tokens" | "tokens" | "rows" | "num_rows" | "m_dim" => {
-                return "m";
-            }
-            "cols" | "num_cols" | "out_features" | "n_dim" => return "n",
-            "hidden" | "hidden_size" | "in_features" | "k_dim" => return "k",
-            _ => {}
-        }
+    if integer && let Some(role) = table(&roles().sizes) {
+        return role;
     }
     "as-called"
 }
@@ -296,7 +406,7 @@ fn squeeze_const(ty: &str) -> String {
 }
 
 /// The character a transpose argument holds: a literal, or the initializer of the
-/// caller's declaration of it.
+/// caller's declaration of it (`char transa = 'N', transb = 'T';` gives `transb` 'T').
 pub(crate) fn character(arg: &str, declaration: Option<&str>) -> Option<char> {
     let literal = |t: &str| {
         let t = t.trim();
@@ -309,6 +419,18 @@ pub(crate) fn character(arg: &str, declaration: Option<&str>) -> Option<char> {
         return Some(c);
     }
     let text = declaration?;
+    let name = kwb_syntax::identifiers(arg).next()?;
+    let mut from = 0;
+    let text = loop {
+        let at = text[from..].find(name)? + from;
+        let before = text[..at].chars().next_back();
+        let rest = &text[at + name.len()..];
+        let word = |c: Option<char>| c.is_some_and(|c| c == '_' || c.is_ascii_alphanumeric());
+        if !word(before) && !word(rest.chars().next()) && rest.trim_start().starts_with('=') {
+            break rest.trim_start()[1..].trim_start();
+        }
+        from = at + name.len();
+    };
     let at = text.find('\'')?;
     let end = text[at + 1..].find('\'')? + at + 1;
     literal(&text[at..=end])
@@ -342,6 +464,12 @@ mod tests {
         assert_eq!(guess(&param("cudaStream_t stream = 0")), "stream");
         assert_eq!(guess(&param("int num_tokens")), "m");
         assert_eq!(guess(&param("Epilogue epi")), "as-called");
+        assert_eq!(guess(&param("int hidden_in")), "k");
+        assert_eq!(guess(&param("int hidden_out")), "n");
+        assert_eq!(guess(&param("const __nv_bfloat16* R")), "C");
+        assert_eq!(guess(&param("const __nv_bfloat16* weight")), "B");
+        assert_eq!(guess(&param("bool relu")), "activation");
+        assert_eq!(guess(&param("bool transpose")), "as-called");
     }
 
     #[test]
@@ -372,6 +500,24 @@ mod tests {
     }
 
     #[test]
+    fn cute_strides_state_the_layout() {
+        let params = [param("int ldA"), param("int ldB"), param("int ldC")];
+        let body = "auto dA = make_stride(bad ? k : ldA, Int<1>{});\n\
+                    auto dB = make_stride(ldB, Int<1>{});\n\
+                    auto dC = make_stride(Int<1>{}, ldC);\n\
+                    auto sA = make_layout(make_shape(bM, bK), make_stride(bK, Int<1>{}));";
+        let l = layout_from_strides(&[(body, &params)]).unwrap();
+        assert_eq!(
+            (l.a.as_str(), l.b.as_str(), l.c.as_str(), l.d.as_str()),
+            ("mk", "nk", "nm", "nm")
+        );
+        // Two launchers that disagree (an NT and a TN one) state nothing.
+        let tn = "auto dA = make_stride(ldA, Int<1>{});";
+        let nt = "auto dA = make_stride(Int<1>{}, ldA);";
+        assert!(layout_from_strides(&[(tn, &params), (nt, &params)]).is_none());
+    }
+
+    #[test]
     fn layouts_read_blas_characters_and_the_flag() {
         let l = Layout::blas('N', 'T');
         assert_eq!(
@@ -387,6 +533,10 @@ mod tests {
         );
         assert!(Layout::parse("A=mn").is_err());
         assert_eq!(character("transA", Some("char transA = 'N';")), Some('N'));
+        assert_eq!(
+            character("transb", Some("char transa = 'N', transb = 'T';")),
+            Some('T')
+        );
         assert_eq!(character("'T'", None), Some('T'));
     }
 }

@@ -33,7 +33,7 @@ pub const THROUGH_ENTRY: &str = "kwb_launch_problem";
 pub const RENAMED_MAIN: &str = "kwb_user_main";
 
 /// The manifest's account of a reproducer through the launcher.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Through {
     /// The C entry point.
@@ -46,6 +46,11 @@ pub struct Through {
     pub line: usize,
     pub bindings: Vec<Binding>,
     pub layout: Layout,
+    /// alpha and beta where the launcher takes none: the values it computes with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alpha: Option<f32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub beta: Option<f32>,
     /// What the reproducer holds of the file.
     pub unit: String,
 }
@@ -122,6 +127,7 @@ pub(crate) fn extract(
     let mut launcher_params = Vec::new();
     let mut chars: (Option<char>, Option<char>) = (None, None);
     let mut args: Vec<String> = Vec::new();
+    let mut assigns: Vec<(String, String)> = Vec::new();
     for (i, p) in top.params.iter().enumerate() {
         let (declaration, default) = bind::split_default(&p.declaration);
         let arg = path.call.as_ref().and_then(|c| c.args.get(i)).cloned();
@@ -176,7 +182,8 @@ pub(crate) fn extract(
                 format!("({e}*)(kwb_p->{role})")
             }
             "stream" => "static_cast<cudaStream_t>(kwb_stream)".to_owned(),
-            "trans-a" | "trans-b" | "as-called" => {
+            "activation" if user.is_none() => "false".to_owned(),
+            "trans-a" | "trans-b" | "as-called" | "activation" => {
                 let v = user.clone().or_else(|| arg.clone()).ok_or_else(|| {
                     unbound(&role, "no call in the file passes it a value".to_owned())
                 })?;
@@ -224,7 +231,7 @@ pub(crate) fn extract(
         };
         let plan_role = match role.as_str() {
             "lda" | "ldb" | "ldc" | "ldd" => "leading-dimension",
-            "trans-a" | "trans-b" | "as-called" | "stream" => "other",
+            "trans-a" | "trans-b" | "as-called" | "stream" | "activation" => "other",
             r => r,
         };
         launcher_params.push(Param {
@@ -242,8 +249,36 @@ pub(crate) fn extract(
             value: value.clone(),
             from,
         });
-        args.push(value);
+        // A bound value the caller passes in a variable of its own is assigned to that
+        // variable, so what the caller derives from it (a workspace size from M and N)
+        // follows the problem; the call then passes the variable as written.
+        let bound = !matches!(
+            role.as_str(),
+            "trans-a" | "trans-b" | "as-called" | "activation" | "stream"
+        ) && user.is_none();
+        match arg.as_deref().map(str::trim) {
+            Some(a) if bound && assignable(statements, a) => {
+                assigns.push((a.to_owned(), value));
+                args.push(a.to_owned());
+            }
+            _ => args.push(value),
+        }
     }
+    // A variable bound to two different values is passed the values instead.
+    let twice: Vec<String> = assigns
+        .iter()
+        .filter(|(v, x)| assigns.iter().any(|(w, y)| w == v && y != x))
+        .map(|(v, _)| v.clone())
+        .collect();
+    if !twice.is_empty() {
+        for (arg, b) in args.iter_mut().zip(&bindings) {
+            if twice.contains(arg) {
+                *arg = b.value.clone();
+            }
+        }
+        assigns.retain(|(v, _)| !twice.contains(v));
+    }
+    assigns.dedup();
     let has = |roles: &[&str]| bindings.iter().any(|b| roles.contains(&b.role.as_str()));
     let missing: Vec<&str> = [("A", &["A"][..]), ("B", &["B"]), ("C or D", &["C", "D"])]
         .iter()
@@ -262,23 +297,33 @@ pub(crate) fn extract(
                 .join(" "),
         });
     }
-    // The caller's declarations the arguments need, to a fixed point.
+    // The caller's statements the call needs, to a fixed point: the declarations of
+    // the names it passes, and the statements that write an unbound one (`cudaMalloc(&ws,
+    // bytes)`) unless they read the caller's own parameters (`sscanf(argv[1], …, &m)`).
     let caller_params: &[String] = caller.as_ref().map_or(&[], |c| &c.2);
-    let mut needed: Vec<String> = args
-        .iter()
-        .flat_map(|a| kwb_syntax::identifiers(a).map(str::to_owned))
-        .collect();
+    let names_of = |text: &str| -> Vec<String> {
+        let text = problem_fields_blanked(text);
+        kwb_syntax::identifiers(&text).map(str::to_owned).collect()
+    };
+    let mut needed: Vec<String> = args.iter().flat_map(|a| names_of(a)).collect();
+    let assigned: Vec<&str> = assigns.iter().map(|(v, _)| v.as_str()).collect();
     let mut kept = vec![false; statements.len()];
     loop {
         let mut grew = false;
         for (s, k) in statements.iter().zip(kept.iter_mut()) {
-            if *k || s.declares.is_empty() {
+            if *k {
                 continue;
             }
-            if s.declares.iter().any(|d| needed.contains(d)) {
+            let declares = s.declares.iter().any(|d| needed.contains(d));
+            let writes = s.declares.is_empty()
+                && s.writes
+                    .iter()
+                    .any(|w| needed.contains(w) && !assigned.contains(&w.as_str()))
+                && !names_of(&s.text).iter().any(|n| caller_params.contains(n));
+            if declares || writes {
                 *k = true;
                 grew = true;
-                needed.extend(kwb_syntax::identifiers(&s.text).map(str::to_owned));
+                needed.extend(names_of(&s.text));
             }
         }
         if !grew {
@@ -306,8 +351,23 @@ pub(crate) fn extract(
             why,
         })?,
         (None, (Some(a), Some(b))) => Layout::blas(a, b),
-        _ => Layout::default(),
+        _ => {
+            // The strides the functions on the way give their CuTe tensors.
+            let bodies: Vec<(&str, &[Param])> = path
+                .functions
+                .iter()
+                .map(|i| {
+                    let f = &graph.functions[*i];
+                    (&source[f.range.clone()], f.params.as_slice())
+                })
+                .collect();
+            bind::layout_from_strides(&bodies).unwrap_or_default()
+        }
     };
+    // What the launcher takes no parameter for is its own contract: no alpha is 1, no
+    // beta is 1 when it adds a C (a residual) and 0 when it has none.
+    let alpha = (!has(&["alpha"])).then_some(1.0);
+    let beta = (!has(&["beta"])).then_some(if has(&["C"]) { 1.0 } else { 0.0 });
     let function = path
         .call
         .as_ref()
@@ -324,6 +384,11 @@ pub(crate) fn extract(
             "  // kwb-extract: {file}:{}\n  {}\n",
             s.line, s.text
         ));
+        for (variable, value) in assigns.iter().filter(|(v, _)| s.declares.contains(v)) {
+            body.push_str(&format!(
+                "  {variable} = static_cast<std::decay_t<decltype({variable})>>({value});  // kwb-extract: bound to the problem\n"
+            ));
+        }
     }
     body.push_str(&format!(
         "  // kwb-extract: {}\n  {call};\n",
@@ -380,6 +445,8 @@ pub(crate) fn extract(
         line: call_line.unwrap_or(top.line),
         bindings,
         layout,
+        alpha,
+        beta,
         unit,
     };
     let instantiation = format!(
@@ -402,6 +469,41 @@ pub(crate) fn extract(
         },
         repro: text,
     })
+}
+
+/// Whether `arg` is a variable the caller declares (at its top level, not `const`),
+/// which a binding can assign.
+fn assignable(statements: &[crate::host::Statement], arg: &str) -> bool {
+    if kwb_syntax::identifiers(arg).collect::<Vec<_>>() != [arg] {
+        return false;
+    }
+    statements.iter().any(|s| {
+        let head = s.text.trim_start();
+        s.declares.iter().any(|d| d == arg)
+            && !head.starts_with("const")
+            && !head.starts_with("constexpr")
+            && !head.starts_with("static const")
+            && !head.starts_with("using")
+            && !head.starts_with("typedef")
+            && !s.text[..token(&s.text, arg).unwrap_or(0)].contains('&')
+    })
+}
+
+/// `text` with every `kwb_p->FIELD` blanked, so the problem's field names are not
+/// taken for the caller's names.
+fn problem_fields_blanked(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("kwb_p->") {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 7..];
+        let end = after
+            .find(|c: char| !(c == '_' || c.is_ascii_alphanumeric()))
+            .unwrap_or(after.len());
+        rest = &after[end..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// The byte offset of `name` as a whole token in `text`.

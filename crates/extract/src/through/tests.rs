@@ -57,8 +57,7 @@ fn a_deduced_kernel_is_reproduced_through_the_launcher_main_calls() {
     assert_eq!(
         t.call,
         "gemm(transA, transB, static_cast<int>(kwb_p->M), \
-         static_cast<int>(kwb_p->N), static_cast<int>(kwb_p->K), \
-         static_cast<std::decay_t<decltype(alpha)>>(kwb_p->alpha), (TA*)(kwb_p->A), \
+         static_cast<int>(kwb_p->N), k, alpha, (TA*)(kwb_p->A), \
          static_cast<int>(kwb_p->lda), (TA*)(kwb_p->B), static_cast<int>(kwb_p->ldb), (TC*)(kwb_p->C), static_cast<int>(kwb_p->ldc), \
          static_cast<cudaStream_t>(kwb_stream))"
     );
@@ -83,6 +82,13 @@ fn a_deduced_kernel_is_reproduced_through_the_launcher_main_calls() {
     assert!(entry.contains("char transA = 'N';"));
     assert!(entry.contains("using TA = float;"));
     assert!(entry.contains("TA alpha = 1;"));
+    // A variable passed once is bound where it is declared (what follows it sees the
+    // problem's value); one passed for several roles (m for M, lda and ldc) is not.
+    assert!(
+        entry.contains("k = static_cast<std::decay_t<decltype(k)>>(static_cast<int>(kwb_p->K));"),
+        "{entry}"
+    );
+    assert!(!entry.contains("  m = "));
     assert!(!entry.contains("sscanf"));
     assert!(!entry.contains("device_vector"));
     insta::assert_snapshot!(entry);
