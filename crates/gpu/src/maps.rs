@@ -128,6 +128,8 @@ pub fn map_dtype(dtype: Dtype) -> MapDtype {
         Dtype::F32 => MapDtype::F32,
         Dtype::F16 => MapDtype::F16,
         Dtype::Bf16 => MapDtype::Bf16,
+        // fp8 moves through TMA as bytes.
+        Dtype::E4m3 => MapDtype::U8,
     }
 }
 

@@ -174,6 +174,7 @@ pub fn dtype_named(element: &str) -> Option<Dtype> {
         "__nv_bfloat16" | "nv_bfloat16" | "bfloat16_t" | "bf16" | "bfloat16" => Some(Dtype::Bf16),
         "__half" | "half" | "half_t" | "f16" => Some(Dtype::F16),
         "float" | "f32" | "float32" => Some(Dtype::F32),
+        "__nv_fp8_e4m3" | "float_e4m3_t" | "e4m3" | "fp8_e4m3" | "float8_e4m3" => Some(Dtype::E4m3),
         _ => None,
     }
 }

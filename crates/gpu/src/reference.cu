@@ -10,12 +10,14 @@
 // K staged through shared memory 16 at a time; each output's sum runs over k in order.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 namespace {
 
 __device__ double wide(float v) { return v; }
 __device__ double wide(__nv_bfloat16 v) { return __bfloat162float(v); }
 __device__ double wide(__half v) { return __half2float(v); }
+__device__ double wide(__nv_fp8_e4m3 v) { return static_cast<float>(v); }
 
 constexpr int kTile = 64, kStep = 16, kPer = kTile / 16;
 
@@ -85,3 +87,5 @@ KWB_REFERENCE(kwb_reference_bf16_f32, __nv_bfloat16, float)
 KWB_REFERENCE(kwb_reference_f16_f16, __half, __half)
 KWB_REFERENCE(kwb_reference_f16_f32, __half, float)
 KWB_REFERENCE(kwb_reference_f32_f32, float, float)
+KWB_REFERENCE(kwb_reference_e4m3_e4m3, __nv_fp8_e4m3, __nv_fp8_e4m3)
+KWB_REFERENCE(kwb_reference_e4m3_f32, __nv_fp8_e4m3, float)

@@ -10,24 +10,28 @@ pub enum Dtype {
     F32,
     F16,
     Bf16,
+    /// fp8 e4m3 (`__nv_fp8_e4m3`, OCP "fn": no infinity, 448 the largest finite).
+    E4m3,
 }
 
 impl Dtype {
-    /// The name `--dtype` takes: `f32`, `f16`, `bf16`.
+    /// The name `--dtype` takes: `f32`, `f16`, `bf16`, `e4m3`.
     pub fn name(self) -> &'static str {
         match self {
             Dtype::F32 => "f32",
             Dtype::F16 => "f16",
             Dtype::Bf16 => "bf16",
+            Dtype::E4m3 => "e4m3",
         }
     }
 
-    /// Bits of significand precision (with the implicit bit): 24, 11, 8.
+    /// Bits of significand precision (with the implicit bit): 24, 11, 8, 4.
     pub fn precision(self) -> i32 {
         match self {
             Dtype::F32 => 24,
             Dtype::F16 => 11,
             Dtype::Bf16 => 8,
+            Dtype::E4m3 => 4,
         }
     }
 
@@ -38,14 +42,16 @@ impl Dtype {
             Dtype::F32 => v,
             Dtype::Bf16 => bf16_round(v),
             Dtype::F16 => f16_round(v),
+            Dtype::E4m3 => e4m3_round(v),
         }
     }
 
-    /// Bytes per element: 4 or 2.
+    /// Bytes per element: 4, 2 or 1.
     pub fn bytes(self) -> usize {
         match self {
             Dtype::F32 => 4,
             Dtype::F16 | Dtype::Bf16 => 2,
+            Dtype::E4m3 => 1,
         }
     }
 
@@ -59,6 +65,7 @@ impl Dtype {
                 r.to_bits() >> 16 | u32::from(r.is_nan() && r.to_bits() >> 16 & 0x7f == 0)
             }
             Dtype::F16 => f16_bits(r),
+            Dtype::E4m3 => e4m3_bits(r),
         }
     }
 
@@ -68,6 +75,7 @@ impl Dtype {
             Dtype::F32 => f32::from_bits(bits),
             Dtype::Bf16 => f32::from_bits((bits & 0xffff) << 16),
             Dtype::F16 => f16_value(bits & 0xffff),
+            Dtype::E4m3 => e4m3_value(bits & 0xff),
         }
     }
 
@@ -78,6 +86,7 @@ impl Dtype {
             let bits = self.to_bits(*v);
             match self {
                 Dtype::F32 => out.extend_from_slice(&bits.to_le_bytes()),
+                Dtype::E4m3 => out.push(bits as u8),
                 _ => out.extend_from_slice(&(bits as u16).to_le_bytes()),
             }
         }
@@ -91,6 +100,10 @@ impl Dtype {
             Dtype::F32 => bytes
                 .chunks_exact(4)
                 .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect(),
+            Dtype::E4m3 => bytes
+                .iter()
+                .map(|b| self.from_bits(u32::from(*b)))
                 .collect(),
             _ => bytes
                 .chunks_exact(2)
@@ -132,6 +145,57 @@ fn f16_value(bits: u32) -> f32 {
         0x1f if m == 0 => f32::INFINITY,
         0x1f => f32::NAN,
         _ => (1.0 + m as f32 / 1024.0) * 2f32.powi(e as i32 - 15),
+    };
+    sign * magnitude
+}
+
+/// `v` rounded to e4m3: 3 stored significand bits, exponents -6 to 8 (subnormals
+/// down to 2^-9); beyond 448 (from the halfway point 464) NaN, as an unsaturated
+/// conversion gives.
+fn e4m3_round(v: f32) -> f32 {
+    if v.is_nan() {
+        return v;
+    }
+    let magnitude = v.abs();
+    if magnitude >= 464.0 {
+        return f32::NAN;
+    }
+    if magnitude == 0.0 {
+        return v;
+    }
+    let exponent = (magnitude.log2().floor() as i32).max(-6);
+    let ulp = 2f64.powi(exponent - 3);
+    let rounded = (f64::from(magnitude) / ulp).round_ties_even() * ulp;
+    (rounded as f32).copysign(v)
+}
+
+/// The e4m3 bits of `v`, which is already an e4m3 value (or NaN).
+fn e4m3_bits(v: f32) -> u32 {
+    let sign = u32::from(v.is_sign_negative()) << 7;
+    let a = v.abs();
+    if a.is_nan() || a > 448.0 {
+        return sign | 0x7f;
+    }
+    if a == 0.0 {
+        return sign;
+    }
+    if a < 2f32.powi(-6) {
+        return sign | (f64::from(a) * 512.0) as u32;
+    }
+    let e = a.log2().floor() as i32;
+    let mantissa = ((f64::from(a) / 2f64.powi(e) - 1.0) * 8.0).round() as u32;
+    sign | (((e + 7) as u32) << 3) | (mantissa & 7)
+}
+
+/// The value of e4m3 bits.
+fn e4m3_value(bits: u32) -> f32 {
+    let sign = if bits & 0x80 != 0 { -1.0 } else { 1.0 };
+    let e = (bits >> 3) & 0xf;
+    let m = bits & 7;
+    let magnitude = match e {
+        0 => m as f32 * 2f32.powi(-9),
+        15 if m == 7 => f32::NAN,
+        _ => (1.0 + m as f32 / 8.0) * 2f32.powi(e as i32 - 7),
     };
     sign * magnitude
 }
@@ -178,6 +242,27 @@ mod tests {
         assert_eq!(Dtype::Bf16.round(259.0), 260.0);
         assert_eq!(Dtype::Bf16.round(-3.0), -3.0);
         assert!(Dtype::Bf16.round(f32::NAN).is_nan());
+    }
+
+    #[test]
+    fn e4m3_keeps_three_bits_and_has_no_infinity() {
+        let d = Dtype::E4m3;
+        assert_eq!(d.round(1.0), 1.0);
+        assert_eq!(d.round(17.0), 16.0, "a tie to even");
+        assert_eq!(d.round(19.0), 20.0);
+        assert_eq!(d.round(448.0), 448.0);
+        assert!(d.round(464.0).is_nan());
+        assert_eq!(d.round(2f32.powi(-9)), 2f32.powi(-9));
+        assert_eq!(d.to_bits(1.0), 0x38);
+        assert_eq!(d.to_bits(-448.0), 0xfe);
+        assert!(d.from_bits(0xff).is_nan(), "the runner's fill is NaN");
+        for b in 0..=0xfe_u32 {
+            if b == 0x7f {
+                continue;
+            }
+            let v = d.from_bits(b);
+            assert_eq!(d.to_bits(v), b, "{b:#x} = {v}");
+        }
     }
 
     #[test]

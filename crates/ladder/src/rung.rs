@@ -155,7 +155,7 @@ impl Rung {
             Rung::SeqIdentity => {
                 for i in 0..m {
                     for j in 0..n.min(k) {
-                        d[i * n + j] = alpha * f64::from(seq(i, j));
+                        d[i * n + j] = alpha * f64::from(problem.input.round(seq(i, j)));
                     }
                 }
             }
@@ -190,7 +190,8 @@ impl Rung {
             Rung::SeqIdentity => {
                 for i in 0..m {
                     for p in 0..k {
-                        a[i * k + p] = seq(i, p);
+                        // Rounded: e4m3 holds the integers past 16 only even.
+                        a[i * k + p] = round(seq(i, p));
                     }
                 }
                 for p in 0..k.min(n) {
@@ -298,9 +299,15 @@ mod tests {
     #[test]
     fn closed_form_answers_equal_the_reference() {
         for (m, n, k) in [(5, 6, 4), (7, 3, 9), (16, 16, 16), (1, 40, 2)] {
-            for (alpha, beta, bias) in [(1.0, 0.0, false), (2.0, 0.5, true), (-3.0, 2.0, false)] {
+            for (alpha, beta, bias, input) in [
+                (1.0, 0.0, false, Dtype::Bf16),
+                (2.0, 0.5, true, Dtype::Bf16),
+                (-3.0, 2.0, false, Dtype::Bf16),
+                // e4m3 holds the sequence's odd integers past 16 rounded.
+                (2.0, 0.0, false, Dtype::E4m3),
+            ] {
                 let mut p = problem(m, n, k);
-                (p.alpha, p.beta, p.bias) = (alpha, beta, bias);
+                (p.alpha, p.beta, p.bias, p.input) = (alpha, beta, bias, input);
                 for r in [
                     Rung::Zeros,
                     Rung::Ones,

@@ -22,7 +22,7 @@ pub struct Ladder {
     /// The GEMM shape M,N,K
     #[arg(long, value_name = "M,N,K", value_parser = parse_shape)]
     shape: (usize, usize, usize),
-    /// The type of A and B (the operands are rounded to it): bf16, f16, f32
+    /// The type of A and B (the operands are rounded to it): bf16, f16, f32, e4m3
     #[arg(long, default_value = "bf16", value_parser = parse_dtype)]
     dtype: Dtype,
     /// The type the kernel stores D in (exact answers are rounded to it)
@@ -105,7 +105,10 @@ pub(crate) fn parse_dtype(text: &str) -> Result<Dtype, String> {
         "bf16" => Ok(Dtype::Bf16),
         "f16" | "fp16" | "half" => Ok(Dtype::F16),
         "f32" | "fp32" | "float" => Ok(Dtype::F32),
-        other => Err(format!("`{other}` is not a dtype; choose bf16, f16 or f32")),
+        "e4m3" | "fp8" | "fp8_e4m3" => Ok(Dtype::E4m3),
+        other => Err(format!(
+            "`{other}` is not a dtype; choose bf16, f16, f32 or e4m3"
+        )),
     }
 }
 

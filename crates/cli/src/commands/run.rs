@@ -70,7 +70,7 @@ pub struct LadderArgs {
     #[arg(long, default_value_t = 64)]
     pub ld_pad: usize,
     /// The element type of A and B where neither the kernel nor its launcher names a
-    /// known one: bf16, f16, f32
+    /// known one: bf16, f16, f32, e4m3
     #[arg(long, value_parser = parse_dtype)]
     pub dtype: Option<Dtype>,
     /// Seconds a launch may take before it is reported as HANG and killed
