@@ -18,6 +18,7 @@ mod gpu_diagnose;
 mod gpu_provenance;
 mod gpu_repro;
 mod gpu_runtime;
+mod gpu_styles;
 mod gpu_suite;
 mod gpu_tensormap;
 mod gpu_trace;
@@ -127,6 +128,23 @@ enum Task {
         #[arg(long)]
         commit: Option<String>,
     },
+    /// On a machine with a GPU: kwb-extract and kwb run every program of the second
+    /// suite (kernels/styles), correct and with each planted defect, and the CuTe
+    /// tutorials, with no binding given; each rung held to the program's manifest
+    GpuStyles {
+        /// Builds extracted, built and run at once
+        #[arg(short, long, default_value_t = default_jobs())]
+        jobs: usize,
+        /// Seconds before a launch counts as a hang
+        #[arg(long, default_value_t = 30)]
+        timeout: u64,
+        /// The folder for the reproducers and report.md
+        #[arg(long, default_value = "target/gpu-styles")]
+        out: PathBuf,
+        /// The commit the report is for (the checkout may have no .git)
+        #[arg(long)]
+        commit: Option<String>,
+    },
     /// On a machine with a GPU: `kwb diagnose` on every variant (a trace recorded on
     /// all-ones, the ladder, the verdict), held to kernels/suite.toml
     GpuDiagnose {
@@ -225,6 +243,20 @@ fn main() -> ExitCode {
         } => gpu_trace::run(
             &project_root(),
             &gpu_trace::Options {
+                jobs,
+                timeout: std::time::Duration::from_secs(timeout),
+                out: project_root().join(out),
+                commit,
+            },
+        ),
+        Task::GpuStyles {
+            jobs,
+            timeout,
+            out,
+            commit,
+        } => gpu_styles::run(
+            &project_root(),
+            &gpu_styles::Options {
                 jobs,
                 timeout: std::time::Duration::from_secs(timeout),
                 out: project_root().join(out),
