@@ -37,6 +37,8 @@ struct Program {
     cutlass: bool,
     shape: [u64; 3],
     #[serde(default)]
+    extract_flags: Vec<String>,
+    #[serde(default)]
     defect: Vec<Defect>,
 }
 
@@ -54,6 +56,8 @@ struct Unit {
     kernel: String,
     cutlass: bool,
     shape: [u64; 3],
+    /// What the user tells kwb-extract beyond the file's flags (the manifest's).
+    extract_flags: Vec<String>,
     defect: Option<String>,
     stage: String,
     /// The input kinds (ones, small_int, random) whose rungs must fail.
@@ -77,6 +81,8 @@ const KINDS: [(&str, &str); 3] = [
 ];
 
 struct Row {
+    /// The flags given beyond the file's own (none for most).
+    flags: String,
     unit: String,
     defect: String,
     stage: String,
@@ -102,6 +108,7 @@ fn units(root: &Path, cutlass: Option<&kwb_toolchain::CutlassDir>) -> Result<Vec
             kernel: p.kernel.clone(),
             cutlass: p.cutlass,
             shape: p.shape,
+            extract_flags: p.extract_flags.clone(),
             defect: defect.map(|d| d.name.clone()),
             stage: defect.map_or("none".to_owned(), |d| d.stage.clone()),
             fails: defect.map(|d| d.fails.clone()).unwrap_or_default(),
@@ -123,6 +130,7 @@ fn units(root: &Path, cutlass: Option<&kwb_toolchain::CutlassDir>) -> Result<Vec
                 kernel: "gemm_device".to_owned(),
                 cutlass: true,
                 shape: [256, 384, 1024],
+                extract_flags: Vec::new(),
                 defect: None,
                 stage: "none".to_owned(),
                 fails: Vec::new(),
@@ -174,6 +182,7 @@ fn one(
     let started = Instant::now();
     let defect = u.defect.clone().unwrap_or_else(|| "none".to_owned());
     let mut row = Row {
+        flags: u.extract_flags.join(" "),
         unit: u.name.clone(),
         defect: defect.clone(),
         stage: u.stage.clone(),
@@ -193,6 +202,7 @@ fn one(
     if let Some(d) = &u.defect {
         x.arg(format!("-DKWB_DEFECT={d}"));
     }
+    x.args(&u.extract_flags);
     if u.cutlass {
         let Some(c) = cutlass else {
             row.note = "needs CUTLASS (KWB_CUTLASS_DIR)".to_owned();
@@ -227,7 +237,10 @@ fn one(
         .current_dir(root)
         .arg("run")
         .arg(&dir)
-        .args(["--json", "--shape", &shape, "--timeout"])
+        // beta = 0.5 as the programs' own checks run: C is read, and a kernel that
+        // reads C whatever beta is (as BLAS allows a library not to) is not run on the
+        // NaN a runner fills an unread C with.
+        .args(["--json", "--beta", "0.5", "--shape", &shape, "--timeout"])
         .arg(options.timeout.as_secs().to_string())
         .output();
     row.seconds = started.elapsed().as_secs_f64();
@@ -298,7 +311,7 @@ fn report(rows: &[Row], options: &Options) -> String {
         .count();
     let _ = writeln!(
         out,
-        "# Track B on code we did not write: kwb-extract + kwb run\n\n- commit: {}\n- command: `xtask gpu-styles -j {} --timeout {}`\n- {} of {} builds reached the ladder; {} of those agree with their manifest on every stated rung (a correct build passes every rung); {} reproduced through their launcher\n",
+        "# Track B on code we did not write: kwb-extract + kwb run\n\n- commit: {}\n- command: `xtask gpu-styles -j {} --timeout {}` (kwb run at beta 0.5 and each program's shape)\n- {} of {} builds reached the ladder; {} of those agree with their manifest on every stated rung (a correct build passes every rung); {} reproduced through their launcher\n",
         options.commit.as_deref().unwrap_or("unknown"),
         options.jobs,
         options.timeout.as_secs(),
@@ -309,17 +322,18 @@ fn report(rows: &[Row], options: &Options) -> String {
     );
     let _ = writeln!(
         out,
-        "| program | defect | stage | route | kwb run (zeros, ones, seq-identity, onehot-k:0, small-int, random) | agrees | s |\n|---|---|---|---|---|---|---|"
+        "| program | defect | stage | route | flags given | kwb run (zeros, ones, seq-identity, onehot-k:0, small-int, random) | agrees | s |\n|---|---|---|---|---|---|---|---|"
     );
     for r in rows {
         let rungs: Vec<&str> = r.rungs.iter().map(|x| x.1.as_str()).collect();
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} | {} | {} | {:.0} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {:.0} |",
             r.unit,
             r.defect,
             r.stage,
             if r.route.is_empty() { "-" } else { &r.route },
+            if r.flags.is_empty() { "-" } else { &r.flags },
             if rungs.is_empty() {
                 r.note.clone()
             } else {

@@ -173,8 +173,13 @@ pub fn extract(source: &str, request: &Request) -> Result<Extraction, ExtractErr
         let qualified = emit::qualified_name(&parsed, &def);
         Some(through::extract(&parsed, def, qualified, request, why))
     };
-    if request.through {
-        return via("asked for with --through").unwrap_or(Err(ExtractError::NothingAsked));
+    if request.through || request.layout.is_some() {
+        // A layout is the launcher's contract: it is honoured through the launcher.
+        return via(if request.through {
+            "asked for with --through"
+        } else {
+            "a layout was given with --layout"
+        }).unwrap_or(Err(ExtractError::NothingAsked));
     }
     if request.alone {
         return alone(&parsed, request);

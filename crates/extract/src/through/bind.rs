@@ -177,6 +177,98 @@ pub(crate) fn layout_from_strides(functions: &[(&str, &[Param])]) -> Option<Layo
     Some(layout)
 }
 
+/// The layouts a launcher's argument checks state, BLAS style: `ldb < N` (or `ldb >=
+/// N`, `lda < max(1, M)`) says B's rows hold N elements, so N is contiguous. `bound`
+/// holds the launcher parameters kwb bound (leading dimensions under their field's
+/// name, `lda`…, and the sizes with roles m, n, k); `functions` the bodies to read
+/// (the first is the launcher's, whose parameter names the checks use). None when no
+/// check compares a leading dimension with a size, or two disagree.
+pub(crate) fn layout_from_bounds(
+    functions: &[(&str, &[Param])],
+    bound: &[Param],
+) -> Option<Layout> {
+    let (body, params) = functions.first()?;
+    // The launcher's own names: its parameters in order, as `bound` lists them.
+    let named = |name: &str| -> Option<&Param> {
+        let i = params.iter().position(|p| p.name == name)?;
+        bound.get(i)
+    };
+    let mut found: Vec<(&str, &str)> = Vec::new();
+    let text: String = body.chars().filter(|c| !c.is_whitespace()).collect();
+    for op in ["<=", ">=", "<", ">"] {
+        let mut from = 0;
+        while let Some(at) = text[from..].find(op).map(|i| i + from) {
+            from = at + op.len();
+            // `<<`, `>>`, `<<<` and template brackets are not comparisons.
+            if text[..at].ends_with(['<', '>', '-']) || text[from..].starts_with(['<', '>', '=']) {
+                continue;
+            }
+            let left = text[..at]
+                .rsplit(|c: char| !(c == '_' || c.is_ascii_alphanumeric()))
+                .next()
+                .unwrap_or("");
+            let right_text = text[from..].trim_start_matches("std::").trim_start_matches("max(1,");
+            let right = right_text
+                .split(|c: char| !(c == '_' || c.is_ascii_alphanumeric()))
+                .next()
+                .unwrap_or("");
+            for (ld, size) in [(left, right), (right, left)] {
+                let (Some(l), Some(s)) = (named(ld), named(size)) else {
+                    continue;
+                };
+                if l.role == "leading-dimension" && matches!(s.role.as_str(), "m" | "n" | "k") {
+                    found.push((
+                        match l.name.as_str() {
+                            f @ ("lda" | "ldb" | "ldc" | "ldd") => f,
+                            _ => continue,
+                        },
+                        match s.role.as_str() {
+                            "m" => "m",
+                            "n" => "n",
+                            _ => "k",
+                        },
+                    ));
+                }
+            }
+        }
+    }
+    if found.is_empty() {
+        return None;
+    }
+    let mut layout = Layout {
+        from: "the launcher's checks of its leading dimensions against its sizes".to_owned(),
+        ..Layout::default()
+    };
+    let mut c_set = false;
+    for (field, dim) in &found {
+        if found.iter().any(|(g, e)| g == field && e != dim) {
+            return None;
+        }
+        let spelled = match (*field, *dim) {
+            ("lda", "m") => "km",
+            ("lda", "k") => "mk",
+            ("ldb", "n") => "kn",
+            ("ldb", "k") => "nk",
+            ("ldc" | "ldd", "m") => "nm",
+            ("ldc" | "ldd", "n") => "mn",
+            _ => return None,
+        };
+        match *field {
+            "lda" => layout.a = spelled.to_owned(),
+            "ldb" => layout.b = spelled.to_owned(),
+            "ldc" => {
+                c_set = true;
+                layout.c = spelled.to_owned();
+            }
+            _ => layout.d = spelled.to_owned(),
+        }
+    }
+    if c_set && !found.iter().any(|(f, _)| *f == "ldd") {
+        layout.d = layout.c.clone();
+    }
+    Some(layout)
+}
+
 /// A parameter's declaration without its default argument, and the default.
 pub(crate) fn split_default(declaration: &str) -> (&str, Option<&str>) {
     let mut depth = 0i32;
@@ -515,6 +607,30 @@ mod tests {
         let tn = "auto dA = make_stride(ldA, Int<1>{});";
         let nt = "auto dA = make_stride(Int<1>{}, ldA);";
         assert!(layout_from_strides(&[(tn, &params), (nt, &params)]).is_none());
+    }
+
+    #[test]
+    fn argument_checks_state_the_layout() {
+        let params = [
+            param("int M"),
+            param("int N"),
+            param("int K"),
+            param("const float* At"),
+            param("int ldat"),
+            param("const float* B"),
+            param("int ldb"),
+            param("float* C"),
+            param("int ldc"),
+        ];
+        let mut bound = params.to_vec();
+        bound[4].name = "lda".to_owned();
+        let body = "if (M <= 0 || ldat % 4 || ldat < M || ldb < N || std::max(1, N) > ldc) return;";
+        let l = layout_from_bounds(&[(body, &params)], &bound).unwrap();
+        assert_eq!(
+            (l.a.as_str(), l.b.as_str(), l.c.as_str()),
+            ("km", "kn", "mn")
+        );
+        assert!(layout_from_bounds(&[("if (M < N) return;", &params)], &bound).is_none());
     }
 
     #[test]

@@ -163,6 +163,7 @@ pub(crate) fn extract(
             suggestion: suggestion(top, &p.name),
         };
         let mut element = None;
+        let mut ld_field: Option<&'static str> = None;
         let value = match role.as_str() {
             "A" | "B" | "C" | "D" | "bias" => {
                 let written = p.element.clone().filter(|_| !templated);
@@ -203,12 +204,28 @@ pub(crate) fn extract(
                 v
             }
             other => {
-                let field = bind::problem_field(other, &p.name).ok_or_else(|| {
-                    unbound(
-                        other,
-                        "a leading dimension of no operand kwb knows".to_owned(),
-                    )
-                })?;
+                // A leading dimension whose name says no operand belongs to the
+                // operand just before it (`const float* At, int ldat`), as in BLAS.
+                let field = bind::problem_field(other, &p.name)
+                    .or_else(|| {
+                        (other == "leading-dimension")
+                            .then(|| bindings.last())
+                            .flatten()
+                            .and_then(|b: &Binding| match b.role.as_str() {
+                                "A" => Some("lda"),
+                                "B" => Some("ldb"),
+                                "C" => Some("ldc"),
+                                "D" => Some("ldd"),
+                                _ => None,
+                            })
+                    })
+                    .ok_or_else(|| {
+                        unbound(
+                            other,
+                            "a leading dimension of no operand kwb knows".to_owned(),
+                        )
+                    })?;
+                ld_field = Some(field);
                 let cast = if !templated {
                     crate::host::cast_type(&Param {
                         declaration: declaration.to_owned(),
@@ -235,8 +252,11 @@ pub(crate) fn extract(
             r => r,
         };
         launcher_params.push(Param {
-            name: match role.as_str() {
-                r @ ("lda" | "ldb" | "ldc" | "ldd") => r.to_owned(),
+            // A leading dimension under the field's own name, so a runner pads the
+            // operand it belongs to.
+            name: match (role.as_str(), ld_field) {
+                (r @ ("lda" | "ldb" | "ldc" | "ldd"), _) => r.to_owned(),
+                (_, Some(f)) => f.to_owned(),
                 _ => p.name.clone(),
             },
             declaration: declaration.to_owned(),
@@ -361,7 +381,9 @@ pub(crate) fn extract(
                     (&source[f.range.clone()], f.params.as_slice())
                 })
                 .collect();
-            bind::layout_from_strides(&bodies).unwrap_or_default()
+            bind::layout_from_strides(&bodies)
+                .or_else(|| bind::layout_from_bounds(&bodies, &launcher_params))
+                .unwrap_or_default()
         }
     };
     // What the launcher takes no parameter for is its own contract: no alpha is 1, no
