@@ -1,7 +1,8 @@
 //! `cargo xtask gpu-styles`: Track B on code we did not shape around kwb, end to end
 //! through the user's own commands. On a machine with a GPU, for every program of the
 //! second suite (kernels/styles/styles.toml), correct and with each planted defect
-//! (`-DKWB_DEFECT=<name>`), and for the CuTe tutorials that ship in nvidia-cutlass:
+//! (`-DKWB_DEFECT=<name>`), and for the CuTe tutorials and CUTLASS example 00 that ship
+//! in nvidia-cutlass:
 //! `kwb-extract FILE --kernel K` (with the file's include folders only: no binding, no
 //! layout given) into a reproducer folder, then `kwb run` it on the default ladder at
 //! the program's shape. A correct build must pass every rung; a defect must fail the
@@ -64,13 +65,19 @@ struct Unit {
     fails: Vec<String>,
 }
 
-/// The CuTe tutorials: their kernel and a shape their tiles divide.
-const TUTORIALS: [&str; 5] = [
-    "examples/cute/tutorial/sgemm_1.cu",
-    "examples/cute/tutorial/sgemm_2.cu",
-    "examples/cute/tutorial/sgemm_sm80.cu",
-    "examples/cute/tutorial/hopper/wgmma_sm90.cu",
-    "examples/cute/tutorial/hopper/wgmma_tma_sm90.cu",
+/// Programs of the nvidia-cutlass package (under its source folder) and the kernel a
+/// user names: the CuTe tutorials' `gemm_device`, and the CUTLASS 2.x device-level
+/// GEMM of example 00 by the alias its launcher declares.
+const PACKAGED: [(&str, &str); 6] = [
+    ("examples/cute/tutorial/sgemm_1.cu", "gemm_device"),
+    ("examples/cute/tutorial/sgemm_2.cu", "gemm_device"),
+    ("examples/cute/tutorial/sgemm_sm80.cu", "gemm_device"),
+    ("examples/cute/tutorial/hopper/wgmma_sm90.cu", "gemm_device"),
+    (
+        "examples/cute/tutorial/hopper/wgmma_tma_sm90.cu",
+        "gemm_device",
+    ),
+    ("examples/00_basic_gemm/basic_gemm.cu", "CutlassGemm"),
 ];
 
 /// The rung of `kwb run`'s default ladder each manifest input kind names.
@@ -123,11 +130,14 @@ fn units(root: &Path, cutlass: Option<&kwb_toolchain::CutlassDir>) -> Result<Vec
             .parent()
             .map(Path::to_path_buf)
             .unwrap_or_default();
-        for t in TUTORIALS {
+        for (t, kernel) in PACKAGED {
             out.push(Unit {
-                name: t.trim_start_matches("examples/cute/tutorial/").to_owned(),
+                name: t
+                    .trim_start_matches("examples/cute/tutorial/")
+                    .trim_start_matches("examples/")
+                    .to_owned(),
                 source: source_root.join(t),
-                kernel: "gemm_device".to_owned(),
+                kernel: kernel.to_owned(),
                 cutlass: true,
                 shape: [256, 384, 1024],
                 extract_flags: Vec::new(),
@@ -209,8 +219,9 @@ fn one(
             return row;
         };
         x.arg("-I").arg(&c.include);
-        if let Some(util) = c.include.parent().map(|p| p.join("tools/util/include")) {
-            x.arg("-I").arg(util);
+        if let Some(root) = c.include.parent() {
+            x.arg("-I").arg(root.join("tools/util/include"));
+            x.arg("-I").arg(root.join("examples/common"));
         }
     }
     match x.output() {

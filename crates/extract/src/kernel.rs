@@ -102,6 +102,18 @@ pub struct KernelDef {
     pub range: std::ops::Range<usize>,
 }
 
+/// A kernel known only by the name the file gives it (a library kernel behind a type):
+/// no definition, parameters or line.
+pub fn named_only(name: &str) -> KernelDef {
+    KernelDef {
+        name: simple_name(name).to_owned(),
+        line: 0,
+        template_params: Vec::new(),
+        params: Vec::new(),
+        range: 0..0,
+    }
+}
+
 /// The `__global__` definitions of `name` in the kernel map (a name with `::`
 /// matches its last part), in source order.
 pub fn find(parsed: &Parsed, map: &KernelMap, name: &str) -> Vec<KernelDef> {

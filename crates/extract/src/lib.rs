@@ -169,8 +169,16 @@ pub fn extract(source: &str, request: &Request) -> Result<Extraction, ExtractErr
         }
         let name = request.kernel.as_deref()?;
         let map = kwb_sites::kernel_map(&parsed, &[]);
-        let def = kernel::find(&parsed, &map, name).into_iter().next()?;
-        let qualified = emit::qualified_name(&parsed, &def);
+        let (def, qualified) = match kernel::find(&parsed, &map, name).into_iter().next() {
+            Some(def) => {
+                let qualified = emit::qualified_name(&parsed, &def);
+                (def, qualified)
+            }
+            // A library kernel the file names by a type (CUTLASS 2.x's `using Gemm =
+            // cutlass::gemm::device::Gemm<…>` inside the launcher): the launcher that
+            // names it runs it.
+            None => (kernel::named_only(name), name.to_owned()),
+        };
         Some(through::extract(&parsed, def, qualified, request, why))
     };
     if request.through || request.layout.is_some() {
@@ -179,7 +187,8 @@ pub fn extract(source: &str, request: &Request) -> Result<Extraction, ExtractErr
             "asked for with --through"
         } else {
             "a layout was given with --layout"
-        }).unwrap_or(Err(ExtractError::NothingAsked));
+        })
+        .unwrap_or(Err(ExtractError::NothingAsked));
     }
     if request.alone {
         return alone(&parsed, request);
@@ -205,7 +214,9 @@ pub fn extract(source: &str, request: &Request) -> Result<Extraction, ExtractErr
         Err(e)
             if matches!(
                 e,
-                ExtractError::NoLaunch { .. }
+                ExtractError::UnknownKernel { .. }
+                    | ExtractError::LocalAdapter { .. }
+                    | ExtractError::NoLaunch { .. }
                     | ExtractError::AmbiguousLaunch { .. }
                     | ExtractError::Deduced { .. }
                     | ExtractError::MissingArgument { .. }

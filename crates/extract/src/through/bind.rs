@@ -177,6 +177,57 @@ pub(crate) fn layout_from_strides(functions: &[(&str, &[Param])]) -> Option<Layo
     Some(layout)
 }
 
+/// The layouts a library template's arguments state (`cutlass::gemm::device::Gemm<float,
+/// ColumnMajor, float, ColumnMajor, float, ColumnMajor>`, the templates of
+/// `grammars/launcher_roles.toml`), each argument read through `resolve` (the file's
+/// aliases). None when no such template is named in `texts` or two disagree.
+pub(crate) fn layout_from_templates(
+    texts: &[&str],
+    resolve: &dyn Fn(&str) -> String,
+) -> Option<Layout> {
+    let mut found: Option<[bool; 3]> = None;
+    for text in texts {
+        for t in &roles().layout_template {
+            let mut from = 0;
+            while let Some(at) = text[from..].find(&format!("{}<", t.name)).map(|i| i + from) {
+                let open = at + t.name.len();
+                from = open + 1;
+                let Some(end) = crate::scan::close(text, open) else {
+                    continue;
+                };
+                let args = split_top(&text[open + 1..end - 1]);
+                let row = |i: usize| -> Option<bool> {
+                    let a = resolve(args.get(i)?.trim());
+                    if a.ends_with("RowMajor") {
+                        Some(true)
+                    } else if a.ends_with("ColumnMajor") {
+                        Some(false)
+                    } else {
+                        None
+                    }
+                };
+                let [a, b, c] = t.positions;
+                let (Some(a), Some(b), Some(c)) = (row(a), row(b), row(c)) else {
+                    continue;
+                };
+                if found.is_some_and(|f| f != [a, b, c]) {
+                    return None;
+                }
+                found = Some([a, b, c]);
+            }
+        }
+    }
+    let [a, b, c] = found?;
+    let c = if c { "mn" } else { "nm" };
+    Some(Layout {
+        a: if a { "mk" } else { "km" }.to_owned(),
+        b: if b { "kn" } else { "nk" }.to_owned(),
+        c: c.to_owned(),
+        d: c.to_owned(),
+        from: "the library template's layout arguments (RowMajor/ColumnMajor)".to_owned(),
+    })
+}
+
 /// The layouts a launcher's argument checks state, BLAS style: `ldb < N` (or `ldb >=
 /// N`, `lda < max(1, M)`) says B's rows hold N elements, so N is contiguous. `bound`
 /// holds the launcher parameters kwb bound (leading dimensions under their field's
@@ -207,7 +258,9 @@ pub(crate) fn layout_from_bounds(
                 .rsplit(|c: char| !(c == '_' || c.is_ascii_alphanumeric()))
                 .next()
                 .unwrap_or("");
-            let right_text = text[from..].trim_start_matches("std::").trim_start_matches("max(1,");
+            let right_text = text[from..]
+                .trim_start_matches("std::")
+                .trim_start_matches("max(1,");
             let right = right_text
                 .split(|c: char| !(c == '_' || c.is_ascii_alphanumeric()))
                 .next()
@@ -291,6 +344,13 @@ struct Roles {
     sizes: std::collections::BTreeMap<String, Vec<String>>,
     operands: std::collections::BTreeMap<String, Vec<String>>,
     activation: Activation,
+    layout_template: Vec<LayoutTemplate>,
+}
+
+#[derive(serde::Deserialize)]
+struct LayoutTemplate {
+    name: String,
+    positions: [usize; 3],
 }
 
 #[derive(serde::Deserialize)]
@@ -301,11 +361,12 @@ struct Activation {
 fn roles() -> &'static Roles {
     static ROLES: std::sync::OnceLock<Roles> = std::sync::OnceLock::new();
     ROLES.get_or_init(|| {
-        // The table is part of the binary; a malformed one fails every test.
+        // The table is part of the binary; `the_role_table_parses` holds it well formed.
         toml::from_str(include_str!("../../../../grammars/launcher_roles.toml")).unwrap_or(Roles {
             sizes: Default::default(),
             operands: Default::default(),
             activation: Activation { names: Vec::new() },
+            layout_template: Vec::new(),
         })
     })
 }
@@ -607,6 +668,30 @@ mod tests {
         let tn = "auto dA = make_stride(ldA, Int<1>{});";
         let nt = "auto dA = make_stride(Int<1>{}, ldA);";
         assert!(layout_from_strides(&[(tn, &params), (nt, &params)]).is_none());
+    }
+
+    #[test]
+    fn the_role_table_parses() {
+        let parsed: Result<Roles, _> =
+            toml::from_str(include_str!("../../../../grammars/launcher_roles.toml"));
+        let roles = parsed.unwrap();
+        assert!(roles.sizes.contains_key("k") && roles.operands.contains_key("C"));
+        assert!(!roles.layout_template.is_empty() && !roles.activation.names.is_empty());
+    }
+
+    #[test]
+    fn library_templates_state_the_layout() {
+        let text = "using G = cutlass::gemm::device::Gemm<float, ColumnMajor, float, LayoutB, float, cutlass::layout::ColumnMajor>;";
+        let resolve = |t: &str| match t {
+            "LayoutB" => "cutlass::layout::RowMajor".to_owned(),
+            other => other.to_owned(),
+        };
+        let l = layout_from_templates(&[text], &resolve).unwrap();
+        assert_eq!(
+            (l.a.as_str(), l.b.as_str(), l.c.as_str()),
+            ("km", "kn", "nm")
+        );
+        assert!(layout_from_templates(&["Gemm<float>"], &resolve).is_none());
     }
 
     #[test]

@@ -133,6 +133,15 @@ impl Graph {
         graph
     }
 
+    /// The first call `caller` makes of `callee` (function indices).
+    pub fn call_between(&self, caller: usize, callee: usize) -> Option<Call> {
+        let name = &self.functions[callee].name;
+        self.calls
+            .iter()
+            .find(|c| c.caller == caller && &c.callee == name)
+            .cloned()
+    }
+
     /// The functions whose bodies name `kernel` (an identifier outside comments and
     /// strings).
     pub fn launching(&self, parsed: &Parsed, kernel: &str) -> Vec<usize> {
@@ -242,8 +251,10 @@ fn template_names(parsed: &Parsed, template: Node<'_>) -> Vec<String> {
 fn names_identifier(parsed: &Parsed, node: Node<'_>, name: &str) -> bool {
     let mut stack = vec![node];
     while let Some(n) = stack.pop() {
-        if matches!(n.kind(), "identifier" | "field_identifier")
-            && &parsed.source[n.byte_range()] == name
+        if matches!(
+            n.kind(),
+            "identifier" | "field_identifier" | "type_identifier"
+        ) && &parsed.source[n.byte_range()] == name
         {
             return true;
         }

@@ -63,7 +63,6 @@ pub(crate) fn extract(
     request: &Request,
     why: &str,
 ) -> Result<Extraction, ExtractError> {
-    let source = &parsed.source;
     let graph = calls::Graph::new(parsed, &def.range);
     let launching = graph.launching(parsed, &def.name);
     if launching.is_empty() {
@@ -85,6 +84,45 @@ pub(crate) fn extract(
             ),
         });
     };
+    // The outermost function that binds, down the path: a wrapper that makes its own
+    // buffers (`test(M, N, K)`) gives way to the function it calls with them.
+    let mut first_error = None;
+    for start in 0..path.functions.len() {
+        let call = if start == 0 {
+            path.call.clone()
+        } else {
+            graph.call_between(path.functions[start - 1], path.functions[start])
+        };
+        let sub = calls::Path {
+            functions: path.functions[start..].to_vec(),
+            call,
+        };
+        match at(parsed, &graph, &sub, &def, &qualified, request, why) {
+            Ok(x) => return Ok(x),
+            Err(e @ (ExtractError::Unbound { .. } | ExtractError::Operands { .. })) => {
+                first_error.get_or_insert(e);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Err(first_error.unwrap_or(ExtractError::NoLauncher {
+        kernel: def.name.clone(),
+        why: "the path to the launch is empty".to_owned(),
+    }))
+}
+
+/// The reproducer that calls `path`'s first function (with the arguments of
+/// `path.call`, where there is one).
+fn at(
+    parsed: &Parsed,
+    graph: &calls::Graph,
+    path: &calls::Path,
+    def: &KernelDef,
+    qualified: &str,
+    request: &Request,
+    why: &str,
+) -> Result<Extraction, ExtractError> {
+    let source = &parsed.source;
     let top = &graph.functions[path.functions[0]];
     let file_aliases = crate::aliases::all(parsed);
     // The caller's statements before its call: aliases, choices, sizes.
@@ -325,31 +363,55 @@ pub(crate) fn extract(
         let text = problem_fields_blanked(text);
         kwb_syntax::identifiers(&text).map(str::to_owned).collect()
     };
-    let mut needed: Vec<String> = args.iter().flat_map(|a| names_of(a)).collect();
-    let assigned: Vec<&str> = assigns.iter().map(|(v, _)| v.as_str()).collect();
-    let mut kept = vec![false; statements.len()];
-    loop {
-        let mut grew = false;
-        for (s, k) in statements.iter().zip(kept.iter_mut()) {
-            if *k {
-                continue;
+    let keep = |args: &[String], assigns: &[(String, String)]| {
+        let mut needed: Vec<String> = args.iter().flat_map(|a| names_of(a)).collect();
+        let assigned: Vec<&str> = assigns.iter().map(|(v, _)| v.as_str()).collect();
+        let mut kept = vec![false; statements.len()];
+        loop {
+            let mut grew = false;
+            for (s, k) in statements.iter().zip(kept.iter_mut()) {
+                if *k {
+                    continue;
+                }
+                let declares = s.declares.iter().any(|d| needed.contains(d));
+                let writes = s.declares.is_empty()
+                    && s.writes
+                        .iter()
+                        .any(|w| needed.contains(w) && !assigned.contains(&w.as_str()))
+                    && !names_of(&s.text).iter().any(|n| caller_params.contains(n));
+                if declares || writes {
+                    *k = true;
+                    grew = true;
+                    needed.extend(names_of(&s.text));
+                }
             }
-            let declares = s.declares.iter().any(|d| needed.contains(d));
-            let writes = s.declares.is_empty()
-                && s.writes
-                    .iter()
-                    .any(|w| needed.contains(w) && !assigned.contains(&w.as_str()))
-                && !names_of(&s.text).iter().any(|n| caller_params.contains(n));
-            if declares || writes {
-                *k = true;
-                grew = true;
-                needed.extend(names_of(&s.text));
+            if !grew {
+                break;
             }
         }
-        if !grew {
-            break;
+        (kept, needed)
+    };
+    // A bound variable whose declaration reads the caller's parameters (`int lda =
+    // M;` in a `test(M, N, K)`) cannot be copied: its value is passed instead.
+    let (kept, needed) = loop {
+        let (kept, needed) = keep(&args, &assigns);
+        let unreadable: Vec<String> = statements
+            .iter()
+            .zip(&kept)
+            .filter(|(s, k)| **k && names_of(&s.text).iter().any(|n| caller_params.contains(n)))
+            .flat_map(|(s, _)| s.declares.iter().cloned())
+            .filter(|d| assigns.iter().any(|(v, _)| v == d))
+            .collect();
+        if unreadable.is_empty() {
+            break (kept, needed);
         }
-    }
+        for (arg, b) in args.iter_mut().zip(&bindings) {
+            if unreadable.contains(arg) {
+                *arg = b.value.clone();
+            }
+        }
+        assigns.retain(|(v, _)| !unreadable.contains(v));
+    };
     if let Some(name) = caller_params.iter().find(|p| needed.contains(p)) {
         let user_of = bindings
             .iter()
@@ -381,8 +443,11 @@ pub(crate) fn extract(
                     (&source[f.range.clone()], f.params.as_slice())
                 })
                 .collect();
+            let texts: Vec<&str> = bodies.iter().map(|(b, _)| *b).collect();
+            let resolve = |t: &str| crate::aliases::resolve(&file_aliases, t);
             bind::layout_from_strides(&bodies)
                 .or_else(|| bind::layout_from_bounds(&bodies, &launcher_params))
+                .or_else(|| bind::layout_from_templates(&texts, &resolve))
                 .unwrap_or_default()
         }
     };
@@ -476,8 +541,8 @@ pub(crate) fn extract(
         top.name, through.line
     );
     Ok(Extraction {
-        kernel: def,
-        qualified,
+        kernel: def.clone(),
+        qualified: qualified.to_owned(),
         instantiation,
         args: Vec::new(),
         launch: None,

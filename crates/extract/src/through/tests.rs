@@ -131,3 +131,33 @@ fn a_binding_overrides_a_guess_and_an_unbindable_parameter_names_the_flag() {
     assert_eq!(t.bindings[0].from, "name and type (a guess)");
     assert!(t.layout.from.contains("default"));
 }
+
+#[test]
+fn a_wrapper_that_makes_its_own_buffers_gives_way_to_the_launcher_it_calls() {
+    let src = "__global__ void k(const float* a, const float* b, float* c, int m) {}\n\
+               void sgemm(int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc) {\n\
+                 k<<<M, 128>>>(A, B, C, M);\n}\n\
+               void test(int M, int N, int K) {\n  float *A, *B, *C;\n  sgemm(M, N, K, 1.0f, A, M, B, K, 0.0f, C, M);\n}\n\
+               int main() { test(128, 64, 32); }\n";
+    let x = extract(
+        src,
+        &Request {
+            through: true,
+            ..request("k")
+        },
+    )
+    .unwrap();
+    let t = x.host.through.unwrap();
+    assert_eq!(t.path, ["sgemm"]);
+    // The wrapper's sizes are its own parameters: the problem's values are passed;
+    // its buffers are locals, bound where they are declared.
+    assert!(
+        t.call.starts_with("sgemm(static_cast<int>(kwb_p->M), "),
+        "{}",
+        t.call
+    );
+    assert!(
+        x.repro
+            .contains("A = static_cast<std::decay_t<decltype(A)>>((float*)(kwb_p->A));")
+    );
+}
