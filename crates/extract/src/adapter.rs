@@ -396,6 +396,7 @@ pub fn extract(
         ),
         host,
         repro,
+        accumulator: None,
     })
 }
 

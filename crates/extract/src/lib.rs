@@ -14,6 +14,7 @@
 //! What cannot be resolved is named: an argument that leans on a name only the
 //! launching function defines is an error, never a guess.
 
+mod accumulator;
 mod adapter;
 mod aliases;
 mod codegen;
@@ -156,12 +157,22 @@ pub struct Extraction {
     /// The reproducer's source.
     #[serde(skip)]
     pub repro: String,
+    /// The type the file's MMAs accumulate in (`f16`, `f32`), where it names any.
+    #[serde(default)]
+    pub accumulator: Option<String>,
 }
 
 /// Extracts the instantiation `request` names from `source`: the kernel alone where
 /// kwb can build each of its arguments, else (or with `through`) through the
 /// launcher that reaches it.
 pub fn extract(source: &str, request: &Request) -> Result<Extraction, ExtractError> {
+    let mut x = route(source, request)?;
+    x.accumulator = accumulator::of(source).map(str::to_owned);
+    Ok(x)
+}
+
+/// The extraction by the route the request and the kernel allow.
+fn route(source: &str, request: &Request) -> Result<Extraction, ExtractError> {
     let parsed = kwb_syntax::parse(source);
     let via = |why: &str| -> Option<Result<Extraction, ExtractError>> {
         if request.template.is_some() {
@@ -521,6 +532,7 @@ fn alone(parsed: &Parsed, request: &Request) -> Result<Extraction, ExtractError>
         descriptors,
         host: host_entries,
         repro,
+        accumulator: None,
     })
 }
 

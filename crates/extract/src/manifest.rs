@@ -47,6 +47,10 @@ pub struct KernelSection {
     pub kernel_symbol: String,
     #[serde(default)]
     pub template_args: Vec<TemplateArg>,
+    /// The type the file's MMAs accumulate in (`f16`, `f32`), where it names any: a
+    /// runner's tolerance for random inputs follows it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accumulator: Option<String>,
 }
 
 /// The launch site's arguments and configuration.
@@ -103,6 +107,7 @@ impl Manifest {
                 entry: crate::ENTRY.to_owned(),
                 kernel_symbol: crate::KERNEL_SYMBOL.to_owned(),
                 template_args: x.args.clone(),
+                accumulator: x.accumulator.clone(),
             },
             params: x.kernel.params.clone(),
             launch: x.launch.as_ref().map(|l| LaunchSection {

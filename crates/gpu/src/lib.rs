@@ -522,9 +522,32 @@ pub fn run(dir: &Path, options: &RunOptions) -> Result<Report, GpuError> {
         maps: maps::readings(&plan, &supervised.buffers, &supervised.maps),
         plan,
         rungs: reports,
-        failed: supervised
-            .failed
-            .map(|(stage, message)| format!("{stage}: {message}")),
+        failed: supervised.failed.map(|(stage, message)| {
+            // Through the launcher, the launcher's own code ran with the choices the
+            // caller's call made: say which, and how to make others.
+            let choices = manifest.host.through.as_ref().map(|t| {
+                let chosen: Vec<String> = t
+                    .bindings
+                    .iter()
+                    .filter(|b| matches!(b.role.as_str(), "trans-a" | "trans-b" | "as-called"))
+                    .map(|b| format!("{} = {}", b.param, b.value))
+                    .collect();
+                if chosen.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        " (the launcher {} ran with {}, from {}; another choice: --bind NAME=VALUE to kwb-extract)",
+                        t.path.first().map_or("", String::as_str),
+                        chosen.join(", "),
+                        t.bindings
+                            .iter()
+                            .find(|b| b.role != "stream" && b.from != "name and type (a guess)")
+                            .map_or("its parameters", |b| b.from.as_str())
+                    )
+                }
+            });
+            format!("{stage}: {message}{}", choices.unwrap_or_default())
+        }),
         timing,
     })
 }

@@ -195,6 +195,7 @@ mod tests {
             params: Vec::new(),
             tile: (128, 128),
             tile_known: false,
+            accumulator: None,
         }
     }
 

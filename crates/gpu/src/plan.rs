@@ -5,8 +5,10 @@
 //!
 //! Layout: A is M x K with K contiguous (row pitch `lda`), B is N x K with K
 //! contiguous (`ldb`; the "TN" convention of tensor-core GEMMs), C and D are M x N
-//! row-major (`ldc`, `ldd`). A leading dimension the kernel or its launcher takes is
-//! padded by `ld_pad` elements, so a kernel that confuses a pitch with a width shows.
+//! row-major (`ldc`, `ldd`), unless a launcher's contract states other layouts. A
+//! leading dimension the kernel or its launcher takes is padded by `ld_pad` elements
+//! (B's by twice that), so a kernel that confuses a pitch with a width, or one
+//! operand's pitch with another's, shows.
 
 use kwb_extract::Param;
 use kwb_extract::manifest::Manifest;
@@ -148,6 +150,10 @@ pub struct Plan {
     pub tile: (usize, usize),
     /// `tile` is the kernel's (a task's tile or template arguments), not the default.
     pub tile_known: bool,
+    /// The type the kernel accumulates in, where the manifest says (f16 widens the
+    /// random rung's tolerance).
+    #[serde(default)]
+    pub accumulator: Option<Dtype>,
 }
 
 /// How the user asked to run it.
@@ -265,9 +271,11 @@ impl Plan {
         // Padded leading dimensions where a parameter carries them.
         let padded =
             |r: Role| all().any(|p| p.role == "leading-dimension" && ld_field(p) == Some(r));
+        // B's pitch is padded twice as much as the others', so a pitch taken for the
+        // other operand's (an encoder given A's row stride for B) shows.
         let pad = |r: Role, width: usize| {
             if padded(r) {
-                width + request.ld_pad
+                width + request.ld_pad * if r == Role::B { 2 } else { 1 }
             } else {
                 width
             }
@@ -378,6 +386,7 @@ impl Plan {
                 .map(|p| (p.name.clone(), p.declaration.clone()))
                 .collect(),
             tile: kernel_tile.unwrap_or((128, 128)),
+            accumulator: manifest.kernel.accumulator.as_deref().and_then(dtype_named),
             tile_known: kernel_tile.is_some(),
         })
     }
@@ -390,6 +399,9 @@ impl Plan {
             .map_err(GpuError::Ladder)?;
         p.alpha = self.alpha;
         p.beta = self.beta;
+        if let Some(acc) = self.accumulator {
+            p.accumulator = acc;
+        }
         p.bias = self.operands.iter().any(|o| o.role == Role::Bias);
         Ok(p)
     }

@@ -81,10 +81,10 @@ fn plans_of_the_suite_families() {
         ]
     );
     assert_eq!(p.tile, (128, 128));
-    // cute_sm80: ldA/ldB/ldC are padded, C (f32) is updated in place.
+    // cute_sm80: ldA/ldB/ldC are padded (B's twice), C (f32) is updated in place.
     let (_d, m) = extracted("cute_sm80", "gemm_cute_sm80");
     let p = Plan::new(&m, &request()).unwrap();
-    assert_eq!((p.lda, p.ldb, p.ldc), (1088, 1088, 448));
+    assert_eq!((p.lda, p.ldb, p.ldc), (1088, 1152, 448));
     assert_eq!(p.output, Role::C);
     assert_eq!(p.operand(Role::C).dtype, kwb_ladder::Dtype::F32);
     assert_eq!(p.args[5], Arg::I32(1088));
@@ -94,7 +94,7 @@ fn plans_of_the_suite_families() {
     let p = Plan::new(&m, &request()).unwrap();
     assert_eq!(p.args[0], Arg::TensorMap("kwb_encode_tmap_a".to_owned()));
     assert_eq!(p.args[1], Arg::TensorMap("kwb_encode_tmap_b".to_owned()));
-    assert_eq!((p.lda, p.ldb), (1088, 1088));
+    assert_eq!((p.lda, p.ldb), (1088, 1152));
     assert_eq!(p.operand(Role::B).dtype, kwb_ladder::Dtype::Bf16);
     // cutlass3x: one Params blob from the adapter; the operands and their types come
     // from the launcher (through the file's aliases), A's pitch is padded, a bias
@@ -192,10 +192,12 @@ fn storage_puts_nan_in_padding_and_b_as_n_by_k() {
     assert_eq!(&sa[..4], &[0.0, 1.0, 2.0, 3.0]);
     assert!(sa[4].is_nan() && sa[5].is_nan());
     assert_eq!(&sa[6..10], &[4.0, 5.0, 6.0, 7.0]);
-    // B is K x N logically (b[p * 3 + j]); stored as N rows of K.
+    // B is K x N logically (b[p * 3 + j]); stored as N rows of K, its pitch padded
+    // twice as much (K + 4).
     let sb = kwb_ladder::Dtype::Bf16.decode(&storage(&p, Role::B, &ops));
     assert_eq!(&sb[..4], &[0.0, 3.0, 6.0, 9.0]);
-    assert_eq!(&sb[6..10], &[1.0, 4.0, 7.0, 10.0]);
+    assert!(sb[4..8].iter().all(|v| v.is_nan()));
+    assert_eq!(&sb[8..12], &[1.0, 4.0, 7.0, 10.0]);
     // The output is read back without its padding.
     let mut bytes =
         kwb_ladder::Dtype::F32.encode(&[1.0, 2.0, 3.0, 9.0, 9.0, 4.0, 5.0, 6.0, 9.0, 9.0]);

@@ -45,14 +45,17 @@ pub struct Comparison {
 }
 
 /// The absolute tolerance of `rung`: 0 for closed forms; for random inputs a few
-/// output ulps of the peak plus accumulation-order noise growing with sqrt(K).
+/// output ulps of the peak plus accumulation-order noise growing with sqrt(K): 1e-5
+/// per sqrt(K) for an f32 accumulator, two of the accumulator's unit roundoffs for a
+/// narrower one (f16 sums drift by about 2^-11 of the partial sums per step).
 fn tolerance(rung: Rung, problem: &Problem, answer: &[f64]) -> f64 {
     if rung.exact() {
         return 0.0;
     }
     let peak = answer.iter().fold(0.0f64, |p, v| p.max(v.abs()));
+    let per_step = 1e-5f64.max(2f64.powi(-problem.accumulator.precision() + 1));
     peak * 2f64.powi(-problem.output.precision() + 2)
-        + 1e-5 * (problem.k as f64).sqrt() * (peak + 1.0)
+        + per_step * (problem.k as f64).sqrt() * (peak + 1.0)
 }
 
 /// Compares `output` (M x N, row-major, as read back and widened to f32) with the
@@ -239,6 +242,19 @@ mod tests {
             vec![f64::INFINITY, 0.0, 0.0, f64::INFINITY]
         );
         assert!(compare(Rung::Ones, &p, &answer, &out[1..], (4, 4)).is_err());
+    }
+
+    #[test]
+    fn an_f16_accumulator_widens_the_random_tolerance() {
+        let mut p = Problem::new(4, 4, 1024, Dtype::F16, Dtype::F16).unwrap();
+        let answer = vec![30.0; 16];
+        let f32_tol = tolerance(Rung::Random { seed: 1 }, &p, &answer);
+        p.accumulator = Dtype::F16;
+        let f16_tol = tolerance(Rung::Random { seed: 1 }, &p, &answer);
+        assert!(f16_tol > 10.0 * f32_tol, "{f16_tol} vs {f32_tol}");
+        // Still far below the outputs: a dropped K tile (about a quarter of 30) shows.
+        assert!(f16_tol < 3.0, "{f16_tol}");
+        assert_eq!(tolerance(Rung::Ones, &p, &answer), 0.0);
     }
 
     #[test]

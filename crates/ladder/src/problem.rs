@@ -19,6 +19,9 @@ pub struct Problem {
     pub input: Dtype,
     /// The type D is stored in.
     pub output: Dtype,
+    /// The type the kernel accumulates in (f32 unless a runner knows otherwise): the
+    /// tolerance for random inputs grows with its rounding.
+    pub accumulator: Dtype,
     /// Whether the GEMM adds a bias vector broadcast along M (`bias[n]` to every
     /// output of column n): a kernel or launcher that takes one.
     pub bias: bool,
@@ -44,6 +47,7 @@ impl Problem {
             beta: 0.0,
             input,
             output,
+            accumulator: Dtype::F32,
             bias: false,
         })
     }

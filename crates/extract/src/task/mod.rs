@@ -518,5 +518,6 @@ pub(crate) fn extract(
         descriptors,
         host,
         repro,
+        accumulator: None,
     })
 }

@@ -175,7 +175,14 @@ fn at(
             .find(|(n, _)| n == &p.name)
             .map(|(_, v)| v.clone());
         let role: String = match &user {
-            Some(v) => bind::bound_role(v).unwrap_or("as-called").to_owned(),
+            // A value for a transpose character or an activation keeps its role, so
+            // the layout follows the character given.
+            Some(v) => bind::bound_role(v)
+                .unwrap_or(match bind::guess(p) {
+                    r @ ("trans-a" | "trans-b" | "activation") => r,
+                    _ => "as-called",
+                })
+                .to_owned(),
             None => bind::guess(p).to_owned(),
         };
         if arg.is_none() && user.is_none() && default.is_some() && role != "stream" {
@@ -555,6 +562,7 @@ fn at(
             ..HostEntries::default()
         },
         repro: text,
+        accumulator: None,
     })
 }
 
