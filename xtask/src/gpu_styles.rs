@@ -1,8 +1,8 @@
 //! `cargo xtask gpu-styles`: Track B on code we did not shape around kwb, end to end
 //! through the user's own commands. On a machine with a GPU, for every program of the
 //! second suite (kernels/styles/styles.toml), correct and with each planted defect
-//! (`-DKWB_DEFECT=<name>`), and for the CuTe tutorials and CUTLASS example 00 that ship
-//! in nvidia-cutlass:
+//! (`-DKWB_DEFECT=<name>`), and for the programs of nvidia-cutlass that
+//! tests/through.toml marks `gpu` (the CuTe tutorials, CUTLASS example 00):
 //! `kwb-extract FILE --kernel K` (with the file's include folders only: no binding, no
 //! layout given) into a reproducer folder, then `kwb run` it on the default ladder at
 //! the program's shape. A correct build must pass every rung; a defect must fail the
@@ -68,33 +68,22 @@ struct Unit {
     fails: Vec<String>,
 }
 
-/// Programs of the nvidia-cutlass package (under its source folder) and the kernel a
-/// user names: the CuTe tutorials' `gemm_device`, and the CUTLASS 2.x device-level
-/// GEMM of example 00 by the alias its launcher declares.
-///
-/// sgemm_sm80.cu's `main` defaults to 'N', 'T', which its half-precision `gemm_nt`
-/// does not implement (`assert(false && "Not implemented")`, as the tutorial itself
-/// stops when run without arguments): the binding picks the 'T', 'N' it implements.
-const PACKAGED: [(&str, &str, &[&str]); 6] = [
-    ("examples/cute/tutorial/sgemm_1.cu", "gemm_device", &[]),
-    ("examples/cute/tutorial/sgemm_2.cu", "gemm_device", &[]),
-    (
-        "examples/cute/tutorial/sgemm_sm80.cu",
-        "gemm_device",
-        &["--bind", "transA='T'", "--bind", "transB='N'"],
-    ),
-    (
-        "examples/cute/tutorial/hopper/wgmma_sm90.cu",
-        "gemm_device",
-        &[],
-    ),
-    (
-        "examples/cute/tutorial/hopper/wgmma_tma_sm90.cu",
-        "gemm_device",
-        &[],
-    ),
-    ("examples/00_basic_gemm/basic_gemm.cu", "CutlassGemm", &[]),
-];
+/// `tests/through.toml`: programs of the nvidia-cutlass package, the kernel a user
+/// names, the flags they add, and whether the GPU run takes them.
+#[derive(serde::Deserialize)]
+struct Packaged {
+    unit: Vec<PackagedUnit>,
+}
+
+#[derive(serde::Deserialize)]
+struct PackagedUnit {
+    path: String,
+    kernel: String,
+    gpu: bool,
+    shape: [u64; 3],
+    #[serde(default)]
+    flags: Vec<String>,
+}
 
 /// The rung of `kwb run`'s default ladder each manifest input kind names.
 const KINDS: [(&str, &str); 3] = [
@@ -148,17 +137,23 @@ fn units(root: &Path, cutlass: Option<&kwb_toolchain::CutlassDir>) -> Result<Vec
             .parent()
             .map(Path::to_path_buf)
             .unwrap_or_default();
-        for (t, kernel, flags) in PACKAGED {
+        let path = root.join("tests/through.toml");
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| Failure(format!("{}: {e}", path.display())))?;
+        let packaged: Packaged =
+            toml::from_str(&text).map_err(|e| Failure(format!("{}: {e}", path.display())))?;
+        for u in packaged.unit.into_iter().filter(|u| u.gpu) {
             out.push(Unit {
-                name: t
+                name: u
+                    .path
                     .trim_start_matches("examples/cute/tutorial/")
                     .trim_start_matches("examples/")
                     .to_owned(),
-                source: source_root.join(t),
-                kernel: kernel.to_owned(),
+                source: source_root.join(&u.path),
+                kernel: u.kernel,
                 cutlass: true,
-                shape: [256, 384, 1024],
-                extract_flags: flags.iter().map(|f| (*f).to_owned()).collect(),
+                shape: u.shape,
+                extract_flags: u.flags,
                 defect: None,
                 stage: "none".to_owned(),
                 fails: Vec::new(),

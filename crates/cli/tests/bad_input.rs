@@ -838,6 +838,45 @@ const CASES: &[(&str, Setup)] = &[
             )
             .absent("out")
     }),
+    ("extract: a launcher parameter kwb cannot bind", |d| {
+        put(
+            d,
+            "launcher.cu",
+            "struct Epi { float scale; };\n\
+             __global__ void k(const float* a, const float* b, float* d, Epi e) {}\n\
+             void run(const float* x, const float* w, float* y, int count, Epi e) {\n\
+               k<<<count, 128>>>(x, w, y, e);\n}\n",
+        );
+        // The kernel takes a functor kwb cannot build, so the launcher is called; its
+        // `count` has no role and no caller gives it a value.
+        extract(&["launcher.cu", "--kernel", "k", "--through", "-o", "out"])
+            .fails(
+                INPUT,
+                "launcher `run`: kwb cannot bind parameter `count` (role as-called)",
+            )
+            .absent("out")
+    }),
+    ("extract: a malformed --bind", |d| {
+        put(
+            d,
+            "k.cu",
+            "__global__ void k(float* d) {}\nvoid run(float* d) { k<<<1, 1>>>(d); }\n",
+        );
+        extract(&["k.cu", "--kernel", "k", "--bind", "count", "-o", "out"])
+            .fails(INPUT, "--bind count: write it as NAME=VALUE")
+            .absent("out")
+    }),
+    ("extract: a malformed --layout", |d| {
+        put(
+            d,
+            "k.cu",
+            "__global__ void k(const float* a, const float* b, float* d) {}\n\
+             void run(const float* a, const float* b, float* d) { k<<<1, 1>>>(a, b, d); }\n",
+        );
+        extract(&["k.cu", "--kernel", "k", "--layout", "A=mn", "-o", "out"])
+            .fails(INPUT, "--layout A=mn: `A=mn`: A is mk or km")
+            .absent("out")
+    }),
     ("extract: --kernel with --template", |d| {
         copy(d, "kernels/mma_sync/gemm.cu", "gemm.cu");
         extract(&[

@@ -93,6 +93,9 @@ impl Adapter {
 pub fn found(parsed: &Parsed) -> Vec<Found<'_>> {
     crate::aliases::all(parsed)
         .into_iter()
+        // A member alias (`struct Runner { using Gemm = …; }`) is not the file's: the
+        // reproducer cannot name it at namespace scope.
+        .filter(|(_, _, node)| enclosing_class(parsed, *node).is_none())
         .filter_map(|(alias, written, node)| {
             let adapter = table().iter().find(|a| a.matches(&written))?;
             let argument = written
@@ -133,8 +136,26 @@ pub fn pick<'t>(parsed: &'t Parsed, name: &str) -> Option<Found<'t>> {
     }
 }
 
-/// An adapter alias named `name` declared inside a function body, which [`found`]
-/// does not read: (alias, what it aliases, the function, its line).
+/// The name of the class or struct whose body holds `node`, if one does.
+fn enclosing_class(parsed: &Parsed, node: Node<'_>) -> Option<String> {
+    let mut n = node.parent();
+    while let Some(x) = n {
+        if matches!(x.kind(), "class_specifier" | "struct_specifier")
+            && x.child_by_field_name("body").is_some()
+        {
+            return Some(
+                x.child_by_field_name("name")
+                    .map_or("a class", |c| parsed.source[c.byte_range()].trim())
+                    .to_owned(),
+            );
+        }
+        n = x.parent();
+    }
+    None
+}
+
+/// An adapter alias named `name` declared inside a function body or a class, which
+/// [`found`] does not read: (alias, what it aliases, the function or class, its line).
 pub fn local(parsed: &Parsed, name: &str) -> Option<(String, String, String, usize)> {
     let short = name.rsplit("::").next().unwrap_or(name).trim();
     let mut stack = vec![parsed.tree.root_node()];
@@ -143,7 +164,9 @@ pub fn local(parsed: &Parsed, name: &str) -> Option<(String, String, String, usi
             && let (Some(alias), Some(ty)) =
                 (n.child_by_field_name("name"), n.child_by_field_name("type"))
             && parsed.source[alias.byte_range()].trim() == short
-            && let Some(function) = crate::tree::enclosing_function(n)
+            && let Some(scope) = crate::tree::enclosing_function(n)
+                .and_then(|f| crate::tree::function_name(parsed, f).map(str::to_owned))
+                .or_else(|| enclosing_class(parsed, n))
         {
             let written = parsed.source[ty.byte_range()]
                 .split_whitespace()
@@ -153,9 +176,7 @@ pub fn local(parsed: &Parsed, name: &str) -> Option<(String, String, String, usi
                 return Some((
                     short.to_owned(),
                     written,
-                    crate::tree::function_name(parsed, function)
-                        .unwrap_or("a function")
-                        .to_owned(),
+                    scope,
                     crate::tree::line_of(&parsed.source, n.start_byte()),
                 ));
             }

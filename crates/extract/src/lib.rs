@@ -236,9 +236,17 @@ fn route(source: &str, request: &Request) -> Result<Extraction, ExtractError> {
         {
             match via(&e.to_string()) {
                 Some(Ok(t)) => Ok(t),
+                // Where the kernel is the file's own, the launcher's parameters are what
+                // stops it; where the name is no kernel of the file, the name is.
                 Some(Err(
                     through @ (ExtractError::Unbound { .. } | ExtractError::BadLayout { .. }),
-                )) => Err(through),
+                )) if !matches!(
+                    e,
+                    ExtractError::UnknownKernel { .. } | ExtractError::LocalAdapter { .. }
+                ) =>
+                {
+                    Err(through)
+                }
                 _ => Err(e),
             }
         }

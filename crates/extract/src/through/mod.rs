@@ -124,6 +124,17 @@ fn at(
 ) -> Result<Extraction, ExtractError> {
     let source = &parsed.source;
     let top = &graph.functions[path.functions[0]];
+    // A layout the user gives is read first: a malformed one is the first thing to say.
+    let given_layout = request
+        .layout
+        .as_ref()
+        .map(|text| {
+            Layout::parse(text).map_err(|why| ExtractError::BadLayout {
+                layout: text.clone(),
+                why,
+            })
+        })
+        .transpose()?;
     let file_aliases = crate::aliases::all(parsed);
     // The caller's statements before its call: aliases, choices, sizes.
     let caller = path.call.as_ref().and_then(|c| {
@@ -434,11 +445,8 @@ fn at(
             suggestion: suggestion(top, &user_of),
         });
     }
-    let layout = match (&request.layout, chars) {
-        (Some(text), _) => Layout::parse(text).map_err(|why| ExtractError::BadLayout {
-            layout: text.clone(),
-            why,
-        })?,
+    let layout = match (given_layout, chars) {
+        (Some(given), _) => given,
         (None, (Some(a), Some(b))) => Layout::blas(a, b),
         _ => {
             // The strides the functions on the way give their CuTe tensors.

@@ -1,0 +1,230 @@
+//! Track B on code we did not write: every program of `tests/through.toml` (CuTe
+//! tutorials and CUTLASS examples of the nvidia-cutlass package) and of the second
+//! suite (`kernels/styles/styles.toml`, correct and with each planted defect), extracted
+//! as a user asks (`--kernel` and the flags the manifest gives), takes the route the
+//! manifest says and its reproducer compiles (device pass, `-cubin`: the front end
+//! checks the host entry and the launcher's instantiations too). The GPU run of the
+//! same set is `cargo xtask gpu-styles`. Needs nvcc and the packages `cargo xtask
+//! setup` installs: runs when `KWB_RUN_SLOW_TESTS=1`, as `cargo xtask test` sets it.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Instant;
+
+use kwb_extract::{Request, extract};
+use kwb_tests::{cutlass_source, repo_root};
+use kwb_toolchain::{CompileFlags, Env, Toolchain};
+
+struct Unit {
+    name: String,
+    source: PathBuf,
+    kernel: String,
+    flags: Vec<String>,
+    defines: Vec<(String, String)>,
+    /// `through` or `alone`, where the manifest says.
+    route: Option<String>,
+    includes: Vec<PathBuf>,
+}
+
+fn strings(v: Option<&toml::Value>) -> Vec<String> {
+    v.and_then(toml::Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|s| s.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn units(cutlass: &Path) -> Vec<Unit> {
+    let includes = vec![
+        cutlass.join("include"),
+        cutlass.join("tools/util/include"),
+        cutlass.join("examples/common"),
+    ];
+    let mut out = Vec::new();
+    let text = std::fs::read_to_string(repo_root().join("tests/through.toml")).unwrap();
+    let manifest: toml::Value = toml::from_str(&text).unwrap();
+    for u in manifest["unit"].as_array().unwrap() {
+        let path = u["path"].as_str().unwrap();
+        out.push(Unit {
+            name: path.to_owned(),
+            source: cutlass.join(path),
+            kernel: u["kernel"].as_str().unwrap().to_owned(),
+            flags: strings(u.get("flags")),
+            defines: Vec::new(),
+            route: u.get("route").and_then(|r| r.as_str()).map(str::to_owned),
+            includes: includes.clone(),
+        });
+    }
+    let styles = repo_root().join("kernels/styles");
+    let text = std::fs::read_to_string(styles.join("styles.toml")).unwrap();
+    let manifest: toml::Value = toml::from_str(&text).unwrap();
+    for p in manifest["program"].as_array().unwrap() {
+        let source = p["source"].as_str().unwrap();
+        let defects = std::iter::once("none".to_owned()).chain(
+            p.get("defect")
+                .and_then(toml::Value::as_array)
+                .into_iter()
+                .flatten()
+                .map(|d| d["name"].as_str().unwrap().to_owned()),
+        );
+        for defect in defects {
+            out.push(Unit {
+                name: format!("kernels/styles/{source} ({defect})"),
+                source: styles.join(source),
+                kernel: p["kernel"].as_str().unwrap().to_owned(),
+                flags: strings(p.get("extract_flags")),
+                defines: vec![("KWB_DEFECT".to_owned(), defect)],
+                route: None,
+                includes: includes.clone(),
+            });
+        }
+    }
+    out
+}
+
+/// The request `kwb-extract FILE --kernel K FLAGS -D…` makes.
+fn request(u: &Unit) -> Request {
+    let mut r = Request {
+        kernel: Some(u.kernel.clone()),
+        defines: u.defines.clone(),
+        file_name: u.source.file_name().unwrap().to_string_lossy().into_owned(),
+        ..Request::default()
+    };
+    let mut flags = u.flags.iter();
+    while let Some(f) = flags.next() {
+        let value = flags
+            .next()
+            .unwrap_or_else(|| panic!("{}: {f} without a value", u.name));
+        match f.as_str() {
+            "--bind" => {
+                let (n, v) = value.split_once('=').unwrap();
+                r.binds.push((n.to_owned(), v.to_owned()));
+            }
+            "--layout" => r.layout = Some(value.clone()),
+            other => panic!("{}: flag {other} is not one this test passes on", u.name),
+        }
+    }
+    r
+}
+
+fn check(u: &Unit, toolchain: &Toolchain, dir: &Path) -> Result<String, String> {
+    let start = Instant::now();
+    let text = std::fs::read_to_string(&u.source).map_err(|e| format!("{}: {e}", u.name))?;
+    let x = extract(&text, &request(u)).map_err(|e| format!("{}: {e}", u.name))?;
+    let route = if x.host.through.is_some() {
+        "through"
+    } else {
+        "alone"
+    };
+    if let Some(want) = &u.route
+        && want != route
+    {
+        return Err(format!("{}: took the route {route}, not {want}", u.name));
+    }
+    std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+    let repro = dir.join("repro.cu");
+    std::fs::write(&repro, &x.repro).map_err(|e| e.to_string())?;
+    let mut includes = vec![u.source.parent().unwrap().to_path_buf()];
+    includes.extend(u.includes.iter().cloned());
+    let flags = CompileFlags {
+        arch: "sm_90a".to_owned(),
+        includes,
+        defines: u.defines.iter().map(|(n, v)| format!("{n}={v}")).collect(),
+        ..CompileFlags::default()
+    };
+    kwb_toolchain::compile_cubin(toolchain, &repro, &flags, &dir.join("repro.cubin")).map_err(
+        |e| {
+            let text = e.to_string();
+            let first: Vec<&str> = text
+                .lines()
+                .filter(|l| l.contains("error"))
+                .take(3)
+                .collect();
+            format!("{} does not compile: {}", u.name, first.join(" | "))
+        },
+    )?;
+    Ok(format!(
+        "{}: {route}, compiles, {:.0} s",
+        u.name,
+        start.elapsed().as_secs_f64()
+    ))
+}
+
+/// Each refusal of `tests/through.toml` is a diagnostic that says why, never a
+/// reproducer that does not compile.
+#[test]
+fn what_cannot_be_reproduced_is_refused_with_the_reason() {
+    let Some(cutlass) = cutlass_source() else {
+        return;
+    };
+    let text = std::fs::read_to_string(repo_root().join("tests/through.toml")).unwrap();
+    let manifest: toml::Value = toml::from_str(&text).unwrap();
+    for r in manifest["refused"].as_array().unwrap() {
+        let path = r["path"].as_str().unwrap();
+        let source = std::fs::read_to_string(cutlass.join(path)).unwrap();
+        let request = Request {
+            kernel: Some(r["kernel"].as_str().unwrap().to_owned()),
+            file_name: path.to_owned(),
+            ..Request::default()
+        };
+        match extract(&source, &request) {
+            Ok(x) => panic!("{path}: extracted ({})", x.instantiation),
+            Err(e) => {
+                let message = e.to_string();
+                let want = r["message"].as_str().unwrap();
+                assert!(message.contains(want), "{path}: {message}");
+                assert!(miette::Diagnostic::help(&e).is_some(), "{path}: no help");
+            }
+        }
+    }
+}
+
+#[test]
+#[allow(clippy::print_stderr)] // each unit's line as it ends: the run takes minutes
+fn reproducers_of_code_we_did_not_write_compile() {
+    if std::env::var("KWB_RUN_SLOW_TESTS").as_deref() != Ok("1") {
+        return;
+    }
+    let Some(cutlass) = cutlass_source() else {
+        return;
+    };
+    let toolchain = kwb_toolchain::toolchain(&Env::from_process()).unwrap();
+    let units = units(&cutlass);
+    let dir = tempfile::tempdir().unwrap();
+    let queue = Mutex::new(units.iter().enumerate());
+    let results = Mutex::new(Vec::new());
+    let workers = std::thread::available_parallelism().map_or(2, |n| n.get());
+    std::thread::scope(|scope| {
+        for _ in 0..workers {
+            scope.spawn(|| {
+                loop {
+                    let Some((i, unit)) = queue.lock().unwrap().next() else {
+                        break;
+                    };
+                    let result = check(unit, &toolchain, &dir.path().join(i.to_string()));
+                    match &result {
+                        Ok(line) => eprintln!("ok  {line}"),
+                        Err(why) => eprintln!("BAD {why}"),
+                    }
+                    results.lock().unwrap().push(result);
+                }
+            });
+        }
+    });
+    let results = results.into_inner().unwrap();
+    let failures: Vec<&String> = results.iter().filter_map(|r| r.as_ref().err()).collect();
+    assert!(
+        failures.is_empty(),
+        "{} of {} units failed:\n{}",
+        failures.len(),
+        results.len(),
+        failures
+            .iter()
+            .map(|f| f.as_str())
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    assert!(results.len() >= 38, "{} units", results.len());
+}
