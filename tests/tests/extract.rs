@@ -402,7 +402,9 @@ fn a_cutlass_example_behind_the_adapter() {
     assert_eq!(
         x.host.unavailable,
         [
-            "kwb_params: the launcher's Arguments at line 349: launcher parameter `options` (`const Options &options`, role other) has no field in kwb_problem"
+            "kwb_params: the launcher's Arguments at line 349: launcher parameter `options` (`const Options &options`, role other) has no field in kwb_problem",
+            // Its launcher builds its own buffers from the options: nothing to bind.
+            "a reproducer through the launcher: launcher `run` takes no operand kwb reads as A, B, C or D"
         ]
     );
     // The host harness (Options, the main loop, the reference check) is left out.

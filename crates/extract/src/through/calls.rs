@@ -143,12 +143,15 @@ impl Graph {
     }
 
     /// The functions whose bodies name `kernel` (an identifier outside comments and
-    /// strings).
+    /// strings); `main` is never one (a reproducer cannot call it with a problem).
     pub fn launching(&self, parsed: &Parsed, kernel: &str) -> Vec<usize> {
         let root = parsed.tree.root_node();
         (0..self.functions.len())
             .filter(|i| {
                 let f = &self.functions[*i];
+                if f.name == "main" {
+                    return false;
+                }
                 let Some(node) = root.descendant_for_byte_range(f.range.start, f.range.end) else {
                     return false;
                 };
