@@ -12,6 +12,7 @@ pub mod dump;
 pub mod error;
 pub mod exit;
 pub mod input;
+pub mod local_headers;
 pub mod npy;
 pub mod output;
 pub mod progress;

@@ -82,7 +82,34 @@ fn writes_the_reproducer_the_manifest_and_a_quoted_build_script() {
     assert!(manifest.contains("role = \"C\""), "{manifest}");
     let script = std::fs::read_to_string(written.join("build.sh")).unwrap();
     assert!(script.contains("'-DTILE=4'"), "{script}");
-    assert!(script.contains("inc; rm -rf x'"), "{script}");
+    // build.sh names no path of this machine: the include folders are in includes.txt
+    // (or KWB_INCLUDES where the reproducer is built).
+    let root = dir.path().canonicalize().unwrap();
+    assert!(!script.contains(&*root.display().to_string()), "{script}");
+    let includes = std::fs::read_to_string(written.join("includes.txt")).unwrap();
+    assert!(includes.contains("inc; rm -rf x\n"), "{includes}");
+    // Run with a stand-in compiler, it passes each folder whole; KWB_INCLUDES replaces
+    // them.
+    let echoed = |env: Option<&str>| {
+        let mut c = Command::new("sh");
+        c.arg(written.join("build.sh")).env("NVCC", "echo");
+        match env {
+            Some(v) => c.env("KWB_INCLUDES", v),
+            None => c.env_remove("KWB_INCLUDES"),
+        };
+        let o = c.output().unwrap();
+        assert!(o.status.success());
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let here = echoed(None);
+    assert!(here.contains("inc; rm -rf x"), "{here}");
+    assert!(here.contains("-I. "), "{here}");
+    let elsewhere = echoed(Some("/opt/cutlass/include:/opt/a b"));
+    assert!(
+        elsewhere.contains("-I/opt/cutlass/include -I/opt/a b"),
+        "{elsewhere}"
+    );
+    assert!(!elsewhere.contains("rm -rf"), "{elsewhere}");
     // Nothing in the paths ran.
     assert!(!dir.path().join("pwned").exists());
     assert_eq!(
@@ -231,10 +258,14 @@ fn the_production_flags_come_from_compile_commands() {
         "'--expt-relaxed-constexpr'",
         "'-O2'",
         "'-DTILE=8'",
-        &format!("'-I{}/inc'", root.display()),
     ] {
         assert!(script.contains(flag), "{flag} missing: {script}");
     }
+    let includes = std::fs::read_to_string(dir.path().join("out/includes.txt")).unwrap();
+    assert!(
+        includes.contains(&format!("{}/inc\n", root.display())),
+        "{includes}"
+    );
     assert!(!script.contains("'-O3'"), "{script}");
     let manifest = std::fs::read_to_string(dir.path().join("out/kwb.toml")).unwrap();
     assert!(

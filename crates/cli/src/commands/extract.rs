@@ -1,8 +1,11 @@
 //! `kwb-extract FILE (--kernel NAME | --template SPEC) -o DIR`: the exact
 //! instantiation a launch site uses, as a self-contained reproducer: `DIR/repro.cu`
 //! (the kernel and what it needs, copied verbatim with the lines they came from, and
-//! C-ABI entry points), `DIR/kwb.toml` (the manifest) and `DIR/build.sh` (the build
-//! with the flags given here, every path quoted).
+//! C-ABI entry points; or the whole file and an entry that calls its launcher),
+//! `DIR/kwb.toml` (the manifest), `DIR/build.sh` (the build with the flags given here,
+//! every argument quoted, no path of this machine in it), `DIR/includes.txt` (the
+//! include folders it was written with; `KWB_INCLUDES` replaces them elsewhere) and
+//! the headers repro.cu includes from beside FILE.
 //!
 //! The input is never modified; each output file is written to a temporary file and
 //! renamed into place.
@@ -27,7 +30,7 @@ use crate::{exit, render};
 pub struct Args {
     #[command(flatten)]
     target: Target,
-    /// The folder to write repro.cu, kwb.toml and build.sh into (created if missing)
+    /// The folder to write repro.cu, kwb.toml, build.sh, includes.txt and the local headers into (created if missing)
     #[arg(short, long, value_name = "DIR")]
     output: PathBuf,
     /// Also print the extraction as JSON on stdout
@@ -126,7 +129,7 @@ pub fn extract_to(target: &Target, output: &Path) -> Result<Extraction, i32> {
             return Err(exit::INPUT);
         }
     };
-    const FILES: [&str; 3] = ["repro.cu", "kwb.toml", "build.sh"];
+    const FILES: [&str; 4] = ["repro.cu", "kwb.toml", "build.sh", "includes.txt"];
     if let Some(path) = FILES
         .iter()
         .map(|name| output.join(name))
@@ -275,14 +278,34 @@ pub fn extract_to(target: &Target, output: &Path) -> Result<Extraction, i32> {
         },
     };
     let script = build_script(&build);
+    let include_list: String = build.includes.iter().map(|i| format!("{i}\n")).collect();
     let toml_text = Manifest::new(&x, &request.file_name, build).to_toml();
-    // All three files or none.
-    let files: Vec<(PathBuf, &String)> = FILES
+    // The headers the reproducer includes from beside the source travel with it.
+    let headers = target
+        .file
+        .parent()
+        .map(|folder| {
+            let folder = if folder.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                folder
+            };
+            crate::local_headers::local_headers(folder, &x.repro)
+        })
+        .unwrap_or_default();
+    // All the files or none.
+    let mut files: Vec<(PathBuf, &String)> = FILES
         .iter()
         .map(|name| output.join(name))
-        .zip([&x.repro, &toml_text, &script])
+        .zip([&x.repro, &toml_text, &script, &include_list])
         .collect();
+    files.extend(headers.iter().map(|(path, text)| (output.join(path), text)));
     let written = std::fs::create_dir_all(output).and_then(|()| {
+        for (path, _) in &files {
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent)?;
+            }
+        }
         crate::output::write_all_atomically(&files).map_err(|(_, e)| e)?;
         make_executable(&output.join("build.sh"))
     });
@@ -312,7 +335,10 @@ pub fn run(args: Args) -> i32 {
     }
 }
 
-/// `build.sh`: nvcc with the extraction's flags; every argument single-quoted.
+/// `build.sh`: nvcc with the extraction's flags, every argument single-quoted. It names
+/// no path of the machine that wrote it: the include folders are this folder (the
+/// local headers are copied in) and `KWB_INCLUDES` (colon-separated), else the lines
+/// of `includes.txt` (the folders the reproducer was written with).
 fn build_script(b: &Build) -> String {
     let mut flags = vec![format!("-std={}", b.std), format!("-arch={}", b.arch)];
     // The production build's optimization level, else -O3.
@@ -320,11 +346,10 @@ fn build_script(b: &Build) -> String {
         flags.push("-O3".to_owned());
     }
     flags.extend(b.other.iter().cloned());
-    flags.extend(b.includes.iter().map(|i| format!("-I{i}")));
     flags.extend(b.defines.iter().map(|d| format!("-D{d}")));
     let quoted: Vec<String> = flags.iter().map(|f| quote(f)).collect();
     format!(
-        "#!/bin/sh\n# build.sh: compiles repro.cu with the flags kwb-extract was given (NVCC overrides the compiler;\n# extra arguments are passed on, e.g. ./build.sh -cubin -o repro.cubin).\nset -eu\ncd \"$(dirname \"$0\")\"\nif [ \"$#\" -eq 0 ]; then set -- -c -o repro.o; fi\nexec \"${{NVCC:-nvcc}}\" {} repro.cu \"$@\"\n",
+        "#!/bin/sh\n# build.sh: compiles repro.cu with the flags kwb-extract was given (NVCC overrides the compiler;\n# extra arguments are passed on, e.g. ./build.sh -cubin -o repro.cubin). Include folders: this\n# one (the headers repro.cu includes from beside its source are copied here), then\n# KWB_INCLUDES (colon-separated, where the include roots are on this machine), else the\n# folders in includes.txt, as they were where the reproducer was written.\nset -eu\nset -f\ncd \"$(dirname \"$0\")\"\nif [ \"$#\" -eq 0 ]; then set -- -c -o repro.o; fi\nfor kwb_flag in {}; do set -- \"$@\" \"$kwb_flag\"; done\nset -- \"$@\" -I.\nif [ -n \"${{KWB_INCLUDES:-}}\" ]; then\n  kwb_ifs=$IFS; IFS=:\n  for kwb_dir in $KWB_INCLUDES; do set -- \"$@\" \"-I$kwb_dir\"; done\n  IFS=$kwb_ifs\nelif [ -f includes.txt ]; then\n  while IFS= read -r kwb_dir; do [ -z \"$kwb_dir\" ] || set -- \"$@\" \"-I$kwb_dir\"; done < includes.txt\nfi\nexec \"${{NVCC:-nvcc}}\" repro.cu \"$@\"\n",
         quoted.join(" ")
     )
 }
@@ -414,7 +439,7 @@ fn summary(x: &Extraction, dir: &Path) -> String {
         }
     }
     lines.push(format!(
-        "copied {} blocks of the file; wrote {}/repro.cu, kwb.toml and build.sh",
+        "copied {} blocks of the file; wrote {}/repro.cu, kwb.toml, build.sh and includes.txt",
         x.copied.len(),
         dir.display()
     ));
