@@ -164,8 +164,8 @@ impl Graph {
     }
 
     /// The path from the outermost caller down to one of `launching`: through the
-    /// first call `main` makes that reaches one; else, where nothing calls the
-    /// launching function, that function alone.
+    /// first call `main` makes that reaches one; else from the first function that
+    /// reaches one and that nothing in the file calls.
     pub fn path(&self, launching: &[usize]) -> Option<Path> {
         // Breadth first, up the calls: `next[f]` is the callee of f on f's way down.
         let mut next: BTreeMap<usize, Option<usize>> = BTreeMap::new();
@@ -210,15 +210,16 @@ impl Graph {
                 call,
             });
         }
-        // No main: a launching function nothing in the file calls.
-        let uncalled = launching.iter().find(|l| {
+        // No main: the first function (in source order) that reaches a launching one
+        // and that nothing in the file calls, the library's entry.
+        let uncalled = next.keys().copied().find(|f| {
             !self
                 .calls
                 .iter()
-                .any(|c| c.callee == self.functions[**l].name)
+                .any(|c| c.callee == self.functions[*f].name)
         })?;
         Some(Path {
-            functions: down(*uncalled),
+            functions: down(uncalled),
             call: None,
         })
     }

@@ -185,6 +185,7 @@ fn at(
             .iter()
             .find(|(n, _)| n == &p.name)
             .map(|(_, v)| v.clone());
+        let mut flowed: Option<String> = None;
         let role: String = match &user {
             // A value for a transpose character or an activation keeps its role, so
             // the layout follows the character given.
@@ -194,7 +195,17 @@ fn at(
                     _ => "as-called",
                 })
                 .to_owned(),
-            None => bind::guess(p).to_owned(),
+            None => match bind::guess(p) {
+                // No name says it: how it flows into the kernel's parameters may.
+                "as-called" => match flows(parsed, graph, path, def, i) {
+                    Some((role, kernel_param)) => {
+                        flowed = Some(kernel_param);
+                        role.to_owned()
+                    }
+                    None => "as-called".to_owned(),
+                },
+                g => g.to_owned(),
+            },
         };
         if arg.is_none() && user.is_none() && default.is_some() && role != "stream" {
             break;
@@ -204,6 +215,10 @@ fn at(
             kwb_syntax::identifiers(ty).any(|w| top.template_params.iter().any(|t| t == w));
         let from = match (&user, call_line) {
             (Some(_), _) => "--bind".to_owned(),
+            (None, _) if flowed.is_some() => format!(
+                "it flows into the kernel's `{}` (a guess)",
+                flowed.as_deref().unwrap_or("")
+            ),
             (None, _) if matches!(role.as_str(), "as-called" | "trans-a" | "trans-b") => call_line
                 .map_or_else(
                     || "name and type".to_owned(),
@@ -572,6 +587,40 @@ fn at(
         repro: text,
         accumulator: None,
     })
+}
+
+/// The role launcher parameter `index` of `path`'s first function takes from the kernel
+/// parameter it reaches: passed by name down the path's calls and into the kernel's
+/// `<<<…>>>` launch, where the kernel's parameter has a role by its own name and type.
+/// The role and the kernel parameter's name.
+fn flows(
+    parsed: &Parsed,
+    graph: &calls::Graph,
+    path: &calls::Path,
+    def: &KernelDef,
+    index: usize,
+) -> Option<(&'static str, String)> {
+    let mut name = graph.functions[path.functions[0]]
+        .params
+        .get(index)?
+        .name
+        .clone();
+    for pair in path.functions.windows(2) {
+        let call = graph.call_between(pair[0], pair[1])?;
+        let at = call.args.iter().position(|a| a.trim() == name)?;
+        name = graph.functions[pair[1]].params.get(at)?.name.clone();
+    }
+    let last = &graph.functions[*path.functions.last()?];
+    let launch = crate::launch::launches(parsed).into_iter().find(|l| {
+        l.function.as_ref() == Some(&last.range)
+            && l.kernel.rsplit("::").next() == Some(def.name.as_str())
+    })?;
+    let at = launch.args.iter().position(|a| a.trim() == name)?;
+    let kernel_param = def.params.get(at)?;
+    match bind::guess(kernel_param) {
+        "as-called" | "stream" | "trans-a" | "trans-b" | "activation" => None,
+        role => Some((role, kernel_param.name.clone())),
+    }
 }
 
 /// Whether `arg` is a variable the caller declares (at its top level, not `const`),

@@ -161,3 +161,31 @@ fn a_wrapper_that_makes_its_own_buffers_gives_way_to_the_launcher_it_calls() {
             .contains("A = static_cast<std::decay_t<decltype(A)>>((float*)(kwb_p->A));")
     );
 }
+
+#[test]
+fn a_size_no_name_says_takes_its_role_from_the_kernel_parameter_it_reaches() {
+    let src = "__global__ void k(const float* x, const float* w, float* y, int M, int N, int K) {}\n\
+               void inner(const float* x, const float* w, float* y, int bsz, int d_model, int d_ff) {\n\
+                 k<<<bsz, 128>>>(x, w, y, bsz, d_ff, d_model);\n}\n\
+               void outer(const float* x, const float* w, float* y, int bsz, int d_model, int d_ff) {\n\
+                 inner(x, w, y, bsz, d_model, d_ff);\n}\n";
+    let x = extract(
+        src,
+        &Request {
+            through: true,
+            ..request("k")
+        },
+    )
+    .unwrap();
+    let t = x.host.through.unwrap();
+    let roles: Vec<(&str, &str)> = t
+        .bindings
+        .iter()
+        .map(|b| (b.param.as_str(), b.role.as_str()))
+        .collect();
+    assert_eq!(roles[3..], [("bsz", "m"), ("d_model", "k"), ("d_ff", "n")]);
+    assert_eq!(
+        t.bindings[3].from,
+        "it flows into the kernel's `M` (a guess)"
+    );
+}
