@@ -85,8 +85,11 @@ pub(crate) fn extract(
         });
     };
     // The outermost function that binds, down the path: a wrapper that makes its own
-    // buffers (`test(M, N, K)`) gives way to the function it calls with them.
+    // buffers (`test(M, N, K)`) or takes a framework's tensors (`op(TensorView input)`)
+    // gives way to the function it calls with pointers. Where none binds, the
+    // innermost parameter that stopped one is named: the launcher nearest the kernel.
     let mut first_error = None;
+    let mut innermost_unbound = None;
     for start in 0..path.functions.len() {
         let call = if start == 0 {
             path.call.clone()
@@ -99,13 +102,16 @@ pub(crate) fn extract(
         };
         match at(parsed, &graph, &sub, &def, &qualified, request, why) {
             Ok(x) => return Ok(x),
-            Err(e @ (ExtractError::Unbound { .. } | ExtractError::Operands { .. })) => {
+            Err(e @ ExtractError::Unbound { .. }) => {
+                innermost_unbound = Some(e);
+            }
+            Err(e @ ExtractError::Operands { .. }) => {
                 first_error.get_or_insert(e);
             }
             Err(e) => return Err(e),
         }
     }
-    Err(first_error.unwrap_or(ExtractError::NoLauncher {
+    Err(innermost_unbound.or(first_error).unwrap_or(ExtractError::NoLauncher {
         kernel: def.name.clone(),
         why: "the path to the launch is empty".to_owned(),
     }))
@@ -485,10 +491,19 @@ fn at(
     // beta is 1 when it adds a C (a residual) and 0 when it has none.
     let alpha = (!has(&["alpha"])).then_some(1.0);
     let beta = (!has(&["beta"])).then_some(if has(&["C"]) { 1.0 } else { 0.0 });
-    let function = path
-        .call
-        .as_ref()
-        .map_or_else(|| qualified_function(parsed, top), |c| c.function.clone());
+    // The entry is at namespace scope: a call written inside a namespace names its
+    // callee with the namespaces the callee is in.
+    let qualified_top = qualified_function(parsed, top);
+    let function = match &path.call {
+        None => qualified_top,
+        Some(c) if !c.function.contains("::") => {
+            match qualified_top.rsplit_once("::") {
+                Some((namespaces, _)) => format!("{namespaces}::{}", c.function),
+                None => c.function.clone(),
+            }
+        }
+        Some(c) => c.function.clone(),
+    };
     let call = format!("{function}({})", args.join(", "));
     let file = &request.file_name;
     let mut body = String::new();
