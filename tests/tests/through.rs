@@ -36,25 +36,49 @@ fn strings(v: Option<&toml::Value>) -> Vec<String> {
         .unwrap_or_default()
 }
 
-fn units(cutlass: &Path) -> Vec<Unit> {
+fn units(cutlass: &Path, corpus: Option<&kwb_toolchain::cache::Corpus>) -> Vec<Unit> {
     let includes = vec![
         cutlass.join("include"),
         cutlass.join("tools/util/include"),
         cutlass.join("examples/common"),
     ];
+    // flashinfer's include folders and defines, as tests/unseen.toml gives its JIT's.
+    let unseen: toml::Value =
+        toml::from_str(&std::fs::read_to_string(repo_root().join("tests/unseen.toml")).unwrap())
+            .unwrap();
+    let flashinfer = &unseen["roots"]["flashinfer"];
     let mut out = Vec::new();
     let text = std::fs::read_to_string(repo_root().join("tests/through.toml")).unwrap();
     let manifest: toml::Value = toml::from_str(&text).unwrap();
     for u in manifest["unit"].as_array().unwrap() {
         let path = u["path"].as_str().unwrap();
+        let (source, includes, defines) = match (u.get("root").and_then(|r| r.as_str()), corpus) {
+            (Some("flashinfer"), Some(c)) => {
+                let mut inc: Vec<PathBuf> = strings(flashinfer.get("includes"))
+                    .iter()
+                    .map(|i| c.flashinfer.join(i))
+                    .collect();
+                inc.push(c.tvm_ffi_include.clone());
+                let defines = strings(flashinfer.get("defines"))
+                    .into_iter()
+                    .map(|d| match d.split_once('=') {
+                        Some((n, v)) => (n.to_owned(), v.to_owned()),
+                        None => (d, "1".to_owned()),
+                    })
+                    .collect();
+                (c.flashinfer.join(path), inc, defines)
+            }
+            (Some("flashinfer"), None) => continue,
+            _ => (cutlass.join(path), includes.clone(), Vec::new()),
+        };
         out.push(Unit {
             name: path.to_owned(),
-            source: cutlass.join(path),
+            source,
             kernel: u["kernel"].as_str().unwrap().to_owned(),
             flags: strings(u.get("flags")),
-            defines: Vec::new(),
+            defines,
             route: u.get("route").and_then(|r| r.as_str()).map(str::to_owned),
-            includes: includes.clone(),
+            includes,
         });
     }
     let styles = repo_root().join("kernels/styles");
@@ -190,8 +214,10 @@ fn reproducers_of_code_we_did_not_write_compile() {
     let Some(cutlass) = cutlass_source() else {
         return;
     };
-    let toolchain = kwb_toolchain::toolchain(&Env::from_process()).unwrap();
-    let units = units(&cutlass);
+    let env = Env::from_process();
+    let toolchain = kwb_toolchain::toolchain(&env).unwrap();
+    let corpus = kwb_toolchain::cache::corpus(&env);
+    let units = units(&cutlass, corpus.as_ref());
     let dir = tempfile::tempdir().unwrap();
     let queue = Mutex::new(units.iter().enumerate());
     let results = Mutex::new(Vec::new());

@@ -111,10 +111,12 @@ pub(crate) fn extract(
             Err(e) => return Err(e),
         }
     }
-    Err(innermost_unbound.or(first_error).unwrap_or(ExtractError::NoLauncher {
-        kernel: def.name.clone(),
-        why: "the path to the launch is empty".to_owned(),
-    }))
+    Err(innermost_unbound
+        .or(first_error)
+        .unwrap_or(ExtractError::NoLauncher {
+            kernel: def.name.clone(),
+            why: "the path to the launch is empty".to_owned(),
+        }))
 }
 
 /// The reproducer that calls `path`'s first function (with the arguments of
@@ -496,12 +498,10 @@ fn at(
     let qualified_top = qualified_function(parsed, top);
     let function = match &path.call {
         None => qualified_top,
-        Some(c) if !c.function.contains("::") => {
-            match qualified_top.rsplit_once("::") {
-                Some((namespaces, _)) => format!("{namespaces}::{}", c.function),
-                None => c.function.clone(),
-            }
-        }
+        Some(c) if !c.function.contains("::") => match qualified_top.rsplit_once("::") {
+            Some((namespaces, _)) => format!("{namespaces}::{}", c.function),
+            None => c.function.clone(),
+        },
         Some(c) => c.function.clone(),
     };
     let call = format!("{function}({})", args.join(", "));
