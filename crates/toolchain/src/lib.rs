@@ -20,8 +20,8 @@ pub use crate::discover::{CutlassDir, CutlassSource, Discovery, Toolchain, cutla
 pub use crate::env::Env;
 pub use crate::error::{Error, Stderr};
 pub use crate::nvcc::{
-    CompileFlags, compile_cubin, compile_executable, compile_object, compile_shared_library,
-    nvcc_version, preprocess, resource_usage, sass, sass_instructions,
+    CompileFlags, compile_cubin, compile_executable, compile_object, compile_ptx,
+    compile_shared_library, nvcc_version, preprocess, resource_usage, sass, sass_instructions,
 };
 
 /// The result type of this crate.

@@ -111,6 +111,18 @@ pub fn compile_shared_library(
     )
 }
 
+/// Compiles the device code of `file` into the PTX `out` (`nvcc -ptx`): what ptxas is
+/// given, for comparing two builds where ptxas itself varies. On failure the error
+/// holds nvcc's stderr.
+pub fn compile_ptx(
+    toolchain: &Toolchain,
+    file: &Path,
+    flags: &CompileFlags,
+    out: &Path,
+) -> Result<()> {
+    compile(toolchain, file, flags, out, &["-ptx"])
+}
+
 /// Compiles the device code of `file` into the cubin `out` (`nvcc -cubin`), for a
 /// runner that loads it as a module. On failure the error holds nvcc's stderr.
 pub fn compile_cubin(
