@@ -87,3 +87,53 @@ pub fn suite_manifest(family: &str, kernel: &str) -> kwb_extract::manifest::Mani
     };
     kwb_extract::manifest::Manifest::new(&x, &file, build)
 }
+
+/// Runs `check` on every unit on all the machine's cores, each in its own folder under
+/// `dir` (named by its index), printing `ok  LINE` or `BAD WHY` as each ends (the
+/// slow checks take minutes); panics naming every failure. Returns the lines.
+#[allow(clippy::print_stderr)] // each unit's line as it ends: the run takes minutes
+pub fn check_all<T: Sync>(
+    units: &[T],
+    dir: &std::path::Path,
+    check: impl Fn(&T, &std::path::Path) -> Result<String, String> + Sync,
+) -> Vec<String> {
+    use std::sync::Mutex;
+    let queue = Mutex::new(units.iter().enumerate());
+    let results = Mutex::new(Vec::new());
+    let workers = std::thread::available_parallelism().map_or(2, |n| n.get());
+    std::thread::scope(|scope| {
+        for _ in 0..workers {
+            scope.spawn(|| {
+                loop {
+                    let Some((i, unit)) = queue.lock().unwrap_or_else(|p| p.into_inner()).next()
+                    else {
+                        break;
+                    };
+                    let result = check(unit, &dir.join(i.to_string()));
+                    match &result {
+                        Ok(line) => eprintln!("ok  {line}"),
+                        Err(why) => eprintln!("BAD {why}"),
+                    }
+                    results
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .push(result);
+                }
+            });
+        }
+    });
+    let results = results.into_inner().unwrap_or_else(|p| p.into_inner());
+    let failures: Vec<&String> = results.iter().filter_map(|r| r.as_ref().err()).collect();
+    assert!(
+        failures.is_empty(),
+        "{} of {} units failed:\n{}",
+        failures.len(),
+        results.len(),
+        failures
+            .iter()
+            .map(|f| f.as_str())
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    results.into_iter().filter_map(Result::ok).collect()
+}

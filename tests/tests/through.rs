@@ -8,7 +8,6 @@
 //! setup` installs: runs when `KWB_RUN_SLOW_TESTS=1`, as `cargo xtask test` sets it.
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::time::Instant;
 
 use kwb_extract::{Request, extract};
@@ -206,7 +205,6 @@ fn what_cannot_be_reproduced_is_refused_with_the_reason() {
 }
 
 #[test]
-#[allow(clippy::print_stderr)] // each unit's line as it ends: the run takes minutes
 fn reproducers_of_code_we_did_not_write_compile() {
     if std::env::var("KWB_RUN_SLOW_TESTS").as_deref() != Ok("1") {
         return;
@@ -219,38 +217,7 @@ fn reproducers_of_code_we_did_not_write_compile() {
     let corpus = kwb_toolchain::cache::corpus(&env);
     let units = units(&cutlass, corpus.as_ref());
     let dir = tempfile::tempdir().unwrap();
-    let queue = Mutex::new(units.iter().enumerate());
-    let results = Mutex::new(Vec::new());
-    let workers = std::thread::available_parallelism().map_or(2, |n| n.get());
-    std::thread::scope(|scope| {
-        for _ in 0..workers {
-            scope.spawn(|| {
-                loop {
-                    let Some((i, unit)) = queue.lock().unwrap().next() else {
-                        break;
-                    };
-                    let result = check(unit, &toolchain, &dir.path().join(i.to_string()));
-                    match &result {
-                        Ok(line) => eprintln!("ok  {line}"),
-                        Err(why) => eprintln!("BAD {why}"),
-                    }
-                    results.lock().unwrap().push(result);
-                }
-            });
-        }
-    });
-    let results = results.into_inner().unwrap();
-    let failures: Vec<&String> = results.iter().filter_map(|r| r.as_ref().err()).collect();
-    assert!(
-        failures.is_empty(),
-        "{} of {} units failed:\n{}",
-        failures.len(),
-        results.len(),
-        failures
-            .iter()
-            .map(|f| f.as_str())
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
+    let results =
+        kwb_tests::check_all(&units, dir.path(), |unit, dir| check(unit, &toolchain, dir));
     assert!(results.len() >= 38, "{} units", results.len());
 }

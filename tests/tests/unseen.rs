@@ -10,7 +10,6 @@
 //! xtask test` sets it. Each unit's seconds are printed, so the CI budget stays in view.
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::time::Instant;
 
 use kwb_instrument::Config;
@@ -305,7 +304,6 @@ fn register_names_are_all_that_normalizing_drops() {
 }
 
 #[test]
-#[allow(clippy::print_stderr)] // each unit's line as it ends: the run takes minutes
 fn code_we_did_not_write_compiles_with_probes_and_its_sass_is_unchanged_without() {
     if std::env::var("KWB_RUN_SLOW_TESTS").as_deref() != Ok("1") {
         return;
@@ -319,39 +317,9 @@ fn code_we_did_not_write_compiles_with_probes_and_its_sass_is_unchanged_without(
     let corpus = kwb_toolchain::cache::corpus(&env);
     let units = units(&cutlass, corpus.as_ref());
     let dir = tempfile::tempdir().unwrap();
-    let queue = Mutex::new(units.iter().enumerate());
-    let results = Mutex::new(Vec::new());
-    let workers = std::thread::available_parallelism().map_or(2, |n| n.get());
-    std::thread::scope(|scope| {
-        for _ in 0..workers {
-            scope.spawn(|| {
-                loop {
-                    let Some((i, unit)) = queue.lock().unwrap().next() else {
-                        break;
-                    };
-                    let result = check(unit, &toolchain, &include, &dir.path().join(i.to_string()));
-                    match &result {
-                        Ok(line) => eprintln!("ok  {line}"),
-                        Err(why) => eprintln!("BAD {why}"),
-                    }
-                    results.lock().unwrap().push(result);
-                }
-            });
-        }
+    let results = kwb_tests::check_all(&units, dir.path(), |unit, dir| {
+        check(unit, &toolchain, &include, dir)
     });
-    let results = results.into_inner().unwrap();
-    let failures: Vec<&String> = results.iter().filter_map(|r| r.as_ref().err()).collect();
-    assert!(
-        failures.is_empty(),
-        "{} of {} units failed:\n{}",
-        failures.len(),
-        results.len(),
-        failures
-            .iter()
-            .map(|f| f.as_str())
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
     let wanted = if corpus.is_some() { 44 } else { 22 };
     assert!(results.len() >= wanted, "{} units", results.len());
 }

@@ -60,19 +60,7 @@ pub fn role(name: &str, declaration: &str) -> (&'static str, Option<String>) {
         };
         return (role, element);
     }
-    let integer = words.iter().any(|w| {
-        matches!(
-            *w,
-            "int"
-                | "long"
-                | "unsigned"
-                | "size_t"
-                | "int32_t"
-                | "int64_t"
-                | "uint32_t"
-                | "uint64_t"
-        )
-    });
+    let integer = integer_type(&words);
     let floating = words
         .iter()
         .any(|w| matches!(*w, "float" | "double" | "half" | "__half"));
@@ -87,6 +75,23 @@ pub fn role(name: &str, declaration: &str) -> (&'static str, Option<String>) {
         _ => "other",
     };
     (role, None)
+}
+
+/// Whether a declaration's type words name an integer type.
+pub(crate) fn integer_type(words: &[&str]) -> bool {
+    words.iter().any(|w| {
+        matches!(
+            *w,
+            "int"
+                | "long"
+                | "unsigned"
+                | "size_t"
+                | "int32_t"
+                | "int64_t"
+                | "uint32_t"
+                | "uint64_t"
+        )
+    })
 }
 
 /// A kernel definition.

@@ -433,19 +433,7 @@ pub(crate) fn guess(p: &Param) -> &'static str {
     if ty.contains('*') {
         return table(&roles().operands).unwrap_or("as-called");
     }
-    let integer = words.iter().any(|w| {
-        matches!(
-            *w,
-            "int"
-                | "long"
-                | "unsigned"
-                | "size_t"
-                | "int32_t"
-                | "int64_t"
-                | "uint32_t"
-                | "uint64_t"
-        )
-    });
+    let integer = crate::kernel::integer_type(&words);
     if integer && let Some(role) = table(&roles().sizes) {
         return role;
     }
@@ -474,39 +462,23 @@ pub(crate) fn bound_role(value: &str) -> Option<&'static str> {
     })
 }
 
-/// The `kwb_problem` field of a role (a leading dimension's by its parameter name
-/// or a bound field name).
+/// The `kwb_problem` field of a role (a leading dimension's by its parameter name,
+/// as the kernel's own are read: `crate::host::field`), or of a field named by a
+/// binding (`lda`).
 pub(crate) fn problem_field(role: &str, name: &str) -> Option<&'static str> {
-    Some(match role {
-        "A" => "A",
-        "B" => "B",
-        "C" => "C",
-        "D" => "D",
-        "bias" => "bias",
-        "m" => "M",
-        "n" => "N",
-        "k" => "K",
-        "alpha" => "alpha",
-        "beta" => "beta",
-        "lda" => "lda",
-        "ldb" => "ldb",
-        "ldc" => "ldc",
-        "ldd" => "ldd",
-        "leading-dimension" => {
-            match name
-                .to_ascii_lowercase()
-                .trim_start_matches("ld")
-                .trim_start_matches('_')
-            {
-                "a" => "lda",
-                "b" => "ldb",
-                "c" => "ldc",
-                "d" => "ldd",
-                _ => return None,
-            }
-        }
-        _ => return None,
+    if let Some(field) = ["lda", "ldb", "ldc", "ldd"]
+        .into_iter()
+        .find(|f| *f == role)
+    {
+        return Some(field);
+    }
+    crate::host::field(&Param {
+        name: name.to_owned(),
+        declaration: String::new(),
+        role: role.to_owned(),
+        element: None,
     })
+    .ok()
 }
 
 /// The element type a pointer argument `arg` carries, as written: a cast's target,
