@@ -30,8 +30,19 @@ pub enum ExtractError {
     #[diagnostic(help("give the instantiation: --template '{kernel}<ARGS…>'"))]
     NoLaunch { kernel: String },
     #[error("`{kernel}` is launched with different template arguments: {launches}")]
-    #[diagnostic(help("pick one with --template '{kernel}<ARGS…>'"))]
+    #[diagnostic(help(
+        "pick one with --instance N (numbered above) or --template '{kernel}<ARGS…>'"
+    ))]
     AmbiguousLaunch { kernel: String, launches: String },
+    #[error(
+        "--instance {given}: `{kernel}` has no such instantiation; its launch sites use {launches}"
+    )]
+    #[diagnostic(help("give one of the numbers listed"))]
+    NoInstance {
+        kernel: String,
+        given: usize,
+        launches: String,
+    },
     #[error("`{kernel}` takes {declared} template arguments; {given} were given")]
     TooManyArguments {
         kernel: String,

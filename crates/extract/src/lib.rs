@@ -77,6 +77,9 @@ pub struct Request {
     /// The kernel alone, never through its launcher: an instantiation or argument
     /// kwb cannot build is an error.
     pub alone: bool,
+    /// `--instance N`: the Nth (from 1) of the distinct instantiations the file's
+    /// launch sites use, in source order; the kernel alone.
+    pub instance: Option<usize>,
 }
 
 /// One template argument.
@@ -201,7 +204,7 @@ fn route(source: &str, request: &Request) -> Result<Extraction, ExtractError> {
         })
         .unwrap_or(Err(ExtractError::NothingAsked));
     }
-    if request.alone {
+    if request.alone || request.instance.is_some() {
         return alone(&parsed, request);
     }
     match alone(&parsed, request) {
@@ -390,16 +393,42 @@ fn alone(parsed: &Parsed, request: &Request) -> Result<Extraction, ExtractError>
                         });
                     }
                 },
-                [one] => ((*one).clone().into(), one.template_args.clone()),
+                [one] if request.instance.is_none_or(|n| n == 1) => {
+                    ((*one).clone().into(), one.template_args.clone())
+                }
                 many => {
-                    return Err(ExtractError::AmbiguousLaunch {
-                        kernel: short,
-                        launches: many
-                            .iter()
-                            .map(|l| format!("line {}: <{}>", l.line, l.template_args.join(", ")))
-                            .collect::<Vec<_>>()
-                            .join("; "),
-                    });
+                    let listed = many
+                        .iter()
+                        .enumerate()
+                        .map(|(i, l)| {
+                            format!(
+                                "{}: line {}: <{}>",
+                                i + 1,
+                                l.line,
+                                l.template_args.join(", ")
+                            )
+                        })
+                        .collect::<Vec<_>>()
+                        .join("; ");
+                    match request.instance {
+                        Some(n) if (1..=many.len()).contains(&n) => {
+                            let l = many[n - 1];
+                            (l.clone().into(), l.template_args.clone())
+                        }
+                        Some(n) => {
+                            return Err(ExtractError::NoInstance {
+                                kernel: short,
+                                given: n,
+                                launches: listed,
+                            });
+                        }
+                        None => {
+                            return Err(ExtractError::AmbiguousLaunch {
+                                kernel: short,
+                                launches: listed,
+                            });
+                        }
+                    }
                 }
             }
         }

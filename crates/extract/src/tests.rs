@@ -103,6 +103,25 @@ fn what_cannot_be_resolved_is_named() {
         extract(&two, &alone("gemm")),
         Err(ExtractError::AmbiguousLaunch { .. })
     ));
+    // --instance picks one of the launch sites' instantiations, numbered in order.
+    let second = Request {
+        instance: Some(2),
+        ..request("gemm")
+    };
+    assert_eq!(
+        extract(&two, &second).unwrap().instantiation,
+        "gemm<1, 2, false>"
+    );
+    let none = Request {
+        instance: Some(3),
+        ..request("gemm")
+    };
+    match extract(&two, &none) {
+        Err(e @ ExtractError::NoInstance { .. }) => {
+            assert!(e.to_string().contains("2: line"), "{e}")
+        }
+        other => panic!("{other:?}"),
+    }
 }
 
 #[test]

@@ -106,6 +106,11 @@ pub struct Target {
     /// The kernel alone, never through its launcher
     #[arg(long)]
     alone: bool,
+    /// The Nth (from 1) of the instantiations the file's launch sites use, where
+    /// they use several; the kernel alone [default: the one the launcher `main`
+    /// calls reaches]
+    #[arg(long, value_name = "N", conflicts_with_all = ["template", "through"])]
+    instance: Option<usize>,
 }
 
 fn parse_tile(text: &str) -> Result<(i64, i64), String> {
@@ -212,6 +217,7 @@ pub fn extract_to(target: &Target, output: &Path) -> Result<Extraction, i32> {
         layout: target.layout.clone(),
         through: target.through,
         alone: target.alone,
+        instance: target.instance,
         kernel: target.kernel.clone(),
         template: target.template.clone(),
         defines: defines.clone(),
