@@ -26,6 +26,10 @@
 //!    the megakernel itself runs on a list of such tasks only, each field bound with
 //!    `--task`; `kwb run` builds it and writes the ladder's inputs (the launch needs a
 //!    GPU);
+//! 8b. `kwb-extract` on a kernel we did not write: the CuTe Hopper TMA tutorial of the
+//!    installed nvidia-cutlass, reproduced through its own launcher (the whole file,
+//!    `main` renamed, an entry that calls `gemm(transA, transB, m, n, k, …)` with the
+//!    runner's buffers; layouts from the BLAS characters), and `kwb run` on it;
 //! 9. `kwb diagnose` on the bundled mma_sync kernel built with
 //!    `KWB_DEFECT=last_tile_twice` and the trace it wrote on an H200: the trace judged
 //!    (the accumulator ends at K + BK: a VERDICT for the MMA stage), the reproducer
@@ -282,6 +286,31 @@ pub fn run(root: &Path, profile: Profile) -> Result {
     let mut command = kwb("kwb", &["run", "--shape", "16,1024,6144"]);
     command.args(&family.run_flags).arg(&task);
     kwb_run(command)?;
+    // 8b. A kernel we did not write, through its own launcher: the CuTe Hopper TMA
+    // tutorial of the installed nvidia-cutlass (CuTe layouts and TMA atoms as kernel
+    // arguments, its instantiation deduced by a launcher `main` calls).
+    if let Some(source) = installed.cutlass.include.parent() {
+        let tutorial = source.join("examples/cute/tutorial/hopper/wgmma_tma_sm90.cu");
+        let through = out.join("repro-through");
+        let mut command = kwb("kwb-extract", &[]);
+        command
+            .arg(&tutorial)
+            .args(["--kernel", "gemm_device", "-o"])
+            .arg(&through)
+            .arg("-I")
+            .arg(&installed.cutlass.include);
+        if let Some(util) = &installed.cutlass.util_include {
+            command.arg("-I").arg(util);
+        }
+        ci::run_step(
+            "kwb-extract (nvidia-cutlass's CuTe tutorial hopper/wgmma_tma_sm90.cu, through its launcher)",
+            command,
+        )?;
+        ci::header("kwb run (the tutorial through its launcher, on the ladder)");
+        let mut command = kwb("kwb", &["run", "--beta", "0.5"]);
+        command.arg(&through);
+        kwb_run(command)?;
+    }
     // 9. The whole diagnosis of a bundled buggy kernel: mma_sync with its last K tile
     // accumulated twice, the trace it wrote on an H200, and the ladder (on a GPU).
     let report = out.join("diagnose");
@@ -327,7 +356,11 @@ pub fn run(root: &Path, profile: Profile) -> Result {
          fail, seq-identity and onehot-k:0 pass. `kwb run {} --shape 16,1024,6144\n\
          --alpha 1 --beta 0` runs the megakernel on its 16 down-projection tasks: the\n\
          accumulator fold that counts the even K tiles twice fails ones with ratio\n\
-         1.5000 and every rung after it. `kwb diagnose` runs that ladder too and\n\
+         1.5000 and every rung after it. The CuTe tutorial, through its launcher,\n\
+         passes every rung on an H200, as do the other four tutorials and the second\n\
+         suite's ten programs, whose twenty planted defects fail the rungs their\n\
+         manifests say (docs/results/track-b-through-launcher.md, `cargo xtask\n\
+         gpu-styles`). `kwb diagnose` runs that ladder too and\n\
          reconciles it with the traces: on an H200 it gave the manifest's stage for all\n\
          35 defects of the suite, every one as a VERDICT, refuted all 7 correct builds\n\
          and confounds, and no wrong VERDICT\n\
