@@ -26,14 +26,14 @@
 //!    the megakernel itself runs on a list of such tasks only, each field bound with
 //!    `--task`; `kwb run` builds it and writes the ladder's inputs (the launch needs a
 //!    GPU);
-//! 8b. `kwb-extract` on a kernel we did not write: the CuTe Hopper TMA tutorial of the
+//! 9. `kwb-extract` on a kernel we did not write: the CuTe Hopper TMA tutorial of the
 //!    installed nvidia-cutlass, reproduced through its own launcher (the whole file,
 //!    `main` renamed, an entry that calls `gemm(transA, transB, m, n, k, …)` with the
 //!    runner's buffers; layouts from the BLAS characters), and `kwb run` on it;
-//! 9. `kwb diagnose` on the bundled mma_sync kernel built with
-//!    `KWB_DEFECT=last_tile_twice` and the trace it wrote on an H200: the trace judged
-//!    (the accumulator ends at K + BK: a VERDICT for the MMA stage), the reproducer
-//!    extracted and built, the report written; on a GPU the ladder runs too,
+//! 10. `kwb diagnose` on the bundled mma_sync kernel built with
+//!     `KWB_DEFECT=last_tile_twice` and the trace it wrote on an H200: the trace judged
+//!     (the accumulator ends at K + BK: a VERDICT for the MMA stage), the reproducer
+//!     extracted and built, the report written; on a GPU the ladder runs too,
 //!
 //! and says what the GPU step would add.
 
@@ -286,7 +286,7 @@ pub fn run(root: &Path, profile: Profile) -> Result {
     let mut command = kwb("kwb", &["run", "--shape", "16,1024,6144"]);
     command.args(&family.run_flags).arg(&task);
     kwb_run(command)?;
-    // 8b. A kernel we did not write, through its own launcher: the CuTe Hopper TMA
+    // 9. A kernel we did not write, through its own launcher: the CuTe Hopper TMA
     // tutorial of the installed nvidia-cutlass (CuTe layouts and TMA atoms as kernel
     // arguments, its instantiation deduced by a launcher `main` calls).
     if let Some(source) = installed.cutlass.include.parent() {
@@ -311,7 +311,7 @@ pub fn run(root: &Path, profile: Profile) -> Result {
         command.arg(&through);
         kwb_run(command)?;
     }
-    // 9. The whole diagnosis of a bundled buggy kernel: mma_sync with its last K tile
+    // 10. The whole diagnosis of a bundled buggy kernel: mma_sync with its last K tile
     // accumulated twice, the trace it wrote on an H200, and the ladder (on a GPU).
     let report = out.join("diagnose");
     let mut command = kwb(
