@@ -14,10 +14,12 @@
 
 mod bind;
 mod calls;
+mod layout;
 
 use kwb_syntax::Parsed;
 
-pub use bind::{Binding, Layout};
+pub use bind::Binding;
+pub use layout::Layout;
 
 use crate::error::ExtractError;
 use crate::host::{HostEntries, PROBLEM_STRUCT};
@@ -483,9 +485,9 @@ fn at(
                 .collect();
             let texts: Vec<&str> = bodies.iter().map(|(b, _)| *b).collect();
             let resolve = |t: &str| crate::aliases::resolve(&file_aliases, t);
-            bind::layout_from_strides(&bodies)
-                .or_else(|| bind::layout_from_bounds(&bodies, &launcher_params))
-                .or_else(|| bind::layout_from_templates(&texts, &resolve))
+            layout::layout_from_strides(&bodies)
+                .or_else(|| layout::layout_from_bounds(&bodies, &launcher_params))
+                .or_else(|| layout::layout_from_templates(&texts, &resolve))
                 .unwrap_or_default()
         }
     };
