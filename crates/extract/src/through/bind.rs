@@ -264,10 +264,11 @@ pub(crate) fn character(arg: &str, declaration: Option<&str>) -> Option<char> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn param(declaration: &str) -> Param {
+    /// A parameter as `kernel::params_of` reads one from its declaration.
+    pub(in crate::through) fn param(declaration: &str) -> Param {
         let name = kwb_syntax::identifiers(split_default(declaration).0)
             .last()
             .unwrap()

@@ -312,20 +312,7 @@ pub(crate) fn layout_from_bounds(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn param(declaration: &str) -> Param {
-        let name = kwb_syntax::identifiers(declaration)
-            .last()
-            .unwrap()
-            .to_owned();
-        let (role, element) = crate::kernel::role(&name, declaration);
-        Param {
-            name,
-            declaration: declaration.to_owned(),
-            role: role.to_owned(),
-            element,
-        }
-    }
+    use crate::through::bind::tests::param;
 
     #[test]
     fn cute_strides_state_the_layout() {
