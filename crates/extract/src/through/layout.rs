@@ -135,30 +135,51 @@ pub(crate) fn layout_from_strides(functions: &[(&str, &[Param])]) -> Option<Layo
             }
         }
     }
+    // The first mode contiguous: M for A and C/D, N for B.
+    let spelled = found
+        .iter()
+        .map(|(field, first)| {
+            let s = match (*field, *first) {
+                ("lda", true) => "km",
+                ("lda", false) => "mk",
+                ("ldb", true) => "kn",
+                ("ldb", false) => "nk",
+                (_, true) => "nm",
+                (_, false) => "mn",
+            };
+            (*field, s)
+        })
+        .collect::<Vec<_>>();
+    fold(
+        &spelled,
+        "the launcher's CuTe strides (make_stride with a unit stride)",
+    )
+}
+
+/// A layout from each operand's reading (a leading-dimension field and the layout it
+/// spells), the rest the default; C's reading is D's too unless D has its own. None
+/// when nothing was read or one field was read two ways.
+fn fold(found: &[(&str, &str)], from: &str) -> Option<Layout> {
     if found.is_empty() {
         return None;
     }
     let mut layout = Layout {
-        from: "the launcher's CuTe strides (make_stride with a unit stride)".to_owned(),
+        from: from.to_owned(),
         ..Layout::default()
     };
-    let mut c_set = false;
-    for (field, first) in &found {
-        if found.iter().any(|(g, h)| g == field && h != first) {
+    for (field, spelled) in found {
+        if found.iter().any(|(g, t)| g == field && t != spelled) {
             return None;
         }
-        let (slot, spelled) = match *field {
-            "lda" => (&mut layout.a, if *first { "km" } else { "mk" }),
-            "ldb" => (&mut layout.b, if *first { "kn" } else { "nk" }),
-            "ldc" => {
-                c_set = true;
-                (&mut layout.c, if *first { "nm" } else { "mn" })
-            }
-            _ => (&mut layout.d, if *first { "nm" } else { "mn" }),
+        let slot = match *field {
+            "lda" => &mut layout.a,
+            "ldb" => &mut layout.b,
+            "ldc" => &mut layout.c,
+            _ => &mut layout.d,
         };
-        *slot = spelled.to_owned();
+        *slot = (*spelled).to_owned();
     }
-    if c_set && !found.iter().any(|(f, _)| *f == "ldd") {
+    if found.iter().any(|(f, _)| *f == "ldc") && !found.iter().any(|(f, _)| *f == "ldd") {
         layout.d = layout.c.clone();
     }
     Some(layout)
@@ -272,41 +293,25 @@ pub(crate) fn layout_from_bounds(
             }
         }
     }
-    if found.is_empty() {
-        return None;
-    }
-    let mut layout = Layout {
-        from: "the launcher's checks of its leading dimensions against its sizes".to_owned(),
-        ..Layout::default()
-    };
-    let mut c_set = false;
+    let mut spelled = Vec::new();
     for (field, dim) in &found {
-        if found.iter().any(|(g, e)| g == field && e != dim) {
-            return None;
-        }
-        let spelled = match (*field, *dim) {
-            ("lda", "m") => "km",
-            ("lda", "k") => "mk",
-            ("ldb", "n") => "kn",
-            ("ldb", "k") => "nk",
-            ("ldc" | "ldd", "m") => "nm",
-            ("ldc" | "ldd", "n") => "mn",
-            _ => return None,
-        };
-        match *field {
-            "lda" => layout.a = spelled.to_owned(),
-            "ldb" => layout.b = spelled.to_owned(),
-            "ldc" => {
-                c_set = true;
-                layout.c = spelled.to_owned();
-            }
-            _ => layout.d = spelled.to_owned(),
-        }
+        spelled.push((
+            *field,
+            match (*field, *dim) {
+                ("lda", "m") => "km",
+                ("lda", "k") => "mk",
+                ("ldb", "n") => "kn",
+                ("ldb", "k") => "nk",
+                ("ldc" | "ldd", "m") => "nm",
+                ("ldc" | "ldd", "n") => "mn",
+                _ => return None,
+            },
+        ));
     }
-    if c_set && !found.iter().any(|(f, _)| *f == "ldd") {
-        layout.d = layout.c.clone();
-    }
-    Some(layout)
+    fold(
+        &spelled,
+        "the launcher's checks of its leading dimensions against its sizes",
+    )
 }
 
 #[cfg(test)]
