@@ -187,6 +187,86 @@ pub fn local(parsed: &Parsed, name: &str) -> Option<(String, String, String, usi
     None
 }
 
+/// Why library GEMM `name` (an alias of `cutlass::gemm::device::…` or of an adapter of
+/// the table, at any scope) cannot be reproduced here: the launch that runs it (an
+/// object of its type, or of a template parameter, whose `initialize`, `run` or call
+/// operator is invoked) is in a launcher that builds its own operands. None where no
+/// such alias is named `name`.
+pub fn own_buffers(parsed: &Parsed, name: &str) -> Option<ExtractError> {
+    let short = name.rsplit("::").next().unwrap_or(name).trim();
+    let squeeze = |t: &str| t.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut alias = None;
+    let mut functions = Vec::new();
+    let mut stack = vec![parsed.tree.root_node()];
+    while let Some(n) = stack.pop() {
+        if n.kind() == "function_definition" {
+            functions.push(n);
+        }
+        if alias.is_none()
+            && n.kind() == "alias_declaration"
+            && let (Some(a), Some(ty)) =
+                (n.child_by_field_name("name"), n.child_by_field_name("type"))
+            && parsed.source[a.byte_range()].trim() == short
+        {
+            let written = squeeze(&parsed.source[ty.byte_range()]);
+            let template = written.split('<').next().unwrap_or("").trim();
+            if template.contains("gemm::device::") || table().iter().any(|a| a.matches(&written)) {
+                alias = Some((
+                    template.to_owned(),
+                    crate::tree::line_of(&parsed.source, n.start_byte()),
+                ));
+            }
+        }
+        let mut cursor = n.walk();
+        stack.extend(n.named_children(&mut cursor));
+    }
+    let (template, line) = alias?;
+    functions.sort_by_key(|f| f.start_byte());
+    let launch = functions.iter().find_map(|f| {
+        let text = &parsed.source[f.byte_range()];
+        // The function's own template parameters, which a caller may bind to `short`.
+        let params: Vec<&str> = f
+            .parent()
+            .filter(|p| p.kind() == "template_declaration")
+            .and_then(|p| p.child_by_field_name("parameters"))
+            .map(|l| kwb_syntax::identifiers(&parsed.source[l.byte_range()]).collect())
+            .unwrap_or_default();
+        let mut inner = vec![*f];
+        while let Some(n) = inner.pop() {
+            if n.kind() == "declaration"
+                && let (Some(ty), Some(d)) = (n.child_by_field_name("type"), n.child_by_field_name("declarator"))
+            {
+                let ty = squeeze(&parsed.source[ty.byte_range()].replace("typename", " "));
+                let object = kwb_syntax::identifiers(&parsed.source[d.byte_range()]).next();
+                if (ty == short || ty.ends_with(&format!("::{short}")) || params.contains(&ty.as_str()))
+                    && let Some(object) = object
+                {
+                    for call in [".initialize(", ".run(", "("] {
+                        let wanted = format!("{object}{call}");
+                        if let Some(at) = text.find(&wanted) {
+                            let fname = crate::tree::function_name(parsed, *f).unwrap_or("a function");
+                            return Some(format!(
+                                "it is run by `{wanted}…)` in `{fname}` (line {}), which builds the operands it passes itself",
+                                crate::tree::line_of(&parsed.source, f.start_byte() + at)
+                            ));
+                        }
+                    }
+                }
+            }
+            let mut cursor = n.walk();
+            inner.extend(n.named_children(&mut cursor));
+        }
+        None
+    });
+    Some(ExtractError::OwnBuffers {
+        alias: short.to_owned(),
+        written: format!("{template}<…>"),
+        line,
+        launch: launch
+            .unwrap_or_else(|| "no function of this file runs an object of its type".to_owned()),
+    })
+}
+
 /// The adapter aliases of a file, for a message.
 pub fn names(parsed: &Parsed) -> Vec<String> {
     found(parsed)

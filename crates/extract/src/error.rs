@@ -26,6 +26,18 @@ pub enum ExtractError {
         function: String,
         line: usize,
     },
+    #[error(
+        "`{alias}` is the library GEMM `{written}` (line {line}), not a kernel of this file; {launch}"
+    )]
+    #[diagnostic(help(
+        "kwb reproduces a library GEMM through a launcher that takes its operands as parameters (a pointer, a size, a leading dimension each, as examples/00_basic_gemm's CutlassSgemmNN does), or through a CUTLASS 3.x adapter's Arguments; a launcher that allocates and fills its own buffers (a HostTensor, a DeviceAllocation, an Options struct) it cannot bind yet: give the launch such a launcher (its operands, sizes and leading dimensions as parameters), and name that launcher's kernel alias"
+    ))]
+    OwnBuffers {
+        alias: String,
+        written: String,
+        line: usize,
+        launch: String,
+    },
     #[error("`{kernel}` is a template and this file has no launch of it")]
     #[diagnostic(help("give the instantiation: --template '{kernel}<ARGS…>'"))]
     NoLaunch { kernel: String },

@@ -250,7 +250,14 @@ fn route(source: &str, request: &Request) -> Result<Extraction, ExtractError> {
                 {
                     Err(through)
                 }
-                _ => Err(e),
+                // A library GEMM's alias whose launcher makes its own operands: say so,
+                // rather than that the file has no kernel.
+                _ => match (&e, request.kernel.as_deref()) {
+                    (ExtractError::UnknownKernel { .. }, Some(name)) => {
+                        Err(adapter::own_buffers(&parsed, name).unwrap_or(e))
+                    }
+                    _ => Err(e),
+                },
             }
         }
         Err(e) => Err(e),

@@ -234,7 +234,8 @@ pub fn extract_to(target: &Target, output: &Path) -> Result<Extraction, i32> {
             let code = match e {
                 ExtractError::UnknownKernel { .. }
                 | ExtractError::NoArguments { .. }
-                | ExtractError::LocalAdapter { .. } => exit::NO_KERNEL,
+                | ExtractError::LocalAdapter { .. }
+                | ExtractError::OwnBuffers { .. } => exit::NO_KERNEL,
                 _ => exit::INPUT,
             };
             render::error(Report::new(e));
