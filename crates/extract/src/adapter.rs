@@ -154,37 +154,50 @@ fn enclosing_class(parsed: &Parsed, node: Node<'_>) -> Option<String> {
     None
 }
 
-/// An adapter alias named `name` declared inside a function body or a class, which
-/// [`found`] does not read: (alias, what it aliases, the function or class, its line).
-pub fn local(parsed: &Parsed, name: &str) -> Option<(String, String, String, usize)> {
+/// Every alias declaration named `name` (its last `::` part), at any scope, in source
+/// order: (the node, what it aliases with whitespace squeezed).
+fn aliases_named<'t>(parsed: &'t Parsed, name: &str) -> Vec<(Node<'t>, String)> {
     let short = name.rsplit("::").next().unwrap_or(name).trim();
+    let mut out = Vec::new();
     let mut stack = vec![parsed.tree.root_node()];
     while let Some(n) = stack.pop() {
         if n.kind() == "alias_declaration"
             && let (Some(alias), Some(ty)) =
                 (n.child_by_field_name("name"), n.child_by_field_name("type"))
             && parsed.source[alias.byte_range()].trim() == short
-            && let Some(scope) = crate::tree::enclosing_function(n)
-                .and_then(|f| crate::tree::function_name(parsed, f).map(str::to_owned))
-                .or_else(|| enclosing_class(parsed, n))
         {
-            let written = parsed.source[ty.byte_range()]
-                .split_whitespace()
-                .collect::<Vec<_>>()
-                .join(" ");
-            if table().iter().any(|a| a.matches(&written)) {
-                return Some((
-                    short.to_owned(),
-                    written,
-                    scope,
-                    crate::tree::line_of(&parsed.source, n.start_byte()),
-                ));
-            }
+            out.push((n, squeeze(&parsed.source[ty.byte_range()])));
         }
         let mut cursor = n.walk();
         stack.extend(n.named_children(&mut cursor));
     }
-    None
+    out.sort_by_key(|(n, _)| n.start_byte());
+    out
+}
+
+fn squeeze(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// An adapter alias named `name` declared inside a function body or a class, which
+/// [`found`] does not read: (alias, what it aliases, the function or class, its line).
+pub fn local(parsed: &Parsed, name: &str) -> Option<(String, String, String, usize)> {
+    let short = name.rsplit("::").next().unwrap_or(name).trim();
+    aliases_named(parsed, name)
+        .into_iter()
+        .find_map(|(n, written)| {
+            let scope = crate::tree::enclosing_function(n)
+                .and_then(|f| crate::tree::function_name(parsed, f).map(str::to_owned))
+                .or_else(|| enclosing_class(parsed, n))?;
+            table().iter().any(|a| a.matches(&written)).then(|| {
+                (
+                    short.to_owned(),
+                    written,
+                    scope,
+                    crate::tree::line_of(&parsed.source, n.start_byte()),
+                )
+            })
+        })
 }
 
 /// Why library GEMM `name` (an alias of `cutlass::gemm::device::…` or of an adapter of
@@ -194,33 +207,27 @@ pub fn local(parsed: &Parsed, name: &str) -> Option<(String, String, String, usi
 /// such alias is named `name`.
 pub fn own_buffers(parsed: &Parsed, name: &str) -> Option<ExtractError> {
     let short = name.rsplit("::").next().unwrap_or(name).trim();
-    let squeeze = |t: &str| t.split_whitespace().collect::<Vec<_>>().join(" ");
-    let mut alias = None;
+    let (template, line) = aliases_named(parsed, name)
+        .into_iter()
+        .find_map(|(n, written)| {
+            let template = written.split('<').next().unwrap_or("").trim().to_owned();
+            (template.contains("gemm::device::") || table().iter().any(|a| a.matches(&written)))
+                .then(|| {
+                    (
+                        template,
+                        crate::tree::line_of(&parsed.source, n.start_byte()),
+                    )
+                })
+        })?;
     let mut functions = Vec::new();
     let mut stack = vec![parsed.tree.root_node()];
     while let Some(n) = stack.pop() {
         if n.kind() == "function_definition" {
             functions.push(n);
         }
-        if alias.is_none()
-            && n.kind() == "alias_declaration"
-            && let (Some(a), Some(ty)) =
-                (n.child_by_field_name("name"), n.child_by_field_name("type"))
-            && parsed.source[a.byte_range()].trim() == short
-        {
-            let written = squeeze(&parsed.source[ty.byte_range()]);
-            let template = written.split('<').next().unwrap_or("").trim();
-            if template.contains("gemm::device::") || table().iter().any(|a| a.matches(&written)) {
-                alias = Some((
-                    template.to_owned(),
-                    crate::tree::line_of(&parsed.source, n.start_byte()),
-                ));
-            }
-        }
         let mut cursor = n.walk();
         stack.extend(n.named_children(&mut cursor));
     }
-    let (template, line) = alias?;
     functions.sort_by_key(|f| f.start_byte());
     let launch = functions.iter().find_map(|f| {
         let text = &parsed.source[f.byte_range()];
@@ -243,7 +250,7 @@ pub fn own_buffers(parsed: &Parsed, name: &str) -> Option<ExtractError> {
                 {
                     for call in [".initialize(", ".run(", "("] {
                         let wanted = format!("{object}{call}");
-                        if let Some(at) = text.find(&wanted) {
+                        if let Some(at) = word_at(text, &wanted) {
                             let fname = crate::tree::function_name(parsed, *f).unwrap_or("a function");
                             return Some(format!(
                                 "it is run by `{wanted}…)` in `{fname}` (line {}), which builds the operands it passes itself",
@@ -264,6 +271,17 @@ pub fn own_buffers(parsed: &Parsed, name: &str) -> Option<ExtractError> {
         line,
         launch: launch
             .unwrap_or_else(|| "no function of this file runs an object of its type".to_owned()),
+    })
+}
+
+/// The first offset of `wanted` in `text` not preceded by a character of a name (so
+/// `op.run(` is not found in `gemm_op.run(`).
+fn word_at(text: &str, wanted: &str) -> Option<usize> {
+    text.match_indices(wanted).map(|(i, _)| i).find(|&i| {
+        !text[..i]
+            .chars()
+            .next_back()
+            .is_some_and(|c| c == '_' || c.is_ascii_alphanumeric())
     })
 }
 

@@ -736,7 +736,7 @@ fn a_library_gemm_run_on_buffers_its_launcher_makes_is_named_with_its_launch() {
     // A CUTLASS 2.x example's shape: the alias at namespace scope, a launcher that takes
     // an Options struct and allocates its own tensors, and a function-template launcher
     // whose template parameter the caller binds to the alias.
-    let src = "using Gemm = cutlass::gemm::device::Gemm<float, RowMajor, float, ColumnMajor, float, RowMajor>;\nusing Other = cutlass::gemm::device::GemmUniversal<float, RowMajor, float, RowMajor, float, RowMajor>;\nstruct Options { int m; };\nint run(Options& options) {\n  cutlass::HostTensor<float, RowMajor> tensor_a({options.m, 8});\n  typename Gemm::Arguments arguments{};\n  Gemm gemm_op;\n  gemm_op.initialize(arguments, nullptr);\n  return 0;\n}\ntemplate <typename T>\nint go(Options& o) {\n  T op;\n  typename T::Arguments args{};\n  op.initialize(args);\n  return 0;\n}\nint main() { Options o{}; run(o); return go<Other>(o); }\n";
+    let src = "using Gemm = cutlass::gemm::device::Gemm<float, RowMajor, float, ColumnMajor, float, RowMajor>;\nusing Other = cutlass::gemm::device::GemmUniversal<float, RowMajor, float, RowMajor, float, RowMajor>;\nstruct Options { int m; };\nint run(Options& options) {\n  cutlass::HostTensor<float, RowMajor> tensor_a({options.m, 8});\n  typename Gemm::Arguments arguments{};\n  Gemm gemm_op;\n  gemm_op.initialize(arguments, nullptr);\n  return 0;\n}\ntemplate <typename T>\nint go(Options& o) {\n  T op;\n  typename T::Arguments args{};\n  gemm_op.initialize(args);\n  op.initialize(args);\n  return 0;\n}\nint main() { Options o{}; run(o); return go<Other>(o); }\n";
     match extract(src, &request("Gemm")) {
         Err(e @ ExtractError::OwnBuffers { .. }) => {
             let text = e.to_string();
@@ -752,7 +752,7 @@ fn a_library_gemm_run_on_buffers_its_launcher_makes_is_named_with_its_launch() {
         Err(e @ ExtractError::OwnBuffers { .. }) => {
             assert!(
                 e.to_string()
-                    .contains("`op.initialize(…)` in `go` (line 15)"),
+                    .contains("`op.initialize(…)` in `go` (line 16)"),
                 "{e}"
             );
         }
