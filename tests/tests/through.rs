@@ -126,6 +126,8 @@ fn request(u: &Unit) -> Request {
                 r.binds.push((n.to_owned(), v.to_owned()));
             }
             "--layout" => r.layout = Some(value.clone()),
+            // The program's own build flag: the compile below passes it.
+            "--nvcc-flag" => {}
             other => panic!("{}: flag {other} is not one this test passes on", u.name),
         }
     }
@@ -155,6 +157,12 @@ fn check(u: &Unit, toolchain: &Toolchain, dir: &Path) -> Result<String, String> 
         arch: "sm_90a".to_owned(),
         includes,
         defines: u.defines.iter().map(|(n, v)| format!("{n}={v}")).collect(),
+        extra: u
+            .flags
+            .windows(2)
+            .filter(|w| w[0] == "--nvcc-flag")
+            .map(|w| w[1].clone())
+            .collect(),
         ..CompileFlags::default()
     };
     kwb_toolchain::compile_cubin(toolchain, &repro, &flags, &dir.join("repro.cubin")).map_err(

@@ -516,6 +516,7 @@ pub fn extract(
         host,
         repro,
         accumulator: None,
+        mma_input: None,
     })
 }
 

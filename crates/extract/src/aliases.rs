@@ -57,8 +57,32 @@ pub fn resolve(aliases: &[(String, String, Node<'_>)], ty: &str) -> String {
     current
 }
 
+/// `text` on one line, its comments dropped (`Swizzle, // <-- the only difference`
+/// between two template arguments is no part of the type).
 fn squeeze(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while !rest.is_empty() {
+        match (rest.find("//"), rest.find("/*")) {
+            (Some(l), b) if b.is_none_or(|b| l < b) => {
+                out.push_str(&rest[..l]);
+                out.push(' ');
+                rest = rest[l..].find('\n').map_or("", |e| &rest[l + e..]);
+            }
+            (_, Some(b)) => {
+                out.push_str(&rest[..b]);
+                out.push(' ');
+                rest = rest[b + 2..]
+                    .find("*/")
+                    .map_or("", |e| &rest[b + 2 + e + 2..]);
+            }
+            _ => {
+                out.push_str(rest);
+                rest = "";
+            }
+        }
+    }
+    out.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 #[cfg(test)]
@@ -73,5 +97,17 @@ mod tests {
         assert_eq!(super::resolve(&aliases, "Acc"), "float");
         assert_eq!(super::resolve(&aliases, "Local"), "Local");
         assert_eq!(super::resolve(&aliases, "__nv_bfloat16"), "__nv_bfloat16");
+    }
+
+    #[test]
+    fn comments_inside_an_alias_are_no_part_of_its_type() {
+        let parsed = kwb_syntax::parse(
+            "using G = Gemm<\n  float, /* A */ Swizzle, // <-- the only difference\n  Stages>;\n",
+        );
+        let aliases = super::all(&parsed);
+        assert_eq!(
+            super::resolve(&aliases, "G"),
+            "Gemm< float, Swizzle, Stages>"
+        );
     }
 }

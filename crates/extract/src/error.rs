@@ -38,6 +38,13 @@ pub enum ExtractError {
         line: usize,
         launch: String,
     },
+    #[error(
+        "`{alias}` is a library GEMM run through the program's own harness, and kwb cannot replay it: {why}"
+    )]
+    #[diagnostic(help(
+        "kwb replays the launcher that runs the GEMM object (`OBJ.initialize(args, …)`, `OBJ.run(args, …)` or `OBJ(args, …)`) up to that launch and runs it on its own problem; give it a launcher that takes the operands as parameters instead (a pointer, a size and a leading dimension each), and name that launcher's alias"
+    ))]
+    Harness { alias: String, why: String },
     #[error("`{kernel}` is a template and this file has no launch of it")]
     #[diagnostic(help("give the instantiation: --template '{kernel}<ARGS…>'"))]
     NoLaunch { kernel: String },

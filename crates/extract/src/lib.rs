@@ -163,6 +163,10 @@ pub struct Extraction {
     /// The type the file's MMAs accumulate in (`f16`, `f32`), where it names any.
     #[serde(default)]
     pub accumulator: Option<String>,
+    /// The precision the MMA reads A and B at where it is below their type's (`tf32`:
+    /// a tensor-op GEMM on `float` operands).
+    #[serde(default)]
+    pub mma_input: Option<String>,
 }
 
 /// Extracts the instantiation `request` names from `source`: the kernel alone where
@@ -204,8 +208,24 @@ fn route(source: &str, request: &Request) -> Result<Extraction, ExtractError> {
         })
         .unwrap_or(Err(ExtractError::NothingAsked));
     }
+    // A library GEMM a launcher runs on Arguments it builds from its own buffers.
+    let harness = |name: &str| -> Option<Result<Extraction, ExtractError>> {
+        (request.template.is_none() && through::harness::applies(&parsed, name))
+            .then(|| through::harness::extract(&parsed, name, request))
+    };
     if request.alone || request.instance.is_some() {
-        return alone(&parsed, request);
+        return match alone(&parsed, request) {
+            Err(e @ (ExtractError::UnknownKernel { .. } | ExtractError::LocalAdapter { .. }))
+                if !request.alone =>
+            {
+                request
+                    .kernel
+                    .as_deref()
+                    .and_then(harness)
+                    .unwrap_or(Err(e))
+            }
+            r => r,
+        };
     }
     match alone(&parsed, request) {
         Ok(x) => match gaps(&x) {
@@ -215,6 +235,9 @@ fn route(source: &str, request: &Request) -> Result<Extraction, ExtractError> {
                 match via(&why) {
                     Some(Ok(t)) => Ok(t),
                     Some(Err(e)) => {
+                        if let Some(Ok(h)) = request.kernel.as_deref().and_then(harness) {
+                            return Ok(h);
+                        }
                         let mut x = x;
                         x.host
                             .unavailable
@@ -253,9 +276,16 @@ fn route(source: &str, request: &Request) -> Result<Extraction, ExtractError> {
                 // A library GEMM's alias whose launcher makes its own operands: say so,
                 // rather than that the file has no kernel.
                 _ => match (&e, request.kernel.as_deref()) {
-                    (ExtractError::UnknownKernel { .. }, Some(name)) => {
-                        Err(adapter::own_buffers(&parsed, name).unwrap_or(e))
-                    }
+                    (
+                        ExtractError::UnknownKernel { .. } | ExtractError::LocalAdapter { .. },
+                        Some(name),
+                    ) => match harness(name) {
+                        Some(r) => r,
+                        None if matches!(e, ExtractError::UnknownKernel { .. }) => {
+                            Err(adapter::own_buffers(&parsed, name).unwrap_or(e))
+                        }
+                        None => Err(e),
+                    },
                     _ => Err(e),
                 },
             }
@@ -577,6 +607,7 @@ fn alone(parsed: &Parsed, request: &Request) -> Result<Extraction, ExtractError>
         host: host_entries,
         repro,
         accumulator: None,
+        mma_input: None,
     })
 }
 

@@ -51,6 +51,10 @@ pub struct KernelSection {
     /// runner's tolerance for random inputs follows it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub accumulator: Option<String>,
+    /// The precision the MMA reads A and B at where it is below their type's (`tf32`):
+    /// a runner's tolerance for random inputs follows it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mma_input: Option<String>,
 }
 
 /// The launch site's arguments and configuration.
@@ -108,6 +112,7 @@ impl Manifest {
                 kernel_symbol: crate::KERNEL_SYMBOL.to_owned(),
                 template_args: x.args.clone(),
                 accumulator: x.accumulator.clone(),
+                mma_input: x.mma_input.clone(),
             },
             params: x.kernel.params.clone(),
             launch: x.launch.as_ref().map(|l| LaunchSection {

@@ -730,37 +730,3 @@ fn an_adapter_alias_inside_a_function_is_named_with_where_it_is() {
         Err(ExtractError::UnknownKernel { .. })
     ));
 }
-
-#[test]
-fn a_library_gemm_run_on_buffers_its_launcher_makes_is_named_with_its_launch() {
-    // A CUTLASS 2.x example's shape: the alias at namespace scope, a launcher that takes
-    // an Options struct and allocates its own tensors, and a function-template launcher
-    // whose template parameter the caller binds to the alias.
-    let src = "using Gemm = cutlass::gemm::device::Gemm<float, RowMajor, float, ColumnMajor, float, RowMajor>;\nusing Other = cutlass::gemm::device::GemmUniversal<float, RowMajor, float, RowMajor, float, RowMajor>;\nstruct Options { int m; };\nint run(Options& options) {\n  cutlass::HostTensor<float, RowMajor> tensor_a({options.m, 8});\n  typename Gemm::Arguments arguments{};\n  Gemm gemm_op;\n  gemm_op.initialize(arguments, nullptr);\n  return 0;\n}\ntemplate <typename T>\nint go(Options& o) {\n  T op;\n  typename T::Arguments args{};\n  gemm_op.initialize(args);\n  op.initialize(args);\n  return 0;\n}\nint main() { Options o{}; run(o); return go<Other>(o); }\n";
-    match extract(src, &request("Gemm")) {
-        Err(e @ ExtractError::OwnBuffers { .. }) => {
-            let text = e.to_string();
-            assert!(
-                text.contains("`cutlass::gemm::device::Gemm<…>` (line 1)")
-                    && text.contains("`gemm_op.initialize(…)` in `run` (line 8)"),
-                "{text}"
-            );
-        }
-        other => panic!("{other:?}"),
-    }
-    match extract(src, &request("Other")) {
-        Err(e @ ExtractError::OwnBuffers { .. }) => {
-            assert!(
-                e.to_string()
-                    .contains("`op.initialize(…)` in `go` (line 16)"),
-                "{e}"
-            );
-        }
-        other => panic!("{other:?}"),
-    }
-    // A name that is neither a kernel nor a library GEMM is still an unknown kernel.
-    assert!(matches!(
-        extract(src, &request("Options")),
-        Err(ExtractError::UnknownKernel { .. })
-    ));
-}

@@ -196,6 +196,7 @@ mod tests {
             tile: (128, 128),
             tile_known: false,
             accumulator: None,
+            mma_precision: None,
         }
     }
 

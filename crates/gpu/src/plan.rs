@@ -154,6 +154,10 @@ pub struct Plan {
     /// random rung's tolerance).
     #[serde(default)]
     pub accumulator: Option<Dtype>,
+    /// The significand bits the MMA reads A and B with, where the manifest says they
+    /// are fewer than A's type holds (`tf32`: 11).
+    #[serde(default)]
+    pub mma_precision: Option<i32>,
 }
 
 /// How the user asked to run it.
@@ -387,6 +391,10 @@ impl Plan {
                 .collect(),
             tile: kernel_tile.unwrap_or((128, 128)),
             accumulator: manifest.kernel.accumulator.as_deref().and_then(dtype_named),
+            mma_precision: match manifest.kernel.mma_input.as_deref() {
+                Some("tf32") => Some(11),
+                _ => None,
+            },
             tile_known: kernel_tile.is_some(),
         })
     }
@@ -402,6 +410,7 @@ impl Plan {
         if let Some(acc) = self.accumulator {
             p.accumulator = acc;
         }
+        p.mma_precision = self.mma_precision;
         p.bias = self.operands.iter().any(|o| o.role == Role::Bias);
         Ok(p)
     }

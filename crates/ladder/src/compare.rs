@@ -54,8 +54,17 @@ fn tolerance(rung: Rung, problem: &Problem, answer: &[f64]) -> f64 {
     }
     let peak = answer.iter().fold(0.0f64, |p, v| p.max(v.abs()));
     let per_step = 1e-5f64.max(2f64.powi(-problem.accumulator.precision() + 1));
+    // Operands read at fewer bits than they hold: each product of two uniform
+    // [-1, 1) values off by up to two of the MMA's input ulps, summed over K.
+    let inputs = match problem.mma_precision {
+        Some(p) if p < problem.input.precision() => {
+            f64::from(problem.alpha.abs()) * 2f64.powi(-p + 2) * (problem.k as f64).sqrt()
+        }
+        _ => 0.0,
+    };
     peak * 2f64.powi(-problem.output.precision() + 2)
         + per_step * (problem.k as f64).sqrt() * (peak + 1.0)
+        + inputs
 }
 
 /// Compares `output` (M x N, row-major, as read back and widened to f32) with the
@@ -255,6 +264,22 @@ mod tests {
         // Still far below the outputs: a dropped K tile (about a quarter of 30) shows.
         assert!(f16_tol < 3.0, "{f16_tol}");
         assert_eq!(tolerance(Rung::Ones, &p, &answer), 0.0);
+    }
+
+    #[test]
+    fn operands_read_at_fewer_bits_widen_the_random_tolerance() {
+        let mut p = Problem::new(64, 64, 1024, Dtype::F32, Dtype::F32).unwrap();
+        let answer = vec![1.0; 64 * 64];
+        let f32_tol = tolerance(Rung::Random { seed: 1 }, &p, &answer);
+        p.mma_precision = Some(11);
+        let tf32_tol = tolerance(Rung::Random { seed: 1 }, &p, &answer);
+        assert!(tf32_tol > 5.0 * f32_tol, "{f32_tol} {tf32_tol}");
+        assert_eq!(tolerance(Rung::Ones, &p, &answer), 0.0);
+        // A type that holds no more bits than the MMA reads is unchanged.
+        let mut q = Problem::new(64, 64, 1024, Dtype::Bf16, Dtype::F32).unwrap();
+        let before = tolerance(Rung::Random { seed: 1 }, &q, &answer);
+        q.mma_precision = Some(11);
+        assert_eq!(tolerance(Rung::Random { seed: 1 }, &q, &answer), before);
     }
 
     #[test]

@@ -22,6 +22,10 @@ pub struct Problem {
     /// The type the kernel accumulates in (f32 unless a runner knows otherwise): the
     /// tolerance for random inputs grows with its rounding.
     pub accumulator: Dtype,
+    /// The significand bits (the implicit one counted) the MMA reads A and B with,
+    /// where fewer than their type's (a tf32 MMA on f32 operands: 11); None: their
+    /// type's. The tolerance for random inputs grows with the rounding.
+    pub mma_precision: Option<i32>,
     /// Whether the GEMM adds a bias vector broadcast along M (`bias[n]` to every
     /// output of column n): a kernel or launcher that takes one.
     pub bias: bool,
@@ -48,6 +52,7 @@ impl Problem {
             input,
             output,
             accumulator: Dtype::F32,
+            mma_precision: None,
             bias: false,
         })
     }

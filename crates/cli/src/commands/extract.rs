@@ -67,6 +67,11 @@ pub struct Target {
     /// command, gives the flags as -p would (relative paths from the current folder)
     #[arg(long, value_name = "LOG", conflicts_with = "compile_commands")]
     flags_from: Option<PathBuf>,
+    /// A code-generation flag of the production build, passed to nvcc as given
+    /// (`--nvcc-flag=--expt-relaxed-constexpr`, as CUTLASS's own build passes); on top
+    /// of those -p or --flags-from give
+    #[arg(long = "nvcc-flag", value_name = "FLAG", allow_hyphen_values = true)]
+    nvcc_flags: Vec<String>,
     /// The C++ standard of the build [default: the database's, else c++17]
     #[arg(long)]
     std: Option<String>,
@@ -107,8 +112,9 @@ pub struct Target {
     #[arg(long)]
     alone: bool,
     /// The Nth (from 1) of the instantiations the file's launch sites use, where
-    /// they use several; the kernel alone [default: the one the launcher `main`
-    /// calls reaches]
+    /// they use several (the kernel alone), or of the calls that run a library GEMM
+    /// through the program's own harness [default: the one the launcher `main` calls
+    /// reaches; a harness's first call]
     #[arg(long, value_name = "N", conflicts_with_all = ["template", "through"])]
     instance: Option<usize>,
 }
@@ -277,7 +283,12 @@ pub fn extract_to(target: &Target, output: &Path) -> Result<Extraction, i32> {
             .unwrap_or_else(|| "sm_90a".to_owned()),
         defines: defines.iter().map(|(n, v)| format!("{n}={v}")).collect(),
         includes,
-        other: db_flags.other.clone(),
+        other: db_flags
+            .other
+            .iter()
+            .chain(&target.nvcc_flags)
+            .cloned()
+            .collect(),
         from: match source_of_flags {
             None => "command line".to_owned(),
             Some((p, false)) => format!("{} and the command line", p.display()),

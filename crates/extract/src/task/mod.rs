@@ -519,5 +519,6 @@ pub(crate) fn extract(
         host,
         repro,
         accumulator: None,
+        mma_input: None,
     })
 }

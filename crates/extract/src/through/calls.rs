@@ -237,7 +237,7 @@ fn callee_name(text: &str) -> String {
 }
 
 /// The names of a template declaration's parameters.
-fn template_names(parsed: &Parsed, template: Node<'_>) -> Vec<String> {
+pub(crate) fn template_names(parsed: &Parsed, template: Node<'_>) -> Vec<String> {
     let Some(list) = template.child_by_field_name("parameters") else {
         return Vec::new();
     };

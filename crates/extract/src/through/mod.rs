@@ -13,7 +13,8 @@
 //! whenever the file does and the entry's arguments do.
 
 mod bind;
-mod calls;
+pub(crate) mod calls;
+pub(crate) mod harness;
 mod layout;
 
 use kwb_syntax::Parsed;
@@ -603,6 +604,7 @@ fn at(
         },
         repro: text,
         accumulator: None,
+        mma_input: None,
     })
 }
 
