@@ -46,6 +46,14 @@ pub enum GpuError {
         )
     )]
     NoOutput,
+    #[error("the manifest's epilogue activation `{0}` is none kwb's answer applies")]
+    #[diagnostic(
+        code(kwb::run::activation),
+        help(
+            "kwb models `relu`; re-extract with this kwb-extract, which refuses what it cannot model"
+        )
+    )]
+    UnknownActivation(String),
     #[error("the launch configuration is unknown: {why}")]
     #[diagnostic(
         code(kwb::run::config),

@@ -616,6 +616,10 @@ impl Judging<'_> {
                                 *v += f64::from(bias[i % plan.n]);
                             }
                         }
+                        // Nor an epilogue's activation: applied after the bias.
+                        for v in answer.iter_mut() {
+                            *v = self.problem.activation.apply(*v);
+                        }
                         answer
                     }
                     None => host_answer.to_vec(),

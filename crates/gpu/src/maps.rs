@@ -197,6 +197,7 @@ mod tests {
             tile_known: false,
             accumulator: None,
             mma_precision: None,
+            activation: None,
         }
     }
 

@@ -158,6 +158,9 @@ pub struct Plan {
     /// are fewer than A's type holds (`tf32`: 11).
     #[serde(default)]
     pub mma_precision: Option<i32>,
+    /// The elementwise function the epilogue applies, where the manifest names one.
+    #[serde(default)]
+    pub activation: Option<String>,
 }
 
 /// How the user asked to run it.
@@ -391,6 +394,7 @@ impl Plan {
                 .collect(),
             tile: kernel_tile.unwrap_or((128, 128)),
             accumulator: manifest.kernel.accumulator.as_deref().and_then(dtype_named),
+            activation: through.and_then(|t| t.activation.clone()),
             mma_precision: match manifest.kernel.mma_input.as_deref() {
                 Some("tf32") => Some(11),
                 _ => None,
@@ -411,6 +415,10 @@ impl Plan {
             p.accumulator = acc;
         }
         p.mma_precision = self.mma_precision;
+        if let Some(name) = &self.activation {
+            p.activation = kwb_ladder::Activation::named(name)
+                .ok_or_else(|| GpuError::UnknownActivation(name.clone()))?;
+        }
         p.bias = self.operands.iter().any(|o| o.role == Role::Bias);
         Ok(p)
     }

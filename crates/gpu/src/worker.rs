@@ -88,6 +88,20 @@ pub fn main(path: &Path) -> i32 {
     // SAFETY: cudarc's event tracking only orders its own streams; this worker uses
     // one stream and synchronizes it explicitly.
     unsafe { ctx.disable_event_tracking() };
+    // The driver's symbols made global first, as a program linked with `-lcuda` has
+    // them: a reproducer that holds a whole translation unit may call the driver API
+    // itself (CUTLASS's utilities do), which cudarc's own local load does not resolve.
+    // SAFETY: the driver library is already loaded (driver_present, cudarc); this only
+    // widens the visibility of its symbols, and the handle lives as long as the process.
+    match unsafe {
+        libloading::os::unix::Library::open(
+            Some("libcuda.so.1"),
+            libloading::os::unix::RTLD_NOW | libloading::os::unix::RTLD_GLOBAL,
+        )
+    } {
+        Ok(driver) => std::mem::forget(driver),
+        Err(e) => return fail(None, "context", format!("libcuda.so.1: {e}")),
+    }
     // SAFETY: the library is a reproducer kwb-extract wrote and nvcc built; loading
     // it runs the CUDA runtime's registration of its kernels.
     let library = match unsafe { libloading::Library::new(&job.library) } {

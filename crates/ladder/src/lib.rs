@@ -23,5 +23,5 @@ mod rung;
 pub use crate::compare::{Comparison, TileGrid, compare};
 pub use crate::dtype::Dtype;
 pub use crate::error::LadderError;
-pub use crate::problem::Problem;
+pub use crate::problem::{Activation, Problem};
 pub use crate::rung::{Operands, Rung};

@@ -26,9 +26,41 @@ pub struct Problem {
     /// where fewer than their type's (a tf32 MMA on f32 operands: 11); None: their
     /// type's. The tolerance for random inputs grows with the rounding.
     pub mma_precision: Option<i32>,
+    /// The elementwise function the epilogue applies to `alpha·A·B + beta·C [+ bias]`.
+    pub activation: Activation,
     /// Whether the GEMM adds a bias vector broadcast along M (`bias[n]` to every
     /// output of column n): a kernel or launcher that takes one.
     pub bias: bool,
+}
+
+/// An elementwise function an epilogue applies to its linear combination.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Activation {
+    #[default]
+    Identity,
+    /// max(0, x).
+    Relu,
+}
+
+impl Activation {
+    /// By the name a manifest gives (`relu`); None for a name kwb does not model.
+    pub fn named(name: &str) -> Option<Activation> {
+        match name {
+            "identity" | "none" => Some(Activation::Identity),
+            "relu" => Some(Activation::Relu),
+            _ => None,
+        }
+    }
+
+    pub fn apply(self, v: f64) -> f64 {
+        match self {
+            Activation::Identity => v,
+            // NaN stays NaN: a kernel's NaN must not pass as a clamped 0.
+            Activation::Relu if v < 0.0 => 0.0,
+            Activation::Relu => v,
+        }
+    }
 }
 
 impl Problem {
@@ -53,6 +85,7 @@ impl Problem {
             output,
             accumulator: Dtype::F32,
             mma_precision: None,
+            activation: Activation::Identity,
             bias: false,
         })
     }
@@ -74,6 +107,7 @@ impl Problem {
                 if self.bias {
                     d[i * n + j] += o.bias.get(j).map_or(0.0, |v| f64::from(*v));
                 }
+                d[i * n + j] = self.activation.apply(d[i * n + j]);
             }
         }
         d
@@ -101,6 +135,14 @@ mod tests {
         assert_eq!(p.reference(&o), vec![19.0, 31.0, 31.0, 43.0]);
         o.bias.clear();
         assert_eq!(p.reference(&o), vec![9.0, 11.0, 21.0, 23.0]);
+        // An epilogue's ReLU clamps the negative outputs, NaN kept.
+        p.alpha = -1.0;
+        p.activation = Activation::Relu;
+        assert_eq!(p.reference(&o), vec![0.0, 0.0, 0.0, 0.0]);
+        p.alpha = 1.0;
+        p.beta = -10.0;
+        assert_eq!(p.reference(&o), vec![0.0, 0.0, 0.0, 0.0]);
+        assert!(Activation::Relu.apply(f64::NAN).is_nan());
         assert!(Problem::new(0, 1, 1, Dtype::F32, Dtype::F32).is_err());
     }
 }

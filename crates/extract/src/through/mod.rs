@@ -54,6 +54,10 @@ pub struct Through {
     pub alpha: Option<f32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub beta: Option<f32>,
+    /// The elementwise function the epilogue applies to `alpha·A·B + beta·C` (`relu`),
+    /// where it applies one: the runner's answer applies it too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub activation: Option<String>,
     /// What the reproducer holds of the file.
     pub unit: String,
 }
@@ -582,6 +586,7 @@ fn at(
         layout,
         alpha,
         beta,
+        activation: None,
         unit,
     };
     let instantiation = format!(

@@ -68,6 +68,26 @@ fn expansion_names(written: &str, resolve: &dyn Fn(&str) -> String) -> Vec<Strin
     names
 }
 
+/// The elementwise function the epilogue under `written` applies: `Ok(None)` for none,
+/// `Ok(Some(model))` for one kwb's answer applies too, `Err(name)` for one it does not
+/// model.
+pub(crate) fn activation(
+    written: &str,
+    resolve: &dyn Fn(&str) -> String,
+) -> Result<Option<String>, String> {
+    let names = expansion_names(written, resolve);
+    for a in &table().activation {
+        if let Some(found) = a.names.iter().find(|n| names.contains(n)) {
+            return if a.reads.is_empty() {
+                Err(found.clone())
+            } else {
+                Ok(Some(a.reads.clone()))
+            };
+        }
+    }
+    Ok(None)
+}
+
 /// What the MMA under `written` reads A and B as, where fewer bits than `types` (A's
 /// and B's) hold: `tf32` for a tensor-op GEMM on `float`s.
 pub(crate) fn mma_input(
@@ -116,10 +136,19 @@ struct MmaInput {
     reads: String,
 }
 
+/// An elementwise function an epilogue applies (`[[activation]]`).
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Activation {
+    names: Vec<String>,
+    reads: String,
+}
+
 #[derive(serde::Deserialize)]
 struct Table {
     gemm: Vec<Gemm>,
     mma_input: Vec<MmaInput>,
+    activation: Vec<Activation>,
     carrier: Vec<Carrier>,
 }
 
@@ -131,6 +160,7 @@ fn table() -> &'static Table {
             Table {
                 gemm: Vec::new(),
                 mma_input: Vec::new(),
+                activation: Vec::new(),
                 carrier: Vec::new(),
             },
         )

@@ -101,6 +101,11 @@ pub(crate) fn extract(
             "it is {what} (its kernel's problem shape is `{found}`), and a reproducer runs one GEMM"
         )));
     }
+    let activation = library::activation(&instance.gemm, &resolve).map_err(|name| {
+        refuse(format!(
+            "its epilogue applies `{name}` to alpha·A·B + beta·C, which kwb's reference does not model (every rung whose outputs it changes would fail a correct program)"
+        ))
+    })?;
     let types = library::operand_types(&instance.gemm, &resolve);
     let layout = match &request.layout {
         Some(text) => Layout::parse(text).map_err(|why| ExtractError::BadLayout {
@@ -244,7 +249,7 @@ pub(crate) fn extract(
     let top = top_level(l.node);
     let prelude_at = top.start_byte();
     let prelude = format!(
-        "// ---- kwb-extract: what the replay below needs ----\n#include <cuda_runtime.h>\n#include <cstdio>\n#include <iostream>\n#include <type_traits>\n{PROBLEM_STRUCT}struct kwb_reached {{ int status; }};\nstatic const kwb_problem* kwb_harness_problem = nullptr;\nstatic cudaStream_t kwb_harness_stream = nullptr;\ntemplate <class T> auto kwb_set_scalars(T& t, float a, float b, int) -> decltype(t.alpha = a, t.beta = b, true) {{\n  t.alpha = static_cast<decltype(t.alpha)>(a);\n  t.beta = static_cast<decltype(t.beta)>(b);\n  return true;\n}}\ntemplate <class T> bool kwb_set_scalars(T&, float, float, long) {{ return false; }}\n{}#line {} \"{file}\"\n",
+        "// ---- kwb-extract: what the replay below needs ----\n#include <cuda_runtime.h>\n#include <cstdio>\n#include <iostream>\n#include <type_traits>\n{PROBLEM_STRUCT}struct kwb_reached {{ int status; }};\nstatic const kwb_problem* kwb_harness_problem = nullptr;\nstatic cudaStream_t kwb_harness_stream = nullptr;\ntemplate <class T> auto kwb_scalar_pointers_cleared(T& t, int) -> decltype(t.alpha_ptr = nullptr, t.beta_ptr = nullptr, void()) {{\n  t.alpha_ptr = nullptr;\n  t.beta_ptr = nullptr;\n}}\ntemplate <class T> void kwb_scalar_pointers_cleared(T&, long) {{}}\ntemplate <class T> auto kwb_set_scalars(T& t, float a, float b, int) -> decltype(t.alpha = a, t.beta = b, true) {{\n  t.alpha = static_cast<decltype(t.alpha)>(a);\n  t.beta = static_cast<decltype(t.beta)>(b);\n  // A device pointer to alpha or beta would override the values set here.\n  kwb_scalar_pointers_cleared(t, 0);\n  return true;\n}}\ntemplate <class T> bool kwb_set_scalars(T&, float, float, long) {{ return false; }}\n{}#line {} \"{file}\"\n",
         gemm.prelude,
         crate::tree::line_of(src, prelude_at),
     );
@@ -310,6 +315,7 @@ pub(crate) fn extract(
         layout,
         alpha: None,
         beta: None,
+        activation,
         unit,
     };
     let others = if instances.len() > 1 {
