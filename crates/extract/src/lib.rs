@@ -174,7 +174,10 @@ pub struct Extraction {
 /// launcher that reaches it.
 pub fn extract(source: &str, request: &Request) -> Result<Extraction, ExtractError> {
     let mut x = route(source, request)?;
-    x.accumulator = accumulator::of(source).map(str::to_owned);
+    // What the route read off the instantiation, else what the file's MMAs say.
+    if x.accumulator.is_none() {
+        x.accumulator = accumulator::of(source).map(str::to_owned);
+    }
     Ok(x)
 }
 

@@ -198,6 +198,7 @@ mod tests {
             accumulator: None,
             mma_precision: None,
             activation: None,
+            output_saturates: false,
         }
     }
 

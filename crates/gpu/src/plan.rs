@@ -161,6 +161,9 @@ pub struct Plan {
     /// The elementwise function the epilogue applies, where the manifest names one.
     #[serde(default)]
     pub activation: Option<String>,
+    /// The output conversion saturates (the manifest says so).
+    #[serde(default)]
+    pub output_saturates: bool,
 }
 
 /// How the user asked to run it.
@@ -395,6 +398,7 @@ impl Plan {
             tile: kernel_tile.unwrap_or((128, 128)),
             accumulator: manifest.kernel.accumulator.as_deref().and_then(dtype_named),
             activation: through.and_then(|t| t.activation.clone()),
+            output_saturates: through.is_some_and(|t| t.output_saturates),
             mma_precision: match manifest.kernel.mma_input.as_deref() {
                 Some("tf32") => Some(11),
                 _ => None,
@@ -415,6 +419,7 @@ impl Plan {
             p.accumulator = acc;
         }
         p.mma_precision = self.mma_precision;
+        p.output_saturates = self.output_saturates;
         if let Some(name) = &self.activation {
             p.activation = kwb_ladder::Activation::named(name)
                 .ok_or_else(|| GpuError::UnknownActivation(name.clone()))?;

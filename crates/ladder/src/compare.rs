@@ -94,10 +94,11 @@ pub fn compare(
     for i in 0..m {
         for j in 0..n {
             let got = f64::from(output[i * n + j]);
+            let answer_ij = problem.saturated(answer[i * n + j]);
             let want = if exact {
-                f64::from(problem.output.round(answer[i * n + j] as f32))
+                f64::from(problem.output.round(answer_ij as f32))
             } else {
-                answer[i * n + j]
+                answer_ij
             };
             let cell = &mut grid[(i / tile.0) * cols + j / tile.1];
             if got.is_nan() || got.is_infinite() {
@@ -280,6 +281,21 @@ mod tests {
         let before = tolerance(Rung::Random { seed: 1 }, &q, &answer);
         q.mma_precision = Some(11);
         assert_eq!(tolerance(Rung::Random { seed: 1 }, &q, &answer), before);
+    }
+
+    #[test]
+    fn a_saturating_output_conversion_is_compared_saturated() {
+        let mut p = Problem::new(1, 2, 1, Dtype::E4m3, Dtype::E4m3).unwrap();
+        let answer = [2048.5, -1000.0];
+        let out = [448.0f32, -448.0];
+        let unsaturated = compare(Rung::Ones, &p, &answer, &out, (1, 1)).unwrap();
+        assert!(!unsaturated.pass);
+        p.output_saturates = true;
+        let saturated = compare(Rung::Ones, &p, &answer, &out, (1, 1)).unwrap();
+        assert!(saturated.pass, "{saturated:?}");
+        // A kernel that wrote less than the saturated answer still fails.
+        let low = compare(Rung::Ones, &p, &answer, &[256.0, -448.0], (1, 1)).unwrap();
+        assert!(!low.pass);
     }
 
     #[test]

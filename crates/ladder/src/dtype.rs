@@ -46,6 +46,16 @@ impl Dtype {
         }
     }
 
+    /// The largest finite value.
+    pub fn max_finite(self) -> f64 {
+        match self {
+            Dtype::F32 => f64::from(f32::MAX),
+            Dtype::F16 => 65504.0,
+            Dtype::Bf16 => f64::from(f32::from_bits(0x7f7f_0000)),
+            Dtype::E4m3 => 448.0,
+        }
+    }
+
     /// Bytes per element: 4, 2 or 1.
     pub fn bytes(self) -> usize {
         match self {

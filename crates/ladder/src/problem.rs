@@ -28,6 +28,10 @@ pub struct Problem {
     pub mma_precision: Option<i32>,
     /// The elementwise function the epilogue applies to `alpha·A·B + beta·C [+ bias]`.
     pub activation: Activation,
+    /// Whether the kernel's conversion to the output type saturates to its largest
+    /// finite value (the hardware's f32 to fp8 `cvt.rn.satfinite`, as CUTLASS's
+    /// epilogues convert) rather than overflowing to NaN or infinity.
+    pub output_saturates: bool,
     /// Whether the GEMM adds a bias vector broadcast along M (`bias[n]` to every
     /// output of column n): a kernel or launcher that takes one.
     pub bias: bool,
@@ -64,6 +68,17 @@ impl Activation {
 }
 
 impl Problem {
+    /// `v` as the kernel's output conversion leaves it: saturated where the kernel's
+    /// conversion saturates (NaN kept), not yet rounded.
+    pub fn saturated(&self, v: f64) -> f64 {
+        let max = self.output.max_finite();
+        if self.output_saturates && !v.is_nan() {
+            v.clamp(-max, max)
+        } else {
+            v
+        }
+    }
+
     /// A problem of this shape with alpha 1, beta 0; errors when a dimension is 0.
     pub fn new(
         m: usize,
@@ -86,6 +101,7 @@ impl Problem {
             accumulator: Dtype::F32,
             mma_precision: None,
             activation: Activation::Identity,
+            output_saturates: false,
             bias: false,
         })
     }

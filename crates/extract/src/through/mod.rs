@@ -58,6 +58,10 @@ pub struct Through {
     /// where it applies one: the runner's answer applies it too.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub activation: Option<String>,
+    /// Whether the output conversion saturates to the type's largest finite value (a
+    /// library epilogue's fp8 conversion): the runner's answer saturates too.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub output_saturates: bool,
     /// What the reproducer holds of the file.
     pub unit: String,
 }
@@ -587,6 +591,7 @@ fn at(
         alpha,
         beta,
         activation: None,
+        output_saturates: false,
         unit,
     };
     let instantiation = format!(

@@ -22,6 +22,9 @@ pub(crate) struct Gemm {
     pub rebind: String,
     /// The part of `{args}` holding alpha and beta.
     pub scalars: String,
+    /// Whether its epilogue's conversion to the output type saturates.
+    #[serde(default)]
+    pub saturates: bool,
     /// Names that, anywhere in the type's expansion, make it no one GEMM: what each is.
     #[serde(default)]
     pub refuse: std::collections::BTreeMap<String, String>,
@@ -115,6 +118,7 @@ pub(crate) fn mma_input(
 #[serde(deny_unknown_fields)]
 struct Carrier {
     template: String,
+    accumulator: Option<usize>,
     #[serde(rename = "A")]
     a: Option<[usize; 2]>,
     #[serde(rename = "B")]
@@ -243,6 +247,34 @@ pub(crate) fn operand_types(written: &str, resolve: &dyn Fn(&str) -> String) -> 
         }
     }
     out
+}
+
+/// The accumulator's element type the templates under `written` name (resolved).
+pub(crate) fn accumulator(written: &str, resolve: &dyn Fn(&str) -> String) -> Option<String> {
+    let mut queue = vec![(resolve(written), 0_usize)];
+    let mut at = 0;
+    while at < queue.len() {
+        let (text, depth) = queue[at].clone();
+        at += 1;
+        let Some((name, args)) = template_id(&text) else {
+            continue;
+        };
+        if let Some(i) = table()
+            .carrier
+            .iter()
+            .find(|c| names(&c.template, &name))
+            .and_then(|c| c.accumulator)
+            && let Some(a) = args.get(i)
+        {
+            return Some(resolve(a));
+        }
+        if depth < 4 {
+            for a in args {
+                queue.push((resolve(&a), depth + 1));
+            }
+        }
+    }
+    None
 }
 
 /// Whether layout `text` is row-major: `RowMajor`/`ColumnMajor` through the aliases,

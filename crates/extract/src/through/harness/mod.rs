@@ -211,8 +211,23 @@ pub(crate) fn extract(
         }
     }
     let object = &l.object;
+    // Where the epilogue's arguments have no alpha and beta of their own (an epilogue
+    // visitor tree's nested arguments), the caller's options fields bound to the
+    // problem are what the launcher built them from, if it has both.
+    let options_scalars = ["alpha", "beta"]
+        .iter()
+        .all(|r| setup.bindings.iter().any(|b| b.role == *r));
+    let scalars_block = if options_scalars {
+        format!(
+            "    if (!kwb_set_scalars({scalars}, kwb_p->alpha, kwb_p->beta, 0)) {{\n      // The launcher built them from the options' alpha and beta, bound above.\n    }}\n"
+        )
+    } else {
+        format!(
+            "    if (!kwb_set_scalars({scalars}, kwb_p->alpha, kwb_p->beta, 0)) {{\n      std::fprintf(stderr, \"kwb: the epilogue's arguments (%s) have no alpha and beta to set, and the caller passes none kwb bound\\n\", \"{scalars}\");\n      throw kwb_reached{{static_cast<int>(cudaErrorNotSupported)}};\n    }}\n"
+        )
+    };
     let launch_block = format!(
-        "  {{\n    // kwb-extract: the launch at {file}:{launch_line} (`{launch_text}`), run on the problem\n    const kwb_problem* kwb_p = kwb_harness_problem;\n    using kwb_gemm = typename std::remove_cv<typename std::remove_reference<decltype({object})>::type>::type;\n{checks}    auto kwb_args = {args};\n{rebind}    if (!kwb_set_scalars({scalars}, kwb_p->alpha, kwb_p->beta, 0)) {{\n      std::fprintf(stderr, \"kwb: the epilogue's arguments (%s) have no alpha and beta to set\\n\", \"{scalars}\");\n      throw kwb_reached{{static_cast<int>(cudaErrorNotSupported)}};\n    }}\n    size_t kwb_bytes = kwb_gemm::get_workspace_size(kwb_args);\n    void* kwb_workspace = nullptr;\n    if (kwb_bytes > 0) {{\n      if (cudaMalloc(&kwb_workspace, kwb_bytes) != cudaSuccess) throw kwb_reached{{static_cast<int>(cudaErrorMemoryAllocation)}};\n      cudaMemsetAsync(kwb_workspace, 0, kwb_bytes, kwb_harness_stream);\n    }}\n    auto kwb_status = {object}.can_implement(kwb_args);\n    if (kwb_status == cutlass::Status::kSuccess) kwb_status = {object}.initialize(kwb_args, kwb_workspace, kwb_harness_stream);\n    if (kwb_status == cutlass::Status::kSuccess) kwb_status = {object}.run(kwb_harness_stream);\n    cudaError_t kwb_error = cudaGetLastError();\n    if (kwb_error == cudaSuccess) kwb_error = cudaStreamSynchronize(kwb_harness_stream);\n    if (kwb_workspace != nullptr) cudaFree(kwb_workspace);\n    if (kwb_status != cutlass::Status::kSuccess) {{\n      std::fprintf(stderr, \"kwb: `{object}` refused the problem: %s\\n\", cutlass::cutlassGetStatusString(kwb_status));\n      throw kwb_reached{{static_cast<int>(cudaErrorInvalidValue)}};\n    }}\n    throw kwb_reached{{static_cast<int>(kwb_error)}};\n  }}\n",
+        "  {{\n    // kwb-extract: the launch at {file}:{launch_line} (`{launch_text}`), run on the problem\n    const kwb_problem* kwb_p = kwb_harness_problem;\n    using kwb_gemm = typename std::remove_cv<typename std::remove_reference<decltype({object})>::type>::type;\n{checks}    auto kwb_args = {args};\n{rebind}{scalars_block}    size_t kwb_bytes = kwb_gemm::get_workspace_size(kwb_args);\n    void* kwb_workspace = nullptr;\n    if (kwb_bytes > 0) {{\n      if (cudaMalloc(&kwb_workspace, kwb_bytes) != cudaSuccess) throw kwb_reached{{static_cast<int>(cudaErrorMemoryAllocation)}};\n      cudaMemsetAsync(kwb_workspace, 0, kwb_bytes, kwb_harness_stream);\n    }}\n    auto kwb_status = {object}.can_implement(kwb_args);\n    if (kwb_status == cutlass::Status::kSuccess) kwb_status = {object}.initialize(kwb_args, kwb_workspace, kwb_harness_stream);\n    if (kwb_status == cutlass::Status::kSuccess) kwb_status = {object}.run(kwb_harness_stream);\n    cudaError_t kwb_error = cudaGetLastError();\n    if (kwb_error == cudaSuccess) kwb_error = cudaStreamSynchronize(kwb_harness_stream);\n    if (kwb_workspace != nullptr) cudaFree(kwb_workspace);\n    if (kwb_status != cutlass::Status::kSuccess) {{\n      std::fprintf(stderr, \"kwb: `{object}` refused the problem: %s\\n\", cutlass::cutlassGetStatusString(kwb_status));\n      throw kwb_reached{{static_cast<int>(cudaErrorInvalidValue)}};\n    }}\n    throw kwb_reached{{static_cast<int>(kwb_error)}};\n  }}\n",
         args = l.arguments,
     );
     let statement_line = crate::tree::line_of(src, body.start_byte());
@@ -316,6 +331,7 @@ pub(crate) fn extract(
         alpha: None,
         beta: None,
         activation,
+        output_saturates: gemm.saturates,
         unit,
     };
     let others = if instances.len() > 1 {
@@ -348,7 +364,7 @@ pub(crate) fn extract(
             ..HostEntries::default()
         },
         repro: text,
-        accumulator: None,
+        accumulator: library::accumulator(&instance.gemm, &resolve),
         mma_input: library::mma_input(&instance.gemm, &types, &resolve),
     })
 }
