@@ -142,8 +142,8 @@ impl Rung {
     }
 
     /// The rung's answer in closed form, when it has one (zeros, ones, seq-identity,
-    /// onehot-k): what `problem.reference` of its operands gives, without the
-    /// O(M·N·K) sum. A test holds the two equal.
+    /// onehot-k): what `problem.reference` of its operands gives (its activation
+    /// included), without the O(M·N·K) sum. A test holds the two equal.
     pub fn answer(self, problem: &Problem) -> Option<Vec<f64>> {
         let (m, n, k) = (problem.m, problem.n, problem.k);
         let alpha = f64::from(problem.alpha);
@@ -167,6 +167,9 @@ impl Rung {
                 }
             }
             _ => return None,
+        }
+        for v in &mut d {
+            *v = problem.activation.apply(*v);
         }
         Some(d)
     }
@@ -308,15 +311,23 @@ mod tests {
             ] {
                 let mut p = problem(m, n, k);
                 (p.alpha, p.beta, p.bias, p.input) = (alpha, beta, bias, input);
-                for r in [
-                    Rung::Zeros,
-                    Rung::Ones,
-                    Rung::SeqIdentity,
-                    Rung::OnehotK { k0: 0 },
-                    Rung::OnehotK { k0: k - 1 },
-                ] {
-                    let o = r.operands(&p).unwrap();
-                    assert_eq!(r.answer(&p), Some(p.reference(&o)), "{r:?} {m}x{n}x{k}");
+                // An epilogue's ReLU (alpha -3 makes outputs negative) in both.
+                for activation in [crate::Activation::Identity, crate::Activation::Relu] {
+                    p.activation = activation;
+                    for r in [
+                        Rung::Zeros,
+                        Rung::Ones,
+                        Rung::SeqIdentity,
+                        Rung::OnehotK { k0: 0 },
+                        Rung::OnehotK { k0: k - 1 },
+                    ] {
+                        let o = r.operands(&p).unwrap();
+                        assert_eq!(
+                            r.answer(&p),
+                            Some(p.reference(&o)),
+                            "{r:?} {m}x{n}x{k} {activation:?}"
+                        );
+                    }
                 }
                 assert_eq!(Rung::OnehotK { k0: k }.answer(&p), None);
                 assert_eq!(Rung::SmallInt { seed: 1 }.answer(&p), None);
