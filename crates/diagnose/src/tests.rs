@@ -1071,20 +1071,32 @@ mod pictures {
         assert_eq!(h.values[n + 3], 3.0);
         assert!(h.values[199 * n].is_infinite());
         assert_eq!(h.peak(), 3.0);
-        let png = heat_png(&h);
+        let png = heat_png(&h, "ones on gemm<128>");
         assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
-        // 200 x 8 cells at 2 pixels each: 16 x 400 pixels.
-        assert_eq!(&png[16..24], &[0, 0, 0, 16, 0, 0, 1, 144]);
-        // The IDAT chunk inflates to 400 rows of a filter byte and 16 RGB pixels, the
-        // cell of row 5 (pixel rows 2..4) red where column 3 is, the NaN's purple.
+        let width = u32::from_be_bytes(png[16..20].try_into().unwrap()) as usize;
+        let height = u32::from_be_bytes(png[20..24].try_into().unwrap()) as usize;
+        // 200 x 8 cells at 2 pixels each: a 16 x 400 plot, with room for the labels.
+        let (left, top) = crate::picture::plot_origin(&h);
+        assert!(
+            width > left + 16 && height > top + 400,
+            "{width} x {height}"
+        );
+        // The IDAT chunk inflates to a filter byte and the RGB pixels per row: the
+        // cell of row 5 (plot rows 2..4) red where column 3 is, the NaN's purple.
         let len = u32::from_be_bytes(png[33..37].try_into().unwrap()) as usize;
         assert_eq!(&png[37..41], b"IDAT");
         let raw = miniz_oxide::inflate::decompress_to_vec_zlib(&png[41..41 + len]).unwrap();
-        assert_eq!(raw.len(), 400 * (1 + 16 * 3));
-        let pixel = |y: usize, x: usize| &raw[y * 49 + 1 + x * 3..y * 49 + 1 + x * 3 + 3];
+        assert_eq!(raw.len(), height * (1 + width * 3));
+        let row = 1 + width * 3;
+        let pixel = |y: usize, x: usize| {
+            let at = (top + y) * row + 1 + (left + x) * 3;
+            &raw[at..at + 3]
+        };
         assert_eq!(pixel(2, 7), &[255, 0, 0]);
         assert_eq!(pixel(399, 0), &[128, 0, 128]);
         assert_eq!(pixel(2, 0), &[255, 255, 255]);
+        // The title is drawn in ink above the plot.
+        assert!((4..18).any(|y| (4..60).any(|x| raw[y * row + 1 + x * 3] == 40)));
         let svg = heat_svg(&h, "ones <fails>");
         assert!(svg.starts_with("<svg") && svg.contains("data:image/png;base64,iVBORw0KGgo"));
         assert!(svg.contains("ones &lt;fails&gt;"));

@@ -552,7 +552,7 @@ fn write_report(dir: &Path, d: &Diagnosis, report: Option<&Report>) -> Result<()
         let title = format!("{} on {}{label}", d.instantiation, r.rung);
         files.push((
             dir.join(format!("{stem}.png")),
-            kwb_diagnose::heat_png(heat),
+            kwb_diagnose::heat_png(heat, &title),
         ));
         files.push((
             dir.join(format!("{stem}.svg")),
