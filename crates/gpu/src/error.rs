@@ -54,6 +54,9 @@ pub enum GpuError {
         )
     )]
     UnknownActivation(String),
+    #[error("the traced reproducer: {0}")]
+    #[diagnostic(code(kwb::run::trace))]
+    Trace(String),
     #[error("the launch configuration is unknown: {why}")]
     #[diagnostic(
         code(kwb::run::config),

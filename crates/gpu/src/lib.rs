@@ -19,6 +19,7 @@ pub mod job;
 pub mod maps;
 pub mod plan;
 pub mod supervise;
+pub mod traced;
 pub mod worker;
 
 use std::path::{Path, PathBuf};
@@ -54,6 +55,8 @@ pub struct RunOptions {
     pub dump: Option<Dump>,
     /// Told each long step as it starts (a terminal's progress line).
     pub progress: Progress,
+    /// Variables set in the worker's environment (a traced build's `KWB_TRACE_OUT`).
+    pub worker_env: Vec<(String, String)>,
 }
 
 /// Where `run` says which long step it is in: building, preparing, on the GPU,
@@ -465,6 +468,7 @@ pub fn run(dir: &Path, options: &RunOptions) -> Result<Report, GpuError> {
     };
     let mut command = Command::new(program);
     command.args(prefix);
+    command.envs(options.worker_env.iter().map(|(k, v)| (k, v)));
     options.progress.step(&format!(
         "running {} rungs on the GPU (timeout {:.0} s each)",
         ladder.len(),

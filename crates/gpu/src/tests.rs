@@ -315,6 +315,7 @@ fn options(cache: &Path) -> RunOptions {
         reference: ReferenceOn::Host,
         dump: None,
         progress: Progress::default(),
+        worker_env: Vec::new(),
     }
 }
 

@@ -61,6 +61,11 @@ pub struct Args {
         requires = "full_trace"
     )]
     operands: Vec<PathBuf>,
+    /// The ladder alone: where no trace is given, kwb records none (by default, on a
+    /// GPU, it instruments the reproducer's kernel, builds it traced and records CTA
+    /// (0, 0, 0) on all-ones itself)
+    #[arg(long, conflicts_with_all = ["trace", "full_trace"])]
+    no_trace: bool,
     /// The gate the traces were recorded with (kwb-instrument --gate, e.g.
     /// 'REDUCTION_SIZE == 6144'): every record must carry its tag, so the trace holds
     /// that instantiation alone and cannot mix layers
@@ -79,7 +84,7 @@ const DEFAULT_SHAPE: (usize, usize, usize) = (256, 384, 1024);
 
 pub fn run(args: Args) -> i32 {
     // The trace first: a bad one is bad input, found before any build.
-    let trace = match &args.trace {
+    let mut trace = match &args.trace {
         None => None,
         Some(path) => match read_trace(path) {
             Ok(t) => Some(t),
@@ -159,6 +164,20 @@ pub fn run(args: Args) -> i32 {
     }
     let rungs: Vec<RungOutcome> = report.as_ref().map(outcomes).unwrap_or_default();
     let ladder = (!rungs.is_empty()).then(|| judge_ladder(&rungs));
+    // No trace given, a GPU there: kwb records the ones trace of the reproducer itself.
+    let mut recorded = None;
+    if trace.is_none() && full.is_none() && !args.no_trace && report.is_some() {
+        match record_ones(&args, &repro_dir, &extraction, &options) {
+            Ok(path) => match read_trace(&path) {
+                Ok(t) => {
+                    trace = Some(t);
+                    recorded = Some(path);
+                }
+                Err(code) => return code,
+            },
+            Err(why) => not_run.push(format!("the trace: {why}")),
+        }
+    }
     let trace_shape = args.trace_shape.unwrap_or(shape);
     let traced = trace.as_ref().map(|t| {
         // The ladder's ones rung checks the traced run's output only at its shape.
@@ -181,9 +200,9 @@ pub fn run(args: Args) -> i32 {
             },
         )
     });
-    if trace.is_none() && full.is_none() {
+    if trace.is_none() && full.is_none() && (args.no_trace || report.is_none()) {
         not_run.push(
-            "the trace: no --trace given (kwb-instrument the kernel, build with -DKWB_TRACE, run it on all-ones with KWB_TRACE_OUT=trace.bin); a trace is what isolates a stage".to_owned(),
+            "the trace: no --trace given (kwb-instrument the kernel, build with -DKWB_TRACE, run it on all-ones with KWB_TRACE_OUT=trace.bin; on a GPU without --no-trace kwb records it itself); a trace is what isolates a stage".to_owned(),
         );
     }
     let mut descriptors = descriptor_issues(&extraction);
@@ -235,7 +254,7 @@ pub fn run(args: Args) -> i32 {
         Some(_) => repro_dir.display().to_string(),
         None => "DIR/repro (rerun with --report DIR to keep the reproducer)".to_owned(),
     };
-    let reproduce = format!(
+    let mut reproduce = format!(
         "kwb run {kept} --shape {},{},{} --ladder {}",
         shape.0,
         shape.1,
@@ -247,6 +266,14 @@ pub fn run(args: Args) -> i32 {
             .collect::<Vec<_>>()
             .join(",")
     );
+    if let Some(path) = &recorded
+        && args.report.is_some()
+    {
+        reproduce.push_str(&format!(
+            "\nkwb trace show {}   # the ones trace kwb recorded (CTA 0,0,0)",
+            path.display()
+        ));
+    }
     let d = Diagnosis {
         instantiation: extraction.instantiation.clone(),
         source: args.target.file.display().to_string(),
@@ -288,6 +315,46 @@ pub fn run(args: Args) -> i32 {
     } else {
         exit::OK
     }
+}
+
+/// Records the trace a user would bring: the reproducer's kernel instrumented (every
+/// default probe, CTA (0, 0, 0)), built with `-DKWB_TRACE` beside the plain one and run
+/// on all-ones at the ladder's shape. The trace's path, or why there is none.
+fn record_ones(
+    args: &Args,
+    repro_dir: &Path,
+    extraction: &kwb_extract::Extraction,
+    options: &kwb_gpu::RunOptions,
+) -> Result<PathBuf, String> {
+    if extraction.host.tasks.is_some() {
+        return Err("not recorded: a megakernel task's reproducer runs the whole megakernel; give a trace of it with --trace (kwb-instrument --gate on the task's instantiation)".to_owned());
+    }
+    if extraction.kernel.line == 0 {
+        return Err(format!(
+            "not recorded: `{}` is a library kernel whose mainloop lives in its headers (kwb-instrument --overlay DIR -I <library> traces it; give the trace with --trace)",
+            extraction.kernel.name
+        ));
+    }
+    let (dir, out) = match &args.report {
+        Some(report) => (report.join("repro-traced"), report.join("trace-ones.bin")),
+        None => (repro_dir.join("traced"), repro_dir.join("trace-ones.bin")),
+    };
+    let request = kwb_gpu::traced::TraceRequest {
+        kernel: extraction.kernel.name.clone(),
+        cta: [0, 0, 0],
+        full_tile: false,
+        rung: kwb_ladder::Rung::Ones,
+        dir,
+        out,
+    };
+    let spinner = crate::progress::Spinner::new();
+    let mut traced_options = options.clone();
+    traced_options.progress = spinner.progress();
+    let recorded = kwb_gpu::traced::record(repro_dir, &request, &traced_options);
+    spinner.finish();
+    recorded
+        .map(|r| r.trace)
+        .map_err(|e| format!("kwb could not record it: {e}"))
 }
 
 /// The implicated sites in their source, miette style: one snippet per file that can

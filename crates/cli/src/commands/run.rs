@@ -307,6 +307,7 @@ pub fn run_options(
         reference: ladder.reference.into(),
         dump: None,
         progress,
+        worker_env: Vec::new(),
     })
 }
 

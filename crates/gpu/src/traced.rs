@@ -1,0 +1,194 @@
+//! A trace of the reproducer itself, so `kwb diagnose` needs no harness and no trace
+//! from the user: the reproducer's kernel is instrumented with kwb-instrument (every
+//! default probe kind, one CTA), the copy is built with `-DKWB_TRACE` beside the plain
+//! one, and it runs on one rung with `KWB_TRACE_OUT` set, so the worker's exit flush
+//! writes the trace.
+//!
+//! Invariant: the plain reproducer's folder is only read; the traced copy and the
+//! trace are written where the caller says.
+
+use std::path::{Path, PathBuf};
+
+use kwb_extract::manifest::Manifest;
+use kwb_ladder::Rung;
+
+use crate::error::GpuError;
+use crate::{Report, RunOptions};
+
+/// What to record.
+#[derive(Debug, Clone)]
+pub struct TraceRequest {
+    /// The kernel to instrument, as the reproducer names it.
+    pub kernel: String,
+    /// The CTA whose records are kept.
+    pub cta: [u32; 3],
+    /// Every value each probe looks at, with its coordinates (`--full-tile`).
+    pub full_tile: bool,
+    /// The rung the traced build runs on.
+    pub rung: Rung,
+    /// The folder of the traced copy (created).
+    pub dir: PathBuf,
+    /// The trace file.
+    pub out: PathBuf,
+}
+
+/// The traced run: the ladder's report of its rung and the trace it wrote.
+#[derive(Debug)]
+pub struct Recorded {
+    pub report: Report,
+    pub trace: PathBuf,
+    /// The probes kwb-instrument placed: (what each reads, its line in repro.cu).
+    pub probes: Vec<(String, usize)>,
+}
+
+/// Writes the traced copy of the reproducer in `plain` into `request.dir`: its files,
+/// `repro.cu` instrumented, `-DKWB_TRACE` in its manifest's build. The probes placed:
+/// (what each reads, its line in repro.cu).
+pub fn prepare(plain: &Path, request: &TraceRequest) -> Result<Vec<(String, usize)>, GpuError> {
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| GpuError::Io { path, source }
+    };
+    std::fs::create_dir_all(&request.dir).map_err(io(&request.dir))?;
+    // The reproducer's files (repro.cu, kwb.toml, build.sh, the local headers).
+    for entry in std::fs::read_dir(plain).map_err(io(plain))? {
+        let entry = entry.map_err(io(plain))?;
+        if entry.file_type().map_err(io(plain))?.is_file() {
+            let to = request.dir.join(entry.file_name());
+            std::fs::copy(entry.path(), &to).map_err(io(&to))?;
+        }
+    }
+    let source_path = request.dir.join("repro.cu");
+    let source = std::fs::read_to_string(&source_path).map_err(io(&source_path))?;
+    let config = kwb_instrument::Config {
+        kernel: Some(request.kernel.clone()),
+        file_name: "repro.cu".to_owned(),
+        cta: Some(request.cta),
+        full_tile: request.full_tile,
+        ..kwb_instrument::Config::default()
+    };
+    let (text, plan) = kwb_instrument::instrument(&source, &config)
+        .map_err(|e| GpuError::Trace(format!("kwb-instrument on the reproducer: {e}")))?;
+    if plan.probes.is_empty() {
+        return Err(GpuError::Trace(format!(
+            "kwb-instrument found no site to probe in `{}` of the reproducer",
+            request.kernel
+        )));
+    }
+    std::fs::write(&source_path, text).map_err(io(&source_path))?;
+    let manifest_path = request.dir.join("kwb.toml");
+    let manifest_text = std::fs::read_to_string(&manifest_path).map_err(io(&manifest_path))?;
+    let mut manifest = Manifest::from_toml(&manifest_text)
+        .map_err(|e| GpuError::Trace(format!("{}: {e}", manifest_path.display())))?;
+    if !manifest.build.defines.iter().any(|d| d == "KWB_TRACE") {
+        manifest.build.defines.push("KWB_TRACE".to_owned());
+    }
+    std::fs::write(&manifest_path, manifest.to_toml()).map_err(io(&manifest_path))?;
+    Ok(plan
+        .probes
+        .iter()
+        .map(|p| (p.what.clone(), p.line))
+        .collect())
+}
+
+/// [`prepare`]s the traced copy, builds and runs it on `request.rung` with `options`
+/// (its rungs replaced), and returns the trace the worker's exit flush wrote.
+pub fn record(
+    plain: &Path,
+    request: &TraceRequest,
+    options: &RunOptions,
+) -> Result<Recorded, GpuError> {
+    let probes = prepare(plain, request)?;
+    // A trace left by an earlier run must not pass for this one's.
+    if request.out.exists() {
+        std::fs::remove_file(&request.out).map_err(|source| GpuError::Io {
+            path: request.out.clone(),
+            source,
+        })?;
+    }
+    let mut traced = options.clone();
+    traced.rungs = vec![request.rung];
+    traced.worker_env.push((
+        "KWB_TRACE_OUT".to_owned(),
+        request.out.display().to_string(),
+    ));
+    let report = crate::run(&request.dir, &traced)?;
+    if !request.out.is_file() {
+        return Err(GpuError::Trace(format!(
+            "the traced run wrote no trace to {}{}",
+            request.out.display(),
+            report
+                .failed
+                .as_ref()
+                .map_or(String::new(), |why| format!(" ({why})"))
+        )));
+    }
+    Ok(Recorded {
+        report,
+        trace: request.out.clone(),
+        probes,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The bundled mma_sync kernel extracted alone, then its traced copy: the plain
+    /// folder untouched, the copy instrumented for CTA (0, 0, 0) and built with
+    /// `KWB_TRACE`.
+    #[test]
+    fn the_traced_copy_is_the_reproducer_instrumented_and_built_with_kwb_trace() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let file = root.join("kernels/mma_sync/gemm.cu");
+        let source = std::fs::read_to_string(&file).unwrap();
+        let request = kwb_extract::Request {
+            kernel: Some("gemm_mma_sync".to_owned()),
+            file_name: "gemm.cu".to_owned(),
+            ..kwb_extract::Request::default()
+        };
+        let x = kwb_extract::extract(&source, &request).expect("extracts");
+        let tmp = tempfile::tempdir().unwrap();
+        let plain = tmp.path().join("repro");
+        std::fs::create_dir_all(&plain).unwrap();
+        std::fs::write(plain.join("repro.cu"), &x.repro).unwrap();
+        let build = kwb_extract::manifest::Build {
+            std: "c++17".to_owned(),
+            arch: "sm_90a".to_owned(),
+            defines: Vec::new(),
+            includes: Vec::new(),
+            other: Vec::new(),
+            from: "command line".to_owned(),
+        };
+        let manifest = Manifest::new(&x, "gemm.cu", build);
+        std::fs::write(plain.join("kwb.toml"), manifest.to_toml()).unwrap();
+        let request = TraceRequest {
+            kernel: x.kernel.name.clone(),
+            cta: [0, 0, 0],
+            full_tile: false,
+            rung: Rung::Ones,
+            dir: tmp.path().join("traced"),
+            out: tmp.path().join("trace.bin"),
+        };
+        let probes = prepare(&plain, &request).expect("prepares");
+        assert!(probes.len() >= 3, "{probes:?}");
+        let traced = std::fs::read_to_string(request.dir.join("repro.cu")).unwrap();
+        assert!(kwb_instrument::is_instrumented(&traced));
+        assert!(traced.contains("KWB_TRACE_CTA_X"), "the CTA is pinned");
+        let m =
+            Manifest::from_toml(&std::fs::read_to_string(request.dir.join("kwb.toml")).unwrap())
+                .unwrap();
+        assert_eq!(m.build.defines, ["KWB_TRACE"]);
+        // The plain reproducer is only read.
+        assert_eq!(
+            std::fs::read_to_string(plain.join("repro.cu")).unwrap(),
+            x.repro
+        );
+        // A kernel the reproducer lacks is a traced-copy error, not a panic.
+        let missing = TraceRequest {
+            kernel: "no_such_kernel".to_owned(),
+            ..request
+        };
+        assert!(matches!(prepare(&plain, &missing), Err(GpuError::Trace(_))));
+    }
+}
