@@ -373,9 +373,11 @@ fn the_manifest_round_trips() {
     assert!(Manifest::from_toml("[kernel]\nsurprise = true\n").is_err());
 }
 
-/// A CUTLASS example, as its users write one: the kernel behind the adapter is
-/// extracted with its whole alias chain; the Arguments come from the example's
-/// `Options` struct, which kwb_problem cannot bind, and the manifest says so.
+/// A CUTLASS example, as its users write one: its launcher makes its own buffers from
+/// the example's `Options` struct and runs the adapter on Arguments built from them,
+/// so kwb reproduces it through the program's own harness (the launcher replayed up to
+/// the launch, the problem written into its Arguments). The compile check is
+/// tests/tests/through.rs's (tests/through.toml holds the example).
 #[test]
 fn a_cutlass_example_behind_the_adapter() {
     let Some(source) = cutlass_source() else {
@@ -394,37 +396,40 @@ fn a_cutlass_example_behind_the_adapter() {
         },
     )
     .unwrap();
-    assert_eq!(
-        x.instantiation,
-        "cutlass::device_kernel<typename Gemm::GemmKernel>"
+    assert!(
+        x.instantiation.starts_with(
+            "cutlass::gemm::device::GemmUniversalAdapter<GemmKernel> (run by `run<Gemm>(options)`"
+        ),
+        "{}",
+        x.instantiation
     );
     assert!(x.host.params.is_none());
+    let through = x.host.through.as_ref().expect("through the harness");
+    assert_eq!(through.path, ["main", "run"]);
+    assert_eq!(through.call, "kwb_replay_run<Gemm>(options)");
+    let l = &through.layout;
     assert_eq!(
-        x.host.unavailable,
+        (l.a.as_str(), l.b.as_str(), l.d.as_str()),
+        ("mk", "nk", "nm")
+    );
+    let bound: Vec<&str> = through.bindings.iter().map(|b| b.param.as_str()).collect();
+    assert_eq!(
+        bound,
         [
-            "kwb_params: the launcher's Arguments at line 349: launcher parameter `options` (`const Options &options`, role other) has no field in kwb_problem",
-            // Its launcher builds its own buffers from the options: nothing to bind.
-            "a reproducer through the launcher: launcher `run` takes no operand kwb reads as A, B, C or D"
+            "options.alpha",
+            "options.beta",
+            "options.m",
+            "options.n",
+            "options.k",
+            "Arguments"
         ]
     );
-    // The host harness (Options, the main loop, the reference check) is left out.
-    assert!(!x.repro.contains("int main("));
-    assert!(!x.repro.contains("struct Options"));
-    insta::assert_snapshot!("extract_cutlass_example_48", x.repro);
-    if std::env::var("KWB_RUN_SLOW_TESTS").as_deref() != Ok("1") {
-        return;
-    }
-    // With nvcc and the example's include folders, the reproducer compiles (the
-    // includes it keeps reach CUTLASS's reference utilities, which need curand's
-    // headers: the pinned toolchain has them).
-    let sass = compile_repro(
-        &x.repro,
-        vec![
-            source.join("include"),
-            source.join("tools/util/include"),
-            source.join("examples/common"),
-        ],
-        Vec::new(),
-    );
-    assert!(sass.contains("device_kernel"), "no kernel in the SASS");
+    assert_eq!(x.accumulator.as_deref(), Some("float"));
+    // The file is kept whole, main renamed; the entry is kwb's.
+    assert!(x.repro.contains("int kwb_user_main(") && x.repro.contains("struct Options"));
+    let entry = &x.repro[x
+        .repro
+        .find("// ---- kwb-extract: the runner's entry point")
+        .unwrap()..];
+    insta::assert_snapshot!("extract_cutlass_example_48_entry", entry);
 }

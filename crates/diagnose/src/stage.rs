@@ -85,6 +85,10 @@ pub enum Confound {
     /// hold `values` different values: several invocations (layers, chained tasks)
     /// mixed in one statistic, each possibly right on its own input.
     LayerMixing { values: usize },
+    /// The output is wrong and the trace holds no accumulator record (the probe did
+    /// not land, or the kernel's accumulator is not one kwb-instrument reads): an
+    /// unseen accumulator is no exact one, so the MMA and the operands stay open.
+    AccumulatorNotRecorded,
     /// The trace shows its CTA right up to the accumulator, and the output is wrong
     /// somewhere, but not (or not known to be) in the traced CTA's tile: another
     /// tile's operands or accumulation could be what is wrong.
@@ -113,6 +117,9 @@ impl Confound {
             ),
             Confound::ElsewhereThanTraced => {
                 "the traced CTA is right up to the accumulator, but the wrong outputs may lie in tiles it did not compute".to_owned()
+            }
+            Confound::AccumulatorNotRecorded => {
+                "the trace holds no accumulator record, so a wrong accumulation and a wrong epilogue read the same".to_owned()
             }
         }
     }

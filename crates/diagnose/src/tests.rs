@@ -314,6 +314,31 @@ fn a_clean_trace_under_a_wrong_output_is_the_epilogue() {
 }
 
 #[test]
+fn a_wrong_output_over_a_trace_without_accumulator_records_is_no_epilogue_verdict() {
+    // Only the epilogue's records landed (a CuTe kernel whose accumulator probes did
+    // not record): nothing clears the accumulation, so the epilogue is one candidate.
+    let records = vec![record(Kind::Epilogue, -1, 64.0, 64.0, 4096)];
+    let f = judge_ones(&trace(records), &run(256, 256, 65536, 0.03125));
+    assert_eq!(
+        (f.stage, f.status, f.confound.clone()),
+        (
+            Some(Stage::Epilogue),
+            Status::Draft,
+            Some(Confound::AccumulatorNotRecorded)
+        ),
+        "{}",
+        f.summary
+    );
+    assert!(f.alternatives.contains(&Stage::Mma));
+    // With the accumulator recorded and exact, the same output is the epilogue's.
+    let f = judge_ones(&trace(clean_ones()), &run(256, 256, 65536, 0.03125));
+    assert_eq!(
+        (f.stage, f.status),
+        (Some(Stage::Epilogue), Status::Verdict)
+    );
+}
+
+#[test]
 fn an_accumulator_that_counts_a_k_tile_twice_is_the_mma_with_the_tile_and_factor() {
     let mut records = clean_ones();
     // K tile 2 added twice: 32, 64, 128, 160; 160 after the mainloop.

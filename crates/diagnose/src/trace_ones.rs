@@ -197,6 +197,7 @@ pub fn judge_ones(trace: &Trace, run: &OnesRun) -> Finding {
         ));
     }
     let done = Stats::of(of_kind(Kind::Accumulator).filter(|r| r.k_tile < 0));
+    let acc_seen = !tiles.is_empty() || done.records > 0;
     if done.records > 0 {
         evidence.push(format!("accumulator after the mainloop: {}", done.range()));
         let wrong_end = full.is_some_and(|f| done.max != Some(f));
@@ -288,6 +289,19 @@ pub fn judge_ones(trace: &Trace, run: &OnesRun) -> Finding {
                 ),
                 ..base
             }
+        }
+    } else if let Some(output) = run.output.as_ref().filter(|_| output_wrong && !acc_seen) {
+        // Nothing of the accumulator to clear: the epilogue is one candidate of several.
+        Finding {
+            stage: Some(Stage::Epilogue),
+            alternatives: vec![Stage::Mma, Stage::OperandLoad, Stage::Descriptor],
+            confound: Some(Confound::AccumulatorNotRecorded),
+            factor: Some(output.ratio).filter(|r| r.is_finite()),
+            summary: format!(
+                "epilogue? (output wrong, but {})",
+                Confound::AccumulatorNotRecorded.describe()
+            ),
+            ..base
         }
     } else if let Some(output) = run.output.as_ref().filter(|_| output_wrong) {
         let region = traced_origin(trace);

@@ -339,6 +339,9 @@ fn unconfounded(t: &Finding) -> String {
         Some(Confound::LayerMixing { .. }) => {
             "a trace pinned to one instantiation (kwb-instrument --gate 'EXPR', e.g. REDUCTION_SIZE == 6144)".to_owned()
         }
+        Some(Confound::AccumulatorNotRecorded) => {
+            "a trace whose accumulator probes record (kwb-instrument --probe accumulator,final; kwb trace show lists them)".to_owned()
+        }
         Some(Confound::ElsewhereThanTraced) => {
             "a trace of a CTA whose output is wrong (kwb-instrument --cta X,Y,Z), with the output check's wrong tiles".to_owned()
         }

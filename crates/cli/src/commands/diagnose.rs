@@ -169,6 +169,11 @@ pub fn run(args: Args) -> i32 {
     if trace.is_none() && full.is_none() && !args.no_trace && report.is_some() {
         match record_ones(&args, &repro_dir, &extraction, &options) {
             Ok(path) => match read_trace(&path) {
+                // An empty trace clears nothing: it is no evidence of a right stage.
+                Ok(t) if t.records.is_empty() => not_run.push(format!(
+                    "the trace: kwb recorded one ({}) but it holds no record: no probe ran in CTA (0, 0, 0) of the traced reproducer (`kwb trace show` lists its sites); trace the kernel in your own build and give it with --trace",
+                    path.display()
+                )),
                 Ok(t) => {
                     trace = Some(t);
                     recorded = Some(path);
