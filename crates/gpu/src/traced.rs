@@ -1,8 +1,9 @@
 //! A trace of the reproducer itself, so `kwb diagnose` needs no harness and no trace
 //! from the user: the reproducer's kernel is instrumented with kwb-instrument (every
-//! default probe kind, one CTA), the copy is built with `-DKWB_TRACE` beside the plain
-//! one, and it runs on one rung with `KWB_TRACE_OUT` set, so the worker's exit flush
-//! writes the trace.
+//! default probe kind, one CTA), the copy is built with `-DKWB_TRACE` (and no shared
+//! memory lease, `KWB_TRACE_LEASE=0`, so a kernel at its shared-memory limit still
+//! launches) beside the plain one, and it runs on one rung with `KWB_TRACE_OUT` set,
+//! so the worker's exit flush writes the trace.
 //!
 //! Invariant: the plain reproducer's folder is only read; the traced copy and the
 //! trace are written where the caller says.
@@ -80,8 +81,13 @@ pub fn prepare(plain: &Path, request: &TraceRequest) -> Result<Vec<(String, usiz
     let manifest_text = std::fs::read_to_string(&manifest_path).map_err(io(&manifest_path))?;
     let mut manifest = Manifest::from_toml(&manifest_text)
         .map_err(|e| GpuError::Trace(format!("{}: {e}", manifest_path.display())))?;
-    if !manifest.build.defines.iter().any(|d| d == "KWB_TRACE") {
-        manifest.build.defines.push("KWB_TRACE".to_owned());
+    // No shared-memory lease for the records: a kernel whose own shared memory is at
+    // the launch's limit (48 KiB without the opt-in) would not launch with it, and a
+    // diagnostic run at the ladder's shape does not need its speed.
+    for define in ["KWB_TRACE", "KWB_TRACE_LEASE=0"] {
+        if !manifest.build.defines.iter().any(|d| d == define) {
+            manifest.build.defines.push(define.to_owned());
+        }
     }
     std::fs::write(&manifest_path, manifest.to_toml()).map_err(io(&manifest_path))?;
     Ok(plan
@@ -113,6 +119,20 @@ pub fn record(
         request.out.display().to_string(),
     ));
     let report = crate::run(&request.dir, &traced)?;
+    // A traced launch that did not run (more shared memory than the device gives, a
+    // fault) leaves an empty trace: say why instead.
+    if let Some(r) = report
+        .rungs
+        .iter()
+        .find(|r| !matches!(r.status, "pass" | "fail"))
+    {
+        return Err(GpuError::Trace(format!(
+            "the traced build's {} run is {}{}",
+            r.rung,
+            r.status,
+            r.error.as_ref().map_or(String::new(), |e| format!(": {e}"))
+        )));
+    }
     if !request.out.is_file() {
         return Err(GpuError::Trace(format!(
             "the traced run wrote no trace to {}{}",
@@ -178,7 +198,7 @@ mod tests {
         let m =
             Manifest::from_toml(&std::fs::read_to_string(request.dir.join("kwb.toml")).unwrap())
                 .unwrap();
-        assert_eq!(m.build.defines, ["KWB_TRACE"]);
+        assert_eq!(m.build.defines, ["KWB_TRACE", "KWB_TRACE_LEASE=0"]);
         // The plain reproducer is only read.
         assert_eq!(
             std::fs::read_to_string(plain.join("repro.cu")).unwrap(),
