@@ -164,9 +164,11 @@ pub fn run(args: Args) -> i32 {
     }
     let rungs: Vec<RungOutcome> = report.as_ref().map(outcomes).unwrap_or_default();
     let ladder = (!rungs.is_empty()).then(|| judge_ladder(&rungs));
-    // No trace given, a GPU there: kwb records the ones trace of the reproducer itself.
+    // No trace given: kwb records the ones trace of the reproducer itself (without a
+    // GPU it builds the traced reproducer and says what the GPU run would add).
     let mut recorded = None;
-    if trace.is_none() && full.is_none() && !args.no_trace && report.is_some() {
+    let no_driver = !not_run.is_empty() && report.is_none();
+    if trace.is_none() && full.is_none() && !args.no_trace && (report.is_some() || no_driver) {
         match record_ones(&args, &repro_dir, &extraction, &options) {
             Ok(path) => match read_trace(&path) {
                 // An empty trace clears nothing: it is no evidence of a right stage.
@@ -183,6 +185,7 @@ pub fn run(args: Args) -> i32 {
             Err(why) => not_run.push(format!("the trace: {why}")),
         }
     }
+    let built_traced = no_driver && !args.no_trace && trace.is_none() && full.is_none();
     let trace_shape = args.trace_shape.unwrap_or(shape);
     let traced = trace.as_ref().map(|t| {
         // The ladder's ones rung checks the traced run's output only at its shape.
@@ -205,7 +208,7 @@ pub fn run(args: Args) -> i32 {
             },
         )
     });
-    if trace.is_none() && full.is_none() && (args.no_trace || report.is_none()) {
+    if trace.is_none() && full.is_none() && (args.no_trace || (report.is_none() && !built_traced)) {
         not_run.push(
             "the trace: no --trace given (kwb-instrument the kernel, build with -DKWB_TRACE, run it on all-ones with KWB_TRACE_OUT=trace.bin; on a GPU without --no-trace kwb records it itself); a trace is what isolates a stage".to_owned(),
         );
@@ -355,11 +358,19 @@ fn record_ones(
     let spinner = crate::progress::Spinner::new();
     let mut traced_options = options.clone();
     traced_options.progress = spinner.progress();
+    let dir = request.dir.clone();
     let recorded = kwb_gpu::traced::record(repro_dir, &request, &traced_options);
     spinner.finish();
-    recorded
-        .map(|r| r.trace)
-        .map_err(|e| format!("kwb could not record it: {e}"))
+    match recorded {
+        Ok(r) => Ok(r.trace),
+        // No GPU: everything before the launch ran, the traced build included.
+        Err(GpuError::NoDriver { .. } | GpuError::Worker(_)) => Err(format!(
+            "kwb built the traced reproducer ({}: `{}` instrumented for CTA (0, 0, 0)); on a GPU it records that CTA on all-ones and judges the trace with the ladder, which is what isolates a stage",
+            dir.display(),
+            extraction.kernel.name
+        )),
+        Err(e) => Err(format!("kwb could not record it: {e}")),
+    }
 }
 
 /// The implicated sites in their source, miette style: one snippet per file that can
