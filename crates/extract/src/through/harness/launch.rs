@@ -133,6 +133,24 @@ pub(crate) fn aliases_in(parsed: &Parsed, node: Node<'_>) -> Vec<(String, String
     out
 }
 
+/// `t` followed through the aliases of a function's body (`locals`, first) and the
+/// file's, at most 8 steps each (a cycle ends).
+pub(crate) fn resolve_in(
+    locals: &[(String, String)],
+    file: &[(String, String, Node<'_>)],
+    t: &str,
+) -> String {
+    let mut t = t.trim().trim_start_matches("typename ").trim().to_owned();
+    for _ in 0..8 {
+        let s = t.strip_prefix("::").unwrap_or(&t).to_owned();
+        match locals.iter().find(|(n, _)| *n == s) {
+            Some((_, v)) if *v != t => t = v.clone(),
+            _ => break,
+        }
+    }
+    crate::aliases::resolve(file, &t)
+}
+
 /// The launchers of the file.
 pub(crate) fn launchers(parsed: &Parsed) -> Vec<Launcher<'_>> {
     let src = &parsed.source;
@@ -279,17 +297,7 @@ pub(crate) fn instances<'t>(
             .unwrap_or("")
             .to_owned();
         let locals = aliases_in(parsed, body);
-        let resolve = |t: &str| -> String {
-            let mut t = t.trim().trim_start_matches("typename ").trim().to_owned();
-            for _ in 0..8 {
-                let s = t.strip_prefix("::").unwrap_or(&t).to_owned();
-                match locals.iter().find(|(n, _)| *n == s) {
-                    Some((_, v)) if *v != t => t = v.clone(),
-                    _ => break,
-                }
-            }
-            crate::aliases::resolve(&file_aliases, &t)
-        };
+        let resolve = |t: &str| resolve_in(&locals, &file_aliases, t);
         // The chain of names from `t` to the library template.
         let chain = |t: &str| -> Vec<String> {
             let mut out = vec![t.trim().to_owned()];

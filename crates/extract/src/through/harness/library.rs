@@ -46,25 +46,13 @@ impl Gemm {
     }
 }
 
-/// Every name in `written` and in its template arguments, followed through `resolve`
-/// four levels deep.
+/// Every name in `written`'s [`expansion`].
 fn expansion_names(written: &str, resolve: &dyn Fn(&str) -> String) -> Vec<String> {
-    let mut names = Vec::new();
-    let mut queue = vec![(resolve(written), 0_usize)];
-    let mut at = 0;
-    while at < queue.len() {
-        let (text, depth) = queue[at].clone();
-        at += 1;
+    let mut names: Vec<String> = Vec::new();
+    for text in expansion(written, resolve).1 {
         for w in kwb_syntax::identifiers(&text) {
             if !names.iter().any(|n| n == w) {
                 names.push(w.to_owned());
-            }
-        }
-        if depth < 4
-            && let Some((_, args)) = template_id(&text)
-        {
-            for a in args {
-                queue.push((resolve(&a), depth + 1));
             }
         }
     }
@@ -209,40 +197,58 @@ pub(crate) struct OperandTypes {
     pub row_major: Option<bool>,
 }
 
-/// The operands' types (A, B, C, D) the templates under `written` name: `written` and
-/// its template arguments, followed through `resolve` (the file's aliases) and into
-/// their own arguments, four levels deep; the first carrier to name an operand wins.
-pub(crate) fn operand_types(written: &str, resolve: &dyn Fn(&str) -> String) -> [OperandTypes; 4] {
-    let mut out: [OperandTypes; 4] = Default::default();
-    let mut found = [false; 4];
+/// The template-ids under `written`, breadth first: `written` itself and its template
+/// arguments, each followed through `resolve` (the file's aliases) and into their own
+/// arguments, four levels deep, as (name, arguments); the whole texts walked too.
+fn expansion(
+    written: &str,
+    resolve: &dyn Fn(&str) -> String,
+) -> (Vec<(String, Vec<String>)>, Vec<String>) {
+    let mut ids = Vec::new();
+    let mut texts = Vec::new();
     let mut queue = vec![(resolve(written), 0_usize)];
     let mut at = 0;
     while at < queue.len() {
         let (text, depth) = queue[at].clone();
         at += 1;
-        let Some((name, args)) = template_id(&text) else {
-            continue;
-        };
-        if let Some(c) = table().carrier.iter().find(|c| names(&c.template, &name)) {
-            for (i, slot) in [c.a, c.b, c.c, c.d].into_iter().enumerate() {
-                let Some([e, l]) = slot else { continue };
-                if found[i] {
-                    continue;
-                }
-                let element = args
-                    .get(e)
-                    .map(|a| resolve(a))
-                    .filter(|a| a != "void" && !a.is_empty());
-                let row_major = args.get(l).and_then(|a| layout_of(a, resolve));
-                if element.is_some() || row_major.is_some() {
-                    found[i] = true;
-                    out[i] = OperandTypes { element, row_major };
+        if let Some((name, args)) = template_id(&text) {
+            if depth < 4 {
+                for a in &args {
+                    queue.push((resolve(a), depth + 1));
                 }
             }
+            ids.push((name, args));
         }
-        if depth < 4 {
-            for a in args {
-                queue.push((resolve(&a), depth + 1));
+        texts.push(text);
+    }
+    (ids, texts)
+}
+
+/// The carrier of the table template-id `name` is an instance of.
+fn carrier(name: &str) -> Option<&'static Carrier> {
+    table().carrier.iter().find(|c| names(&c.template, name))
+}
+
+/// The operands' types (A, B, C, D) the templates under `written` name (through
+/// [`expansion`]); the first carrier to name an operand wins.
+pub(crate) fn operand_types(written: &str, resolve: &dyn Fn(&str) -> String) -> [OperandTypes; 4] {
+    let mut out: [OperandTypes; 4] = Default::default();
+    let mut found = [false; 4];
+    for (name, args) in expansion(written, resolve).0 {
+        let Some(c) = carrier(&name) else { continue };
+        for (i, slot) in [c.a, c.b, c.c, c.d].into_iter().enumerate() {
+            let Some([e, l]) = slot else { continue };
+            if found[i] {
+                continue;
+            }
+            let element = args
+                .get(e)
+                .map(|a| resolve(a))
+                .filter(|a| a != "void" && !a.is_empty());
+            let row_major = args.get(l).and_then(|a| layout_of(a, resolve));
+            if element.is_some() || row_major.is_some() {
+                found[i] = true;
+                out[i] = OperandTypes { element, row_major };
             }
         }
     }
@@ -251,30 +257,13 @@ pub(crate) fn operand_types(written: &str, resolve: &dyn Fn(&str) -> String) -> 
 
 /// The accumulator's element type the templates under `written` name (resolved).
 pub(crate) fn accumulator(written: &str, resolve: &dyn Fn(&str) -> String) -> Option<String> {
-    let mut queue = vec![(resolve(written), 0_usize)];
-    let mut at = 0;
-    while at < queue.len() {
-        let (text, depth) = queue[at].clone();
-        at += 1;
-        let Some((name, args)) = template_id(&text) else {
-            continue;
-        };
-        if let Some(i) = table()
-            .carrier
-            .iter()
-            .find(|c| names(&c.template, &name))
-            .and_then(|c| c.accumulator)
-            && let Some(a) = args.get(i)
-        {
-            return Some(resolve(a));
-        }
-        if depth < 4 {
-            for a in args {
-                queue.push((resolve(&a), depth + 1));
-            }
-        }
-    }
-    None
+    expansion(written, resolve)
+        .0
+        .into_iter()
+        .find_map(|(name, args)| {
+            let i = carrier(&name)?.accumulator?;
+            args.get(i).map(|a| resolve(a))
+        })
 }
 
 /// Whether layout `text` is row-major: `RowMajor`/`ColumnMajor` through the aliases,

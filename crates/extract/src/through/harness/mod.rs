@@ -85,17 +85,7 @@ pub(crate) fn extract(
     // What the operands are, from the library's template arguments.
     let caller_aliases = launch::aliases_in(parsed, instance.caller);
     let file_aliases = crate::aliases::all(parsed);
-    let resolve = |t: &str| -> String {
-        let mut t = t.trim().trim_start_matches("typename ").trim().to_owned();
-        for _ in 0..8 {
-            let s = t.strip_prefix("::").unwrap_or(&t).to_owned();
-            match caller_aliases.iter().find(|(n, _)| *n == s) {
-                Some((_, v)) if *v != t => t = v.clone(),
-                _ => break,
-            }
-        }
-        crate::aliases::resolve(&file_aliases, &t)
-    };
+    let resolve = |t: &str| launch::resolve_in(&caller_aliases, &file_aliases, t);
     if let Some((found, what)) = gemm.refusal(&instance.gemm, &resolve) {
         return Err(refuse(format!(
             "it is {what} (its kernel's problem shape is `{found}`), and a reproducer runs one GEMM"
