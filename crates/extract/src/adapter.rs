@@ -219,16 +219,7 @@ pub fn own_buffers(parsed: &Parsed, name: &str) -> Option<ExtractError> {
                     )
                 })
         })?;
-    let mut functions = Vec::new();
-    let mut stack = vec![parsed.tree.root_node()];
-    while let Some(n) = stack.pop() {
-        if n.kind() == "function_definition" {
-            functions.push(n);
-        }
-        let mut cursor = n.walk();
-        stack.extend(n.named_children(&mut cursor));
-    }
-    functions.sort_by_key(|f| f.start_byte());
+    let functions = crate::tree::function_definitions(parsed);
     let launch = functions.iter().find_map(|f| {
         let text = &parsed.source[f.byte_range()];
         // The function's own template parameters, which a caller may bind to `short`.

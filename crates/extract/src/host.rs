@@ -398,45 +398,9 @@ pub fn field(p: &Param) -> Result<&'static str, String> {
 
 /// The top-level declarations of `function`'s body before byte `before`.
 pub(crate) fn statements(parsed: &Parsed, function: Node<'_>, before: usize) -> Vec<Statement> {
-    let Some(body) = function.child_by_field_name("body") else {
-        return Vec::new();
-    };
     let mut out = Vec::new();
-    // The body's statements, and those of a conditional block's first branch (`#if
-    // defined(ARCH_SUPPORTED)` around a whole body), in order.
-    let mut top = Vec::new();
-    let mut pending = vec![body];
-    while let Some(block) = pending.pop() {
-        let mut cursor = block.walk();
-        for n in block.named_children(&mut cursor) {
-            if n.start_byte() >= before {
-                break;
-            }
-            if matches!(n.kind(), "preproc_if" | "preproc_ifdef") {
-                pending.push(n);
-                continue;
-            }
-            if matches!(
-                n.kind(),
-                "preproc_else" | "preproc_elif" | "preproc_elifdef"
-            ) {
-                continue;
-            }
-            top.push(n);
-        }
-    }
-    top.sort_by_key(|n| n.start_byte());
-    for n in top {
-        if n.end_byte() > before {
-            break;
-        }
-        // From the keywords the pre-pass blanked before it (`typename`), so the copy is
-        // the statement as written.
-        let start = parsed
-            .leading_blanks(n.start_byte())
-            .first()
-            .map_or(n.start_byte(), |b| b.range.start);
-        let text = parsed.source[start..n.end_byte()].trim().to_owned();
+    for n in crate::tree::top_statements(function, before) {
+        let text = crate::tree::as_written(parsed, n).to_owned();
         let mut writes = Vec::new();
         let (declares, always) = match n.kind() {
             "declaration" => {

@@ -123,3 +123,55 @@ pub fn initializer<'t>(
 pub fn line_of(source: &str, at: usize) -> usize {
     source[..at.min(source.len())].matches('\n').count() + 1
 }
+
+/// Every function definition of the file, in source order.
+pub fn function_definitions<'t>(parsed: &'t Parsed) -> Vec<Node<'t>> {
+    let mut out = Vec::new();
+    let mut stack = vec![parsed.tree.root_node()];
+    while let Some(n) = stack.pop() {
+        if n.kind() == "function_definition" {
+            out.push(n);
+        }
+        let mut cursor = n.walk();
+        stack.extend(n.named_children(&mut cursor));
+    }
+    out.sort_by_key(|f| f.start_byte());
+    out
+}
+
+/// The text of statement `n` as written: from the keywords the pre-pass blanked before
+/// it (`typename`), trimmed.
+pub fn as_written<'s>(parsed: &'s Parsed, n: Node<'_>) -> &'s str {
+    let start = parsed
+        .leading_blanks(n.start_byte())
+        .first()
+        .map_or(n.start_byte(), |b| b.range.start);
+    parsed.source[start..n.end_byte()].trim()
+}
+
+/// The statements of `function`'s body that end before byte `before`, and those of a
+/// conditional block's first branch (`#if defined(ARCH_SUPPORTED)` around a whole
+/// body), in source order.
+pub fn top_statements(function: Node<'_>, before: usize) -> Vec<Node<'_>> {
+    let Some(body) = function.child_by_field_name("body") else {
+        return Vec::new();
+    };
+    let mut top = Vec::new();
+    let mut pending = vec![body];
+    while let Some(block) = pending.pop() {
+        let mut cursor = block.walk();
+        for n in block.named_children(&mut cursor) {
+            if n.start_byte() >= before {
+                break;
+            }
+            match n.kind() {
+                "preproc_if" | "preproc_ifdef" => pending.push(n),
+                "preproc_else" | "preproc_elif" | "preproc_elifdef" => {}
+                _ => top.push(n),
+            }
+        }
+    }
+    top.sort_by_key(|n| n.start_byte());
+    top.retain(|n| n.end_byte() <= before);
+    top
+}

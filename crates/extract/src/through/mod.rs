@@ -598,8 +598,30 @@ fn at(
         "{qualified} (as {}() at {file}:{} instantiates it)",
         top.name, through.line
     );
-    Ok(Extraction {
-        kernel: def.clone(),
+    Ok(whole_unit(
+        def.clone(),
+        qualified,
+        instantiation,
+        lines,
+        launcher_params,
+        through,
+        text,
+    ))
+}
+
+/// An extraction whose reproducer holds the whole translation unit (`lines` long) and
+/// an entry that runs it through its launcher (`through`).
+pub(crate) fn whole_unit(
+    kernel: KernelDef,
+    qualified: &str,
+    instantiation: String,
+    lines: usize,
+    launcher: Vec<Param>,
+    through: Through,
+    repro: String,
+) -> Extraction {
+    Extraction {
+        kernel,
         qualified: qualified.to_owned(),
         instantiation,
         args: Vec::new(),
@@ -608,14 +630,14 @@ fn at(
         copied: vec![(1, lines)],
         descriptors: Vec::new(),
         host: HostEntries {
-            launcher: launcher_params,
+            launcher,
             through: Some(through),
             ..HostEntries::default()
         },
-        repro: text,
+        repro,
         accumulator: None,
         mma_input: None,
-    })
+    }
 }
 
 /// The role launcher parameter `index` of `path`'s first function takes from the kernel

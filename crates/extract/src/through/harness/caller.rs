@@ -151,39 +151,16 @@ fn fields(parsed: &Parsed, ty: &str, variable: &str) -> Vec<(String, &'static st
 /// first branch counts as top level), that a setup may copy: declarations, aliases
 /// and expression statements.
 fn statements(parsed: &Parsed, function: Node<'_>, before: usize) -> Vec<Statement> {
-    let Some(body) = function.child_by_field_name("body") else {
-        return Vec::new();
-    };
     let src = &parsed.source;
-    let mut top = Vec::new();
-    let mut pending = vec![body];
-    while let Some(block) = pending.pop() {
-        let mut cursor = block.walk();
-        for n in block.named_children(&mut cursor) {
-            if n.start_byte() >= before {
-                break;
-            }
-            match n.kind() {
-                "preproc_if" | "preproc_ifdef" => pending.push(n),
-                "declaration"
-                | "alias_declaration"
-                | "type_definition"
-                | "expression_statement" => top.push(n),
-                _ => {}
-            }
-        }
-    }
-    top.sort_by_key(|n| n.start_byte());
     let mut out = Vec::new();
-    for n in top {
-        if n.end_byte() > before {
-            break;
+    for n in crate::tree::top_statements(function, before) {
+        if !matches!(
+            n.kind(),
+            "declaration" | "alias_declaration" | "type_definition" | "expression_statement"
+        ) {
+            continue;
         }
-        let start = parsed
-            .leading_blanks(n.start_byte())
-            .first()
-            .map_or(n.start_byte(), |b| b.range.start);
-        let text = src[start..n.end_byte()].trim().to_owned();
+        let text = crate::tree::as_written(parsed, n).to_owned();
         let names: Vec<String> = kwb_syntax::identifiers(&strip_literals(&text))
             .map(str::to_owned)
             .collect();

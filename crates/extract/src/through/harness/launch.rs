@@ -72,21 +72,6 @@ pub(crate) fn squeeze(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-/// Every function definition of the file, in source order.
-fn functions<'t>(parsed: &'t Parsed) -> Vec<Node<'t>> {
-    let mut out = Vec::new();
-    let mut stack = vec![parsed.tree.root_node()];
-    while let Some(n) = stack.pop() {
-        if n.kind() == "function_definition" {
-            out.push(n);
-        }
-        let mut cursor = n.walk();
-        stack.extend(n.named_children(&mut cursor));
-    }
-    out.sort_by_key(|f| f.start_byte());
-    out
-}
-
 /// The class or struct whose body holds `node`: (its node, its name).
 fn enclosing_class<'t>(parsed: &Parsed, node: Node<'t>) -> Option<(Node<'t>, String)> {
     let mut n = node.parent();
@@ -155,7 +140,7 @@ pub(crate) fn resolve_in(
 pub(crate) fn launchers(parsed: &Parsed) -> Vec<Launcher<'_>> {
     let src = &parsed.source;
     let mut out = Vec::new();
-    for f in functions(parsed) {
+    for f in crate::tree::function_definitions(parsed) {
         let Some(body) = f.child_by_field_name("body") else {
             continue;
         };
@@ -289,7 +274,7 @@ pub(crate) fn instances<'t>(
     let short = wanted.rsplit("::").next().unwrap_or(wanted).trim();
     let file_aliases = crate::aliases::all(parsed);
     let mut out = Vec::new();
-    for caller in functions(parsed) {
+    for caller in crate::tree::function_definitions(parsed) {
         let Some(body) = caller.child_by_field_name("body") else {
             continue;
         };

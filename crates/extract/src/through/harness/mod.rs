@@ -22,7 +22,7 @@ use kwb_syntax::Parsed;
 
 use super::{Binding, Layout, RENAMED_MAIN, THROUGH_ENTRY, Through};
 use crate::error::ExtractError;
-use crate::host::{HostEntries, PROBLEM_STRUCT};
+use crate::host::PROBLEM_STRUCT;
 use crate::kernel::Param;
 use crate::{Extraction, Request};
 
@@ -340,22 +340,17 @@ pub(crate) fn extract(
     );
     let lines = src.matches('\n').count() + 1;
     Ok(Extraction {
-        kernel: crate::kernel::named_only(name),
-        qualified: name.to_owned(),
-        instantiation,
-        args: Vec::new(),
-        launch: None,
-        config: Vec::new(),
-        copied: vec![(1, lines)],
-        descriptors: Vec::new(),
-        host: HostEntries {
-            launcher: launcher_params,
-            through: Some(through),
-            ..HostEntries::default()
-        },
-        repro: text,
         accumulator: library::accumulator(&instance.gemm, &resolve),
         mma_input: library::mma_input(&instance.gemm, &types, &resolve),
+        ..super::whole_unit(
+            crate::kernel::named_only(name),
+            name,
+            instantiation,
+            lines,
+            launcher_params,
+            through,
+            text,
+        )
     })
 }
 
