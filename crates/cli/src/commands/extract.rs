@@ -436,6 +436,36 @@ fn summary(x: &Extraction, dir: &Path) -> String {
             "  layout: A {}, B {}, C {}, D {} ({})",
             t.layout.a, t.layout.b, t.layout.c, t.layout.d, t.layout.from
         ));
+        let elements: Vec<String> = x
+            .host
+            .launcher
+            .iter()
+            .filter(|p| matches!(p.role.as_str(), "A" | "B" | "C" | "D" | "bias"))
+            .map(|p| format!("{} {}", p.role, p.element.as_deref().unwrap_or("?")))
+            .collect();
+        if !elements.is_empty() {
+            lines.push(format!("  operands: {}", elements.join(", ")));
+        }
+        // What the runner's answers and tolerances follow beyond alpha·A·B + beta·C.
+        let mut answer = Vec::new();
+        if let Some(acc) = &x.accumulator {
+            answer.push(format!("accumulates in {acc}"));
+        }
+        if let Some(m) = &x.mma_input {
+            answer.push(format!("the MMA reads A and B as {m}"));
+        }
+        if let Some(a) = &t.activation {
+            answer.push(format!("the epilogue applies {a}"));
+        }
+        if t.output_saturates {
+            answer.push("the output conversion saturates".to_owned());
+        }
+        if !answer.is_empty() {
+            lines.push(format!(
+                "  {} (the ladder's answers and tolerances follow)",
+                answer.join("; ")
+            ));
+        }
     }
     for d in &x.descriptors {
         let show = |f: &kwb_extract::Field| f.values.join(", ");
