@@ -838,6 +838,24 @@ const CASES: &[(&str, Setup)] = &[
             )
             .absent("out")
     }),
+    (
+        "extract: a grouped library GEMM run by its own harness",
+        |d| {
+            put(
+                d,
+                "grouped.cu",
+                // As CUTLASS example 57 writes it: the adapter a member of a schedule's
+                // class template, named at namespace scope through it.
+                "template <class C> struct Given {\n  using GemmKernel = cutlass::gemm::kernel::GemmUniversal<cutlass::gemm::GroupProblemShape<Shape<int,int,int>>, M, E>;\n  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;\n};\n\
+             using Gemm = Given<int>::Gemm;\n\
+             int run(Options& options) {\n  typename Gemm::Arguments arguments{options.m};\n  Gemm gemm;\n  gemm.initialize(arguments, nullptr);\n  return 0;\n}\n\
+             int main() { Options options; return run(options); }\n",
+            );
+            extract(&["grouped.cu", "--kernel", "Gemm", "-o", "out"])
+                .fails(NO_KERNEL, "it is a grouped GEMM")
+                .absent("out")
+        },
+    ),
     ("extract: a launcher parameter kwb cannot bind", |d| {
         put(
             d,

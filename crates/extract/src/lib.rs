@@ -213,8 +213,10 @@ fn route(source: &str, request: &Request) -> Result<Extraction, ExtractError> {
     }
     // A library GEMM a launcher runs on Arguments it builds from its own buffers.
     let harness = |name: &str| -> Option<Result<Extraction, ExtractError>> {
-        (request.template.is_none() && through::harness::applies(&parsed, name))
-            .then(|| through::harness::extract(&parsed, name, request))
+        if request.template.is_some() {
+            return None;
+        }
+        through::harness::extract(&parsed, name, request)
     };
     if request.alone || request.instance.is_some() {
         return match alone(&parsed, request) {
@@ -238,10 +240,14 @@ fn route(source: &str, request: &Request) -> Result<Extraction, ExtractError> {
                 match via(&why) {
                     Some(Ok(t)) => Ok(t),
                     Some(Err(e)) => {
-                        if let Some(Ok(h)) = request.kernel.as_deref().and_then(harness) {
-                            return Ok(h);
-                        }
                         let mut x = x;
+                        match request.kernel.as_deref().and_then(harness) {
+                            Some(Ok(h)) => return Ok(h),
+                            Some(Err(refused)) => x.host.unavailable.push(format!(
+                                "a reproducer through the program's own harness: {refused}"
+                            )),
+                            None => {}
+                        }
                         x.host
                             .unavailable
                             .push(format!("a reproducer through the launcher: {e}"));

@@ -241,7 +241,8 @@ pub fn extract_to(target: &Target, output: &Path) -> Result<Extraction, i32> {
                 ExtractError::UnknownKernel { .. }
                 | ExtractError::NoArguments { .. }
                 | ExtractError::LocalAdapter { .. }
-                | ExtractError::OwnBuffers { .. } => exit::NO_KERNEL,
+                | ExtractError::OwnBuffers { .. }
+                | ExtractError::Harness { .. } => exit::NO_KERNEL,
                 _ => exit::INPUT,
             };
             render::error(Report::new(e));

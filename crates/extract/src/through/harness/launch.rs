@@ -138,6 +138,7 @@ pub(crate) fn resolve_in(
 
 /// The launchers of the file.
 pub(crate) fn launchers(parsed: &Parsed) -> Vec<Launcher<'_>> {
+    let file_aliases = crate::aliases::all(parsed);
     let src = &parsed.source;
     let mut out = Vec::new();
     for f in crate::tree::function_definitions(parsed) {
@@ -205,8 +206,7 @@ pub(crate) fn launchers(parsed: &Parsed) -> Vec<Launcher<'_>> {
                 .as_ref()
                 .is_some_and(|(_, p)| p.contains(&object_type));
         if !param {
-            let aliases = crate::aliases::all(parsed);
-            let resolved = crate::aliases::resolve(&aliases, &object_type);
+            let resolved = crate::aliases::resolve(&file_aliases, &object_type);
             if library::gemm(&resolved).is_none() {
                 continue;
             }

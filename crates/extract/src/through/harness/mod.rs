@@ -26,38 +26,31 @@ use crate::host::PROBLEM_STRUCT;
 use crate::kernel::Param;
 use crate::{Extraction, Request};
 
-/// Whether the file has a launcher that runs library GEMM `name` on Arguments it
-/// builds itself.
-pub(crate) fn applies(parsed: &Parsed, name: &str) -> bool {
-    !launch::instances(parsed, &launch::launchers(parsed), name).is_empty()
-}
-
-/// The reproducer of library GEMM `name` through the harness that runs it.
+/// The reproducer of library GEMM `name` through the harness that runs it; None
+/// where no function of the file runs an object of it on Arguments (the route does
+/// not apply, and the caller says why the name is no kernel).
 pub(crate) fn extract(
     parsed: &Parsed,
     name: &str,
     request: &Request,
+) -> Option<Result<Extraction, ExtractError>> {
+    let instances = launch::instances(parsed, &launch::launchers(parsed), name);
+    if instances.is_empty() {
+        return None;
+    }
+    Some(extract_instance(parsed, name, request, &instances))
+}
+
+fn extract_instance(
+    parsed: &Parsed,
+    name: &str,
+    request: &Request,
+    instances: &[launch::Instance<'_>],
 ) -> Result<Extraction, ExtractError> {
-    let launchers = launch::launchers(parsed);
-    let instances = launch::instances(parsed, &launchers, name);
     let refuse = |why: String| ExtractError::Harness {
         alias: name.to_owned(),
         why,
     };
-    if instances.is_empty() {
-        return Err(refuse(if launchers.is_empty() {
-            "no function of this file runs a library GEMM object on Arguments (`OBJ.initialize(args, …)`, `OBJ.run(args, …)` or `OBJ(args, …)`)".to_owned()
-        } else {
-            format!(
-                "no call of {} runs it",
-                launchers
-                    .iter()
-                    .map(|l| format!("`{}`", l.name))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
-        }));
-    }
     let listed = instances
         .iter()
         .enumerate()
