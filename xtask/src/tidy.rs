@@ -4,6 +4,11 @@
 //! `//!` module doc. Files below a `tests/` folder inside those roots, and files
 //! named `tests.rs`, are test code and exempt. The same check runs as a `#[test]`,
 //! so `cargo test --workspace` enforces it.
+//!
+//! The CLI's command modules (`crates/cli/src/commands/*.rs`) import no other
+//! command module: what two commands share (arguments, the reproducer folder,
+//! rendering) lives beside them in `crates/cli/src`, and the pipeline below the CLI
+//! in kwb-pipeline.
 
 use std::fs;
 use std::io;
@@ -16,17 +21,63 @@ const ROOTS: &[&str] = &["crates", "xtask", "tests"];
 
 /// Prints every offender and fails when there is one.
 pub fn run(root: &Path) -> Result {
-    let offenders = missing_module_docs(root)
-        .map_err(|e| Failure(format!("cannot read the source tree: {e}")))?;
+    let unreadable = |e: io::Error| Failure(format!("cannot read the source tree: {e}"));
+    let offenders = missing_module_docs(root).map_err(unreadable)?;
     for path in &offenders {
         println!("{}: does not start with a `//!` module doc", path.display());
     }
-    match offenders.len() {
-        0 => Ok(()),
-        n => Err(Failure(format!(
-            "tidy: {n} file(s) without a `//!` module doc"
+    let crossings = command_crossings(&root.join(COMMANDS)).map_err(unreadable)?;
+    for (path, line, text) in &crossings {
+        println!(
+            "{}:{line}: a command module imports another: `{text}`",
+            path.display()
+        );
+    }
+    match (offenders.len(), crossings.len()) {
+        (0, 0) => Ok(()),
+        (docs, crossings) => Err(Failure(format!(
+            "tidy: {docs} file(s) without a `//!` module doc, {crossings} import(s) of one command module by another"
         ))),
     }
+}
+
+/// The CLI's command modules, one per subcommand.
+const COMMANDS: &str = "crates/cli/src/commands";
+
+/// Every line of a command module under `dir` (not `mod.rs`) that names another
+/// command module: `crate::commands::…` or `super::NAME::…` / `use super::NAME` where
+/// NAME is a sibling file. (file, line from 1, the line trimmed).
+pub fn command_crossings(dir: &Path) -> io::Result<Vec<(PathBuf, usize, String)>> {
+    if !dir.is_dir() {
+        return Ok(Vec::new());
+    }
+    let mut files = Vec::new();
+    collect_sources(dir, &mut files)?;
+    let siblings: Vec<String> = files
+        .iter()
+        .filter_map(|f| Some(f.file_stem()?.to_string_lossy().into_owned()))
+        .filter(|s| s != "mod")
+        .collect();
+    let mut out = Vec::new();
+    for file in &files {
+        if file.file_name().is_some_and(|n| n == "mod.rs") {
+            continue;
+        }
+        let text = fs::read_to_string(file)?;
+        for (i, line) in text.lines().enumerate() {
+            let code = line.split("//").next().unwrap_or("");
+            let crosses = code.contains("crate::commands::")
+                || siblings.iter().any(|s| {
+                    code.contains(&format!("super::{s}::"))
+                        || code.contains(&format!("super::{s};"))
+                        || code.contains(&format!("super::{{{s}"))
+                });
+            if crosses {
+                out.push((file.clone(), i + 1, line.trim().to_owned()));
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// The non-test `.rs` files under `root` whose first line is not a `//!` comment,
@@ -80,6 +131,41 @@ mod tests {
         assert!(
             offenders.is_empty(),
             "these files do not start with a `//!` module doc: {offenders:?}"
+        );
+    }
+
+    #[test]
+    fn no_command_module_imports_another() {
+        let crossings = command_crossings(&crate::project_root().join(COMMANDS)).unwrap();
+        assert!(crossings.is_empty(), "{crossings:?}");
+    }
+
+    #[test]
+    fn a_command_importing_a_sibling_is_found() {
+        let temp = tempfile::tempdir().unwrap();
+        let dir = temp.path();
+        for (name, text) in [
+            ("mod.rs", "pub mod a;\npub mod b;\n"),
+            ("a.rs", "use crate::commands::b::Args;\nuse super::b;\n"),
+            (
+                "b.rs",
+                "use crate::render; // crate::commands::a in a comment\n#[cfg(test)]\nmod tests {\n    use super::*;\n    use super::helper;\n}\nfn f() { super::a::g(); }\n",
+            ),
+        ] {
+            fs::write(dir.join(name), text).unwrap();
+        }
+        let lines: Vec<(String, usize)> = command_crossings(dir)
+            .unwrap()
+            .into_iter()
+            .map(|(f, l, _)| (f.file_name().unwrap().to_string_lossy().into_owned(), l))
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                ("a.rs".to_owned(), 1),
+                ("a.rs".to_owned(), 2),
+                ("b.rs".to_owned(), 7)
+            ]
         );
     }
 

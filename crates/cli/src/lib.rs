@@ -6,14 +6,19 @@
     reason = "a command-line tool prints its results"
 )]
 
+pub mod binaries;
 pub mod cli;
 pub mod commands;
 pub mod dump;
 pub mod error;
 pub mod exit;
 pub mod input;
+pub mod ladder_args;
 pub mod local_headers;
 pub mod npy;
 pub mod output;
+pub mod overlay;
 pub mod progress;
 pub mod render;
+pub mod reproducer;
+pub mod tiles;

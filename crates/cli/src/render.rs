@@ -2,6 +2,7 @@
 
 use std::io::Write;
 
+use kwb_ladder::Comparison;
 use kwb_sites::{Kernel, Site};
 use miette::{Diagnostic, GraphicalReportHandler, LabeledSpan, NamedSource, Report, Severity};
 
@@ -142,4 +143,52 @@ pub fn lines(file: &str, source: &str, header: &str, marks: &[(u32, String)]) ->
         out = format!("{header}\n");
     }
     out
+}
+
+/// A ladder comparison for people; `at_first` (what was written and expected there) follows
+/// the first mismatch's coordinates when the caller knows it.
+pub fn comparison(
+    out: &mut impl Write,
+    c: &Comparison,
+    at_first: Option<String>,
+) -> std::io::Result<()> {
+    let verdict = if c.pass { "PASS" } else { "FAIL" };
+    let how = if c.exact {
+        "exact".to_owned()
+    } else {
+        format!("tolerance {:.3e}", c.tolerance)
+    };
+    writeln!(
+        out,
+        "{verdict} {} ({how}): {} mismatches, max |out - answer| {}, rel-L2 {:.3e}, ratio {:.4}, NaN {}, Inf {}",
+        c.rung, c.mismatches, c.max_abs, c.rel_l2, c.ratio, c.nan, c.inf
+    )?;
+    if let Some((m, n)) = c.first_mismatch {
+        match at_first {
+            Some(detail) => writeln!(out, "first mismatch at (m, n) = ({m}, {n}): {detail}")?,
+            None => writeln!(out, "first mismatch at (m, n) = ({m}, {n})")?,
+        }
+    }
+    if !c.pass {
+        let g = &c.tiles;
+        writeln!(
+            out,
+            "largest error per {} x {} tile ({} x {} tiles; . = exact):",
+            g.tile.0, g.tile.1, g.rows, g.cols
+        )?;
+        for r in 0..g.rows.min(32) {
+            let row: Vec<String> = (0..g.cols.min(16))
+                .map(|col| {
+                    let e = g.max_error[r * g.cols + col];
+                    if e == 0.0 {
+                        ".".to_owned()
+                    } else {
+                        format!("{e:.3}")
+                    }
+                })
+                .collect();
+            writeln!(out, "  {}", row.join(" "))?;
+        }
+    }
+    Ok(())
 }

@@ -35,6 +35,44 @@ pub struct MapReading {
     pub diffs: Vec<MapDiff>,
 }
 
+impl MapReading {
+    /// One line on a map the kernel received: what it holds, and whether it is the
+    /// canonical map of the buffer it covers.
+    pub fn line(&self) -> String {
+        let m = self;
+        let covers = m.covers.as_deref().unwrap_or("none of the run's buffers");
+        let Some(f) = &m.decoded else {
+            return format!(
+                "map {}: not decoded ({})",
+                m.param,
+                m.decode_error.as_deref().unwrap_or("no bytes")
+            );
+        };
+        let list = |v: &[String]| v.join(", ");
+        let swizzle = f.swizzle;
+        let judged = match (m.diffs.as_slice(), &m.covers) {
+            ([], Some(role)) => format!("matches {role}"),
+            ([], None) => "well-formed".to_owned(),
+            (diffs, _) => format!(
+                "differs: {}",
+                diffs
+                    .iter()
+                    .map(|d| format!("{} {} (expected {}: {})", d.field, d.got, d.expected, d.why))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ),
+        };
+        format!(
+            "map {} (covers {covers}): dims {{{}}} strides {{{}}} box {{{}}} {} swizzle {swizzle}: {judged}",
+            m.param,
+            list(&f.dims.iter().map(u64::to_string).collect::<Vec<_>>()),
+            list(&f.strides.iter().map(u64::to_string).collect::<Vec<_>>()),
+            list(&f.box_dim.iter().map(u32::to_string).collect::<Vec<_>>()),
+            f.dtype,
+        )
+    }
+}
+
 /// Each reported map, read against the run's buffers: (role name, address, bytes).
 pub fn readings(
     plan: &Plan,
@@ -303,5 +341,57 @@ mod tests {
         assert_eq!(f16.diffs[0].field, "dtype");
         let short = reading(&plan(), &buffers(), "tmap_a", "00ff");
         assert!(short.decoded.is_none() && short.decode_error.is_some());
+    }
+}
+
+#[cfg(test)]
+mod line_tests {
+    use kwb_diagnose::{MapDiff, MapDtype, Swizzle, TensorMapFields};
+
+    use super::MapReading;
+
+    #[test]
+    fn a_map_line_names_what_the_map_holds_and_how_it_differs() {
+        let fields = TensorMapFields {
+            address: 0x1000,
+            rank: 2,
+            dtype: MapDtype::Bf16,
+            dims: vec![1024, 256],
+            strides: vec![2048],
+            box_dim: vec![64, 128],
+            element_strides: vec![1, 1],
+            interleave: 0,
+            swizzle: Swizzle::B128,
+            l2_promotion: 0,
+            oob_nan: false,
+            im2col: false,
+            box_bytes: 16384,
+            large: false,
+        };
+        let mut m = MapReading {
+            param: "tmap_a".to_owned(),
+            bytes_hex: String::new(),
+            decoded: Some(fields),
+            decode_error: None,
+            covers: Some("A".to_owned()),
+            diffs: Vec::new(),
+        };
+        assert_eq!(
+            MapReading::line(&m),
+            "map tmap_a (covers A): dims {1024, 256} strides {2048} box {64, 128} bf16 swizzle 128B: matches A"
+        );
+        m.diffs.push(MapDiff {
+            field: "strides[0]",
+            got: "2048".to_owned(),
+            expected: "2176".to_owned(),
+            why: "the pitch is 1024 elements where 1088 are expected".to_owned(),
+        });
+        assert!(
+            MapReading::line(&m).ends_with(
+                "128B: differs: strides[0] 2048 (expected 2176: the pitch is 1024 elements where 1088 are expected)"
+            ),
+            "{}",
+            MapReading::line(&m)
+        );
     }
 }

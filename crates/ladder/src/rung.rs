@@ -25,6 +25,12 @@ pub enum Rung {
     /// sums are exact for K up to 2^21. A transposed C or a bias broadcast along the
     /// wrong axis shows here.
     SmallInt { seed: u64 },
+    /// Integers in [-8, 8] from a seeded generator (A, B, then C and bias): every run
+    /// of 8 values along a row is all but unique, so a full trace (`--full-tile`) read
+    /// against these operands says where each consumed value came from. Exact in every
+    /// input type kwb runs (e4m3 holds the integers to 16); fp32 sums are exact for K up
+    /// to 2^18. Not on the default ladder: kwb diagnose records its full trace on it.
+    WideInt { seed: u64 },
     /// A and B uniform in [-1, 1) from a seeded generator; C and the bias the same
     /// times the scale of an output ([`random_scale`]), so a C or a bias added
     /// wrongly moves outputs by more than the tolerance they are compared with.
@@ -94,7 +100,7 @@ fn onehot_b(k: usize, n: usize) -> f32 {
 
 impl Rung {
     /// Parses `zeros`, `ones`, `seq-identity`, `onehot-k:K0`, `small-int[:SEED]`,
-    /// `random[:SEED]` (seed 1 by default).
+    /// `wide-int[:SEED]`, `random[:SEED]` (seed 1 by default).
     pub fn parse(text: &str) -> Result<Rung, LadderError> {
         let (name, arg) = text
             .trim()
@@ -116,6 +122,9 @@ impl Rung {
             "small-int" => Ok(Rung::SmallInt {
                 seed: number(arg, 1)?,
             }),
+            "wide-int" => Ok(Rung::WideInt {
+                seed: number(arg, 1)?,
+            }),
             "random" => Ok(Rung::Random {
                 seed: number(arg, 1)?,
             }),
@@ -131,6 +140,7 @@ impl Rung {
             Rung::SeqIdentity => "seq-identity".to_owned(),
             Rung::OnehotK { k0 } => format!("onehot-k:{k0}"),
             Rung::SmallInt { seed } => format!("small-int:{seed}"),
+            Rung::WideInt { seed } => format!("wide-int:{seed}"),
             Rung::Random { seed } => format!("random:{seed}"),
             Rung::Dump => "dump".to_owned(),
         }
@@ -220,6 +230,12 @@ impl Rung {
                     *v = g.integer(2);
                 }
             }
+            Rung::WideInt { seed } => {
+                let mut g = SplitMix(seed);
+                for v in a.iter_mut().chain(&mut b).chain(&mut c).chain(&mut bias) {
+                    *v = g.integer(8);
+                }
+            }
             Rung::Random { seed } => {
                 let mut g = SplitMix(seed);
                 for v in a.iter_mut().chain(&mut b) {
@@ -253,6 +269,7 @@ mod tests {
             "seq-identity",
             "onehot-k:5",
             "small-int:7",
+            "wide-int:2",
             "random:3",
         ] {
             assert_eq!(Rung::parse(text).unwrap().name(), text);
@@ -366,5 +383,33 @@ mod tests {
         assert!(r.bias.iter().all(|v| (-16.0..16.0).contains(v)));
         assert!(r.bias.iter().any(|v| v.abs() >= 1.0));
         assert_ne!(r, Rung::Random { seed: 4 }.operands(&p).unwrap());
+    }
+
+    /// wide-int is what a full trace is read against: integers in [-8, 8], exact in
+    /// e4m3 (the narrowest input type), and its runs of 8 values along a row of A
+    /// almost never repeat, which is what provenance needs.
+    #[test]
+    fn wide_int_is_exact_in_every_input_type_and_its_runs_are_all_but_unique() {
+        let p = problem(64, 8, 512);
+        let w = Rung::WideInt { seed: 1 }.operands(&p).unwrap();
+        assert_eq!(w, Rung::WideInt { seed: 1 }.operands(&p).unwrap());
+        for v in w.a.iter().chain(&w.b).chain(&w.c).chain(&w.bias) {
+            assert!((-8.0..=8.0).contains(v) && v.fract() == 0.0);
+            for t in [Dtype::E4m3, Dtype::F16, Dtype::Bf16] {
+                assert_eq!(t.round(*v), *v, "{v} in {t:?}");
+            }
+        }
+        assert!(w.a.iter().any(|v| v.abs() > 2.0), "wider than small-int");
+        let mut runs: Vec<&[f32]> = w.a.chunks(512).flat_map(|row| row.windows(8)).collect();
+        let total = runs.len();
+        runs.sort_by(|x, y| x.partial_cmp(y).unwrap());
+        runs.dedup();
+        assert!(
+            runs.len() * 1000 >= total * 999,
+            "{} of {total}",
+            runs.len()
+        );
+        assert!(Rung::WideInt { seed: 1 }.exact());
+        assert_eq!(Rung::WideInt { seed: 1 }.answer(&p), None);
     }
 }

@@ -10,8 +10,8 @@ use kwb_instrument::{Config, Probes};
 use miette::{Diagnostic, Report};
 use thiserror::Error;
 
-use crate::commands::overlay;
 use crate::input::{DEFAULT_MAX_BYTES, read_source};
+use crate::overlay;
 use crate::{exit, render};
 
 #[derive(clap::Parser)]

@@ -11,6 +11,7 @@ use kwb_ladder::{Comparison, Dtype, Problem, Rung};
 use miette::{Diagnostic, Report};
 use thiserror::Error;
 
+use crate::ladder_args::{numbers, parse_dtype, parse_rung, parse_shape};
 use crate::{exit, npy, render};
 
 /// What both subcommands need: the rung and the problem.
@@ -94,38 +95,6 @@ enum LadderCliError {
         m: usize,
         n: usize,
     },
-}
-
-pub(crate) fn parse_rung(text: &str) -> Result<Rung, String> {
-    Rung::parse(text).map_err(|e| e.to_string())
-}
-
-pub(crate) fn parse_dtype(text: &str) -> Result<Dtype, String> {
-    match text {
-        "bf16" => Ok(Dtype::Bf16),
-        "f16" | "fp16" | "half" => Ok(Dtype::F16),
-        "f32" | "fp32" | "float" => Ok(Dtype::F32),
-        "e4m3" | "fp8" | "fp8_e4m3" => Ok(Dtype::E4m3),
-        other => Err(format!(
-            "`{other}` is not a dtype; choose bf16, f16, f32 or e4m3"
-        )),
-    }
-}
-
-pub(crate) fn numbers<const N: usize>(text: &str, what: &str) -> Result<[usize; N], String> {
-    let parts: Vec<usize> = text
-        .split(',')
-        .map(|p| p.trim().parse::<usize>().ok().filter(|v| *v > 0))
-        .collect::<Option<_>>()
-        .ok_or_else(|| format!("`{text}` is not {what} (positive integers)"))?;
-    parts
-        .try_into()
-        .map_err(|_| format!("`{text}` is not {what}"))
-}
-
-pub(crate) fn parse_shape(text: &str) -> Result<(usize, usize, usize), String> {
-    let [m, n, k] = numbers::<3>(text, "M,N,K")?;
-    Ok((m, n, k))
 }
 
 fn parse_tile(text: &str) -> Result<(usize, usize), String> {
@@ -214,7 +183,7 @@ pub fn check(args: CheckArgs) -> i32 {
                     .map_err(std::io::Error::other)
                     .and_then(|()| writeln!(out))
             } else {
-                human(&mut out, &c, None)
+                render::comparison(&mut out, &c, None)
             };
             match (written, c.pass) {
                 (Err(_), _) => exit::INTERNAL,
@@ -266,52 +235,4 @@ fn checked(args: &CheckArgs) -> Result<Comparison, LadderCliError> {
         &values,
         args.tile,
     )?)
-}
-
-/// A comparison for people; `at_first` (what was written and expected there) follows
-/// the first mismatch's coordinates when the caller knows it.
-pub(crate) fn human(
-    out: &mut impl Write,
-    c: &Comparison,
-    at_first: Option<String>,
-) -> std::io::Result<()> {
-    let verdict = if c.pass { "PASS" } else { "FAIL" };
-    let how = if c.exact {
-        "exact".to_owned()
-    } else {
-        format!("tolerance {:.3e}", c.tolerance)
-    };
-    writeln!(
-        out,
-        "{verdict} {} ({how}): {} mismatches, max |out - answer| {}, rel-L2 {:.3e}, ratio {:.4}, NaN {}, Inf {}",
-        c.rung, c.mismatches, c.max_abs, c.rel_l2, c.ratio, c.nan, c.inf
-    )?;
-    if let Some((m, n)) = c.first_mismatch {
-        match at_first {
-            Some(detail) => writeln!(out, "first mismatch at (m, n) = ({m}, {n}): {detail}")?,
-            None => writeln!(out, "first mismatch at (m, n) = ({m}, {n})")?,
-        }
-    }
-    if !c.pass {
-        let g = &c.tiles;
-        writeln!(
-            out,
-            "largest error per {} x {} tile ({} x {} tiles; . = exact):",
-            g.tile.0, g.tile.1, g.rows, g.cols
-        )?;
-        for r in 0..g.rows.min(32) {
-            let row: Vec<String> = (0..g.cols.min(16))
-                .map(|col| {
-                    let e = g.max_error[r * g.cols + col];
-                    if e == 0.0 {
-                        ".".to_owned()
-                    } else {
-                        format!("{e:.3}")
-                    }
-                })
-                .collect();
-            writeln!(out, "  {}", row.join(" "))?;
-        }
-    }
-    Ok(())
 }

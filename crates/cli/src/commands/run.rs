@@ -5,16 +5,11 @@
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::time::Duration;
 
-use kwb_gpu::{GpuError, MapReading, Report, RunOptions};
-use kwb_ladder::{Dtype, Rung};
+use kwb_gpu::{GpuError, MapReading, Report};
 
-use crate::commands::ladder::{human, numbers, parse_dtype, parse_rung, parse_shape};
+use crate::ladder_args::{LadderArgs, dim3, run_options};
 use crate::{exit, render};
-
-/// The rungs `kwb run` climbs when `--ladder` is not given.
-pub const DEFAULT_LADDER: &str = "zeros,ones,seq-identity,onehot-k:0,small-int,random";
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -50,75 +45,12 @@ pub struct Args {
     json: bool,
 }
 
-/// The ladder and the problem it runs: the arguments kwb run and kwb diagnose share.
-#[derive(clap::Args)]
-pub struct LadderArgs {
-    /// The rungs, in order: zeros, ones, seq-identity, onehot-k:K0, small-int[:SEED],
-    /// random[:SEED]
-    #[arg(long, value_delimiter = ',', value_parser = parse_rung, default_value = DEFAULT_LADDER)]
-    pub ladder: Vec<Rung>,
-    /// The GEMM shape M,N,K [default: the dumps', else 256,384,1024]
-    #[arg(long, value_name = "M,N,K", value_parser = parse_shape)]
-    pub shape: Option<(usize, usize, usize)>,
-    /// D = alpha * A·B + beta * C; 2 by default, so a dropped alpha shows
-    #[arg(long, default_value_t = 2.0)]
-    pub alpha: f32,
-    #[arg(long, default_value_t = 0.0)]
-    pub beta: f32,
-    /// Elements added to every leading dimension the kernel or its launcher takes
-    /// (padding holds NaN, so a pitch taken for a width shows); 0 packs them
-    #[arg(long, default_value_t = 64)]
-    pub ld_pad: usize,
-    /// The element type of A and B where neither the kernel nor its launcher names a
-    /// known one: bf16, f16, f32, e4m3
-    #[arg(long, value_parser = parse_dtype)]
-    pub dtype: Option<Dtype>,
-    /// Seconds a launch may take before it is reported as HANG and killed
-    #[arg(long, default_value_t = 20.0)]
-    pub timeout: f64,
-    /// Where the answers of rungs without a closed form (small-int, random, dump) are
-    /// computed: host (f64), gpu (kwb's own f64 GEMM kernel, built apart from the
-    /// kernel under test), or auto (the GPU above 2^27 multiply-adds per rung).
-    /// zeros, ones, seq-identity and onehot-k are compared with their closed form
-    #[arg(long, value_enum, default_value = "auto")]
-    pub reference: Reference,
-}
-
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum BLayout {
     /// N rows of K (a weight matrix, `out_features x in_features`)
     Nk,
     /// K rows of N
     Kn,
-}
-
-#[derive(Clone, Copy, clap::ValueEnum)]
-pub enum Reference {
-    Host,
-    Gpu,
-    Auto,
-}
-
-impl From<Reference> for kwb_gpu::ReferenceOn {
-    fn from(r: Reference) -> Self {
-        match r {
-            Reference::Host => kwb_gpu::ReferenceOn::Host,
-            Reference::Gpu => kwb_gpu::ReferenceOn::Gpu,
-            Reference::Auto => kwb_gpu::ReferenceOn::Auto,
-        }
-    }
-}
-
-fn dim3(text: &str) -> Result<[u32; 3], String> {
-    let parts: Vec<&str> = text.split(',').collect();
-    let padded = match parts.len() {
-        1 => format!("{text},1,1"),
-        2 => format!("{text},1"),
-        _ => text.to_owned(),
-    };
-    let [x, y, z] = numbers::<3>(&padded, "X,Y,Z")?;
-    let u = |v: usize| u32::try_from(v).map_err(|_| format!("`{text}` is too large"));
-    Ok([u(x)?, u(y)?, u(z)?])
 }
 
 /// Why the dumps cannot be used.
@@ -265,52 +197,6 @@ fn dumps(args: &Args) -> Result<Option<(kwb_gpu::Dump, Shape)>, DumpArgError> {
     Ok(Some((kwb_gpu::Dump { source, a, b, c }, (m, n, k))))
 }
 
-/// The run options of `ladder` at `shape` (no dump, the reproducer's own launch
-/// configuration): kwb's cache and its own binary as the worker. A failure is rendered
-/// and returned as the exit code.
-pub fn run_options(
-    ladder: &LadderArgs,
-    shape: (usize, usize, usize),
-    progress: kwb_gpu::Progress,
-) -> Result<RunOptions, i32> {
-    let cache = match kwb_toolchain::cache::cache_dir(&kwb_toolchain::Env::from_process()) {
-        Ok(c) => c.join("repro"),
-        Err(e) => {
-            render::error(miette::Report::new(e));
-            return Err(exit::INPUT);
-        }
-    };
-    let worker = match std::env::current_exe() {
-        Ok(exe) => vec![exe.display().to_string(), "run-worker".to_owned()],
-        Err(e) => {
-            render::error(miette::Report::msg(format!(
-                "cannot find kwb's own binary: {e}"
-            )));
-            return Err(exit::INTERNAL);
-        }
-    };
-    Ok(RunOptions {
-        rungs: ladder.ladder.clone(),
-        request: kwb_gpu::plan::Request {
-            shape,
-            alpha: ladder.alpha,
-            beta: ladder.beta,
-            ld_pad: ladder.ld_pad,
-            dtype: ladder.dtype,
-        },
-        timeout: Duration::from_secs_f64(ladder.timeout.max(0.1)),
-        grid: None,
-        block: None,
-        smem: None,
-        worker,
-        cache,
-        reference: ladder.reference.into(),
-        dump: None,
-        progress,
-        worker_env: Vec::new(),
-    })
-}
-
 pub fn run(args: Args) -> i32 {
     let dump = match dumps(&args) {
         Ok(d) => d,
@@ -417,7 +303,7 @@ fn human_report(out: &mut impl Write, r: &Report) -> std::io::Result<()> {
                 let at_first = rung
                     .first
                     .map(|f| format!("the kernel wrote {}, the answer is {}", f.got, f.want));
-                human(out, c, at_first)?;
+                render::comparison(out, c, at_first)?;
                 if let Some(p) = &rung.pattern {
                     writeln!(out, "  pattern: {}", p.pattern.label())?;
                 }
@@ -456,7 +342,7 @@ fn human_report(out: &mut impl Write, r: &Report) -> std::io::Result<()> {
         }
     }
     for map in &r.maps {
-        writeln!(out, "{}", map_line(map))?;
+        writeln!(out, "{}", MapReading::line(map))?;
     }
     writeln!(
         out,
@@ -475,94 +361,7 @@ fn human_report(out: &mut impl Write, r: &Report) -> std::io::Result<()> {
     writeln!(out, "{verdict}")
 }
 
-/// One line on a map the kernel received: what it holds, and whether it is the
-/// canonical map of the buffer it covers.
-pub(crate) fn map_line(m: &MapReading) -> String {
-    let covers = m.covers.as_deref().unwrap_or("none of the run's buffers");
-    let Some(f) = &m.decoded else {
-        return format!(
-            "map {}: not decoded ({})",
-            m.param,
-            m.decode_error.as_deref().unwrap_or("no bytes")
-        );
-    };
-    let list = |v: &[String]| v.join(", ");
-    let swizzle = f.swizzle;
-    let judged = match (m.diffs.as_slice(), &m.covers) {
-        ([], Some(role)) => format!("matches {role}"),
-        ([], None) => "well-formed".to_owned(),
-        (diffs, _) => format!(
-            "differs: {}",
-            diffs
-                .iter()
-                .map(|d| format!("{} {} (expected {}: {})", d.field, d.got, d.expected, d.why))
-                .collect::<Vec<_>>()
-                .join("; ")
-        ),
-    };
-    format!(
-        "map {} (covers {covers}): dims {{{}}} strides {{{}}} box {{{}}} {} swizzle {swizzle}: {judged}",
-        m.param,
-        list(&f.dims.iter().map(u64::to_string).collect::<Vec<_>>()),
-        list(&f.strides.iter().map(u64::to_string).collect::<Vec<_>>()),
-        list(&f.box_dim.iter().map(u32::to_string).collect::<Vec<_>>()),
-        f.dtype,
-    )
-}
-
 /// `kwb run-worker JOB`: the GPU half of `kwb run`, in its own process.
 pub fn worker(job: PathBuf) -> i32 {
     kwb_gpu::worker::main(&job)
-}
-
-#[cfg(test)]
-mod tests {
-    use kwb_diagnose::{MapDiff, MapDtype, Swizzle, TensorMapFields};
-
-    use super::*;
-
-    #[test]
-    fn a_map_line_names_what_the_map_holds_and_how_it_differs() {
-        let fields = TensorMapFields {
-            address: 0x1000,
-            rank: 2,
-            dtype: MapDtype::Bf16,
-            dims: vec![1024, 256],
-            strides: vec![2048],
-            box_dim: vec![64, 128],
-            element_strides: vec![1, 1],
-            interleave: 0,
-            swizzle: Swizzle::B128,
-            l2_promotion: 0,
-            oob_nan: false,
-            im2col: false,
-            box_bytes: 16384,
-            large: false,
-        };
-        let mut m = MapReading {
-            param: "tmap_a".to_owned(),
-            bytes_hex: String::new(),
-            decoded: Some(fields),
-            decode_error: None,
-            covers: Some("A".to_owned()),
-            diffs: Vec::new(),
-        };
-        assert_eq!(
-            map_line(&m),
-            "map tmap_a (covers A): dims {1024, 256} strides {2048} box {64, 128} bf16 swizzle 128B: matches A"
-        );
-        m.diffs.push(MapDiff {
-            field: "strides[0]",
-            got: "2048".to_owned(),
-            expected: "2176".to_owned(),
-            why: "the pitch is 1024 elements where 1088 are expected".to_owned(),
-        });
-        assert!(
-            map_line(&m).ends_with(
-                "128B: differs: strides[0] 2048 (expected 2176: the pitch is 1024 elements where 1088 are expected)"
-            ),
-            "{}",
-            map_line(&m)
-        );
-    }
 }

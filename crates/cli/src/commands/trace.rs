@@ -290,7 +290,7 @@ pub fn show(args: ShowArgs) -> i32 {
             }
             let numbered =
                 |r: &kwb_runtime::TraceRecord| r.k_tile < 0 && numbered_by_call(r.kind());
-            match super::tiles::export(&trace, dir, numbered) {
+            match crate::tiles::export(&trace, dir, numbered) {
                 Ok(entries) => Some(
                     entries
                         .iter()

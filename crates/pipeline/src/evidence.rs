@@ -1,0 +1,63 @@
+//! kwb-gpu's reports read as kwb-diagnose's inputs: each rung's outcome, and a run's
+//! output as it was checked against its answer.
+
+use kwb_diagnose::{OnesRun, OutputCheck, RungOutcome, RungState};
+use kwb_gpu::{Report, RungReport};
+
+use crate::Shape;
+
+/// The ladder's rungs as kwb-diagnose reads them (a rung that did not run is left out).
+pub fn outcomes(report: &Report) -> Vec<RungOutcome> {
+    report
+        .rungs
+        .iter()
+        .filter(|r| r.status != "not-run")
+        .map(|r| RungOutcome {
+            rung: r.rung.clone(),
+            state: match r.status {
+                "pass" => RungState::Pass,
+                "fail" => RungState::Fail,
+                "hang" => RungState::Hang,
+                _ => RungState::Error,
+            },
+            ratio: r.comparison.as_ref().map_or(f64::NAN, |c| c.ratio),
+            mismatches: r.comparison.as_ref().map_or(0, |c| c.mismatches),
+            non_finite: r.comparison.as_ref().map_or(0, |c| c.nan + c.inf),
+            pattern: r.pattern.clone(),
+        })
+        .collect()
+}
+
+/// A rung's output as checked, where it was compared.
+pub fn output_check(r: &RungOutcome) -> OutputCheck {
+    OutputCheck {
+        mismatches: r.mismatches as u64,
+        nan: r.non_finite as u64,
+        inf: 0,
+        ratio: r.ratio,
+        wrong_tiles: r.pattern.as_ref().map(|p| p.tiles.clone()),
+    }
+}
+
+/// The traced run's one rung as checked, where it ran to a comparison.
+pub fn traced_output(rung: &RungReport) -> Option<OutputCheck> {
+    let c = rung.comparison.as_ref()?;
+    Some(OutputCheck {
+        mismatches: c.mismatches as u64,
+        nan: c.nan as u64,
+        inf: c.inf as u64,
+        ratio: c.ratio,
+        wrong_tiles: rung.pattern.as_ref().map(|p| p.tiles.clone()),
+    })
+}
+
+/// The all-ones traced run at `shape`, its output checked by the ladder's ones rung
+/// (the same instantiation on the same inputs at the same shape) when there is one.
+pub fn ones_run(shape: Shape, ones: Option<&RungOutcome>) -> OnesRun {
+    OnesRun {
+        m: shape.0 as u64,
+        n: shape.1 as u64,
+        k: shape.2 as u64,
+        output: ones.map(output_check),
+    }
+}

@@ -1,0 +1,312 @@
+//! The whole method of `kwb diagnose` as a library, below the CLI: given an extracted
+//! reproducer, run the controlled-input ladder; record the reproducer's own traces
+//! where none is given (all-ones of one CTA, and a full trace on integer inputs with
+//! the operands known); check the TMA maps from the source and as the kernel received
+//! them; judge each piece of evidence and reconcile them into a VERDICT or a DRAFT.
+//!
+//! The CLI reads the user's files and renders; xtask and a test harness can call
+//! [`diagnose`] the same way.
+//!
+//! Invariants: the user's source and the plain reproducer are only read; what kwb
+//! writes goes under the job's `work` folder; a step that could not run (no GPU, a
+//! kernel kwb cannot trace) is said in the diagnosis's `not_run`, never taken as
+//! evidence.
+
+pub mod checks;
+pub mod evidence;
+pub mod record;
+
+use std::path::Path;
+
+use kwb_diagnose::{
+    Diagnosis, Evidence, Finding, StructuredRun, judge_ladder, judge_ones, judge_structured,
+    nan_origin, reconcile, sites_of, with_descriptors,
+};
+use kwb_extract::Extraction;
+use kwb_gpu::{GpuError, Report, RunOptions};
+use kwb_reconcile::Matrix;
+use kwb_runtime::Trace;
+
+use crate::record::{NotRecorded, Pass, Recorded};
+
+/// A GEMM shape: (M, N, K).
+pub type Shape = (usize, usize, usize);
+
+/// A full trace the user brought, with the operands its run uploaded.
+#[derive(Debug)]
+pub struct FullTrace {
+    pub trace: Trace,
+    /// A (M x K).
+    pub a: Matrix,
+    /// B (N x K).
+    pub b: Matrix,
+}
+
+/// Traces recorded elsewhere (a production build), already read and checked.
+#[derive(Debug, Default)]
+pub struct Given {
+    /// Recorded on all-ones.
+    pub ones: Option<Trace>,
+    /// The shape `ones` was recorded at, when it is not the ladder's.
+    pub ones_shape: Option<Shape>,
+    pub full: Option<FullTrace>,
+}
+
+/// One diagnosis to make.
+pub struct Job<'a> {
+    /// The user's file, as named (read for the MMA's swizzle; named in the report).
+    pub source: &'a Path,
+    pub extraction: &'a Extraction,
+    /// The plain reproducer's folder (kwb-extract's output).
+    pub repro: &'a Path,
+    /// Where the traced copies and the traces kwb records go.
+    pub work: &'a Path,
+    /// Whether `repro` and `work` outlive the call: the reproduce lines name them.
+    pub kept: bool,
+    /// The ladder's options (its rungs, the shape in its request).
+    pub options: &'a RunOptions,
+    pub shape: Shape,
+    pub given: Given,
+    /// Record the reproducer's traces where none is given (`--no-trace` clears it).
+    pub record: bool,
+}
+
+/// The diagnosis, and the ladder's report (for the heat maps of a report folder).
+#[derive(Debug)]
+pub struct Outcome {
+    pub diagnosis: Diagnosis,
+    pub report: Option<Report>,
+    /// The traces kwb recorded, in the order ones, full.
+    pub recorded: Vec<(Pass, std::path::PathBuf)>,
+}
+
+/// The ladder, the traces, the descriptor checks and the reconciled verdict. An error
+/// is a step that cannot go on for any reason but a missing GPU (bad manifest, an
+/// unwritable folder, a build that fails): the caller reports it.
+pub fn diagnose(mut job: Job<'_>) -> Result<Outcome, GpuError> {
+    let mut not_run = Vec::new();
+    let report = match kwb_gpu::run(job.repro, job.options) {
+        Ok(r) => Some(r),
+        Err(e @ (GpuError::NoDriver { .. } | GpuError::Worker(_))) => {
+            not_run.push(format!(
+                "the ladder: {e}. Everything before the launch ran (extraction, the nvcc build, every rung's inputs and answers); on a GPU the ladder adds each rung's outcome and error pattern, which is what a verdict without a trace rests on"
+            ));
+            None
+        }
+        Err(e) => return Err(e),
+    };
+    if let Some(why) = report.as_ref().and_then(|r| r.failed.as_ref()) {
+        not_run.push(format!("the ladder: {why}"));
+    }
+    let gpu = report.is_some();
+    let rungs = report.as_ref().map(evidence::outcomes).unwrap_or_default();
+    let ladder = (!rungs.is_empty()).then(|| judge_ladder(&rungs));
+
+    let Given {
+        ones: given_ones,
+        ones_shape,
+        full: given_full,
+    } = std::mem::take(&mut job.given);
+    let record = job.record && given_ones.is_none() && given_full.is_none();
+    let mut recorded = Vec::new();
+    let (mut ones_trace, mut full) = (given_ones, given_full.map(|f| (f, None)));
+    if record {
+        // Without a GPU only the ones pass is built: it shows the traced build
+        // compiles, and the full pass's build would add nothing more.
+        let passes: &[Pass] = if gpu {
+            &[Pass::Ones, Pass::Full]
+        } else {
+            &[Pass::Ones]
+        };
+        for (pass, got) in record_passes(&job, passes, report.as_ref()) {
+            match got {
+                Ok(r) => {
+                    recorded.push((pass, r.path.clone()));
+                    match pass {
+                        Pass::Ones => ones_trace = Some(r.trace),
+                        Pass::Full => match record::full_operands(&r) {
+                            Ok(ops) => {
+                                let output =
+                                    r.report.rungs.first().and_then(evidence::traced_output);
+                                full = Some((
+                                    FullTrace {
+                                        trace: r.trace,
+                                        a: ops.a,
+                                        b: ops.b,
+                                    },
+                                    Some((r.cta, output)),
+                                ));
+                            }
+                            Err(NotRecorded(why)) => not_run.push(format!("the full trace: {why}")),
+                        },
+                    }
+                }
+                Err(NotRecorded(why)) => not_run.push(match pass {
+                    Pass::Ones => format!("the trace: {why}"),
+                    Pass::Full => format!("the full trace: {why}"),
+                }),
+            }
+        }
+        if !gpu && job.extraction.kernel.line != 0 && job.extraction.host.tasks.is_none() {
+            not_run.push("the full trace: on a GPU kwb also records one CTA's every operand and accumulator value on integer inputs (wide-int), which shows a K slice fed twice or another CTA's rows where all-ones cannot".to_owned());
+        }
+    } else if ones_trace.is_none() && full.is_none() {
+        not_run.push(
+            "the trace: no --trace given (kwb-instrument the kernel, build with -DKWB_TRACE, run it on all-ones with KWB_TRACE_OUT=trace.bin; on a GPU without --no-trace kwb records it itself); a trace is what isolates a stage".to_owned(),
+        );
+    }
+
+    let trace_shape = ones_shape.unwrap_or(job.shape);
+    let traced = ones_trace.as_ref().map(|t| {
+        // The ladder's ones rung checks the traced run's output only at its shape.
+        let ones = rungs
+            .iter()
+            .find(|r| r.rung == "ones")
+            .filter(|_| trace_shape == job.shape);
+        judge_ones(t, &evidence::ones_run(trace_shape, ones))
+    });
+    let full_finding = full.as_ref().map(|(f, run)| {
+        let run = match run {
+            // kwb's own run: its output checked by its rung.
+            Some((cta, output)) => StructuredRun {
+                input: format!(
+                    "wide-int:{} (CTA ({}, {}, {}))",
+                    record::FULL_SEED,
+                    cta[0],
+                    cta[1],
+                    cta[2]
+                ),
+                output: output.clone(),
+            },
+            // The user's: checked by their harness, not here.
+            None => StructuredRun {
+                input: "the full trace's inputs".to_owned(),
+                output: None,
+            },
+        };
+        judge_structured(&f.trace, &f.a, &f.b, &run)
+    });
+
+    let mut descriptors = checks::descriptor_issues(job.extraction);
+    if let Some(r) = &report {
+        let received = checks::received_issues(&r.maps, &descriptors);
+        descriptors.extend(received);
+        // The source was read by the extraction; unreadable now means no expectation.
+        let source = std::fs::read_to_string(job.source).unwrap_or_default();
+        descriptors.extend(checks::swizzle_issues(
+            &r.maps,
+            kwb_diagnose::mma_swizzle(&source).as_ref(),
+        ));
+    }
+    let combined = kwb_diagnose::combine_traces(traced.clone(), full_finding.clone());
+    let verdict = with_descriptors(reconcile(combined.as_ref(), ladder.as_ref()), &descriptors);
+    let full_trace = full.as_ref().map(|(f, _)| &f.trace);
+    // The stage's probe sites in either trace, once each.
+    let mut sites = Vec::new();
+    if let Some(stage) = verdict.stage {
+        for t in ones_trace.iter().chain(full_trace) {
+            for site in sites_of(t, stage) {
+                if !sites.contains(&site) {
+                    sites.push(site);
+                }
+            }
+        }
+    }
+    let evidence = [
+        ("trace", traced),
+        ("full trace", full_finding),
+        ("ladder", ladder),
+    ]
+    .into_iter()
+    .filter_map(|(track, f): (&'static str, Option<Finding>)| {
+        f.map(|finding| Evidence { track, finding })
+    })
+    .collect();
+    let reproduce = reproduce_lines(&job, &recorded);
+    let diagnosis = Diagnosis {
+        instantiation: job.extraction.instantiation.clone(),
+        source: job.source.display().to_string(),
+        verdict,
+        evidence,
+        rungs,
+        sites,
+        nan_origin: ones_trace
+            .as_ref()
+            .and_then(nan_origin)
+            .or_else(|| full_trace.and_then(nan_origin)),
+        descriptors,
+        maps: report
+            .as_ref()
+            .map(|r| r.maps.iter().map(kwb_gpu::MapReading::line).collect())
+            .unwrap_or_default(),
+        not_run,
+        reproduce,
+    };
+    Ok(Outcome {
+        diagnosis,
+        report,
+        recorded,
+    })
+}
+
+/// Records `passes` at once (each builds its own traced copy with nvcc, then runs
+/// briefly on the GPU), in the order given.
+fn record_passes(
+    job: &Job<'_>,
+    passes: &[Pass],
+    ladder: Option<&Report>,
+) -> Vec<(Pass, Result<Recorded, NotRecorded>)> {
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = passes
+            .iter()
+            .map(|&pass| {
+                let cta = record::cta(pass, ladder);
+                scope.spawn(move || {
+                    (
+                        pass,
+                        record::trace(job.extraction, job.repro, job.work, pass, cta, job.options),
+                    )
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .zip(passes)
+            .map(|(h, &pass)| {
+                h.join().unwrap_or_else(|_| {
+                    (
+                        pass,
+                        Err(NotRecorded("the recording thread panicked".to_owned())),
+                    )
+                })
+            })
+            .collect()
+    })
+}
+
+/// How to run the ladder again, and where the recorded traces are.
+fn reproduce_lines(job: &Job<'_>, recorded: &[(Pass, std::path::PathBuf)]) -> String {
+    // Without a kept folder the reproducer lives in a temporary folder that is gone
+    // when the caller exits.
+    let kept = if job.kept {
+        job.repro.display().to_string()
+    } else {
+        "DIR/repro (rerun with --report DIR to keep the reproducer)".to_owned()
+    };
+    let (m, n, k) = job.shape;
+    let rungs: Vec<String> = job.options.rungs.iter().map(|r| r.name()).collect();
+    let mut out = format!(
+        "kwb run {kept} --shape {m},{n},{k} --ladder {}",
+        rungs.join(",")
+    );
+    if job.kept {
+        for (pass, path) in recorded {
+            let what = match pass {
+                Pass::Ones => "the ones trace kwb recorded",
+                Pass::Full => "the full trace kwb recorded on wide-int",
+            };
+            out.push_str(&format!("\nkwb trace show {}   # {what}", path.display()));
+        }
+    }
+    out
+}

@@ -1,0 +1,244 @@
+//! The traces kwb records of a reproducer itself, so a diagnosis needs no harness and
+//! no trace from the user:
+//!
+//! - **ones**: every default probe, CTA (0, 0, 0), on all-ones at the ladder's shape;
+//!   the closed forms of uniform inputs judge it (kwb-diagnose's `judge_ones`);
+//! - **full**: every value each probe looks at with its coordinates (`--full-tile`), on
+//!   `wide-int` (integers in [-8, 8], whose runs of 8 along a row are all but unique),
+//!   with the operands that run uploaded regenerated here from the rung's seed; the
+//!   host model judges where each consumed value came from (`judge_structured`). It
+//!   sees what all-ones cannot: a K slice fed twice, another CTA's rows, a stage read
+//!   early. It records CTA (1, 0, 0) where the grid has a second CTA along x (off the
+//!   diagonal, so a swapped row and column index shows), else CTA (0, 0, 0).
+//!
+//! Each is a traced copy of the plain reproducer (kwb-gpu's `traced`), built and run
+//! beside it; the two run at once (two nvcc builds, then two short GPU runs).
+//!
+//! Invariant: the plain reproducer is only read; a trace that holds no record, or a
+//! traced run that failed, is never returned as evidence.
+
+use std::path::{Path, PathBuf};
+
+use kwb_extract::Extraction;
+use kwb_gpu::traced::{TraceRequest, record};
+use kwb_gpu::{GpuError, Report, RunOptions};
+use kwb_ladder::Rung;
+use kwb_reconcile::Matrix;
+use kwb_runtime::Trace;
+
+/// The seed of the full trace's `wide-int` inputs.
+pub const FULL_SEED: u64 = 1;
+
+/// Which trace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pass {
+    Ones,
+    Full,
+}
+
+impl Pass {
+    fn rung(self) -> Rung {
+        match self {
+            Pass::Ones => Rung::Ones,
+            Pass::Full => Rung::WideInt { seed: FULL_SEED },
+        }
+    }
+
+    /// The traced copy's folder and the trace's file in `work`.
+    pub fn paths(self, work: &Path) -> (PathBuf, PathBuf) {
+        match self {
+            Pass::Ones => (work.join("repro-traced"), work.join("trace-ones.bin")),
+            Pass::Full => (work.join("repro-full"), work.join("trace-full.bin")),
+        }
+    }
+
+    fn what(self) -> &'static str {
+        match self {
+            Pass::Ones => "all-ones",
+            Pass::Full => "wide-int (integers in [-8, 8])",
+        }
+    }
+}
+
+/// A trace kwb recorded.
+#[derive(Debug)]
+pub struct Recorded {
+    pub trace: Trace,
+    pub path: PathBuf,
+    /// The CTA it holds.
+    pub cta: [u32; 3],
+    /// The traced run's report (its one rung).
+    pub report: Report,
+}
+
+/// A full trace with the operands its run uploaded: A (M x K) and B (N x K).
+#[derive(Debug)]
+pub struct Operands {
+    pub a: Matrix,
+    pub b: Matrix,
+}
+
+/// Why a trace is not there: said in the diagnosis's "not run".
+#[derive(Debug, Clone, PartialEq)]
+pub struct NotRecorded(pub String);
+
+/// Whether kwb can trace this reproducer's kernel at all; why not where it cannot.
+pub fn traceable(x: &Extraction) -> Result<(), NotRecorded> {
+    if x.host.tasks.is_some() {
+        return Err(NotRecorded("not recorded: a megakernel task's reproducer runs the whole megakernel; give a trace of it with --trace (kwb-instrument --gate on the task's instantiation)".to_owned()));
+    }
+    if x.kernel.line == 0 {
+        return Err(NotRecorded(format!(
+            "not recorded: `{}` is a library kernel whose mainloop lives in its headers (kwb-instrument --overlay DIR -I <library> traces it; give the trace with --trace)",
+            x.kernel.name
+        )));
+    }
+    Ok(())
+}
+
+/// The CTA a pass records, given the ladder's launch (its grid) when it ran.
+pub fn cta(pass: Pass, ladder: Option<&Report>) -> [u32; 3] {
+    let grid_x = ladder
+        .and_then(|r| r.rungs.iter().find_map(|r| r.launch))
+        .map_or(1, |l| l.grid[0]);
+    match pass {
+        Pass::Full if grid_x > 1 => [1, 0, 0],
+        _ => [0, 0, 0],
+    }
+}
+
+/// Records `pass` of the reproducer in `plain` into `work`: the traced copy built and
+/// run on the pass's rung with `options`, its trace read back.
+pub fn trace(
+    x: &Extraction,
+    plain: &Path,
+    work: &Path,
+    pass: Pass,
+    cta: [u32; 3],
+    options: &RunOptions,
+) -> Result<Recorded, NotRecorded> {
+    traceable(x)?;
+    let (dir, out) = pass.paths(work);
+    let request = TraceRequest {
+        kernel: x.kernel.name.clone(),
+        cta,
+        full_tile: pass == Pass::Full,
+        rung: pass.rung(),
+        dir: dir.clone(),
+        out,
+    };
+    let at = format!("CTA ({}, {}, {})", cta[0], cta[1], cta[2]);
+    let recorded = match record(plain, &request, options) {
+        Ok(r) => r,
+        // No GPU: everything before the launch ran, the traced build included.
+        Err(GpuError::NoDriver { .. } | GpuError::Worker(_)) => {
+            return Err(NotRecorded(format!(
+                "kwb built the traced reproducer ({}: `{}` instrumented for {at}); on a GPU it records that CTA on {} and judges the trace with the ladder, which is what isolates a stage",
+                dir.display(),
+                x.kernel.name,
+                pass.what()
+            )));
+        }
+        Err(e) => return Err(NotRecorded(format!("kwb could not record it: {e}"))),
+    };
+    let bytes = std::fs::read(&recorded.trace).map_err(|e| {
+        NotRecorded(format!(
+            "kwb recorded it but cannot read {}: {e}",
+            recorded.trace.display()
+        ))
+    })?;
+    let trace = kwb_runtime::decode(&bytes).map_err(|e| {
+        NotRecorded(format!(
+            "{} is not a readable kwb trace: {e}",
+            recorded.trace.display()
+        ))
+    })?;
+    // An empty trace clears nothing: it is no evidence of a right stage.
+    if trace.records.is_empty() {
+        return Err(NotRecorded(format!(
+            "kwb recorded one on {} ({}) but it holds no record: no probe ran in {at} of the traced reproducer (`kwb trace show` lists its sites); trace the kernel in your own build and give it with --trace",
+            pass.what(),
+            recorded.trace.display()
+        )));
+    }
+    Ok(Recorded {
+        trace,
+        path: recorded.trace,
+        cta,
+        report: recorded.report,
+    })
+}
+
+/// The operands the full pass's run uploaded, regenerated from its rung: the problem
+/// its run planned (its shape, input type) fed to the same seeded generator.
+pub fn full_operands(recorded: &Recorded) -> Result<Operands, NotRecorded> {
+    let problem = recorded
+        .report
+        .plan
+        .problem()
+        .map_err(|e| NotRecorded(format!("the full trace's problem: {e}")))?;
+    operands_of(&problem)
+}
+
+/// The full pass's operands for `problem`, as the host model reads them: A (M x K)
+/// and B (N x K).
+pub fn operands_of(problem: &kwb_ladder::Problem) -> Result<Operands, NotRecorded> {
+    let ops = Pass::Full
+        .rung()
+        .operands(problem)
+        .map_err(|e| NotRecorded(format!("the full trace's operands: {e}")))?;
+    let (m, n, k) = (problem.m, problem.n, problem.k);
+    // The rung's B is K x N row-major; the host model reads B as N x K.
+    let mut bt = vec![0.0f32; n * k];
+    for p in 0..k {
+        for j in 0..n {
+            bt[j * k + p] = ops.b[p * n + j];
+        }
+    }
+    let wrong =
+        || NotRecorded("the full trace's operands do not have the problem's shape".to_owned());
+    Ok(Operands {
+        a: Matrix::new(m, k, ops.a).ok_or_else(wrong)?,
+        b: Matrix::new(n, k, bt).ok_or_else(wrong)?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The full pass's B is the rung's B transposed: B(n, k) of the host model is
+    /// the rung's B(k, n).
+    #[test]
+    fn the_full_pass_reads_the_operands_its_rung_uploads() {
+        let problem =
+            kwb_ladder::Problem::new(3, 5, 4, kwb_ladder::Dtype::Bf16, kwb_ladder::Dtype::F32)
+                .unwrap();
+        let ops = Pass::Full.rung().operands(&problem).unwrap();
+        assert!(
+            ops.a.iter().any(|v| v.abs() > 2.0),
+            "wide-int, not small-int"
+        );
+        let read = operands_of(&problem).unwrap();
+        assert_eq!(
+            (read.a.rows, read.a.cols, read.b.rows, read.b.cols),
+            (3, 4, 5, 4)
+        );
+        assert_eq!(read.a.data, ops.a);
+        for k in 0..4 {
+            for n in 0..5 {
+                assert_eq!(read.b.data[n * 4 + k], ops.b[k * 5 + n], "B({n}, {k})");
+            }
+        }
+        let (dir, out) = Pass::Full.paths(Path::new("w"));
+        assert_eq!(
+            (dir, out),
+            (
+                PathBuf::from("w/repro-full"),
+                PathBuf::from("w/trace-full.bin")
+            )
+        );
+        assert_eq!(cta(Pass::Ones, None), [0, 0, 0]);
+        assert_eq!(cta(Pass::Full, None), [0, 0, 0]);
+    }
+}
