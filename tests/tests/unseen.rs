@@ -118,7 +118,7 @@ fn instrument(unit: &Unit, cutlass_include: &Path, dir: &Path) -> Result<(PathBu
     if unit.overlay {
         let overlay = dir.join("overlay");
         let roots = [cutlass_include.to_path_buf()];
-        let copies = kwb_cli::overlay::plan(
+        let copies = kwb_instrument::overlay::plan(
             &unit.source,
             &text,
             &roots,
@@ -131,7 +131,7 @@ fn instrument(unit: &Unit, cutlass_include: &Path, dir: &Path) -> Result<(PathBu
             std::fs::write(&written.copy, text).map_err(|e| e.to_string())?;
             probes += written.plan.probes.len();
         }
-        let (header, runtime) = kwb_cli::overlay::runtime_header(&overlay);
+        let (header, runtime) = kwb_instrument::overlay::runtime_header(&overlay);
         std::fs::write(header, runtime).map_err(|e| e.to_string())?;
     }
     if probes == 0 {

@@ -214,7 +214,7 @@ pub(crate) fn instrument(
     );
     let overlay = overlay_dir(dir, family);
     let _ = std::fs::remove_dir_all(&overlay);
-    let copies = kwb_cli::overlay::plan(
+    let copies = kwb_instrument::overlay::plan(
         &source,
         &text,
         &[toolchain_cutlass.include.clone(), common],
@@ -237,7 +237,7 @@ pub(crate) fn instrument(
         probes += written.plan.probes.len();
     }
     // The copies include the trace runtime from the overlay's root.
-    let (runtime, text_of_runtime) = kwb_cli::overlay::runtime_header(&overlay);
+    let (runtime, text_of_runtime) = kwb_instrument::overlay::runtime_header(&overlay);
     std::fs::write(&runtime, text_of_runtime).map_err(|e| e.to_string())?;
     std::fs::write(&out, &text).map_err(|e| e.to_string())?;
     Ok(probes)

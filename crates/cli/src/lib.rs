@@ -17,7 +17,6 @@ pub mod ladder_args;
 pub mod local_headers;
 pub mod npy;
 pub mod output;
-pub mod overlay;
 pub mod progress;
 pub mod render;
 pub mod reproducer;

@@ -5,6 +5,11 @@
 //! launches) beside the plain one, and it runs on one rung with `KWB_TRACE_OUT` set,
 //! so the worker's exit flush writes the trace.
 //!
+//! A library kernel (a CUTLASS `device_kernel<GemmKernel>`) has no mainloop in
+//! repro.cu: the headers the build includes that hold one (the collective) are
+//! instrumented into an overlay folder inside the copy, first on its include path
+//! (kwb-instrument's overlay), and the library itself is never edited.
+//!
 //! Invariant: the plain reproducer's folder is only read; the traced copy and the
 //! trace are written where the caller says.
 
@@ -27,6 +32,9 @@ pub struct TraceRequest {
     pub full_tile: bool,
     /// The rung the traced build runs on.
     pub rung: Rung,
+    /// Values the full-tile buffer holds (`KWB_TRACE_TILE_CAPACITY`); `None`: the
+    /// runtime's default.
+    pub tile_capacity: Option<u64>,
     /// The folder of the traced copy (created).
     pub dir: PathBuf,
     /// The trace file.
@@ -68,33 +76,104 @@ pub fn prepare(plain: &Path, request: &TraceRequest) -> Result<Vec<(String, usiz
         full_tile: request.full_tile,
         ..kwb_instrument::Config::default()
     };
-    let (text, plan) = kwb_instrument::instrument(&source, &config)
-        .map_err(|e| GpuError::Trace(format!("kwb-instrument on the reproducer: {e}")))?;
-    if plan.probes.is_empty() {
-        return Err(GpuError::Trace(format!(
-            "kwb-instrument found no site to probe in `{}` of the reproducer",
-            request.kernel
-        )));
-    }
-    std::fs::write(&source_path, text).map_err(io(&source_path))?;
     let manifest_path = request.dir.join("kwb.toml");
     let manifest_text = std::fs::read_to_string(&manifest_path).map_err(io(&manifest_path))?;
     let mut manifest = Manifest::from_toml(&manifest_text)
         .map_err(|e| GpuError::Trace(format!("{}: {e}", manifest_path.display())))?;
+    let probes = match kwb_instrument::instrument(&source, &config) {
+        Ok((text, plan)) if !plan.probes.is_empty() => {
+            std::fs::write(&source_path, text).map_err(io(&source_path))?;
+            plan.probes
+                .iter()
+                .map(|p| (p.what.clone(), p.line))
+                .collect()
+        }
+        // The kernel's mainloop is in the headers it includes (a library kernel).
+        Ok(_)
+        | Err(
+            kwb_instrument::InstrumentError::NothingToProbe
+            | kwb_instrument::InstrumentError::UnknownKernel { .. },
+        ) => overlay(request, &source, &config, &mut manifest)?,
+        Err(e) => {
+            return Err(GpuError::Trace(format!(
+                "kwb-instrument on the reproducer: {e}"
+            )));
+        }
+    };
     // No shared-memory lease for the records: a kernel whose own shared memory is at
     // the launch's limit (48 KiB without the opt-in) would not launch with it, and a
     // diagnostic run at the ladder's shape does not need its speed.
-    for define in ["KWB_TRACE", "KWB_TRACE_LEASE=0"] {
-        if !manifest.build.defines.iter().any(|d| d == define) {
-            manifest.build.defines.push(define.to_owned());
+    let capacity = request
+        .tile_capacity
+        .map(|n| format!("KWB_TRACE_TILE_CAPACITY={n}"));
+    for define in ["KWB_TRACE", "KWB_TRACE_LEASE=0"]
+        .map(str::to_owned)
+        .into_iter()
+        .chain(capacity)
+    {
+        if !manifest.build.defines.contains(&define) {
+            manifest.build.defines.push(define);
         }
     }
     std::fs::write(&manifest_path, manifest.to_toml()).map_err(io(&manifest_path))?;
-    Ok(plan
-        .probes
-        .iter()
-        .map(|p| (p.what.clone(), p.line))
-        .collect())
+    Ok(probes)
+}
+
+/// The overlay of a library kernel's traced copy: the headers repro.cu includes
+/// through the build's include path that hold a staged mainloop, instrumented with
+/// `config` into `DIR/overlay`, which goes first on the copy's include path. The
+/// copies' content names the build (a define), so a cached build of another overlay
+/// is never reused. The probes placed: (what each reads, its line in its header).
+fn overlay(
+    request: &TraceRequest,
+    source: &str,
+    config: &kwb_instrument::Config,
+    manifest: &mut Manifest,
+) -> Result<Vec<(String, usize)>, GpuError> {
+    let dir = request.dir.join("overlay");
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| GpuError::Io { path, source }
+    };
+    let roots =
+        crate::compile::flags(manifest, &request.dir, &kwb_toolchain::Env::from_process()).includes;
+    let config = kwb_instrument::Config {
+        kernel: None,
+        lenient_gate: true,
+        ..config.clone()
+    };
+    let copies = kwb_instrument::overlay::plan(
+        &request.dir.join("repro.cu"),
+        source,
+        &roots,
+        &dir,
+        &config,
+        0,
+    );
+    if copies.is_empty() {
+        return Err(GpuError::Trace(format!(
+            "kwb-instrument found no site to probe in `{}` of the reproducer, nor a staged mainloop in a header it includes",
+            request.kernel
+        )));
+    }
+    let mut parts: Vec<&[u8]> = Vec::new();
+    let mut probes = Vec::new();
+    for (written, text) in &copies {
+        if let Some(parent) = written.copy.parent() {
+            std::fs::create_dir_all(parent).map_err(io(parent))?;
+        }
+        std::fs::write(&written.copy, text).map_err(io(&written.copy))?;
+        parts.push(text.as_bytes());
+        probes.extend(written.plan.probes.iter().map(|p| (p.what.clone(), p.line)));
+    }
+    let (runtime, runtime_text) = kwb_instrument::overlay::runtime_header(&dir);
+    std::fs::write(&runtime, runtime_text).map_err(io(&runtime))?;
+    manifest.build.includes.insert(0, dir.display().to_string());
+    manifest.build.defines.push(format!(
+        "KWB_OVERLAY={:#x}",
+        kwb_toolchain::cache::content_key(&parts)
+    ));
+    Ok(probes)
 }
 
 /// [`prepare`]s the traced copy, builds and runs it on `request.rung` with `options`
@@ -187,6 +266,7 @@ mod tests {
             cta: [0, 0, 0],
             full_tile: false,
             rung: Rung::Ones,
+            tile_capacity: None,
             dir: tmp.path().join("traced"),
             out: tmp.path().join("trace.bin"),
         };

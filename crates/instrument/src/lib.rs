@@ -23,6 +23,7 @@ pub mod markers;
 mod nodes;
 mod occupancy;
 pub mod options;
+pub mod overlay;
 mod plan;
 mod probes;
 mod tile;

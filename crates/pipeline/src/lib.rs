@@ -118,6 +118,7 @@ pub fn diagnose(mut job: Job<'_>) -> Result<Outcome, GpuError> {
         } else {
             &[Pass::Ones]
         };
+        let mut ones_built = false;
         for (pass, got) in record_passes(&job, passes, report.as_ref()) {
             match got {
                 Ok(r) => {
@@ -137,17 +138,22 @@ pub fn diagnose(mut job: Job<'_>) -> Result<Outcome, GpuError> {
                                     Some((r.cta, output)),
                                 ));
                             }
-                            Err(NotRecorded(why)) => not_run.push(format!("the full trace: {why}")),
+                            Err(NotRecorded { why, .. }) => {
+                                not_run.push(format!("the full trace: {why}"))
+                            }
                         },
                     }
                 }
-                Err(NotRecorded(why)) => not_run.push(match pass {
-                    Pass::Ones => format!("the trace: {why}"),
-                    Pass::Full => format!("the full trace: {why}"),
-                }),
+                Err(NotRecorded { why, built }) => {
+                    ones_built |= built && pass == Pass::Ones;
+                    not_run.push(match pass {
+                        Pass::Ones => format!("the trace: {why}"),
+                        Pass::Full => format!("the full trace: {why}"),
+                    });
+                }
             }
         }
-        if !gpu && job.extraction.kernel.line != 0 && job.extraction.host.tasks.is_none() {
+        if ones_built {
             not_run.push("the full trace: on a GPU kwb also records one CTA's every operand and accumulator value on integer inputs (wide-int), which shows a K slice fed twice or another CTA's rows where all-ones cannot".to_owned());
         }
     } else if ones_trace.is_none() && full.is_none() {
@@ -276,7 +282,10 @@ fn record_passes(
                 h.join().unwrap_or_else(|_| {
                     (
                         pass,
-                        Err(NotRecorded("the recording thread panicked".to_owned())),
+                        Err(NotRecorded {
+                            why: "the recording thread panicked".to_owned(),
+                            built: false,
+                        }),
                     )
                 })
             })

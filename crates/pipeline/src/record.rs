@@ -80,20 +80,37 @@ pub struct Operands {
 
 /// Why a trace is not there: said in the diagnosis's "not run".
 #[derive(Debug, Clone, PartialEq)]
-pub struct NotRecorded(pub String);
+pub struct NotRecorded {
+    pub why: String,
+    /// The traced build was made and only the GPU was missing to run it.
+    pub built: bool,
+}
 
-/// Whether kwb can trace this reproducer's kernel at all; why not where it cannot.
-pub fn traceable(x: &Extraction) -> Result<(), NotRecorded> {
-    if x.host.tasks.is_some() {
-        return Err(NotRecorded("not recorded: a megakernel task's reproducer runs the whole megakernel; give a trace of it with --trace (kwb-instrument --gate on the task's instantiation)".to_owned()));
+impl NotRecorded {
+    fn new(why: String) -> NotRecorded {
+        NotRecorded { why, built: false }
     }
-    if x.kernel.line == 0 {
-        return Err(NotRecorded(format!(
-            "not recorded: `{}` is a library kernel whose mainloop lives in its headers (kwb-instrument --overlay DIR -I <library> traces it; give the trace with --trace)",
-            x.kernel.name
-        )));
+}
+
+/// The function kwb instruments: the kernel, or for a megakernel task the task's
+/// device function (the reproducer's task list holds tasks of that instantiation
+/// only, so no other instantiation of it runs and no gate is needed).
+pub fn probed(x: &Extraction) -> String {
+    match &x.host.tasks {
+        Some(t) => {
+            let name = t.function.split('<').next().unwrap_or(&t.function).trim();
+            name.rsplit("::").next().unwrap_or(name).to_owned()
+        }
+        None => x.kernel.name.clone(),
     }
-    Ok(())
+}
+
+/// The full-tile buffer for `shape`: room for every operand value read four times
+/// (warps sharing a tile's rows, a task list's CTA running every tile) and every
+/// output twice, at least the runtime's default and at most 2^26 values (1.5 GiB).
+pub fn tile_capacity((m, n, k): crate::Shape) -> u64 {
+    let values = 4 * (m * k + n * k) + 2 * m * n;
+    (values as u64).clamp(1 << 22, 1 << 26)
 }
 
 /// The CTA a pass records, given the ladder's launch (its grid) when it ran.
@@ -117,13 +134,15 @@ pub fn trace(
     cta: [u32; 3],
     options: &RunOptions,
 ) -> Result<Recorded, NotRecorded> {
-    traceable(x)?;
     let (dir, out) = pass.paths(work);
+    let kernel = probed(x);
+    let shape = options.request.shape;
     let request = TraceRequest {
-        kernel: x.kernel.name.clone(),
+        kernel: kernel.clone(),
         cta,
         full_tile: pass == Pass::Full,
         rung: pass.rung(),
+        tile_capacity: (pass == Pass::Full).then(|| tile_capacity(shape)),
         dir: dir.clone(),
         out,
     };
@@ -132,30 +151,33 @@ pub fn trace(
         Ok(r) => r,
         // No GPU: everything before the launch ran, the traced build included.
         Err(GpuError::NoDriver { .. } | GpuError::Worker(_)) => {
-            return Err(NotRecorded(format!(
-                "kwb built the traced reproducer ({}: `{}` instrumented for {at}); on a GPU it records that CTA on {} and judges the trace with the ladder, which is what isolates a stage",
-                dir.display(),
-                x.kernel.name,
-                pass.what()
-            )));
+            return Err(NotRecorded {
+                built: true,
+                why: format!(
+                    "kwb built the traced reproducer ({}: `{}` instrumented for {at}); on a GPU it records that CTA on {} and judges the trace with the ladder, which is what isolates a stage",
+                    dir.display(),
+                    x.kernel.name,
+                    pass.what()
+                ),
+            });
         }
-        Err(e) => return Err(NotRecorded(format!("kwb could not record it: {e}"))),
+        Err(e) => return Err(NotRecorded::new(format!("kwb could not record it: {e}"))),
     };
     let bytes = std::fs::read(&recorded.trace).map_err(|e| {
-        NotRecorded(format!(
+        NotRecorded::new(format!(
             "kwb recorded it but cannot read {}: {e}",
             recorded.trace.display()
         ))
     })?;
     let trace = kwb_runtime::decode(&bytes).map_err(|e| {
-        NotRecorded(format!(
+        NotRecorded::new(format!(
             "{} is not a readable kwb trace: {e}",
             recorded.trace.display()
         ))
     })?;
     // An empty trace clears nothing: it is no evidence of a right stage.
     if trace.records.is_empty() {
-        return Err(NotRecorded(format!(
+        return Err(NotRecorded::new(format!(
             "kwb recorded one on {} ({}) but it holds no record: no probe ran in {at} of the traced reproducer (`kwb trace show` lists its sites); trace the kernel in your own build and give it with --trace",
             pass.what(),
             recorded.trace.display()
@@ -176,7 +198,7 @@ pub fn full_operands(recorded: &Recorded) -> Result<Operands, NotRecorded> {
         .report
         .plan
         .problem()
-        .map_err(|e| NotRecorded(format!("the full trace's problem: {e}")))?;
+        .map_err(|e| NotRecorded::new(format!("the full trace's problem: {e}")))?;
     operands_of(&problem)
 }
 
@@ -186,7 +208,7 @@ pub fn operands_of(problem: &kwb_ladder::Problem) -> Result<Operands, NotRecorde
     let ops = Pass::Full
         .rung()
         .operands(problem)
-        .map_err(|e| NotRecorded(format!("the full trace's operands: {e}")))?;
+        .map_err(|e| NotRecorded::new(format!("the full trace's operands: {e}")))?;
     let (m, n, k) = (problem.m, problem.n, problem.k);
     // The rung's B is K x N row-major; the host model reads B as N x K.
     let mut bt = vec![0.0f32; n * k];
@@ -196,7 +218,7 @@ pub fn operands_of(problem: &kwb_ladder::Problem) -> Result<Operands, NotRecorde
         }
     }
     let wrong =
-        || NotRecorded("the full trace's operands do not have the problem's shape".to_owned());
+        || NotRecorded::new("the full trace's operands do not have the problem's shape".to_owned());
     Ok(Operands {
         a: Matrix::new(m, k, ops.a).ok_or_else(wrong)?,
         b: Matrix::new(n, k, bt).ok_or_else(wrong)?,
@@ -239,6 +261,12 @@ mod tests {
             )
         );
         assert_eq!(cta(Pass::Ones, None), [0, 0, 0]);
+        assert_eq!(tile_capacity((256, 384, 1024)), 1 << 22);
+        assert_eq!(
+            tile_capacity((16, 1024, 6144)),
+            4 * (16 + 1024) * 6144 + 2 * 16 * 1024
+        );
+        assert_eq!(tile_capacity((8192, 8192, 8192)), 1 << 26);
         assert_eq!(cta(Pass::Full, None), [0, 0, 0]);
     }
 }

@@ -11,8 +11,8 @@ use miette::{Diagnostic, Report};
 use thiserror::Error;
 
 use crate::input::{DEFAULT_MAX_BYTES, read_source};
-use crate::overlay;
 use crate::{exit, render};
+use kwb_instrument::overlay;
 
 #[derive(clap::Parser)]
 #[command(

@@ -337,7 +337,7 @@ fn instrument_source(
         command.includes.join("\u{1f}").into_bytes(),
     ];
     if spec.overlay {
-        for (header, content) in crate::overlay::followed(source, &text, &roots) {
+        for (header, content) in kwb_instrument::overlay::followed(source, &text, &roots) {
             parts.push(format!("{}\u{1f}{content:016x}", header.display()).into_bytes());
         }
     }
@@ -444,7 +444,7 @@ fn build_entry(
     let overlay = staging.join("overlay");
     let own_sites = traced.as_ref().map_or(0, |t| t.1 as u32);
     let copies = if spec.overlay {
-        crate::overlay::plan(
+        kwb_instrument::overlay::plan(
             source,
             text,
             roots,
@@ -459,7 +459,7 @@ fn build_entry(
         Vec::new()
     };
     let mut traced = traced;
-    if let Some(total) = crate::overlay::summary_total(config, own_sites, &copies)
+    if let Some(total) = kwb_instrument::overlay::summary_total(config, own_sites, &copies)
         && traced.is_some()
     {
         // The source names the unit's site count too, so the summary has a row for each.
@@ -527,7 +527,7 @@ fn build_entry(
         }
     }
     if !copies.is_empty() {
-        let (path, text) = crate::overlay::runtime_header(&overlay);
+        let (path, text) = kwb_instrument::overlay::runtime_header(&overlay);
         write(&path, text.as_bytes())?;
     }
     write(&staging.join("sites.txt"), sites.as_bytes())?;

@@ -11,7 +11,7 @@
 use std::collections::{BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
 
-use kwb_instrument::{Config, InstrumentError, Plan, includes};
+use crate::{Config, InstrumentError, Plan, includes};
 
 /// At most this many headers are followed (CUTLASS's whole include tree is ~800).
 const MAX_HEADERS: usize = 5000;
@@ -151,7 +151,7 @@ pub fn plan(
             runtime_included: true,
             ..config.clone()
         };
-        match kwb_instrument::instrument(&text, &config) {
+        match crate::instrument(&text, &config) {
             Ok(r) => Some(r),
             Err(InstrumentError::NothingToProbe) | Err(_) => None,
         }
