@@ -167,7 +167,17 @@ pub fn judge_structured(trace: &Trace, a: &Matrix, b: &Matrix, run: &StructuredR
         None => acc.region(),
     }
     .map(|[m0, m1, n0, n1]| Region { m0, m1, n0, n1 });
-    if operand_bad.is_none() && foreign.is_none() && read_all && acc.right() {
+    // A traced run whose own output is checked and right did not show the defect:
+    // its CTA being right clears nothing about a failure elsewhere (another rung, a
+    // launch the traced run did not make).
+    let shown_wrong = run.output.as_ref().is_none_or(OutputCheck::wrong);
+    if operand_bad.is_none()
+        && foreign.is_none()
+        && read_all
+        && acc.right()
+        && acc.duplicated == 0
+        && shown_wrong
+    {
         f.cleared = Some(Cleared {
             stages: vec![Stage::OperandLoad, Stage::Descriptor, Stage::Mma],
             region,
@@ -294,13 +304,32 @@ pub fn judge_structured(trace: &Trace, a: &Matrix, b: &Matrix, run: &StructuredR
             f.summary =
                 "not judged: no accumulator after the mainloop in the full trace".to_owned();
         } else if read_all && !raw_order {
-            f.stage = Some(Stage::Mma);
+            // The MMA multiplied what the probes show, where they show it: then the
+            // operands, each a K slice of the input, are another tile's rows.
+            let traced = TracedOperands::of(trace).product(trace);
+            f.evidence.push(traced.describe());
             f.status = Status::Verdict;
-            f.summary = format!(
-                "mma (operands are exactly the input's tiles, every K slice once; {} of {} accumulator groups are no tile of A·Bᵀ)",
-                acc.nowhere(),
-                acc.groups.len()
-            );
+            if traced.explains() {
+                operand_reading(
+                    &mut f,
+                    Status::Verdict,
+                    format!(
+                        "operand-load/descriptor (the operands hold the input's K slices, each once, yet {} of {} accumulator groups are no tile of A·Bᵀ and the accumulator is exactly the product of the operands as traced ({} of {} values): the MMA multiplied what it was given, and it was given rows other than its tile's ({}))",
+                        acc.nowhere(),
+                        acc.groups.len(),
+                        traced.matched,
+                        traced.cells,
+                        operand_rows(&operands)
+                    ),
+                );
+            } else {
+                f.stage = Some(Stage::Mma);
+                f.summary = format!(
+                    "mma (operands are exactly the input's tiles, every K slice once; {} of {} accumulator groups are no tile of A·Bᵀ)",
+                    acc.nowhere(),
+                    acc.groups.len()
+                );
+            }
         } else if read_all {
             let layouts: Vec<String> = arrangements
                 .iter()
@@ -343,12 +372,30 @@ pub fn judge_structured(trace: &Trace, a: &Matrix, b: &Matrix, run: &StructuredR
                 Confound::OperandsNotProbed.describe()
             );
         }
+    } else if acc.duplicated > 0 {
+        // Every fragment a tile of A·Bᵀ, but two on the same output cells: one
+        // fragment holds another's product.
+        f.stage = Some(Stage::Mma);
+        f.alternatives = vec![Stage::OperandLoad, Stage::Descriptor];
+        f.summary = format!(
+            "mma or operand-load ({} accumulator values lie on output cells another accumulator value of the traced CTA also lies on: two fragments hold one tile of A·Bᵀ, so an MMA accumulated another fragment's product, or was fed another fragment's operands{})",
+            acc.duplicated,
+            if read_all {
+                ""
+            } else {
+                "; an operand was not probed, so which cannot be told"
+            }
+        );
     } else if let Some(output) = run.output.as_ref().filter(|_| output_wrong) {
         f.stage = Some(Stage::Epilogue);
         match joinable(output, region.as_ref()) {
             Ok(()) => {
                 f.status = Status::Verdict;
-                f.summary = "epilogue (operands and accumulator are exactly the input's tiles and their product; output wrong)".to_owned();
+                f.summary = if read_all {
+                    "epilogue (operands and accumulator are exactly the input's tiles and their product; output wrong)".to_owned()
+                } else {
+                    "epilogue (the accumulator is exactly the input's product, each fragment its own tile; output wrong)".to_owned()
+                };
             }
             Err(why) => {
                 f.alternatives = vec![Stage::Mma, Stage::OperandLoad, Stage::Descriptor];

@@ -266,11 +266,11 @@ fn record_passes(
         let handles: Vec<_> = passes
             .iter()
             .map(|&pass| {
-                let cta = record::cta(pass, ladder);
+                let (cta, options) = record::launch(pass, job.extraction, ladder, job.options);
                 scope.spawn(move || {
                     (
                         pass,
-                        record::trace(job.extraction, job.repro, job.work, pass, cta, job.options),
+                        record::trace(job.extraction, job.repro, job.work, pass, cta, &options),
                     )
                 })
             })

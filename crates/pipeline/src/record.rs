@@ -124,6 +124,30 @@ pub fn cta(pass: Pass, ladder: Option<&Report>) -> [u32; 3] {
     }
 }
 
+/// The CTA a pass records and the run options it runs with. A megakernel task's
+/// reproducer runs its whole task list in the CTAs the extraction chose (one by
+/// default, each task after the other); the full pass launches one CTA a task
+/// instead, since the full trace's host model reads one output tile a CTA, and
+/// records the second task's CTA where there is one.
+pub fn launch(
+    pass: Pass,
+    x: &Extraction,
+    ladder: Option<&Report>,
+    options: &RunOptions,
+) -> ([u32; 3], RunOptions) {
+    let mut options = options.clone();
+    let Some(tasks) = x.host.tasks.as_ref().filter(|_| pass == Pass::Full) else {
+        return (cta(pass, ladder), options);
+    };
+    let (m, n, _) = options.request.shape;
+    let [rows, cols] = tasks.tile.map(|t| t.max(1) as usize);
+    let count = (m.div_ceil(rows) * n.div_ceil(cols)).max(1);
+    let count = u32::try_from(count).unwrap_or(u32::MAX);
+    options.grid = Some([count, 1, 1]);
+    let cta = if count > 1 { [1, 0, 0] } else { [0, 0, 0] };
+    (cta, options)
+}
+
 /// Records `pass` of the reproducer in `plain` into `work`: the traced copy built and
 /// run on the pass's rung with `options`, its trace read back.
 pub fn trace(

@@ -62,6 +62,11 @@ pub struct AccumulatorReport {
     /// Whether the product compares exactly (integer inputs, every partial sum
     /// exact in fp32) or within the fp32 accumulation bound.
     pub exact: bool,
+    /// Values of layers placed with coordinates (at them, or shifted) that land on an
+    /// output cell another placed value of the same site also lands on: two
+    /// accumulator fragments holding one tile of A·Bᵀ, which a CTA that computes each
+    /// output once never has (one fragment got another's product).
+    pub duplicated: usize,
 }
 
 impl AccumulatorReport {
@@ -207,6 +212,8 @@ pub fn locate_accumulators(trace: &Trace, product: &Product) -> AccumulatorRepor
         exact: product.is_exact(),
         ..AccumulatorReport::default()
     };
+    // The output cells placed values land on, per site: a cell twice is a duplicate.
+    let mut cells: std::collections::HashMap<(u32, i64, i64), u32> = Default::default();
     for ((site, warp), mut values) in groups {
         values.sort_by_key(|v| (v.record, v.element));
         let coords = values.iter().all(|v| v.m >= 0 && v.n >= 0);
@@ -222,7 +229,21 @@ pub fn locate_accumulators(trace: &Trace, product: &Product) -> AccumulatorRepor
             );
             let layers = layered(&values)
                 .iter()
-                .map(|layer| place_with_coordinates(layer, product))
+                .map(|layer| {
+                    let p = place_with_coordinates(layer, product);
+                    let shift = match p {
+                        Placement::AtCoordinates => Some((0, 0)),
+                        Placement::Shifted { dm, dn } => Some((dm, dn)),
+                        _ => None,
+                    };
+                    if let Some((dm, dn)) = shift {
+                        for v in layer {
+                            let at = (site, i64::from(v.m) + dm, i64::from(v.n) + dn);
+                            *cells.entry(at).or_insert(0) += 1;
+                        }
+                    }
+                    p
+                })
                 .collect();
             (layers, Some(origin))
         } else {
@@ -239,6 +260,11 @@ pub fn locate_accumulators(trace: &Trace, product: &Product) -> AccumulatorRepor
             layers,
         });
     }
+    report.duplicated = cells
+        .values()
+        .filter(|n| **n > 1)
+        .map(|n| *n as usize)
+        .sum();
     report
 }
 

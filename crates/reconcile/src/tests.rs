@@ -275,6 +275,32 @@ fn accumulators_are_placed_in_the_product() {
     assert!(!report.right());
 }
 
+/// Two fragments of one warp with the same local coordinates (two MMA tiles the
+/// probe cannot tell apart): each a tile of the product at its own place is right;
+/// both the same tile is a duplicate (one fragment got the other's product).
+#[test]
+fn two_fragments_holding_one_tile_are_duplicates() {
+    let (a, b) = (wide(64, 96, 8), wide(64, 96, 9));
+    let p = Product::of(&a, &b).unwrap();
+    let fragments = |second: (i64, i64)| {
+        let mut t = accumulator_trace(&p, square(0, 16), (0, 16), true);
+        let other = accumulator_trace(&p, square(0, 16), second, true);
+        let record = t.records.len() as u32;
+        t.records.extend(other.records);
+        t.tiles.extend(other.tiles.into_iter().map(|mut v| {
+            v.record += record;
+            v
+        }));
+        t
+    };
+    let report = locate_accumulators(&fragments((0, 32)), &p);
+    assert_eq!(report.layers(), (2, 2));
+    assert!(report.right() && report.duplicated == 0);
+    let report = locate_accumulators(&fragments((0, 16)), &p);
+    assert!(report.right(), "each layer alone is a tile");
+    assert_eq!(report.duplicated, 2 * 16 * 16);
+}
+
 #[test]
 fn inexact_products_compare_within_the_fp32_accumulation_bound() {
     let a = Matrix::new(1, 2, vec![0.1, 0.2]).unwrap();
