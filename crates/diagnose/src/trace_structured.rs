@@ -103,6 +103,9 @@ pub fn judge_structured(trace: &Trace, a: &Matrix, b: &Matrix, run: &StructuredR
     // An operand read with coordinates in the kernel's own (row, k) order, yet holding
     // (almost) no run of the input along K.
     let mut foreign: Option<(char, &OperandReport)> = None;
+    // An operand whose K slices are each the input's, but of rows in several disjoint
+    // spans, where one CTA's tile is a contiguous block of rows.
+    let mut scattered: Option<(char, &OperandReport)> = None;
     let mut arrangements = Vec::new();
     for (letter, op) in &operands {
         match op {
@@ -139,6 +142,9 @@ pub fn judge_structured(trace: &Trace, a: &Matrix, b: &Matrix, run: &StructuredR
                     },
                     r.describe()
                 ));
+                if r.rows.spans().len() > 1 && scattered.is_none() {
+                    scattered = Some((*letter, r));
+                }
                 if !r.coordinates {
                     raw_order = true;
                     let layout = arrangement(&r.raw);
@@ -230,6 +236,16 @@ pub fn judge_structured(trace: &Trace, a: &Matrix, b: &Matrix, run: &StructuredR
                 ),
             );
         }
+    } else if let Some((letter, r)) = scattered.filter(|_| !acc.right()) {
+        operand_reading(
+            &mut f,
+            Status::Verdict,
+            format!(
+                "operand-load/descriptor (operand {letter} holds the input's K slices, but of rows {} ({} disjoint spans), where one tile's rows are contiguous, and the accumulator is no tile of A·Bᵀ: the operand was read with another row pitch or order than it is stored in)",
+                r.rows,
+                r.rows.spans().len()
+            ),
+        );
     } else if let Some((dm, dn)) = acc.misplaced() {
         operand_reading(
             &mut f,

@@ -317,6 +317,7 @@ fn inexact_products_compare_within_the_fp32_accumulation_bound() {
 fn ranges_print_as_half_open_spans() {
     let r: Ranges = [0, 1, 2, 5, 7, 8].into_iter().collect();
     assert_eq!(r.to_string(), "0..3, 5..6, 7..9");
+    assert_eq!(r.spans().len(), 3);
     assert_eq!(r.scaled(8), "0..24, 40..48, 56..72");
 }
 
