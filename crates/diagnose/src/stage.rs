@@ -205,6 +205,33 @@ pub struct Finding {
 }
 
 impl Finding {
+    /// This trace reading held to the traced run's own output, where it was checked
+    /// (`output`, on `input`). An accumulator read wrong (an MMA reading) in a run
+    /// whose output is right everywhere is the model not fitting this kernel (a
+    /// split-K partial that sums one K slice, another accumulator set), not a defect:
+    /// the output is made from that accumulator. Such a reading is set aside and the
+    /// run counts as clean. An operand reading is kept (a wrong value can fail to
+    /// reach the output on uniform inputs), and so is a reading that names its
+    /// confound; any other reading is returned as it is.
+    pub fn against_output(self, output: Option<&OutputCheck>, input: &str) -> Finding {
+        match output {
+            Some(o) if self.stage == Some(Stage::Mma) && self.confound.is_none() && !o.wrong() => {
+                let mut evidence = self.evidence;
+                evidence.push(format!("set aside: {}", self.summary));
+                Finding {
+                    clean: true,
+                    summary: format!(
+                        "nothing wrong in the traced run's output on {input}; the trace's own reading ({}) does not fit a run whose output, made from that accumulator, is right, so it is no evidence of a defect (a split-K partial, another accumulator set)",
+                        self.summary
+                    ),
+                    evidence,
+                    ..Finding::open(Vec::new())
+                }
+            }
+            _ => self,
+        }
+    }
+
     /// A finding of no stage yet (a draft, not clean) over `evidence`, for a reading
     /// to fill in.
     pub fn open(evidence: Vec<String>) -> Finding {

@@ -413,6 +413,52 @@ fn an_unbounded_trace_of_a_padded_problem_is_a_draft_naming_the_padding() {
     assert_eq!(bounded.stage, Some(Stage::OperandLoad));
 }
 
+/// A split-K partial kernel: each CTA sums one K slice (here a quarter), so the
+/// accumulator after its mainloop is a quarter of the ones model's K, and a reduce
+/// kernel sums the slices: the output is right. The short accumulator is the model
+/// not fitting the kernel, not an MMA defect; with the output wrong it is one.
+#[test]
+fn a_short_accumulator_in_a_run_whose_output_is_right_is_set_aside() {
+    let mut records = clean_ones();
+    for t in 0..4 {
+        let v = 8.0 * (t + 1) as f32;
+        records[2 + t as usize] = record(Kind::Accumulator, t, v, v, 4096);
+    }
+    records[6] = record(Kind::Accumulator, -1, 32.0, 32.0, 4096);
+    let wrong = judge_ones(&trace(records.clone()), &run(256, 256, 9, 0.25));
+    assert_eq!(
+        (wrong.stage, wrong.status),
+        (Some(Stage::Mma), Status::Verdict),
+        "{}",
+        wrong.summary
+    );
+    let right = judge_ones(&trace(records.clone()), &run(256, 256, 0, 1.0));
+    assert_eq!(
+        (right.stage, right.clean),
+        (None, true),
+        "{}",
+        right.summary
+    );
+    assert!(right.summary.contains("does not fit"), "{}", right.summary);
+    assert!(
+        right
+            .evidence
+            .iter()
+            .any(|e| e.starts_with("set aside: mma")),
+        "{:?}",
+        right.evidence
+    );
+    // Nothing checked the output: the reading stands.
+    let unchecked = OnesRun {
+        output: None,
+        ..run(256, 256, 0, 1.0)
+    };
+    assert_eq!(
+        judge_ones(&trace(records), &unchecked).stage,
+        Some(Stage::Mma)
+    );
+}
+
 #[test]
 fn a_nan_accumulator_is_the_mma_even_when_every_tile_before_was_right() {
     let mut records = clean_ones();

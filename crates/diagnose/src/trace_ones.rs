@@ -121,6 +121,11 @@ struct AccumulatorDeparture {
 
 /// The stage `trace` shows for a run on all-ones inputs.
 pub fn judge_ones(trace: &Trace, run: &OnesRun) -> Finding {
+    reading(trace, run).against_output(run.output.as_ref(), "ones")
+}
+
+/// The ones trace's reading before it is held to the run's output.
+fn reading(trace: &Trace, run: &OnesRun) -> Finding {
     let of_kind = |kind: Kind| trace.records.iter().filter(move |r| r.kind() == Some(kind));
     let mut evidence = Vec::new();
 

@@ -427,7 +427,7 @@ pub fn judge_structured(trace: &Trace, a: &Matrix, b: &Matrix, run: &StructuredR
         f.clean = true;
         f.summary = format!("nothing on {input} (operands, accumulator and output exact)");
     }
-    f
+    f.against_output(run.output.as_ref(), input)
 }
 
 /// Where both operand tiles lie in one known arrangement (unswizzled or 128-byte
