@@ -15,6 +15,7 @@ mod ci;
 mod demo;
 mod gpu_bench;
 mod gpu_diagnose;
+mod gpu_one_command;
 mod gpu_provenance;
 mod gpu_repro;
 mod gpu_runtime;
@@ -164,6 +165,26 @@ enum Task {
         #[arg(long, value_delimiter = ',')]
         only: Vec<String>,
     },
+    /// On a machine with a GPU: `kwb diagnose` alone, one command per build as a user
+    /// runs it (no trace given, no harness), on both suites, held to their manifests
+    GpuOneCommand {
+        /// Commands run at once
+        #[arg(short, long, default_value_t = default_jobs())]
+        jobs: usize,
+        /// Seconds before a launch counts as a hang
+        #[arg(long, default_value_t = 30)]
+        timeout: u64,
+        /// The folder for the report folders and report.md
+        #[arg(long, default_value = "target/gpu-one-command")]
+        out: PathBuf,
+        /// The commit the report is for (the checkout may have no .git)
+        #[arg(long)]
+        commit: Option<String>,
+        /// Only rows whose name (suite/FAMILY/DEFECT, styles/PROGRAM/DEFECT) contains
+        /// one of these, comma-separated
+        #[arg(long, value_delimiter = ',')]
+        only: Vec<String>,
+    },
     /// On a machine with a GPU: check the trace runtime's records against statistics
     /// known by hand (tests/gpu/runtime_check.cu)
     GpuRuntime {
@@ -286,6 +307,22 @@ fn main() -> ExitCode {
         } => gpu_diagnose::run(
             &project_root(),
             &gpu_diagnose::Options {
+                jobs,
+                timeout: std::time::Duration::from_secs(timeout),
+                out: project_root().join(out),
+                commit,
+                only,
+            },
+        ),
+        Task::GpuOneCommand {
+            jobs,
+            timeout,
+            out,
+            commit,
+            only,
+        } => gpu_one_command::run(
+            &project_root(),
+            &gpu_one_command::Options {
                 jobs,
                 timeout: std::time::Duration::from_secs(timeout),
                 out: project_root().join(out),
