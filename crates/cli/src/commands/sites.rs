@@ -65,11 +65,25 @@ pub fn run(args: Args) -> i32 {
             }
         }
     }
-    let results: Vec<Result<Mapped, CliError>> = args
-        .files
+    // Largest files first: one file is one unit of work, and a sweep's few huge
+    // headers (CUTLASS's 3 MB `mma_sm90_gmma_*_ext.hpp`, about 1 s each) left for the
+    // end would run on one core while the other idles. Results keep argument order.
+    let mut order: Vec<usize> = (0..args.files.len()).collect();
+    if order.len() > 1 {
+        let sizes: Vec<u64> = args
+            .files
+            .iter()
+            .map(|p| std::fs::metadata(p).map_or(0, |m| m.len()))
+            .collect();
+        order.sort_by_key(|&i| std::cmp::Reverse(sizes[i]));
+    }
+    let mut mapped: Vec<(usize, Result<Mapped, CliError>)> = order
         .par_iter()
-        .map(|path| map_file(path, &args, &user))
+        .with_max_len(1)
+        .map(|&i| (i, map_file(&args.files[i], &args, &user)))
         .collect();
+    mapped.sort_by_key(|(i, _)| *i);
+    let results = mapped.into_iter().map(|(_, r)| r);
     let mut code = exit::OK;
     let mut maps = Vec::new();
     for result in results {
