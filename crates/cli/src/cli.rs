@@ -36,6 +36,9 @@ pub enum Command {
     /// The stage verdict: extract and run the instantiation on the ladder, judge a
     /// trace, reconcile them into a VERDICT or a DRAFT
     Diagnose(Box<commands::diagnose::Args>),
+    /// Plant stage-labelled defects in a kernel (mutation testing): each mutant a copy
+    /// of the file with one edit, labelled with its stage, in a manifest
+    Mutate(commands::mutate::Args),
     /// The GPU half of `kwb run`, started by it in its own process
     #[command(hide = true)]
     RunWorker {
@@ -86,6 +89,7 @@ pub fn main() -> i32 {
         Command::Sites(args) => commands::sites::run(args),
         Command::Run(args) => commands::run::run(args),
         Command::Diagnose(args) => commands::diagnose::run(*args),
+        Command::Mutate(args) => commands::mutate::run(args),
         Command::RunWorker { job } => commands::run::worker(job),
         Command::ParseStats(args) => commands::parse_stats::run(args),
         Command::Trace(TraceCommand::Show(args)) => commands::trace::show(args),

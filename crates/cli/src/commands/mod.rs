@@ -6,6 +6,7 @@ pub mod docs;
 pub mod extract;
 pub mod instrument;
 pub mod ladder;
+pub mod mutate;
 pub mod nvcc;
 pub mod parse_stats;
 pub mod run;
