@@ -40,7 +40,7 @@ fn man_pages_for_every_command() {
     let dir = tempfile::tempdir().unwrap();
     let (code, out, err) = kwb(dir.path(), &["man", "-o", "man/man1"]);
     assert_eq!(code, 0, "{err}");
-    assert!(out.starts_with("wrote 17 man pages in man/man1"), "{out}");
+    assert!(out.starts_with("wrote 18 man pages in man/man1"), "{out}");
     let page =
         |name: &str| std::fs::read_to_string(dir.path().join("man/man1").join(name)).unwrap();
     assert!(page("kwb.1").contains(".TH kwb 1"));
@@ -50,6 +50,7 @@ fn man_pages_for_every_command() {
     assert!(page("kwb-instrument.1").contains("overlay"));
     assert!(page("kwb-extract.1").contains("compile"));
     assert!(page("kwb-nvcc.1").contains("KWB_TRACE"));
+    assert!(page("kwb-mutate.1").contains("stage"));
     // The hidden worker has none.
     assert!(!dir.path().join("man/man1/kwb-run-worker.1").exists());
     // A folder that cannot be made: exit 2, nothing written.
