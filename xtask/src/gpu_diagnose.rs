@@ -288,24 +288,12 @@ fn one(
             return row;
         }
     };
-    let verdict = &d["verdict"];
-    row.status = verdict["status"].as_str().unwrap_or("?").to_owned();
-    let stage = verdict["stage"].as_str().map(str::to_owned);
-    row.stage = stage.clone().unwrap_or_else(|| "none".to_owned());
-    row.alternatives = verdict["alternatives"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|s| s.as_str().map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default();
-    row.summary = verdict["summary"].as_str().unwrap_or("").to_owned();
-    let fits = match (&stage, v.stage.as_str()) {
-        (None, "none") => true,
-        (Some(s), want) => s == want || row.alternatives.iter().any(|a| a == want),
-        (None, _) => false,
-    };
+    let read = crate::gpu_repro::Read::of(&d);
+    let fits = read.fits(&v.stage);
+    row.stage = read.stage.clone().unwrap_or_else(|| "none".to_owned());
+    row.status = read.status;
+    row.alternatives = read.alternatives;
+    row.summary = read.summary;
     row.agrees = fits;
     row.wrong_verdict = row.status == "VERDICT" && !fits;
     if trace.is_none() {

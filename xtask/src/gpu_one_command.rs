@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::gpu_repro::{binary, json_of};
+use crate::gpu_repro::{Read, binary, json_of};
 use crate::suite::Suite;
 use crate::{Failure, Result};
 
@@ -233,30 +233,16 @@ fn one(root: &Path, options: &Options, kwb: &Path, row: &Row) -> Graded {
             return g;
         }
     };
-    let v = &d["verdict"];
-    g.status = v["status"].as_str().unwrap_or("?").to_owned();
-    let stage = v["stage"].as_str();
-    g.stage = stage.unwrap_or("none").to_owned();
-    g.alternatives = v["alternatives"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|s| s.as_str().map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default();
-    g.summary = v["summary"].as_str().unwrap_or("").to_owned();
-    g.grade = grade(&g.status, stage, &g.alternatives, &row.stage);
+    let read = Read::of(&d);
+    g.grade = grade(read.is_verdict(), read.fits(&row.stage), &row.stage);
+    g.stage = read.stage.unwrap_or_else(|| "none".to_owned());
+    (g.status, g.alternatives, g.summary) = (read.status, read.alternatives, read.summary);
     g
 }
 
-/// A verdict against the manifest's stage (`none`: a correct build or a confound).
-fn grade(status: &str, stage: Option<&str>, alternatives: &[String], want: &str) -> &'static str {
-    let verdict = status == "VERDICT";
-    let fits = match stage {
-        None => want == "none",
-        Some(s) => s == want || alternatives.iter().any(|a| a == want),
-    };
+/// A verdict against the manifest's stage (`none`: a correct build or a confound):
+/// `verdict` whether it is a VERDICT, `fits` whether its stage fits (`Read::fits`).
+fn grade(verdict: bool, fits: bool, want: &str) -> &'static str {
     match (want, verdict, fits) {
         ("none", true, true) => "refuted",
         ("none", false, _) => "not refuted",
@@ -395,30 +381,41 @@ mod tests {
 
     #[test]
     fn a_verdict_is_graded_against_the_manifest() {
-        let alt = |s: &[&str]| s.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        assert_eq!(grade("VERDICT", None, &[], "none"), "refuted");
-        assert_eq!(grade("DRAFT", Some("mma"), &[], "none"), "not refuted");
-        assert_eq!(grade("VERDICT", Some("mma"), &[], "none"), "WRONG VERDICT");
+        let read = |status: &str, stage: Option<&str>, alt: &[&str]| Read {
+            status: status.to_owned(),
+            stage: stage.map(str::to_owned),
+            alternatives: alt.iter().map(|s| s.to_string()).collect(),
+            summary: String::new(),
+        };
+        let graded = |r: Read, want: &str| grade(r.is_verdict(), r.fits(want), want);
+        assert_eq!(graded(read("VERDICT", None, &[]), "none"), "refuted");
         assert_eq!(
-            grade(
-                "VERDICT",
-                Some("operand-load"),
-                &alt(&["descriptor"]),
+            graded(read("DRAFT", Some("mma"), &[]), "none"),
+            "not refuted"
+        );
+        assert_eq!(
+            graded(read("VERDICT", Some("mma"), &[]), "none"),
+            "WRONG VERDICT"
+        );
+        assert_eq!(
+            graded(
+                read("VERDICT", Some("operand-load"), &["descriptor"]),
                 "descriptor"
             ),
             "right"
         );
         assert_eq!(
-            grade("DRAFT", Some("mma"), &alt(&["epilogue"]), "epilogue"),
+            graded(read("DRAFT", Some("mma"), &["epilogue"]), "epilogue"),
             "draft names it"
         );
         assert_eq!(
-            grade("DRAFT", Some("mma"), &[], "epilogue"),
+            graded(read("DRAFT", Some("mma"), &[]), "epilogue"),
             "draft misses it"
         );
         assert_eq!(
-            grade("VERDICT", Some("epilogue"), &[], "mma"),
+            graded(read("VERDICT", Some("epilogue"), &[]), "mma"),
             "WRONG VERDICT"
         );
+        assert_eq!(graded(read("VERDICT", None, &[]), "mma"), "WRONG VERDICT");
     }
 }

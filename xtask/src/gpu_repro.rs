@@ -372,6 +372,49 @@ pub(crate) fn extract_target(
     Ok(args)
 }
 
+/// A `kwb diagnose` verdict as its JSON reports it.
+pub(crate) struct Read {
+    /// VERDICT or DRAFT.
+    pub status: String,
+    /// The stage, `None` for none.
+    pub stage: Option<String>,
+    pub alternatives: Vec<String>,
+    pub summary: String,
+}
+
+impl Read {
+    /// The `verdict` of a `kwb diagnose --json` report.
+    pub(crate) fn of(report: &Value) -> Read {
+        let v = &report["verdict"];
+        Read {
+            status: v["status"].as_str().unwrap_or("?").to_owned(),
+            stage: v["stage"].as_str().map(str::to_owned),
+            alternatives: v["alternatives"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|s| s.as_str().map(str::to_owned))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            summary: v["summary"].as_str().unwrap_or("").to_owned(),
+        }
+    }
+
+    /// Whether it fits the manifest's stage `want` (`none`: a correct build or a
+    /// confound): its stage or one of its alternatives, which the same evidence fits.
+    pub(crate) fn fits(&self, want: &str) -> bool {
+        match &self.stage {
+            None => want == "none",
+            Some(s) => s == want || self.alternatives.iter().any(|a| a == want),
+        }
+    }
+
+    pub(crate) fn is_verdict(&self) -> bool {
+        self.status == "VERDICT"
+    }
+}
+
 /// The JSON a kwb command printed, or why there is none (it did not start, or printed
 /// no JSON: its exit code and the first line it wrote on stderr).
 pub(crate) fn json_of(

@@ -81,17 +81,9 @@ pub struct Mutant {
     /// The edit on the original text.
     #[serde(skip)]
     pub edit: TextEdit,
-}
-
-impl Mutant {
-    /// The mutated file.
-    pub fn apply(&self, source: &str) -> String {
-        // The edit was applied once when the mutant was made: it applies.
-        self.edit
-            .apply(source)
-            .map(|(text, _)| text)
-            .unwrap_or_else(|_| source.to_owned())
-    }
+    /// The mutated file: the original with `edit` applied (and parsed, when made).
+    #[serde(skip)]
+    pub text: String,
 }
 
 /// Why there is nothing to plant.
@@ -113,7 +105,11 @@ pub enum MutateError {
 
 /// The kernel-like functions a config covers: the named one and the device functions
 /// it calls that have sites, or every function with sites.
-fn covered<'m>(map: &'m KernelMap, config: &Config) -> Result<Vec<&'m Kernel>, MutateError> {
+fn covered<'m>(
+    source: &str,
+    map: &'m KernelMap,
+    config: &Config,
+) -> Result<Vec<&'m Kernel>, MutateError> {
     let with_sites = || map.kernels.iter().filter(|k| !k.sites.is_empty());
     let Some(name) = &config.kernel else {
         return Ok(with_sites().collect());
@@ -128,8 +124,8 @@ fn covered<'m>(map: &'m KernelMap, config: &Config) -> Result<Vec<&'m Kernel>, M
                 .join(", "),
         });
     };
-    // The device helpers whose names the kernel's text calls (an MMA wrapper, a load).
-    let body = &map_text(kernel);
+    // The device helpers whose names the kernel's body calls (an MMA wrapper, a load).
+    let body = source.get(kernel.range.clone()).unwrap_or("");
     let mut out = vec![kernel];
     out.extend(with_sites().filter(|k| {
         k.role == "device" && !std::ptr::eq(*k, kernel) && body.contains(&format!("{}(", short(k)))
@@ -137,21 +133,12 @@ fn covered<'m>(map: &'m KernelMap, config: &Config) -> Result<Vec<&'m Kernel>, M
     Ok(out)
 }
 
-/// The text of a kernel's sites' lines, for finding the helpers it calls.
-fn map_text(k: &Kernel) -> String {
-    k.sites
-        .iter()
-        .map(|s| s.text.as_str())
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
 /// Every mutant `config` asks for in `source`, numbered in source order. An error when
 /// the kernel is not in the file or a requested stage has no site.
 pub fn mutants(source: &str, config: &Config) -> Result<Vec<Mutant>, MutateError> {
     let parsed = kwb_syntax::parse(source);
     let map = kwb_sites::kernel_map(&parsed, &[]);
-    let functions = covered(&map, config)?;
+    let functions = covered(source, &map, config)?;
     let stages: Vec<Stage> = if config.stages.is_empty() {
         Stage::ALL.to_vec()
     } else {
@@ -190,7 +177,7 @@ fn number(source: &str, parsed: &Parsed, planted: Vec<operators::Planted>) -> Ve
         let Ok((text, _)) = edit.apply(source) else {
             continue;
         };
-        if !seen.insert(text.clone()) {
+        if seen.contains(&text) {
             continue;
         }
         // A mutant is a defect, not a syntax error.
@@ -200,6 +187,7 @@ fn number(source: &str, parsed: &Parsed, planted: Vec<operators::Planted>) -> Ve
         let line = source[..p.at].matches('\n').count() + 1;
         let before = source.lines().nth(line - 1).unwrap_or("").trim();
         let after = text.lines().nth(line - 1).unwrap_or("").trim();
+        seen.insert(text.clone());
         out.push(Mutant {
             id: out.len() + 1,
             stage: p.stage,
@@ -208,6 +196,7 @@ fn number(source: &str, parsed: &Parsed, planted: Vec<operators::Planted>) -> Ve
             line,
             diff: format!("-{before}\n+{after}"),
             edit,
+            text,
         });
     }
     out

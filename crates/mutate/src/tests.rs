@@ -41,8 +41,8 @@ fn the_mma_sync_kernel_gets_a_mutant_of_every_stage_it_has() {
     }
     // Each mutant is the file with its one edit: the rest unchanged.
     for m in &all {
-        let text = m.apply(&source);
-        assert_ne!(text, source);
+        let text = &m.text;
+        assert_ne!(*text, source);
         assert!(text.lines().count() >= source.lines().count());
     }
 }

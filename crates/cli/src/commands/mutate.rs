@@ -134,7 +134,7 @@ pub fn run(args: Args) -> i32 {
         }
         let files: Vec<(PathBuf, String)> = all
             .iter()
-            .map(|m| (dir.join(folder(m)).join(&name), m.apply(&source)))
+            .map(|m| (dir.join(folder(m)).join(&name), m.text.clone()))
             .collect();
         let written = files.iter().try_for_each(|(path, text)| {
             std::fs::create_dir_all(path.parent().unwrap_or(dir))
