@@ -48,15 +48,22 @@ pub fn plant(
     stage: Stage,
 ) -> Vec<Planted> {
     let mut out = Vec::new();
+    // Device code only: a host function's call that reads as an MMA or a load by name
+    // (a launcher's `gemm(...)`) is no stage of the kernel.
+    let functions: Vec<&Kernel> = functions
+        .iter()
+        .copied()
+        .filter(|k| k.role != "host")
+        .collect();
     match stage {
         Stage::Mma => {
-            for k in functions {
+            for k in &functions {
                 out.extend(k_tile_dropped(parsed, k));
                 out.extend(mma_twice(parsed, k));
             }
         }
         Stage::Epilogue => {
-            for k in functions {
+            for k in &functions {
                 out.extend(scale_named(parsed, k, "alpha", "alpha-twice", |t| {
                     format!("({t} * {t})")
                 }));
@@ -66,7 +73,7 @@ pub fn plant(
             }
         }
         Stage::OperandLoad => {
-            for k in functions {
+            for k in &functions {
                 out.extend(load_k_offset(parsed, k));
             }
         }

@@ -721,6 +721,9 @@ fn kernel(function: &Function<'_>, found: Vec<Found<'_>>, parsed: &Parsed) -> Ke
         line: function.node.start_position().row + 1,
         end_line: function.node.end_position().row + 1,
         role: match function.role {
+            // The program's entry runs on the host whatever it calls (a `gemm(...)`
+            // launcher call reads as an MMA by name).
+            "unknown" if function.name == "main" => "host",
             "unknown" if has_device_sites => "device",
             "unknown" => "host",
             role => role,
