@@ -24,6 +24,7 @@ mod gpu_suite;
 mod gpu_tensormap;
 mod gpu_trace;
 mod kernels;
+mod mutants;
 mod setup;
 mod suite;
 mod sweep;
@@ -185,6 +186,45 @@ enum Task {
         #[arg(long, value_delimiter = ',')]
         only: Vec<String>,
     },
+    /// kwb mutate --compile on every target of tests/mutants.toml (CuTe tutorials,
+    /// CUTLASS headers through the examples that compile them, our suites): the
+    /// compiled set, per target and stage, in OUT/report.md
+    Mutants {
+        /// The folder for each target's mutants and report.md
+        #[arg(long, default_value = "target/mutants")]
+        out: PathBuf,
+        /// Only targets whose name contains one of these, comma-separated
+        #[arg(long, value_delimiter = ',')]
+        only: Vec<String>,
+        /// The commit the report is for (the checkout may have no .git)
+        #[arg(long)]
+        commit: Option<String>,
+    },
+    /// On a machine with a GPU: `kwb diagnose` on every mutant `cargo xtask mutants`
+    /// kept, one command each, graded against the stage it was planted in
+    GpuMutants {
+        /// The folder `cargo xtask mutants` wrote
+        #[arg(long, default_value = "target/mutants")]
+        from: PathBuf,
+        /// The folder for the report folders and report.md
+        #[arg(long, default_value = "target/gpu-mutants")]
+        out: PathBuf,
+        /// Commands run at once
+        #[arg(short, long, default_value_t = default_jobs())]
+        jobs: usize,
+        /// Seconds before a launch counts as a hang
+        #[arg(long, default_value_t = 30)]
+        timeout: u64,
+        /// GPUs to spread the commands over (CUDA_VISIBLE_DEVICES round robin)
+        #[arg(long, default_value_t = 1)]
+        gpus: usize,
+        /// Only mutants whose `TARGET#ID` contains one of these, comma-separated
+        #[arg(long, value_delimiter = ',')]
+        only: Vec<String>,
+        /// The commit the report is for (the checkout may have no .git)
+        #[arg(long)]
+        commit: Option<String>,
+    },
     /// On a machine with a GPU: check the trace runtime's records against statistics
     /// known by hand (tests/gpu/runtime_check.cu)
     GpuRuntime {
@@ -328,6 +368,34 @@ fn main() -> ExitCode {
                 out: project_root().join(out),
                 commit,
                 only,
+            },
+        ),
+        Task::Mutants { out, only, commit } => mutants::run(
+            &project_root(),
+            &mutants::Options {
+                out: project_root().join(out),
+                only,
+                commit,
+            },
+        ),
+        Task::GpuMutants {
+            from,
+            out,
+            jobs,
+            timeout,
+            gpus,
+            only,
+            commit,
+        } => mutants::gpu_run(
+            &project_root(),
+            &mutants::GpuOptions {
+                from: project_root().join(from),
+                out: project_root().join(out),
+                jobs,
+                timeout: std::time::Duration::from_secs(timeout),
+                gpus,
+                only,
+                commit,
             },
         ),
         Task::GpuRuntime { out } => gpu_runtime::run(&project_root(), &project_root().join(out)),

@@ -15,6 +15,8 @@ pub mod exit;
 pub mod input;
 pub mod ladder_args;
 pub mod local_headers;
+pub mod mutant_build;
+pub mod mutant_test;
 pub mod npy;
 pub mod output;
 pub mod progress;
