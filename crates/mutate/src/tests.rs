@@ -99,3 +99,208 @@ fn stages_parse_by_their_names() {
     }
     assert_eq!(Stage::parse("tma"), None);
 }
+
+/// The listing of one operator's mutants.
+fn only(source: &str, operators: &[&str]) -> String {
+    mutants(source, &Config::default())
+        .unwrap()
+        .iter()
+        .filter(|m| operators.contains(&m.operator))
+        .map(|m| format!("{} {}:{}\n{}", m.operator, m.function, m.line, m.diff))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn stage_index_off_reads_the_neighbouring_stage_of_a_cute_pipeline() {
+    let source = kernel("kernels/cute_sm80/gemm.cu");
+    insta::assert_snapshot!(only(&source, &["stage-index-off"]));
+}
+
+#[test]
+fn stage_index_off_needs_a_stage_count() {
+    // `stage` has no `% COUNT`, no slice and no stage-count constant in scope; `lane`
+    // is a `% 32` local that is no stage; `bar[stage]` is a barrier.
+    let source = r#"
+__device__ void mma_tile(float* d, const float* s, int lane) {
+  const unsigned* a = reinterpret_cast<const unsigned*>(s) + lane;
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(a[4]), "r"(a[5]));
+}
+__global__ void k(const float* A, float* D, float* smem, unsigned long long* bar, int stage) {
+  float acc[4] = {};
+  int lane = threadIdx.x % 32;
+  for (int kt = 0; kt < 8; ++kt) {
+    wait(&bar[stage]);
+    mma_tile(acc, smem + stage * 256, lane);
+  }
+  D[threadIdx.x] = acc[0];
+}
+"#;
+    assert_eq!(only(source, &["stage-index-off"]), "");
+    // With the stage count a template parameter, the stage wraps at it.
+    let counted = source.replace("__global__ void", "template <int kStages>\n__global__ void");
+    assert!(
+        only(&counted, &["stage-index-off"]).contains("smem + ((stage + 1) % kStages) * 256"),
+        "{}",
+        only(&counted, &["stage-index-off"])
+    );
+}
+
+#[test]
+fn operand_stride_skews_a_leading_dimension_that_multiplies_a_row() {
+    let source = kernel("kernels/styles/simt_cp_async.cu");
+    insta::assert_snapshot!(only(&source, &["operand-stride"]));
+}
+
+#[test]
+fn operand_stride_leaves_constants_and_sums_alone() {
+    // `LDS` is a shared tile's pitch (a constant); `lda` is only added, never a row
+    // stride here.
+    let source = r#"
+constexpr int LDS = 40;
+__global__ void k(const float* A, int lda, float* D) {
+  __shared__ float sA[64 * LDS];
+  float acc = 0.f;
+  for (int kt = 0; kt < 8; ++kt) {
+    sA[threadIdx.y * LDS + threadIdx.x] = A[kt + lda + threadIdx.x];
+    __syncthreads();
+    acc += sA[threadIdx.x] * sA[threadIdx.y];
+  }
+  D[threadIdx.x] = acc;
+}
+"#;
+    assert_eq!(only(source, &["operand-stride"]), "");
+}
+
+#[test]
+fn store_scaled_doubles_the_value_an_epilogue_stores() {
+    let source = kernel("kernels/styles/namespaced_blas.cu");
+    insta::assert_snapshot!(only(&source, &["store-scaled"]));
+}
+
+#[test]
+fn store_scaled_leaves_half_values_and_register_updates_alone() {
+    // `h` is a half: `h + h` may not compile under `__CUDA_NO_HALF_OPERATORS__`; the
+    // update of `acc` is no store.
+    let source = r#"
+__device__ void mma16816(float* d, const unsigned* a, unsigned b0, unsigned b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__global__ void k(const unsigned* A, __half* D, int n) {
+  float acc[4] = {};
+  for (int kt = 0; kt < n; ++kt) {
+    unsigned a[4] = {A[kt], A[kt + 1], A[kt + 2], A[kt + 3]};
+    mma16816(acc, a, A[kt], A[kt + 1]);
+  }
+  __half h = __float2half(acc[0]);
+  acc[1] = acc[1] + 1.f;
+  D[threadIdx.x] = h;
+}
+"#;
+    assert_eq!(only(source, &["store-scaled"]), "");
+}
+
+#[test]
+fn tma_arrays_change_the_dims_stride_and_box_an_encode_is_given() {
+    let source = kernel("kernels/styles/tma_map_fp8.cu");
+    insta::assert_snapshot!(only(&source, &["tma-dims", "tma-stride", "tma-box"]));
+}
+
+#[test]
+fn tma_arrays_follow_a_wrapper_and_skip_equal_dims() {
+    // The encode's arrays are parameters: the caller's arrays are mutated. Square
+    // dims are not swapped; a square box is halved instead.
+    let source = r#"
+static CUresult encode(CUtensorMap* map, void* ptr, const cuuint64_t* dims,
+                       const cuuint64_t* strides, const cuuint32_t* box) {
+  const cuuint32_t elem[2] = {1, 1};
+  return cuTensorMapEncodeTiled(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, ptr, dims, strides,
+                                box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+}
+void make(CUtensorMap* map, void* ptr, int n) {
+  const cuuint64_t dims[2] = {cuuint64_t(n), cuuint64_t(n)};
+  const cuuint64_t strides[1] = {cuuint64_t(n) * 2};
+  const cuuint32_t box[2] = {64, 64};
+  encode(map, ptr, dims, strides, box);
+}
+"#;
+    insta::assert_snapshot!(only(source, &["tma-dims", "tma-stride", "tma-box"]), @r"
+    tma-stride make:12
+    -const cuuint64_t strides[1] = {cuuint64_t(n) * 2};
+    +const cuuint64_t strides[1] = {(cuuint64_t(n) * 2) * 2};
+    tma-box make:13
+    -const cuuint32_t box[2] = {64, 64};
+    +const cuuint32_t box[2] = {(64) / 2, 64};
+    ");
+}
+
+#[test]
+fn accumulator_not_zeroed_fires_in_no_kernel_of_ours() {
+    // None of our kernels is persistent with an accumulator carried across tiles:
+    // removing a zeroing there would read uninitialized registers.
+    for path in [
+        "kernels/cute_sm80/gemm.cu",
+        "kernels/mma_sync/gemm.cu",
+        "kernels/megakernel/gemm.cu",
+        "kernels/styles/wmma_f16.cu",
+    ] {
+        assert_eq!(
+            only(&kernel(path), &["accumulator-not-zeroed"]),
+            "",
+            "{path}"
+        );
+    }
+}
+
+/// A persistent kernel: a loop over output tiles around the mainloop.
+const PERSISTENT: &str = r#"
+__device__ void mma16816(float* d, const unsigned* a, unsigned b0, unsigned b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__global__ void k(const unsigned* A, float* D, int tiles, int n) {
+  float acc[4] = {};
+  for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    for (int i = 0; i < 4; ++i) acc[i] = 0.f;
+    for (int kt = 0; kt < n; ++kt) {
+      unsigned a[4] = {A[kt], A[kt + 1], A[kt + 2], A[kt + 3]};
+      mma16816(acc, a, A[kt], A[kt + 1]);
+    }
+    D[tile * 4 + threadIdx.x % 4] = acc[threadIdx.x % 4];
+  }
+}
+"#;
+
+#[test]
+fn accumulator_not_zeroed_only_where_the_accumulator_carries_across_tiles() {
+    insta::assert_snapshot!(only(PERSISTENT, &["accumulator-not-zeroed"]), @r"
+    accumulator-not-zeroed k:10
+    -for (int i = 0; i < 4; ++i) acc[i] = 0.f;
+    +for (int i = 0; i < 4; ++i) ;
+    ");
+    // Declared inside the tile loop: each tile's accumulator is fresh, removing its
+    // zeroing reads uninitialized registers.
+    let fresh = PERSISTENT
+        .replace("  float acc[4] = {};\n", "")
+        .replace("{\n    for (int i", "{\n    float acc[4];\n    for (int i");
+    assert_eq!(only(&fresh, &["accumulator-not-zeroed"]), "");
+    // Not persistent: no loop around the mainloop.
+    let single = PERSISTENT
+        .replace(
+            "for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {",
+            "{ int tile = blockIdx.x;",
+        )
+        .replace("  float acc[4] = {};\n", "")
+        .replace(
+            "{ int tile = blockIdx.x;\n    for",
+            "{ int tile = blockIdx.x;\n    float acc[4];\n    for",
+        );
+    assert_eq!(only(&single, &["accumulator-not-zeroed"]), "");
+}

@@ -1,24 +1,75 @@
 //! The operators: where each stage's defect is planted, found through the kernel map
-//! and the syntax tree, as byte-range edits on the original text.
+//! and the syntax tree, as byte-range edits on the original text. They find their
+//! sites by the shape of the code (a loop around the MMA, a slice of a staged shared
+//! tensor, a store of an accumulator-derived value, the arguments of a TMA encode),
+//! so they work on kernels kwb did not write; names are only a tie-breaker.
 //!
 //! - mma, `k-tile-dropped`: the consumer mainloop's condition one step short
 //!   (`k < N` becomes `k < (N) - 1`; a count-down `k > N` becomes `k > (N) + 1`). A
 //!   producer loop is left alone: a load never issued leaves its consumer waiting.
 //! - mma, `mma-twice`: an MMA issue statement issued twice, so its product is
 //!   accumulated twice.
+//! - mma, `accumulator-not-zeroed`: the statement that zeroes the accumulator
+//!   (`clear(acc)`, `fill(acc, 0)`, `wmma::fill_fragment(acc, 0)`, `acc[i][j] = 0.f`,
+//!   `memset(acc, 0, ..)`) removed, or `accumulate_ = GMMA::ScaleOut::Zero` made
+//!   `ScaleOut::One`, only in a persistent kernel: the zeroing sits in a loop that
+//!   encloses the mainloop, and the accumulator is declared before that loop and zeroed
+//!   before it too, so the next tile accumulates onto the previous one. Anywhere else
+//!   the mutant would read uninitialized registers (undefined, not a stage defect), and
+//!   `ScaleOut::Zero` over a cleared accumulator made `One` would change nothing.
 //! - epilogue, `alpha-twice`: `alpha` in an epilogue statement becomes
 //!   `(alpha * alpha)` (a field `p.alpha` the same).
 //! - epilogue, `beta-dropped`: `beta` in an epilogue statement becomes `(beta * 0)`:
 //!   beta·C is dropped, its type kept.
+//! - epilogue, `store-scaled`: in an epilogue store (`D[i] = v;`, `*p = cvt(v0, v1);`)
+//!   of a value derived from the accumulator, each derived local of a plain arithmetic
+//!   type (`float v`) read there becomes `(v + v)` and each read of an accumulator of a
+//!   plain element type (`float acc[..]`) becomes `(acc[i] * 2)`: the stored value is
+//!   doubled through any conversion, without arithmetic on half or bf16 types (which
+//!   `__CUDA_NO_HALF_OPERATORS__` may forbid). CuTe tensors and `auto` locals are left
+//!   alone: their element type is not visible.
 //! - operand-load, `load-k-offset`: in a load inside the mainloop, an index derived
 //!   from the loop's K step (the induction variable, or a local computed from it)
 //!   becomes `(x + 1)`: another K tile is fetched, or another stage filled.
+//! - operand-load, `stage-index-off`: in an MMA's operands, a load into shared memory
+//!   inside the mainloop, or a slice of a staged shared tensor inside it, a pipeline
+//!   stage index `x` becomes `((x + 1) % COUNT)`: the neighbouring stage is read or
+//!   filled. A stage index is an integer local computed as `y % COUNT`, an integer
+//!   local or parameter named like one (`read_stage`, `smem_pipe_read`, `pipe`), or a
+//!   stage-named state's `.index()`; COUNT is, first, the `% COUNT` it was computed
+//!   with, then `cute::size<I>(T)` for the I-th coordinate of a CuTe slice `T(_, .., x)`,
+//!   then a stage-count constant in scope (`K_PIPE_MAX`, `kStages`, `STAGES`, a
+//!   non-type template parameter). Without a COUNT there is no mutant: the index stays
+//!   in range. Barrier arrays (`mbar[x]`) and calls on objects (`tma.with(..)`,
+//!   `pipeline.consumer_wait(..)`) are left alone: a defect there hangs the kernel.
+//! - operand-load, `operand-stride`: in a load of an operand (an operand-load site in
+//!   the mainloop or in a load helper), a leading dimension or stride (`lda`, `ld_b`,
+//!   `stride_a`, an integer parameter `K` or `N`) that multiplies a row becomes
+//!   `(ld - 1)`: rows are read skewed. Only multiplicative uses (`row * lda`), and
+//!   `- 1` rather than `+ 1`: with rows and columns in range, `row * (ld - 1) + col`
+//!   stays below `rows * ld`, inside the allocation (a vector access may become
+//!   misaligned, which faults loudly). Constants (`LDS`, a shared tile's pitch) are
+//!   left alone.
 //! - descriptor, `tma-swizzle`: a `CU_TENSOR_MAP_SWIZZLE_*` in a function that makes
 //!   or receives a TMA map becomes another swizzle, so the tile is written one way
 //!   and read another.
+//! - descriptor, `tma-dims`, `tma-stride`, `tma-box`: at a TMA encode (a call whose
+//!   second argument is a `CU_TENSOR_MAP_DATA_TYPE_*`, whatever the function pointer is
+//!   called), the array given as globalDim (argument 4, from 0), globalStrides (5) or
+//!   boxDim (6), followed to its initializer in the same function (or, where the encode's
+//!   function receives it as a parameter, in each caller in the file): globalDim's
+//!   first two elements swapped when they differ; globalStrides' first element
+//!   `* 2` (a 16-byte multiple stays one); boxDim's first two elements swapped when
+//!   they differ, else its first halved.
 //!
-//! Invariant: every edit lies inside the site it mutates (or, for a loop, its
-//! condition), in the original text's byte offsets.
+//! Invariant: every edit lies inside the site it mutates (for a loop, its condition;
+//! for a TMA encode, the arrays it is given, in the function that gives them), in the
+//! original text's byte offsets.
+
+mod descriptor;
+mod epilogue;
+mod load;
+mod mma;
 
 use std::ops::Range;
 
@@ -58,28 +109,41 @@ pub fn plant(
     match stage {
         Stage::Mma => {
             for k in &functions {
-                out.extend(k_tile_dropped(parsed, k));
-                out.extend(mma_twice(parsed, k));
+                out.extend(mma::k_tile_dropped(parsed, k));
+                out.extend(mma::mma_twice(parsed, k));
+                out.extend(mma::accumulator_not_zeroed(parsed, k));
             }
         }
         Stage::Epilogue => {
             for k in &functions {
-                out.extend(scale_named(parsed, k, "alpha", "alpha-twice", |t| {
-                    format!("({t} * {t})")
-                }));
-                out.extend(scale_named(parsed, k, "beta", "beta-dropped", |t| {
-                    format!("({t} * 0)")
-                }));
+                out.extend(epilogue::scale_named(
+                    parsed,
+                    k,
+                    "alpha",
+                    "alpha-twice",
+                    |t| format!("({t} * {t})"),
+                ));
+                out.extend(epilogue::scale_named(
+                    parsed,
+                    k,
+                    "beta",
+                    "beta-dropped",
+                    |t| format!("({t} * 0)"),
+                ));
+                out.extend(epilogue::store_scaled(parsed, k));
             }
         }
         Stage::OperandLoad => {
             for k in &functions {
-                out.extend(load_k_offset(parsed, k));
+                out.extend(load::load_k_offset(parsed, k));
+                out.extend(load::stage_index_off(parsed, k));
+                out.extend(load::operand_stride(parsed, k));
             }
         }
         Stage::Descriptor => {
             for k in &map.kernels {
-                out.extend(tma_swizzle(parsed, k));
+                out.extend(descriptor::tma_swizzle(parsed, k));
+                out.extend(descriptor::tma_arrays(parsed, map, k));
             }
         }
     }
@@ -134,113 +198,6 @@ fn loop_condition<'t>(parsed: &'t Parsed, site: &Site) -> Option<(Node<'t>, Node
         condition = condition.named_child(0)?;
     }
     (condition.kind() == "binary_expression").then_some((looped, condition))
-}
-
-fn k_tile_dropped(parsed: &Parsed, k: &Kernel) -> Vec<Planted> {
-    sites(k, SiteKind::Mainloop)
-        .filter(|s| !s.note.as_deref().is_some_and(|n| n.starts_with("producer")))
-        .filter_map(|s| {
-            let (_, condition) = loop_condition(parsed, s)?;
-            let op = condition.child_by_field_name("operator")?;
-            let right = condition.child_by_field_name("right")?;
-            let bound = text(parsed, right);
-            let shorter = match op.kind() {
-                "<" | "<=" | "!=" => format!("({bound}) - 1"),
-                ">" | ">=" => format!("({bound}) + 1"),
-                _ => return None,
-            };
-            Some(planted(
-                Stage::Mma,
-                "k-tile-dropped",
-                k,
-                vec![Indel::replace(right.byte_range(), shorter)],
-            ))
-        })
-        .collect()
-}
-
-fn mma_twice(parsed: &Parsed, k: &Kernel) -> Vec<Planted> {
-    sites(k, SiteKind::Mma)
-        .filter_map(|s| {
-            let statement = enclosing(parsed, &s.range, &["expression_statement"])?;
-            // Only a statement of the function itself, not one the site merely names.
-            if !k.range.contains(&statement.start_byte()) {
-                return None;
-            }
-            // In braces, so a statement that is an `if`'s or a loop's body stays its
-            // body, twice.
-            let issue = text(parsed, statement);
-            Some(planted(
-                Stage::Mma,
-                "mma-twice",
-                k,
-                vec![Indel::replace(
-                    statement.byte_range(),
-                    format!("{{ {issue} {issue} }}"),
-                )],
-            ))
-        })
-        .collect()
-}
-
-/// The statement of an epilogue site (a declaration, an assignment or a call).
-fn statement_of<'t>(parsed: &'t Parsed, site: &Site) -> Option<Node<'t>> {
-    enclosing(
-        parsed,
-        &site.range,
-        &["expression_statement", "declaration", "return_statement"],
-    )
-}
-
-/// Every identifier or field named `name` under `node`, as the expression that names
-/// it (`alpha`, `p.alpha`, `p->alpha`).
-fn named<'t>(node: Node<'t>, source: &str, name: &str, out: &mut Vec<Node<'t>>) {
-    let kind = node.kind();
-    if matches!(kind, "identifier" | "field_identifier") && &source[node.byte_range()] == name {
-        let whole = node
-            .parent()
-            .filter(|p| p.kind() == "field_expression" && kind == "field_identifier")
-            .unwrap_or(node);
-        out.push(whole);
-        return;
-    }
-    let mut cursor = node.walk();
-    for child in node.children(&mut cursor) {
-        named(child, source, name, out);
-    }
-}
-
-/// `name` in the kernel's epilogue statements rewritten by `rewrite`, one mutant per
-/// statement (every use in it).
-fn scale_named(
-    parsed: &Parsed,
-    k: &Kernel,
-    name: &str,
-    operator: &'static str,
-    rewrite: impl Fn(&str) -> String,
-) -> Vec<Planted> {
-    let mut done: Vec<Range<usize>> = Vec::new();
-    let mut out = Vec::new();
-    for s in sites(k, SiteKind::Epilogue) {
-        let Some(statement) = statement_of(parsed, s) else {
-            continue;
-        };
-        if done.contains(&statement.byte_range()) || !k.range.contains(&statement.start_byte()) {
-            continue;
-        }
-        done.push(statement.byte_range());
-        let mut uses = Vec::new();
-        named(statement, &parsed.source, name, &mut uses);
-        if uses.is_empty() {
-            continue;
-        }
-        let indels = uses
-            .iter()
-            .map(|n| Indel::replace(n.byte_range(), rewrite(text(parsed, *n))))
-            .collect();
-        out.push(planted(Stage::Epilogue, operator, k, indels));
-    }
-    out
 }
 
 /// The induction variable of a `for` loop: the name its initializer declares, or the
@@ -308,93 +265,6 @@ fn collect<'t>(node: Node<'t>, kind: &str, out: &mut Vec<Node<'t>>) {
     }
 }
 
-/// In each load inside a mainloop, each index derived from the loop's K step read as
-/// the next step's (`(x + 1)`): the load fetches another K tile, or fills another
-/// stage, than the one the MMA reads next.
-fn load_k_offset(parsed: &Parsed, k: &Kernel) -> Vec<Planted> {
-    let loops: Vec<(Range<usize>, Vec<&str>)> = sites(k, SiteKind::Mainloop)
-        .filter_map(|s| {
-            let looped = enclosing(parsed, &s.range, &["for_statement"])?;
-            let var = induction(parsed, looped)?;
-            Some((looped.byte_range(), k_derived(parsed, looped, var)))
-        })
-        .collect();
-    let mut done: Vec<Range<usize>> = Vec::new();
-    let mut out = Vec::new();
-    for s in sites(k, SiteKind::OperandLoad) {
-        let Some((_, derived)) = loops.iter().find(|(r, _)| r.contains(&s.range.start)) else {
-            continue;
-        };
-        let Some(statement) = enclosing(parsed, &s.range, &["expression_statement"]) else {
-            continue;
-        };
-        if done.contains(&statement.byte_range()) {
-            continue;
-        }
-        done.push(statement.byte_range());
-        let mut uses: Vec<(Range<usize>, String)> = Vec::new();
-        identifiers(statement, &parsed.source, &mut |n, t| {
-            if derived.contains(&t) && !uses.iter().any(|(_, u)| u == t) {
-                uses.push((n.byte_range(), t.to_owned()));
-            }
-        });
-        for (range, name) in uses {
-            out.push(planted(
-                Stage::OperandLoad,
-                "load-k-offset",
-                k,
-                vec![Indel::replace(range, format!("({name} + 1)"))],
-            ));
-        }
-    }
-    out
-}
-
-/// The swizzle a map is given instead of `from`.
-fn other_swizzle(from: &str) -> Option<&'static str> {
-    Some(match from {
-        "CU_TENSOR_MAP_SWIZZLE_128B" => "CU_TENSOR_MAP_SWIZZLE_64B",
-        "CU_TENSOR_MAP_SWIZZLE_64B"
-        | "CU_TENSOR_MAP_SWIZZLE_32B"
-        | "CU_TENSOR_MAP_SWIZZLE_NONE" => "CU_TENSOR_MAP_SWIZZLE_128B",
-        _ => return None,
-    })
-}
-
-/// Each swizzle enumerator in a function that makes, types or receives a TMA map (the
-/// encode, where the map's fields are chosen) changed to another.
-fn tma_swizzle(parsed: &Parsed, k: &Kernel) -> Vec<Planted> {
-    if sites(k, SiteKind::TmaDescriptor).next().is_none() {
-        return Vec::new();
-    }
-    let Some(function) = parsed
-        .tree
-        .root_node()
-        .descendant_for_byte_range(k.range.start, k.range.end)
-    else {
-        return Vec::new();
-    };
-    let mut swizzles = Vec::new();
-    identifiers(function, &parsed.source, &mut |n, t| {
-        if k.range.contains(&n.start_byte())
-            && let Some(to) = other_swizzle(t)
-        {
-            swizzles.push((n.byte_range(), to));
-        }
-    });
-    swizzles
-        .into_iter()
-        .map(|(range, to)| {
-            planted(
-                Stage::Descriptor,
-                "tma-swizzle",
-                k,
-                vec![Indel::replace(range, to)],
-            )
-        })
-        .collect()
-}
-
 fn identifiers<'t>(node: Node<'t>, source: &str, f: &mut impl FnMut(Node<'t>, &str)) {
     if node.kind() == "identifier" {
         f(node, &source[node.byte_range()]);
@@ -404,4 +274,286 @@ fn identifiers<'t>(node: Node<'t>, source: &str, f: &mut impl FnMut(Node<'t>, &s
     for child in node.children(&mut cursor) {
         identifiers(child, source, f);
     }
+}
+
+/// The function definition of a kernel-like function.
+fn function_node<'t>(parsed: &'t Parsed, k: &Kernel) -> Option<Node<'t>> {
+    parsed
+        .tree
+        .root_node()
+        .descendant_for_byte_range(k.range.start, k.range.end)
+}
+
+/// The loops of a kernel's mainloop sites.
+fn mainloops<'t>(parsed: &'t Parsed, k: &Kernel) -> Vec<Node<'t>> {
+    let mut out: Vec<Node<'t>> = Vec::new();
+    for s in sites(k, SiteKind::Mainloop) {
+        if let Some(looped) = enclosing(
+            parsed,
+            &s.range,
+            &["for_statement", "while_statement", "do_statement"],
+        ) && !out.iter().any(|l| l.byte_range() == looped.byte_range())
+        {
+            out.push(looped);
+        }
+    }
+    out
+}
+
+/// The statement (or declaration) a site's first byte is in, inside the function.
+fn site_statement<'t>(parsed: &'t Parsed, k: &Kernel, site: &Site) -> Option<Node<'t>> {
+    let statement = enclosing(
+        parsed,
+        &site.range,
+        &["expression_statement", "declaration"],
+    )?;
+    k.range
+        .contains(&statement.start_byte())
+        .then_some(statement)
+}
+
+/// A name as declared: its declaration's type, the declarator's initializer and how
+/// many array dimensions it has.
+#[derive(Clone)]
+struct Declared<'t> {
+    ty: Option<Node<'t>>,
+    value: Option<Node<'t>>,
+    dimensions: usize,
+    /// The declarator itself (`box[2] = {..}`).
+    declarator: Node<'t>,
+    /// Bytes of a braced initializer (`{a, b}`), also where the grammar leaves an
+    /// array's `= {..}` out of the tree (`const T box[2] = {a, b}, elem[2] = {1, 1};`).
+    braces: Option<Range<usize>>,
+}
+
+const DECLARATIONS: [&str; 4] = [
+    "declaration",
+    "parameter_declaration",
+    "optional_parameter_declaration",
+    "field_declaration",
+];
+
+/// The last declaration of `name` under `scope` that starts before `before` and is
+/// visible there (its block holds `before`; parameters and class fields always).
+fn declared<'t>(
+    parsed: &Parsed,
+    scope: Node<'t>,
+    name: &str,
+    before: usize,
+) -> Option<Declared<'t>> {
+    let mut found = None;
+    let mut nodes = Vec::new();
+    for kind in DECLARATIONS {
+        collect(scope, kind, &mut nodes);
+    }
+    nodes.sort_by_key(|n| n.start_byte());
+    for declaration in nodes {
+        if declaration.start_byte() >= before {
+            continue;
+        }
+        let block = {
+            let mut up = declaration.parent();
+            while let Some(p) = up
+                && !matches!(
+                    p.kind(),
+                    "compound_statement"
+                        | "for_statement"
+                        | "field_declaration_list"
+                        | "parameter_list"
+                        | "translation_unit"
+                )
+            {
+                up = p.parent();
+            }
+            up
+        };
+        if let Some(b) = block
+            && b.kind() == "compound_statement"
+            && !b.byte_range().contains(&before)
+        {
+            continue;
+        }
+        if let Some(b) = block
+            && b.kind() == "for_statement"
+            && !b.byte_range().contains(&before)
+        {
+            continue;
+        }
+        let mut cursor = declaration.walk();
+        for d in declaration.children_by_field_name("declarator", &mut cursor) {
+            if let Some(found_here) = declarator_named(parsed, declaration, d, name) {
+                found = Some(found_here);
+            }
+        }
+    }
+    found
+}
+
+fn declarator_named<'t>(
+    parsed: &Parsed,
+    declaration: Node<'t>,
+    declarator: Node<'t>,
+    name: &str,
+) -> Option<Declared<'t>> {
+    let value = (declarator.kind() == "init_declarator")
+        .then(|| declarator.child_by_field_name("value"))
+        .flatten()
+        .or_else(|| declaration.child_by_field_name("default_value"));
+    let mut node = declarator;
+    let mut dimensions = 0;
+    loop {
+        match node.kind() {
+            "identifier" | "field_identifier" => break,
+            "array_declarator" => dimensions += 1,
+            _ => {}
+        }
+        node = node
+            .child_by_field_name("declarator")
+            .or_else(|| node.named_child(0))?;
+    }
+    let braces = match value {
+        Some(v) if v.kind() == "initializer_list" => Some(v.byte_range()),
+        Some(_) => None,
+        None => braced_after(&parsed.source, declarator.end_byte()),
+    };
+    (text(parsed, node) == name).then_some(Declared {
+        ty: declaration.child_by_field_name("type"),
+        value,
+        dimensions,
+        declarator,
+        braces,
+    })
+}
+
+/// The `{..}` of an `= {..}` that starts at `at`, by its text.
+fn braced_after(source: &str, at: usize) -> Option<Range<usize>> {
+    let rest = source.get(at..)?;
+    let after_eq = rest.trim_start().strip_prefix('=')?;
+    let open = at + rest.len() - after_eq.trim_start().len();
+    if !source[open..].starts_with('{') {
+        return None;
+    }
+    let mut depth = 0usize;
+    for (i, c) in source[open..].char_indices() {
+        match c {
+            '{' | '(' | '[' => depth += 1,
+            '}' | ')' | ']' => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(open..open + i + 1);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// The elements of a braced initializer: top-level comma-separated, trimmed.
+fn brace_elements(source: &str, braces: &Range<usize>) -> Vec<Range<usize>> {
+    let inner = braces.start + 1..braces.end - 1;
+    let mut out = Vec::new();
+    let mut depth = 0usize;
+    let mut start = inner.start;
+    let push = |from: usize, to: usize, out: &mut Vec<Range<usize>>| {
+        let piece = &source[from..to];
+        let lead = piece.len() - piece.trim_start().len();
+        let trimmed = piece.trim();
+        if !trimmed.is_empty() {
+            out.push(from + lead..from + lead + trimmed.len());
+        }
+    };
+    for (i, c) in source[inner.clone()].char_indices() {
+        match c {
+            '{' | '(' | '[' => depth += 1,
+            '}' | ')' | ']' => depth = depth.saturating_sub(1),
+            ',' if depth == 0 => {
+                push(start, inner.start + i, &mut out);
+                start = inner.start + i + 1;
+            }
+            _ => {}
+        }
+    }
+    push(start, inner.end, &mut out);
+    out
+}
+
+/// Whether a declared type is a plain integer (`int`, `const uint32_t`).
+fn integral(parsed: &Parsed, ty: Option<Node<'_>>) -> bool {
+    let Some(ty) = ty else { return false };
+    matches!(
+        text(parsed, ty),
+        "int"
+            | "unsigned"
+            | "unsigned int"
+            | "long"
+            | "long long"
+            | "short"
+            | "uint32_t"
+            | "int32_t"
+            | "int64_t"
+            | "uint64_t"
+            | "size_t"
+            | "uint"
+            | "index_t"
+            | "cuuint32_t"
+            | "cuuint64_t"
+    )
+}
+
+/// Whether a declared type is a plain arithmetic scalar (`float`, `double`, an integer).
+fn arithmetic(parsed: &Parsed, ty: Option<Node<'_>>) -> bool {
+    integral(parsed, ty) || ty.is_some_and(|t| matches!(text(parsed, t), "float" | "double"))
+}
+
+/// The identifier an lvalue or a read is rooted at (`acc` of `acc[i][j]`, `accum(i)`,
+/// `*p`, `&D[o]`).
+fn root<'t>(node: Node<'t>) -> Option<Node<'t>> {
+    match node.kind() {
+        "identifier" => Some(node),
+        "subscript_expression"
+        | "field_expression"
+        | "pointer_expression"
+        | "parenthesized_expression"
+        | "cast_expression" => root(
+            node.child_by_field_name("argument")
+                .or_else(|| node.child_by_field_name("value"))
+                .or_else(|| node.named_child(node.named_child_count().saturating_sub(1)))?,
+        ),
+        "call_expression" => {
+            let function = node.child_by_field_name("function")?;
+            match function.kind() {
+                "identifier" => Some(function),
+                // `reinterpret_cast<T*>(&D[o])`: the argument.
+                _ => root(node.child_by_field_name("arguments")?.named_child(0)?),
+            }
+        }
+        _ => None,
+    }
+}
+
+/// The names of a kernel's accumulators: what its accumulator sites declare and its
+/// epilogue sites read (`C/D of the MMA at line 9: `acc``, `reads the accumulator `acc``).
+fn accumulators(k: &Kernel) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for s in &k.sites {
+        let Some(note) = s.note.as_deref() else {
+            continue;
+        };
+        let named = match s.kind {
+            SiteKind::Accumulator => note.rsplit('`').nth(1),
+            SiteKind::Epilogue => note
+                .split_once("accumulator `")
+                .or_else(|| note.split_once("accumulator fragment `"))
+                .and_then(|(_, rest)| rest.split('`').next()),
+            _ => None,
+        };
+        if let Some(name) = named
+            && !name.is_empty()
+            && !out.iter().any(|o| o == name)
+        {
+            out.push(name.to_owned());
+        }
+    }
+    out
 }
