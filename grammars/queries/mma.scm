@@ -7,11 +7,13 @@
 ; Calls to a helper in the same file that wraps one of these are added by kwb-sites.
 
 ; cute::gemm(tiled_mma, A, B, C) on a TiledMMA, CUTLASS 2.x warp_mma(D, A, B, C),
-; MMA atoms' fma/mma_unpack, and mainloop wrappers such as collective_mainloop.mma(…).
+; MMA atoms' fma/mma_unpack, mainloop wrappers such as collective_mainloop.mma(…), and
+; WGMMA/UMMA wrapper structs and helpers: WGMMA::wgmma(desc_a, desc_b, acc, k),
+; tcgen05_mma_f16_ss(tmem_acc, a_desc, b_desc, …), HMMA_16816(d, a, b, c).
 ((call_expression
    function: (_) @_callee
    arguments: (argument_list (_) (_) (_))) @mma
- (#match? @_callee "(^|::|\\.|->)\\s*(gemm|mma|warp_mma_?|mma_op|mma_unpack|wmma_mma|mma_sync|umma_arrive_mma)\\s*(<(?s:.*)>)?\\s*$"))
+ (#match? @_callee "(^|::|\\.|->)\\s*(gemm|mma|warp_mma_?|mma_op|mma_unpack|wmma_mma|mma_sync|umma_arrive_mma|wgmma|tcgen05_mma[A-Za-z0-9_]*|[Hh][Mm][Mm][Aa]_?[0-9][A-Za-z0-9_]*)\\s*(<(?s:.*)>)?\\s*$"))
 
 ; Inline PTX: mma.sync (SM80+), wgmma.mma_async (SM90), tcgen05.mma (SM100), wmma.mma.
 ((gnu_asm_expression assembly_code: (_) @_ptx) @mma

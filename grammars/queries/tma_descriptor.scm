@@ -6,10 +6,11 @@
 ;                      tma_2d<…>`); kwb-sites reports declarations that use it
 ;   @_callee, @_type  the name that decided it
 
-; make_tma_copy*, make_tma_atom*, im2col variants, and the driver encoders.
+; make_tma_copy*, make_tma_atom*, im2col variants, the driver encoders, helpers named for
+; what they make (make_2d_tma_a_desc, make_2d_tma_copy_desc), and prefetches of a map.
 ((call_expression
    function: (_) @_callee) @tma-descriptor
- (#match? @_callee "(^|::|\\.|->)\\s*(make_tma_copy[A-Za-z0-9_]*|make_tma_atom[A-Za-z0-9_]*|make_im2col_tma_copy[A-Za-z0-9_]*|cuTensorMapEncode(Tiled|Im2col|Im2colWide)|encode_tma_descriptor|make_tensor_map[A-Za-z0-9_]*)\\s*(<(?s:.*)>)?\\s*$"))
+ (#match? @_callee "(^|::|\\.|->)\\s*(make_tma_copy[A-Za-z0-9_]*|make_tma_atom[A-Za-z0-9_]*|make_im2col_tma_copy[A-Za-z0-9_]*|cuTensorMapEncode(Tiled|Im2col|Im2colWide)|encode_tma_descriptor|make_tensor_map[A-Za-z0-9_]*|make_[1-5]d_tma[A-Za-z0-9_]*|prefetch_tma_descriptor|prefetch_tensormap)\\s*(<(?s:.*)>)?\\s*$"))
 
 ; Parameters and fields of descriptor type: CUtensorMap, cute::TmaDescriptor, tma_2d<…>.
 ((parameter_declaration type: (_) @_type) @tma-descriptor
@@ -31,3 +32,14 @@
    type: (_) @_type
    declarator: (type_identifier) @descriptor-alias)
  (#match? @_type "(CUtensorMap|TmaDescriptor|tma_[1-5]d\\b)"))
+
+; An encode through a function pointer (`encode_func(&map, get_CUtensorMapDataType<T>(),
+; rank, …)`, the driver entry point fetched at run time): a call passing a tensor-map
+; data type as its second argument.
+((call_expression
+   arguments: (argument_list . (_) . (_) @_dtype)) @tma-descriptor
+ (#match? @_dtype "CU_TENSOR_MAP_DATA_TYPE_|CUtensorMapDataType"))
+
+; PTX prefetch of a tensor map.
+((gnu_asm_expression assembly_code: (_) @_ptx) @tma-descriptor
+ (#match? @_ptx "prefetch\\.tensormap"))

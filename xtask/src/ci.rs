@@ -4,7 +4,8 @@
 //! `cargo test --workspace` with `KWB_CUDA_HOME` and `KWB_CUTLASS_DIR` pointing at
 //! the cache (unless already set) and `KWB_RUN_SLOW_TESTS=1`, so the tests that need
 //! nvcc or the CUTLASS headers run too, then `kernels` (the kernel suite compiles:
-//! [`crate::kernels::Selection::Ci`]) and last `demo` (the README's first quickstart
+//! [`crate::kernels::Selection::Ci`]), `corpus` (the kernel map scored on the labelled
+//! third-party corpus, held to tests/corpus-floor.toml) and last `demo` (the README's first quickstart
 //! command, on the dev build of kwb the tests made). Each step prints a one-line header; the first failing step
 //! stops the run.
 
@@ -58,11 +59,22 @@ pub fn run(root: &Path) -> Result {
             traced: None,
         },
     )?;
+    // The kernel map on the hand-labelled third-party corpus, held to its floors.
+    header("corpus");
+    crate::corpus::run(
+        root,
+        &crate::corpus::Options {
+            out: root.join("target/corpus"),
+            only: Vec::new(),
+            check_floor: true,
+        },
+    )?;
     // The README's first quickstart command keeps working.
     header("demo");
     crate::demo::run(root, crate::demo::Profile::Dev)?;
-    // One closing line for every check: the Rust tests, the kernel builds, the demo.
-    println!("xtask: {} passed, 0 failed", tests + compiled + 1);
+    // One closing line for every check: the Rust tests, the kernel builds, the corpus
+    // floors, the demo.
+    println!("xtask: {} passed, 0 failed", tests + compiled + 2);
     Ok(())
 }
 

@@ -12,6 +12,7 @@
 
 mod bench;
 mod ci;
+mod corpus;
 mod demo;
 mod gpu_bench;
 mod gpu_diagnose;
@@ -72,6 +73,19 @@ enum Task {
         /// Where to write the Markdown figures
         #[arg(long, default_value = "target/sweep.md")]
         out: PathBuf,
+    },
+    /// The kernel map scored against the hand-labelled third-party corpus
+    /// (tests/corpus.toml): recall and precision per kind, held to tests/corpus-floor.toml
+    Corpus {
+        /// The folder for report.md and misses.md
+        #[arg(long, default_value = "target/corpus")]
+        out: PathBuf,
+        /// Only files whose path contains one of these, comma-separated
+        #[arg(long, value_delimiter = ',')]
+        only: Vec<String>,
+        /// Report only; do not hold the scores to tests/corpus-floor.toml
+        #[arg(long)]
+        no_floor: bool,
     },
     /// Compile every variant of kernels/suite.toml for every architecture of its family
     Kernels {
@@ -270,6 +284,18 @@ fn main() -> ExitCode {
         Task::Tidy => tidy::run(&project_root()),
         Task::Demo => demo::run(&project_root(), demo::Profile::Release),
         Task::Sweep { out } => sweep::run(&project_root().join(out)),
+        Task::Corpus {
+            out,
+            only,
+            no_floor,
+        } => corpus::run(
+            &project_root(),
+            &corpus::Options {
+                out: project_root().join(out),
+                check_floor: !no_floor && only.is_empty(),
+                only,
+            },
+        ),
         Task::Bench { runs, hook: false } => bench::run(&project_root(), runs),
         Task::Bench { runs, hook: true } => bench::hook(&project_root(), runs),
         Task::Kernels { jobs, family } => kernels::run(

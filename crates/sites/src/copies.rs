@@ -16,8 +16,8 @@ pub struct Classified {
 }
 
 /// Classifies a `copy(…)` call by its copy atom and the CuTe names of its source and
-/// destination; `None` for copies that are neither loads nor epilogue traffic
-/// (shared→register operand copies, for instance).
+/// destination; `None` for copies that are neither operand loads nor epilogue
+/// traffic.
 pub fn classify(call: Node<'_>, parsed: &Parsed, scope: &Scope<'_>) -> Option<Classified> {
     let arguments = call.child_by_field_name("arguments")?;
     let mut cursor = arguments.walk();
@@ -87,6 +87,27 @@ pub fn classify(call: Node<'_>, parsed: &Parsed, scope: &Scope<'_>) -> Option<Cl
                 }
             ),
         }),
+        // Operand fragments filled from shared memory (`copy(s2r_A, tCsA(_,_,k), tCrA(…))`)
+        // and register-staged tiles stored into it (`copy(tArA, tAsA)`).
+        (Some(Space::Shared), Some(Space::Register))
+        | (Some(Space::Register), Some(Space::Shared))
+            if matches!(letter, Some('A' | 'B')) =>
+        {
+            let to_registers = dst_space.is_some_and(|s| s.0 == Space::Register);
+            Some(Classified {
+                kind: SiteKind::OperandLoad,
+                confidence: Confidence::Medium,
+                note: format!(
+                    "copy {} of operand {} {src} → {dst}",
+                    if to_registers {
+                        "shared → registers"
+                    } else {
+                        "registers → shared"
+                    },
+                    letter.unwrap_or('A')
+                ),
+            })
+        }
         _ => None,
     }
 }

@@ -301,7 +301,14 @@ fn derive<'t>(
             .map(|s| s.node)
             .collect()
     };
-    let mma_nodes = of(SiteKind::Mma, sites);
+    let mut mma_nodes = of(SiteKind::Mma, sites);
+    // A scalar accumulate that reads a tensor-core MMA's accumulator is the
+    // promotion of its partial sums (`final_accum[i] += scale * accum[i]`, fp8 block
+    // scaling), not an MMA of its own: its target stays an accumulator.
+    let promotions = promotions(&mma_nodes, scope, param_roles, parsed);
+    if !promotions.is_empty() {
+        sites.retain(|s| !(s.kind == SiteKind::Mma && promotions.contains(&s.node.id())));
+    }
     let loads = of(SiteKind::OperandLoad, sites);
     let mma_callers: Vec<(Node<'t>, String)> = calls
         .iter()
@@ -318,14 +325,21 @@ fn derive<'t>(
         loads: &loads,
     };
     let loops = mainloop::find(function.node, &seeds, parsed);
+    let promoted: Vec<Node<'t>> = mma_nodes
+        .iter()
+        .copied()
+        .filter(|m| promotions.contains(&m.id()))
+        .collect();
+    mma_nodes.retain(|m| !promotions.contains(&m.id()));
     let mut accumulator_names: Vec<String> = Vec::new();
     // A declaration may hold several fragments (`uint32_t a[4], b[4];`): one site per
     // declared name, keyed by the declaration and the name.
     let mut resolved: BTreeSet<(usize, String)> = BTreeSet::new();
-    for &m in &mma_nodes {
+    for &m in mma_nodes.iter().chain(&promoted) {
         let roles = mma::roles_with(m, parsed, scope, param_roles);
         let mma_line = m.start_position().row + 1;
-        for (letter, node) in roles.operands {
+        let promotion = promotions.contains(&m.id());
+        for (letter, node) in roles.operands.into_iter().filter(|_| !promotion) {
             let name = &parsed.masked[node.byte_range()];
             let Some(decl) = scope.lookup(name, node.start_byte()) else {
                 continue;
@@ -339,9 +353,29 @@ fn derive<'t>(
                     note: Some(note),
                 });
             }
+            // The rest of the chain from what the MMA names to where the values are
+            // stored: the fragment or descriptor it reads, the shared tile a view
+            // partitions, the shared array under that tile. Views are followed, not
+            // reported.
+            for link in operand_chain(scope, decl, parsed) {
+                if resolved.insert((link.node.id(), link.name.clone())) {
+                    sites.push(Found {
+                        kind: SiteKind::Operand,
+                        node: link.node,
+                        confidence: Confidence::Medium,
+                        note: Some(format!(
+                            "feeds operand {letter} of the MMA at line {mma_line}: `{}`",
+                            link.name
+                        )),
+                    });
+                }
+            }
         }
         for node in roles.accumulators {
             let name = parsed.masked[node.byte_range()].to_owned();
+            if name.is_empty() {
+                continue;
+            }
             let Some(decl) = scope.lookup(&name, node.start_byte()) else {
                 continue;
             };
@@ -396,6 +430,36 @@ fn derive<'t>(
     }
 }
 
+/// The scalar accumulates among `mmas` that read the accumulator of a call or PTX MMA
+/// of the same function: promotions of its partial sums.
+fn promotions<'t>(
+    mmas: &[Node<'t>],
+    scope: &Scope<'t>,
+    param_roles: &mma::ParamRoles,
+    parsed: &Parsed,
+) -> BTreeSet<usize> {
+    let scalar = |m: &Node<'_>| m.kind() == "assignment_expression";
+    let core: BTreeSet<&str> = mmas
+        .iter()
+        .filter(|m| !scalar(m))
+        .flat_map(|&m| mma::roles_with(m, parsed, scope, param_roles).accumulators)
+        .map(|n| &parsed.masked[n.byte_range()])
+        .collect();
+    if core.is_empty() {
+        return BTreeSet::new();
+    }
+    mmas.iter()
+        .filter(|m| scalar(m))
+        .filter(|m| {
+            m.child_by_field_name("right").is_some_and(|right| {
+                crate::names::identifiers(&parsed.masked[right.byte_range()])
+                    .any(|i| core.contains(i))
+            })
+        })
+        .map(|m| m.id())
+        .collect()
+}
+
 /// Whether a parameter's name reads as an accumulator (`acc`, `accum`, `frag_C`): the
 /// function may be an epilogue functor. A text check, so no scope is built for it.
 fn receives_accumulator(function: &Function<'_>, parsed: &Parsed) -> bool {
@@ -404,6 +468,94 @@ fn receives_accumulator(function: &Function<'_>, parsed: &Parsed) -> bool {
     };
     let head = &parsed.masked[function.node.start_byte()..body.start_byte()];
     crate::names::identifiers(head).any(|i| i.len() > 1 && crate::names::is_accumulator_name(i))
+}
+
+/// What a declaration's initializer makes of the tensor it names first.
+enum Link {
+    /// A view (`partition_A(sA)`, `tCsA(_, _, k)`, `reinterpret_cast<T*>(&a[0])`):
+    /// followed, not an operand site of its own.
+    View,
+    /// A fragment, descriptor or tensor over storage (`make_fragment_A(tCsA)`,
+    /// `make_smem_desc(sA + k)`, `make_tensor(make_smem_ptr(smemA), layout)`).
+    Made,
+}
+
+/// The declarations from an MMA's operand argument down to its storage that are not
+/// views, in order; at most six steps.
+fn operand_chain<'s, 't>(
+    scope: &'s Scope<'t>,
+    first: &'s Decl<'t>,
+    parsed: &Parsed,
+) -> Vec<&'s Decl<'t>> {
+    let is_local = |n: &str| scope.has(n);
+    let mut out = Vec::new();
+    let mut decl = first;
+    for _ in 0..6 {
+        let step = decl.value.and_then(|value| {
+            let link = match value.kind() {
+                "call_expression" => {
+                    let function = value.child_by_field_name("function")?;
+                    let callee = crate::names::callee_name(function, &parsed.masked);
+                    let sliced = slices(value, parsed);
+                    let lower = callee.to_ascii_lowercase();
+                    if callee.starts_with("partition_")
+                        || callee.starts_with("retile_")
+                        || matches!(
+                            callee,
+                            "local_tile"
+                                | "flat_divide"
+                                | "zipped_divide"
+                                | "tiled_divide"
+                                | "group_modes"
+                                | "coalesce"
+                                | "filter_zeros"
+                        )
+                        || sliced
+                        || (callee.ends_with("_cast")
+                            && value
+                                .child_by_field_name("arguments")
+                                .and_then(|a| a.named_child(0))
+                                .is_some_and(|a| parsed.masked[a.byte_range()].starts_with('&')))
+                    {
+                        Link::View
+                    } else if callee.starts_with("make_fragment_")
+                        || lower.contains("desc")
+                        || callee == "make_tensor"
+                    {
+                        Link::Made
+                    } else {
+                        return None;
+                    }
+                }
+                _ => return None,
+            };
+            let arguments = value.child_by_field_name("arguments")?;
+            let next = arguments
+                .named_child(0)
+                .and_then(|a| crate::names::base_identifier(a, &parsed.masked, &is_local))
+                .and_then(|b| scope.lookup(&parsed.masked[b.byte_range()], b.start_byte()))
+                .filter(|d| d.node != decl.node);
+            Some((link, next))
+        });
+        match step {
+            Some((Link::View, next)) => match next {
+                Some(next) => decl = next,
+                None => break,
+            },
+            Some((Link::Made, next)) => {
+                out.push(decl);
+                match next {
+                    Some(next) => decl = next,
+                    None => break,
+                }
+            }
+            None => {
+                out.push(decl);
+                break;
+            }
+        }
+    }
+    out
 }
 
 /// The declaration that holds an operand's values, and the chain that led there.
@@ -448,8 +600,13 @@ fn operand_holder<'s, 't>(
 }
 
 /// Statements after `after` that read an accumulator — where it is scaled,
-/// converted or stored — and, one step further, statements that use a value declared
-/// from it (`float v0 = alpha * acc[i]; C[…] = v0;`).
+/// converted, reduced, staged or stored — followed to a fixpoint through what they
+/// write: a value declared from it (`float v0 = alpha * acc[i];`), a variable or
+/// array assigned from it (`smem_c[…] = acc[i];`, `sum += __shfl_xor_sync(…, sum, 1)`),
+/// and the destinations of a call that reads it (`copy(r2s, tRS_rD, tRS_sD)`,
+/// `memcpy(&pk, q, …)`), so a store through shared memory, a shuffle reduction or a
+/// TMA store of the staged tile is epilogue too. Copy objects, layouts, descriptors
+/// and barriers passed beside the values are not followed.
 fn epilogue_reads<'t>(
     body: Node<'t>,
     after: usize,
@@ -460,11 +617,18 @@ fn epilogue_reads<'t>(
 ) {
     let mut names: Vec<(String, Option<String>)> =
         accumulators.iter().map(|a| (a.clone(), None)).collect();
+    let mut tainted: BTreeSet<String> = accumulators.iter().cloned().collect();
+    let mut seen: BTreeSet<usize> = BTreeSet::new();
     let mut round = 0;
-    while round < 2 && !names.is_empty() {
+    while round < 8 && !names.is_empty() {
         round += 1;
-        let mut derived = Vec::new();
-        for (statement, (name, from)) in statements_reading(body, after, &names, parsed) {
+        let mut derived: Vec<(String, Option<String>)> = Vec::new();
+        let mut found = statements_reading(body, after, &names, parsed);
+        found.sort_by_key(|(s, _)| s.start_byte());
+        for (statement, (name, from)) in found {
+            if !seen.insert(statement.id()) {
+                continue;
+            }
             let excluded = parsed.masked[statement.byte_range()]
                 .trim_start()
                 .starts_with("warpgroup_")
@@ -474,15 +638,17 @@ fn epilogue_reads<'t>(
             if excluded {
                 continue;
             }
-            if statement.kind() == "declaration" {
-                let origin = from.clone().unwrap_or_else(|| name.clone());
-                derived.extend(
-                    scope
-                        .decls()
-                        .iter()
-                        .filter(|d| d.node.id() == statement.id() && holds_values(d, parsed))
-                        .map(|d| (d.name.clone(), Some(origin.clone()))),
-                );
+            let origin = from.clone().unwrap_or_else(|| name.clone());
+            for written in written_by(statement, name, scope, parsed) {
+                if tainted.insert(written.clone()) {
+                    derived.push((written, Some(origin.clone())));
+                }
+            }
+            // A view or a copy object made from the values (`retile_S(acc)`,
+            // `make_fragment_like(acc)`, `make_tmem_copy(atom, tAcc)`) moves no value:
+            // followed, not reported.
+            if statement.kind() == "declaration" && !declares_values(statement, parsed) {
+                continue;
             }
             let note = match &from {
                 None if after == body.start_byte() => {
@@ -502,8 +668,206 @@ fn epilogue_reads<'t>(
     }
 }
 
-/// Whether a declaration made from the accumulator holds its values (a scalar, or a
-/// tensor view such as `partition_S(tCtAcc)`), not a copy object or a layout.
+/// The names a statement that reads `read` writes values derived from it into: the
+/// names it declares, the base of what it assigns, and the destinations among a
+/// call's arguments.
+fn written_by(statement: Node<'_>, read: &str, scope: &Scope<'_>, parsed: &Parsed) -> Vec<String> {
+    let is_local = |name: &str| scope.has(name);
+    let text = |n: Node<'_>| parsed.masked[n.byte_range()].to_owned();
+    let mut out = Vec::new();
+    if statement.kind() == "declaration" {
+        out.extend(
+            scope
+                .decls()
+                .iter()
+                .filter(|d| d.node.id() == statement.id() && holds_values(d, parsed))
+                .map(|d| d.name.clone()),
+        );
+        return out;
+    }
+    let Some(expr) = statement.named_child(0) else {
+        return out;
+    };
+    match expr.kind() {
+        "assignment_expression" => {
+            // A store through a `const` struct's pointer field (`task.out[i] = v`)
+            // writes the pointee, not the struct.
+            if let Some(base) = expr
+                .child_by_field_name("left")
+                .and_then(|l| crate::names::base_identifier(l, &parsed.masked, &is_local))
+                .filter(|b| {
+                    scope
+                        .lookup(&parsed.masked[b.byte_range()], b.start_byte())
+                        .is_none_or(|d| !is_const(d.node, parsed))
+                })
+            {
+                out.push(text(base));
+            }
+        }
+        "call_expression" => {
+            let Some(arguments) = expr.child_by_field_name("arguments") else {
+                return out;
+            };
+            let mut cursor = arguments.walk();
+            for arg in arguments.named_children(&mut cursor) {
+                let Some(base) = crate::names::base_identifier(arg, &parsed.masked, &is_local)
+                else {
+                    continue;
+                };
+                let name = text(base);
+                if name != read
+                    && !is_constant_name(&name)
+                    && !is_index(&name, base.start_byte(), scope, parsed)
+                    && carries_values(&name, base.start_byte(), scope, parsed)
+                {
+                    out.push(name);
+                }
+            }
+        }
+        _ => {}
+    }
+    out
+}
+
+/// Whether a declaration makes a value (`float v = alpha * acc[i]`, `auto p = smem_c +
+/// off`), not a view of one (`retile_S(acc)`, `acc(_, m, n)`, `recast<…>(acc)`) or a
+/// copy object.
+fn declares_values(statement: Node<'_>, parsed: &Parsed) -> bool {
+    const VIEWS: [&str; 14] = [
+        "retile_S",
+        "retile_D",
+        "partition_S",
+        "partition_D",
+        "partition_C",
+        "partition_fragment_C",
+        "make_fragment_like",
+        "make_tensor_like",
+        "make_tensor",
+        "recast",
+        "local_tile",
+        "flat_divide",
+        "group_modes",
+        "coalesce",
+    ];
+    let mut cursor = statement.walk();
+    let values: Vec<Node<'_>> = statement
+        .children_by_field_name("declarator", &mut cursor)
+        .filter_map(|d| d.child_by_field_name("value"))
+        .collect();
+    values.iter().all(|value| {
+        if value.kind() != "call_expression" {
+            return true;
+        }
+        let Some(function) = value.child_by_field_name("function") else {
+            return true;
+        };
+        let callee = crate::names::callee_name(function, &parsed.masked);
+        let slicing = slices(*value, parsed);
+        let lower = callee.to_ascii_lowercase();
+        !(VIEWS.contains(&callee) || slicing || NOT_VALUES.iter().any(|w| lower.contains(w)))
+    })
+}
+
+/// Whether a call passes CuTe's `_` (`tAcc(_, m, n)`): a slice of a tensor.
+fn slices(call: Node<'_>, parsed: &Parsed) -> bool {
+    let Some(arguments) = call.child_by_field_name("arguments") else {
+        return false;
+    };
+    let mut cursor = arguments.walk();
+    let mut args = arguments.named_children(&mut cursor);
+    args.any(|n| &parsed.masked[n.byte_range()] == "_")
+}
+
+/// `SHAPE_N`, `kNumTokens`, `BLOCK_M`: a compile-time constant, never written.
+fn is_constant_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    let all_caps = name
+        .chars()
+        .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
+    all_caps || (chars.next() == Some('k') && chars.next().is_some_and(|c| c.is_ascii_uppercase()))
+}
+
+/// Whether a name is declared as a plain integer or flag (an index or a count passed
+/// beside the values), not a pointer or an array.
+fn is_index(name: &str, at: usize, scope: &Scope<'_>, parsed: &Parsed) -> bool {
+    let Some(decl) = scope.lookup(name, at) else {
+        return false;
+    };
+    let ty = decl
+        .node
+        .child_by_field_name("type")
+        .map_or("", |t| &parsed.masked[t.byte_range()]);
+    let integer = ["int", "bool", "size_t", "unsigned", "long", "short", "char"]
+        .iter()
+        .any(|w| ty.contains(w));
+    let declarator = decl
+        .node
+        .child_by_field_name("declarator")
+        .map_or("", |d| &parsed.masked[d.byte_range()]);
+    integer && !declarator.contains('*') && !declarator.contains('[')
+}
+
+/// Words in a name, a declared type or a maker that say the thing is no value: a copy
+/// object, a layout, a descriptor, a barrier or a pipeline.
+const NOT_VALUES: [&str; 9] = [
+    "copy",
+    "layout",
+    "shape",
+    "stride",
+    "tma",
+    "tensormap",
+    "barrier",
+    "pipeline",
+    "desc",
+];
+
+/// Whether a name passed beside the accumulator's values may receive them.
+fn carries_values(name: &str, at: usize, scope: &Scope<'_>, parsed: &Parsed) -> bool {
+    let lower = name.to_ascii_lowercase();
+    !NOT_VALUES.iter().any(|w| lower.contains(w))
+        && scope
+            .lookup(name, at)
+            .is_none_or(|decl| declared_as_values(decl, parsed) && !is_const(decl.node, parsed))
+}
+
+/// Whether a declaration's type and maker (`auto t = make_tiled_copy_C(…)`) leave it
+/// a possible holder of values.
+fn declared_as_values(decl: &Decl<'_>, parsed: &Parsed) -> bool {
+    let ty = decl
+        .node
+        .child_by_field_name("type")
+        .map_or("", |t| &parsed.masked[t.byte_range()]);
+    // The maker's own name: `thr_copy.partition_S(acc)` is a view of values, made by
+    // a copy object.
+    let maker = decl
+        .value
+        .filter(|v| v.kind() == "call_expression")
+        .and_then(|v| v.child_by_field_name("function"))
+        .map_or("", |f| crate::names::callee_name(f, &parsed.masked));
+    let described = format!("{} {ty} {maker}", decl.name).to_ascii_lowercase();
+    !NOT_VALUES.iter().any(|w| described.contains(w))
+}
+
+/// Whether a declaration is of a `const` object or pointee (`const Task& task`,
+/// `Params const& p`): it cannot receive values.
+fn is_const(decl: Node<'_>, parsed: &Parsed) -> bool {
+    let Some(declarator) = decl.child_by_field_name("declarator") else {
+        return false;
+    };
+    let head = &parsed.masked[decl.start_byte()..declarator.start_byte()];
+    let pointer_to_mutable = parsed.masked[declarator.byte_range()]
+        .trim_start()
+        .starts_with('*')
+        && !head.contains("const");
+    head.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .any(|w| w == "const")
+        && !pointer_to_mutable
+        && !parsed.masked[declarator.byte_range()].contains("* const")
+}
+
+/// Whether a declaration made from the accumulator holds its values (a scalar, a
+/// pointer into a staged tile, a tensor view such as `partition_S(tCtAcc)`), not a
+/// copy object, a layout or a descriptor (by its declared type and its maker).
 fn holds_values(decl: &Decl<'_>, parsed: &Parsed) -> bool {
     let ty = decl
         .node
@@ -515,30 +879,7 @@ fn holds_values(decl: &Decl<'_>, parsed: &Parsed) -> bool {
     ]
     .iter()
     .any(|s| lower.contains(s));
-    if scalar {
-        return true;
-    }
-    let Some(value) = decl.value.filter(|v| v.kind() == "call_expression") else {
-        return false;
-    };
-    let Some(function) = value.child_by_field_name("function") else {
-        return false;
-    };
-    let callee = crate::names::callee_name(function, &parsed.masked);
-    callee.starts_with("partition_")
-        || callee.starts_with("retile_")
-        || matches!(
-            callee,
-            "make_tensor"
-                | "recast"
-                | "filter_zeros"
-                | "flat_divide"
-                | "zipped_divide"
-                | "tiled_divide"
-                | "local_tile"
-                | "group_modes"
-                | "coalesce"
-        )
+    scalar || declared_as_values(decl, parsed)
 }
 
 /// Statements after `after` that mention one of `names`, each with the first name
@@ -558,6 +899,7 @@ fn statements_reading<'t, 'n>(
         if node.kind() == "identifier"
             && node.start_byte() >= after
             && !is_metadata_use(node, parsed)
+            && !is_declared_name(node)
             && let Some(name) = names
                 .iter()
                 .find(|(n, _)| n == &parsed.masked[node.byte_range()])
@@ -570,6 +912,32 @@ fn statements_reading<'t, 'n>(
         stack.extend(node.named_children(&mut cursor));
     }
     out
+}
+
+/// Whether an identifier is the name a declaration introduces (`float4 accum4;`),
+/// which reads nothing.
+fn is_declared_name(node: Node<'_>) -> bool {
+    let mut child = node;
+    while let Some(parent) = child.parent() {
+        match parent.kind() {
+            "array_declarator"
+            | "pointer_declarator"
+            | "reference_declarator"
+            | "init_declarator"
+            | "declaration"
+            | "parameter_declaration" => {
+                if parent.child_by_field_name("declarator") != Some(child) {
+                    return false;
+                }
+                if matches!(parent.kind(), "declaration" | "parameter_declaration") {
+                    return true;
+                }
+                child = parent;
+            }
+            _ => return false,
+        }
+    }
+    false
 }
 
 /// Whether `node` is only asked for its shape (`size<0>(tRS_rAcc)`, `layout(acc)`),
@@ -668,7 +1036,7 @@ fn add_wrapper_calls<'t>(
                 let what = match kind {
                     SiteKind::Mma => "issues the MMA",
                     SiteKind::Sync => "waits or synchronizes",
-                    _ => "issues global→shared loads",
+                    _ => "loads operand tiles",
                 };
                 found[i].push(Found {
                     kind,
