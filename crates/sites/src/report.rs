@@ -309,6 +309,12 @@ fn derive<'t>(
     if !promotions.is_empty() {
         sites.retain(|s| !(s.kind == SiteKind::Mma && promotions.contains(&s.node.id())));
     }
+    let promoted: Vec<Node<'t>> = mma_nodes
+        .iter()
+        .copied()
+        .filter(|m| promotions.contains(&m.id()))
+        .collect();
+    mma_nodes.retain(|m| !promotions.contains(&m.id()));
     let loads = of(SiteKind::OperandLoad, sites);
     let mma_callers: Vec<(Node<'t>, String)> = calls
         .iter()
@@ -325,12 +331,6 @@ fn derive<'t>(
         loads: &loads,
     };
     let loops = mainloop::find(function.node, &seeds, parsed);
-    let promoted: Vec<Node<'t>> = mma_nodes
-        .iter()
-        .copied()
-        .filter(|m| promotions.contains(&m.id()))
-        .collect();
-    mma_nodes.retain(|m| !promotions.contains(&m.id()));
     let mut accumulator_names: Vec<String> = Vec::new();
     // A declaration may hold several fragments (`uint32_t a[4], b[4];`): one site per
     // declared name, keyed by the declaration and the name.
