@@ -238,6 +238,10 @@ enum Task {
         /// The commit the report is for (the checkout may have no .git)
         #[arg(long)]
         commit: Option<String>,
+        /// Seconds after which no further mutant is started (the rest are reported as
+        /// not run)
+        #[arg(long)]
+        budget: Option<u64>,
     },
     /// On a machine with a GPU: check the trace runtime's records against statistics
     /// known by hand (tests/gpu/runtime_check.cu)
@@ -412,6 +416,7 @@ fn main() -> ExitCode {
             gpus,
             only,
             commit,
+            budget,
         } => mutants::gpu_run(
             &project_root(),
             &mutants::GpuOptions {
@@ -422,6 +427,7 @@ fn main() -> ExitCode {
                 gpus,
                 only,
                 commit,
+                budget: budget.map(std::time::Duration::from_secs),
             },
         ),
         Task::GpuRuntime { out } => gpu_runtime::run(&project_root(), &project_root().join(out)),

@@ -369,6 +369,9 @@ pub struct GpuOptions {
     pub gpus: usize,
     pub only: Vec<String>,
     pub commit: Option<String>,
+    /// Start no mutant after this long: the rest are reported as not run, so a run
+    /// under a wall-clock limit still ends with its report.
+    pub budget: Option<Duration>,
 }
 
 /// One mutant's `kwb diagnose` command.
@@ -457,10 +460,22 @@ pub fn gpu_run(root: &Path, options: &GpuOptions) -> Result {
     std::fs::create_dir_all(&options.out)
         .map_err(|e| Failure(format!("{}: {e}", options.out.display())))?;
     let indexed: Vec<(usize, Job)> = work.into_iter().enumerate().collect();
+    let started = Instant::now();
     let graded = crate::gpu_suite::each_in_parallel(
         options.jobs,
         &indexed,
-        |(i, j)| diagnose_one(root, options, &kwb, *i, j),
+        |(i, j)| match options.budget {
+            Some(budget) if started.elapsed() > budget => Graded {
+                job: j.clone(),
+                status: "n/a".to_owned(),
+                stage: "none".to_owned(),
+                alternatives: Vec::new(),
+                grade: NOT_RUN,
+                summary: format!("not started: past the budget of {} s", budget.as_secs()),
+                seconds: 0.0,
+            },
+            _ => diagnose_one(root, options, &kwb, *i, j),
+        },
         |g| {
             println!(
                 "{:<22} {}#{} {} {}: {} {}",
@@ -518,6 +533,9 @@ fn diagnose_one(root: &Path, options: &GpuOptions, kwb: &Path, i: usize, job: &J
     g
 }
 
+/// The grade of a mutant left unstarted by `--budget`.
+const NOT_RUN: &str = "not run";
+
 /// A diagnosis of a mutant planted in stage `want`.
 fn grade(read: &Read, want: &str) -> &'static str {
     match (read.is_verdict(), read.stage.as_deref()) {
@@ -542,9 +560,18 @@ fn gpu_report(rows: &[Graded], options: &GpuOptions) -> String {
         options.timeout.as_secs(),
         options.gpus
     );
-    let all: Vec<&Graded> = rows.iter().collect();
-    let theirs: Vec<&Graded> = rows.iter().filter(|g| !g.job.ours).collect();
-    let ours: Vec<&Graded> = rows.iter().filter(|g| g.job.ours).collect();
+    let not_run = rows.iter().filter(|g| g.grade == NOT_RUN).count();
+    if not_run > 0 {
+        let _ = writeln!(
+            out,
+            "- **{not_run} mutants not run** (past `--budget`); every figure below is over the {} that ran\n",
+            rows.len() - not_run
+        );
+    }
+    let rows: Vec<&Graded> = rows.iter().filter(|g| g.grade != NOT_RUN).collect();
+    let all: Vec<&Graded> = rows.clone();
+    let theirs: Vec<&Graded> = rows.iter().copied().filter(|g| !g.job.ours).collect();
+    let ours: Vec<&Graded> = rows.iter().copied().filter(|g| g.job.ours).collect();
     for (label, of) in [("all", &all), ("not ours", &theirs), ("ours", &ours)] {
         if of.is_empty() {
             continue;
@@ -574,7 +601,11 @@ fn gpu_report(rows: &[Graded], options: &GpuOptions) -> String {
         "\n## Per stage\n\n| stage | mutants | changed | right | wrong VERDICT |\n|---|---|---|---|---|"
     );
     for stage in ["operand-load", "mma", "epilogue", "descriptor"] {
-        let of: Vec<&Graded> = rows.iter().filter(|g| g.job.stage == stage).collect();
+        let of: Vec<&Graded> = rows
+            .iter()
+            .copied()
+            .filter(|g| g.job.stage == stage)
+            .collect();
         if of.is_empty() {
             continue;
         }
@@ -594,7 +625,11 @@ fn gpu_report(rows: &[Graded], options: &GpuOptions) -> String {
     let mut names: Vec<&str> = rows.iter().map(|g| g.job.target.as_str()).collect();
     names.dedup();
     for name in names {
-        let of: Vec<&Graded> = rows.iter().filter(|g| g.job.target == name).collect();
+        let of: Vec<&Graded> = rows
+            .iter()
+            .copied()
+            .filter(|g| g.job.target == name)
+            .collect();
         let _ = writeln!(
             out,
             "| {name} | {} | {} | {} | {} |",
@@ -608,7 +643,7 @@ fn gpu_report(rows: &[Graded], options: &GpuOptions) -> String {
         out,
         "\n## Every mutant\n\n| mutant | planted | kwb diagnose | grade | wall | summary |\n|---|---|---|---|---|---|"
     );
-    for g in rows {
+    for g in &rows {
         let alternatives = if g.alternatives.is_empty() {
             String::new()
         } else {
