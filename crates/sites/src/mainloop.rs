@@ -55,8 +55,14 @@ pub fn find<'t>(function: Node<'t>, seeds: &Seeds<'_, 't>, parsed: &Parsed) -> V
                     *h != LoopHeader::Excluded && contains(*l, tile) && l.id() != tile.id()
                 })
                 .find(|(l, _)| {
+                    // Loads in the same branch as the k loop: a warp-specialized
+                    // kernel's producer branch loads inside the same persistent loop
+                    // but is not this tile's loading step.
                     !seeds.loads.iter().any(|x| contains(tile, *x))
-                        && seeds.loads.iter().any(|x| contains(*l, *x))
+                        && seeds
+                            .loads
+                            .iter()
+                            .any(|x| contains(*l, *x) && same_branch(*x, tile))
                 });
             let (node, note) = match loading {
                 Some(&(outer, _)) => (
@@ -117,11 +123,30 @@ pub fn find<'t>(function: Node<'t>, seeds: &Seeds<'_, 't>, parsed: &Parsed) -> V
                 format!("; last K tile peeled after the loop (line {line})"),
             )),
             (None, None) if LOOPS.contains(&node.kind()) => {
-                tiles.entry(node.start_byte()).or_insert(Mainloop {
-                    node: *node,
+                // A k-block loop inside a loop over the pipeline's stages (DeepGEMM's
+                // `for s < kNumInnerStages { wait; for k < BLOCK_K / WGMMA::K … }`):
+                // the stage loop walks the K tiles.
+                let stages = enclosing_loops(*node, function, parsed)
+                    .into_iter()
+                    .filter(|(l, h)| *h == LoopHeader::Other && over_stages(header(*l, parsed)))
+                    .last();
+                let (loop_node, note) = match stages {
+                    Some((outer, _)) => (
+                        outer,
+                        format!(
+                            "loop over the pipeline's stages, one K tile each, around the k-block loop at line {line}"
+                        ),
+                    ),
+                    None => (
+                        *node,
+                        "loop over k blocks; no K-tile loop encloses it in this function"
+                            .to_owned(),
+                    ),
+                };
+                tiles.entry(loop_node.start_byte()).or_insert(Mainloop {
+                    node: loop_node,
                     confidence: Confidence::Medium,
-                    note: "loop over k blocks; no K-tile loop encloses it in this function"
-                        .to_owned(),
+                    note,
                     consumer: true,
                 });
             }
@@ -139,6 +164,7 @@ pub fn find<'t>(function: Node<'t>, seeds: &Seeds<'_, 't>, parsed: &Parsed) -> V
         if tiles
             .values()
             .any(|t| contains(t.node, other) || contains(other, t.node))
+            || over_fragments(header(other, parsed))
         {
             continue;
         }
@@ -226,6 +252,33 @@ pub fn no_k_tile_loop(node: Node<'_>, function: Node<'_>, parsed: &Parsed) -> bo
     enclosing_loops(node, function, parsed)
         .iter()
         .all(|(_, header)| *header != LoopHeader::KTile)
+}
+
+/// Whether a loop header walks the M/N fragments of one MMA step (`m <
+/// MmaIterations::kRow`, `mma_n < MMA_N`): not a loop over K. (An MMA prologue loop
+/// does walk K tiles, and stays: the trace counts its tiles.)
+fn over_fragments(header: &str) -> bool {
+    crate::names::identifiers(header).any(|i| {
+        matches!(
+            i.to_ascii_lowercase().as_str(),
+            "m" | "n" | "mma_m" | "mma_n" | "krow" | "kcolumn"
+        )
+    })
+}
+
+/// Whether a loop header counts the pipeline's stages (`s < kNumInnerStages`,
+/// `stage < num_stages`).
+fn over_stages(header: &str) -> bool {
+    crate::names::identifiers(header).any(|i| {
+        let lower = i.to_ascii_lowercase();
+        lower.ends_with("stages") || lower == "stage_count"
+    })
+}
+
+/// Whether neither of two statements sits in a branch the other does not: the
+/// lowest block holding both reaches each without an `if` or `switch`.
+fn same_branch(a: Node<'_>, b: Node<'_>) -> bool {
+    sequential(a, b) && sequential(b, a)
 }
 
 /// Whether control flows from `first` to `later` without choosing a branch: no `if`

@@ -58,6 +58,15 @@ pub fn loop_header(header: &str) -> LoopHeader {
         Regex::new(r"(?i)^(work_tile.*|.*is_valid.*|.*scheduler.*|tasks?|task_.*|.*_tasks?|num_tasks|tile_id.*|tile_idx.*|blockidx|griddim|.*persistent.*|layers?|layer_.*|.*_layers?)$")
             .expect("valid regex")
     });
+    // Steps of the MMA's K within one tile (`k < BLOCK_K / WGMMA::K`): a k-block loop.
+    static WITHIN_TILE: OnceLock<Regex> = OnceLock::new();
+    let within_tile = WITHIN_TILE.get_or_init(|| {
+        Regex::new(r"\b(BLOCK_K|TILE_K|BLK_K|BLOCK_SIZE_K|kBlockK|kTileK|BK)\s*/\s*[A-Za-z_]")
+            .expect("valid regex")
+    });
+    if within_tile.is_match(header) && !identifiers(header).any(|i| excluded.is_match(i)) {
+        return LoopHeader::KBlock;
+    }
     let mut best = LoopHeader::Other;
     let mut over_stages = false;
     for ident in identifiers(header) {

@@ -70,16 +70,26 @@ CUTLASS_DEVICE void mma(TiledMma tiled_mma, FrgTensorC& accum, int k_tile_count)
     let got = kinds(&map, 0);
     assert!(got.contains(&(SiteKind::Mainloop, 9)), "{got:?}");
     assert!(got.contains(&(SiteKind::Mma, 12)), "{got:?}");
-    // The SS operand A resolves to tCsA (shared), not the descriptor view tCrA.
+    // The SS operand A resolves to tCsA (shared); the descriptor view tCrA and the
+    // shared tile sA under it are reported as what feeds it.
     assert!(got.contains(&(SiteKind::Operand, 5)), "{got:?}");
-    assert!(!got.contains(&(SiteKind::Operand, 6)), "{got:?}");
+    let feeds = |line: usize| {
+        k.sites.iter().any(|s| {
+            s.kind == SiteKind::Operand
+                && s.line == line
+                && s.note
+                    .as_deref()
+                    .is_some_and(|n| n.starts_with("feeds operand"))
+        })
+    };
+    assert!(feeds(4) && feeds(6), "{got:?}");
     assert!(got.contains(&(SiteKind::Accumulator, 3)), "{got:?}");
     assert!(got.contains(&(SiteKind::Sync, 10)), "{got:?}");
     assert!(got.contains(&(SiteKind::Sync, 14)), "{got:?}");
     let op = k
         .sites
         .iter()
-        .find(|s| s.kind == SiteKind::Operand)
+        .find(|s| s.kind == SiteKind::Operand && s.line == 5)
         .unwrap();
     assert!(
         op.note.as_deref().unwrap().contains("shared memory"),
@@ -325,4 +335,95 @@ __global__ void k(float* C, int K) {
     // The helper's k-block loop is not a mainloop of its own.
     let helper = map.kernels.iter().find(|k| k.name == "mma_k_tile").unwrap();
     assert!(!helper.sites.iter().any(|s| s.kind == SiteKind::Mainloop));
+}
+
+/// A DeepGEMM-shaped consumer: a WGMMA wrapper struct, a stage loop around a k-block
+/// loop, a promotion of the partial sums, and an epilogue staged through shared
+/// memory and stored by a TMA helper.
+#[test]
+fn wgmma_wrapper_stage_loop_promotion_and_staged_epilogue() {
+    let map = check(
+        r#"
+__global__ void gemm(const __grid_constant__ CUtensorMap tensor_map_d, float* scales) {
+  float accum[WGMMA::kNumAccum], final_accum[WGMMA::kNumAccum] = {0};
+  for (int s = 0; s < kNumStages; ++s) {
+    full_barriers[s]->wait(phase);
+    for (int k = 0; k < BLOCK_K / WGMMA::K; ++k) {
+      auto desc_a = make_smem_desc(smem_a[s] + k * WGMMA::K, 1);
+      auto desc_b = make_smem_desc(smem_b[s] + k * WGMMA::K, 1);
+      WGMMA::wgmma(desc_a, desc_b, accum, k);
+    }
+    for (int i = 0; i < WGMMA::kNumAccum; ++i) final_accum[i] += scales[s] * accum[i];
+    empty_barriers[s]->arrive();
+  }
+  for (int i = 0; i < WGMMA::kNumAccum; ++i) {
+    smem_d[i] = __float2bfloat16(final_accum[i]);
+  }
+  cute::tma_store_fence();
+  cute::SM90_TMA_STORE_2D::copy(&tensor_map_d, smem_d, 0, 0);
+}
+"#,
+    );
+    let got = kinds(&map, 0);
+    assert!(
+        got.contains(&(SiteKind::Mma, 9)),
+        "the wrapper call: {got:?}"
+    );
+    assert!(
+        !got.contains(&(SiteKind::Mma, 11)),
+        "a promotion is no MMA: {got:?}"
+    );
+    assert!(
+        got.contains(&(SiteKind::Mainloop, 4)),
+        "the stage loop: {got:?}"
+    );
+    assert!(!got.contains(&(SiteKind::Mainloop, 6)), "{got:?}");
+    for line in [3, 7, 8] {
+        assert!(
+            got.contains(&(SiteKind::Operand, line))
+                || got.contains(&(SiteKind::Accumulator, line)),
+            "line {line}: {got:?}"
+        );
+    }
+    for line in [15, 18] {
+        assert!(
+            got.contains(&(SiteKind::Epilogue, line)),
+            "line {line}: {got:?}"
+        );
+    }
+    for line in [5, 12, 17] {
+        assert!(
+            got.contains(&(SiteKind::Sync, line)),
+            "line {line}: {got:?}"
+        );
+    }
+}
+
+/// Shared→register operand copies are operand loads; an encode through a function
+/// pointer makes a TMA descriptor.
+#[test]
+fn s2r_copies_and_encode_through_a_pointer() {
+    let map = check(
+        r#"
+__device__ void mma(TiledMma tiled_mma, Tensor tCsA, Tensor tCrA, Tensor tCsB, Tensor tCrB, Tensor accum) {
+  for (int k_tile = 0; k_tile < k_tiles; ++k_tile) {
+    copy(s2r_copy_a, tCsA(_, _, k_tile), tCrA);
+    copy(s2r_copy_b, tCsB(_, _, k_tile), tCrB);
+    cute::gemm(tiled_mma, tCrA, tCrB, accum);
+  }
+}
+CUresult make_map(CUtensorMap* map, void* ptr, EncodeFn encode_func) {
+  return encode_func(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, ptr, dims, strides, box, elem,
+                     CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, promo, oob);
+}
+"#,
+    );
+    let got: Vec<(SiteKind, usize)> = map
+        .kernels
+        .iter()
+        .flat_map(|k| k.sites.iter().map(|s| (s.kind, s.line)))
+        .collect();
+    assert!(got.contains(&(SiteKind::OperandLoad, 4)), "{got:?}");
+    assert!(got.contains(&(SiteKind::OperandLoad, 5)), "{got:?}");
+    assert!(got.contains(&(SiteKind::TmaDescriptor, 10)), "{got:?}");
 }
