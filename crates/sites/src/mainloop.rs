@@ -128,8 +128,8 @@ pub fn find<'t>(function: Node<'t>, seeds: &Seeds<'_, 't>, parsed: &Parsed) -> V
                 // the stage loop walks the K tiles.
                 let stages = enclosing_loops(*node, function, parsed)
                     .into_iter()
-                    .filter(|(l, h)| *h == LoopHeader::Other && over_stages(header(*l, parsed)))
-                    .last();
+                    .rev()
+                    .find(|(l, h)| *h == LoopHeader::Other && over_stages(header(*l, parsed)));
                 let (loop_node, note) = match stages {
                     Some((outer, _)) => (
                         outer,
