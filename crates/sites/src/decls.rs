@@ -181,3 +181,36 @@ pub fn viewed_tensor<'s, 't>(
     let target = scope.lookup(&parsed.masked[base.byte_range()], base.start_byte())?;
     (target.node != decl.node).then_some(target)
 }
+
+/// Follows a pointer made from the address of another declaration
+/// (`MmaOperandA const* ptr_A = reinterpret_cast<MmaOperandA const*>(&A)`,
+/// `float* D = (float*)&d[0]`) to that declaration: the pointer is a view of its
+/// values.
+pub fn address_of<'s, 't>(
+    scope: &'s Scope<'t>,
+    decl: &Decl<'t>,
+    parsed: &Parsed,
+) -> Option<&'s Decl<'t>> {
+    let value = decl.value?;
+    let operand = match value.kind() {
+        "call_expression" => {
+            let function = value.child_by_field_name("function")?;
+            if !crate::names::callee_name(function, &parsed.masked).ends_with("_cast") {
+                return None;
+            }
+            value.child_by_field_name("arguments")?.named_child(0)?
+        }
+        "cast_expression" => value.child_by_field_name("value")?,
+        _ => return None,
+    };
+    if !parsed.masked[operand.byte_range()]
+        .trim_start()
+        .starts_with('&')
+    {
+        return None;
+    }
+    let is_local = |n: &str| scope.has(n);
+    let base = base_identifier(operand, &parsed.masked, &is_local)?;
+    let target = scope.lookup(&parsed.masked[base.byte_range()], base.start_byte())?;
+    (target.node != decl.node).then_some(target)
+}

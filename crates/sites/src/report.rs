@@ -8,7 +8,7 @@ use kwb_syntax::{BlankKind, Parsed};
 use tree_sitter::Node;
 
 use crate::copies;
-use crate::decls::{Decl, Scope, viewed_tensor};
+use crate::decls::{Decl, Scope, address_of, viewed_tensor};
 use crate::fma;
 use crate::functions::{self, Function};
 use crate::index::Index;
@@ -344,6 +344,7 @@ fn derive<'t>(
             let Some(decl) = scope.lookup(name, node.start_byte()) else {
                 continue;
             };
+            let decl = address_of(scope, decl, parsed).unwrap_or(decl);
             let (holder, note) = operand_holder(scope, decl, letter, mma_line, parsed);
             if resolved.insert((holder.node.id(), holder.name.clone())) {
                 sites.push(Found {
@@ -379,6 +380,9 @@ fn derive<'t>(
             let Some(decl) = scope.lookup(&name, node.start_byte()) else {
                 continue;
             };
+            // `float* D = reinterpret_cast<float*>(&d[0])`: the accumulator is `d`.
+            let decl = address_of(scope, decl, parsed).unwrap_or(decl);
+            let name = decl.name.clone();
             if !accumulator_names.contains(&name) {
                 accumulator_names.push(name.clone());
             }
