@@ -86,6 +86,9 @@ enum Task {
         /// Report only; do not hold the scores to tests/corpus-floor.toml
         #[arg(long)]
         no_floor: bool,
+        /// Raise the floors of tests/corpus-floor.toml to today's scores (never lowers)
+        #[arg(long)]
+        raise_floor: bool,
     },
     /// Compile every variant of kernels/suite.toml for every architecture of its family
     Kernels {
@@ -292,11 +295,13 @@ fn main() -> ExitCode {
             out,
             only,
             no_floor,
+            raise_floor,
         } => corpus::run(
             &project_root(),
             &corpus::Options {
                 out: project_root().join(out),
                 check_floor: !no_floor && only.is_empty(),
+                raise_floor: raise_floor && only.is_empty(),
                 only,
             },
         ),

@@ -172,7 +172,7 @@ pub fn build(parsed: &Parsed, user: &[Pattern]) -> KernelMap {
                     kind: SiteKind::OperandLoad,
                     node: store,
                     confidence: Confidence::Medium,
-                    note: Some("plain store of global data into a shared array".to_owned()),
+                    note: Some(PLAIN_SHARED_STORE.to_owned()),
                 });
             }
         }
@@ -192,6 +192,14 @@ pub fn build(parsed: &Parsed, user: &[Pattern]) -> KernelMap {
         SiteKind::OperandLoad,
     );
     add_wrapper_calls(parsed, &functions, &calls, &mut found, SiteKind::Sync);
+    // Scale factors and biases move through the same copies and TMA loads as the
+    // operands (`tma_copy(&tensor_map_scales_a, …)`, `sh_bias[i] = bias[…]`), but
+    // the MMA does not read them.
+    for sites in &mut found {
+        sites.retain(|s| {
+            s.kind != SiteKind::OperandLoad || !moves_side_data(&parsed.masked[s.node.byte_range()])
+        });
+    }
 
     // How each MMA-issuing function's parameters reach its MMAs, so callers passing
     // `acc` into a helper see it as their accumulator (nested helpers need rounds).
@@ -434,6 +442,26 @@ fn derive<'t>(
     }
 }
 
+/// The note of a plain store into a shared array, read as an operand load.
+const PLAIN_SHARED_STORE: &str = "plain store of global data into a shared array";
+
+/// Whether a load names scale factors or a bias (`tensor_map_scales_a`, `smem_sfa`,
+/// `g2s_copy_SFB`, `sh_bias`) rather than an operand tile.
+fn moves_side_data(text: &str) -> bool {
+    crate::names::identifiers(text).any(|i| {
+        let lower = i.to_ascii_lowercase();
+        lower.split('_').any(|w| {
+            matches!(
+                w,
+                "sf" | "sfa" | "sfb" | "scale" | "scales" | "bias" | "biases"
+            ) || w.starts_with("tasf")
+                || w.starts_with("tbsf")
+        }) || lower.ends_with("sfa")
+            || lower.ends_with("sfb")
+            || lower.ends_with("bias")
+    })
+}
+
 /// The scalar accumulates among `mmas` that read the accumulator of a call or PTX MMA
 /// of the same function: promotions of its partial sums.
 fn promotions<'t>(
@@ -633,6 +661,14 @@ fn epilogue_reads<'t>(
             if !seen.insert(statement.id()) {
                 continue;
             }
+            // A store into a shared array of values made from the accumulator was
+            // read as a load (global data, by the look of it, into shared memory): it
+            // is the epilogue staging its tile.
+            sites.retain(|s| {
+                !(s.kind == SiteKind::OperandLoad
+                    && s.note.as_deref() == Some(PLAIN_SHARED_STORE)
+                    && mainloop::contains(statement, s.node))
+            });
             let excluded = parsed.masked[statement.byte_range()]
                 .trim_start()
                 .starts_with("warpgroup_")
