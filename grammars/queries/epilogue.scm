@@ -11,14 +11,22 @@
  (#match? @_callee "^\\s*(::)?\\s*([A-Za-z_][A-Za-z0-9_]*\\s*::\\s*)*(axpby|epilogue|epilogue_op|output_op|apply_epilogue|store_accumulators)\\s*(<(?s:.*)>)?\\s*$"))
 
 ; Calls on an epilogue object: collective_epilogue.store(…), epilogue(…) members,
-; fusion callbacks' visit.
+; and every step of a fusion's callbacks (begin, step, previsit, visit, reduce,
+; begin_loop, end_loop, end).
 ((call_expression
    function: (field_expression argument: (_) @_object field: (field_identifier) @_callee)) @epilogue
  (#match? @_object "([Ee]pilogue|epi_op|output_op)$"))
 ((call_expression
    function: (field_expression argument: (_) @_object field: (field_identifier) @_callee)) @epilogue
  (#match? @_object "callbacks$")
- (#match? @_callee "^(visit|reduce|postreduce|tma_store)$"))
+ (#match? @_callee "^(begin|end|step|begin_loop|end_loop|previsit|visit|reduce|postreduce|tma_store)$"))
+
+; Shared→global stores and reductions by TMA helpers (SM90_TMA_STORE_2D::copy,
+; tma_store_2d(…), tma_reduce_add_2d(…)) and the PTX of a plain store to global
+; memory.
+((call_expression
+   function: (_) @_callee) @epilogue
+ (#match? @_callee "((^|::)\\s*(tma_store_[1-5]d|tma_reduce_add_[1-5]d|tma_store|SM90_TMA_STORE[A-Za-z0-9_]*\\s*::\\s*copy|SM90_TMA_REDUCE_ADD[A-Za-z0-9_]*\\s*::\\s*copy))\\s*(<(?s:.*)>)?\\s*$"))
 
 ; PTX bulk-tensor stores shared→global (TMA store).
 ((gnu_asm_expression assembly_code: (_) @_ptx) @epilogue

@@ -64,6 +64,26 @@ pub fn classify(call: Node<'_>, parsed: &Parsed, scope: &Scope<'_>) -> Option<Cl
             });
         }
     }
+    // A copy atom named for its direction and operand (`gmem_tiled_copy_A`,
+    // `smem_tiled_copy_B`, `g2s_copy_a`) says what it moves when the tensors are
+    // named freely (`tInputpInput`, `tfc1gfc1`).
+    if args.len() >= 3 && src_space.is_none() && dst_space.is_none() {
+        let atom = name(args[0]).unwrap_or_default().to_ascii_lowercase();
+        let operand = atom.ends_with("_a") || atom.ends_with("_b");
+        let direction = ["gmem", "g2s", "g2r", "smem", "s2r"]
+            .iter()
+            .find(|d| atom.starts_with(**d));
+        if operand && let Some(direction) = direction {
+            return Some(Classified {
+                kind: SiteKind::OperandLoad,
+                confidence: Confidence::Low,
+                note: format!(
+                    "copy of operand {} through `{atom}` ({direction} side, by its name) {src} → {dst}",
+                    atom.chars().last().unwrap_or('a').to_ascii_uppercase()
+                ),
+            });
+        }
+    }
     match (src_space.map(|s| s.0), dst_space.map(|s| s.0)) {
         (_, Some(Space::Global)) => Some(Classified {
             kind: SiteKind::Epilogue,
