@@ -192,6 +192,9 @@ pub fn build(parsed: &Parsed, user: &[Pattern]) -> KernelMap {
         SiteKind::OperandLoad,
     );
     add_wrapper_calls(parsed, &functions, &calls, &mut found, SiteKind::Sync);
+    for kind in [SiteKind::Sync, SiteKind::OperandLoad] {
+        add_lambda_calls(parsed, &index, &calls, &mut found, kind);
+    }
     // Scale factors and biases move through the same copies and TMA loads as the
     // operands (`tma_copy(&tensor_map_scales_a, …)`, `sh_bias[i] = bias[…]`), but
     // the MMA does not read them.
@@ -1089,6 +1092,66 @@ fn add_wrapper_calls<'t>(
         }
         if !added {
             break;
+        }
+    }
+}
+
+/// Adds calls of lambdas a function declares (`auto empty_barrier_arrive = [&](int s)
+/// { … arrive() … };`, `auto copy_ab_s2r = [&](auto k) { copy(…); };`) whose bodies
+/// hold sites of `kind` and nothing else, as sites of `kind`.
+fn add_lambda_calls<'t>(
+    parsed: &Parsed,
+    index: &Index<'t>,
+    calls: &[Vec<(Node<'t>, String)>],
+    found: &mut [Vec<Found<'t>>],
+    kind: SiteKind,
+) {
+    for (i, held) in index.held.iter().enumerate() {
+        let mut lambdas: Vec<(String, Node<'t>)> = Vec::new();
+        for &decl in &held.declarations {
+            let mut cursor = decl.walk();
+            for declarator in decl.children_by_field_name("declarator", &mut cursor) {
+                let (Some(name), Some(value)) = (
+                    declarator.child_by_field_name("declarator"),
+                    declarator.child_by_field_name("value"),
+                ) else {
+                    continue;
+                };
+                if value.kind() == "lambda_expression" && name.kind() == "identifier" {
+                    lambdas.push((parsed.masked[name.byte_range()].to_owned(), value));
+                }
+            }
+        }
+        for (name, lambda) in lambdas {
+            let inside: Vec<&Found<'t>> = found[i]
+                .iter()
+                .filter(|f| mainloop::contains(lambda, f.node))
+                .collect();
+            let wraps = !inside.is_empty() && inside.iter().all(|f| f.kind == kind);
+            if !wraps {
+                continue;
+            }
+            let line = lambda.start_position().row + 1;
+            let what = match kind {
+                SiteKind::Sync => "waits or synchronizes",
+                _ => "loads operand tiles",
+            };
+            for (call, callee) in &calls[i] {
+                if *callee != name
+                    || mainloop::contains(lambda, *call)
+                    || found[i].iter().any(|f| f.node.id() == call.id())
+                {
+                    continue;
+                }
+                found[i].push(Found {
+                    kind,
+                    node: *call,
+                    confidence: Confidence::Medium,
+                    note: Some(format!(
+                        "calls the lambda `{name}` (line {line}), which {what}"
+                    )),
+                });
+            }
         }
     }
 }
