@@ -23,6 +23,9 @@ pub struct Index<'t> {
     pub parents: Vec<Option<usize>>,
     /// What each function holds.
     pub held: Vec<Held<'t>>,
+    /// `field_declaration` nodes outside any function (class and struct members:
+    /// CUTLASS 2.x keeps its warp fragments in a `PipeState`), in source order.
+    pub fields: Vec<Node<'t>>,
 }
 
 impl<'t> Index<'t> {
@@ -34,6 +37,7 @@ impl<'t> Index<'t> {
             functions: Vec::new(),
             parents: Vec::new(),
             held: Vec::new(),
+            fields: Vec::new(),
         };
         let mut cursor = tree.walk();
         // (depth at which the function node sits, its index)
@@ -53,6 +57,8 @@ impl<'t> Index<'t> {
                 index.held.push(Held::default());
             } else if kind == kinds.template_parameters || kind == kinds.lambda_capture {
                 enter = false;
+            } else if kind == kinds.field && open.is_empty() {
+                index.fields.push(node);
             } else if let Some(&(_, f)) = open.last() {
                 let held = &mut index.held[f];
                 if kinds.declarations.contains(&kind) {
@@ -110,6 +116,7 @@ struct Kinds {
     declarations: [u16; 3],
     call: u16,
     assignment: u16,
+    field: u16,
 }
 
 impl Kinds {
@@ -129,6 +136,7 @@ impl Kinds {
                 ],
                 call: id("call_expression"),
                 assignment: id("assignment_expression"),
+                field: id("field_declaration"),
             }
         })
     }

@@ -247,8 +247,11 @@ pub fn build(parsed: &Parsed, user: &[Pattern]) -> KernelMap {
             derive(
                 function,
                 &calls[i],
-                &runs_mma,
-                &param_roles,
+                &FileFacts {
+                    fields: &index.fields,
+                    runs_mma: &runs_mma,
+                    param_roles: &param_roles,
+                },
                 scope(i),
                 parsed,
                 &mut sites,
@@ -295,16 +298,30 @@ pub fn build(parsed: &Parsed, user: &[Pattern]) -> KernelMap {
     KernelMap { kernels }
 }
 
+/// What the whole file says that one function's derivation needs.
+struct FileFacts<'a, 't> {
+    /// Class members declared outside any function.
+    fields: &'a [Node<'t>],
+    /// Simple names of the functions that issue MMAs.
+    runs_mma: &'a BTreeSet<&'a str>,
+    /// How each MMA-issuing function's parameters reach its MMAs.
+    param_roles: &'a mma::ParamRoles,
+}
+
 /// Mainloops, operands, accumulators and epilogue statements of one function.
 fn derive<'t>(
     function: &Function<'t>,
     calls: &[(Node<'t>, String)],
-    runs_mma: &BTreeSet<&str>,
-    param_roles: &mma::ParamRoles,
+    facts: &FileFacts<'_, 't>,
     scope: &Scope<'t>,
     parsed: &Parsed,
     sites: &mut Vec<Found<'t>>,
 ) {
+    let FileFacts {
+        fields,
+        runs_mma,
+        param_roles,
+    } = *facts;
     let of = |kind: SiteKind, sites: &[Found<'t>]| -> Vec<Node<'t>> {
         sites
             .iter()
@@ -353,6 +370,20 @@ fn derive<'t>(
         for (letter, node) in roles.operands.into_iter().filter(|_| !promotion) {
             let name = &parsed.masked[node.byte_range()];
             let Some(decl) = scope.lookup(name, node.start_byte()) else {
+                // A member the MMA reads through an object (`pipe_state.warp_frag_A_[i]`,
+                // `this->frag_B_`): its declaration in the class.
+                if let Some(field) = field_declaring(fields, name, parsed)
+                    && resolved.insert((field.id(), name.to_owned()))
+                {
+                    sites.push(Found {
+                        kind: SiteKind::Operand,
+                        node: field,
+                        confidence: Confidence::Medium,
+                        note: Some(format!(
+                            "feeds operand {letter} of the MMA at line {mma_line}: the member `{name}`"
+                        )),
+                    });
+                }
                 continue;
             };
             let decl = address_of(scope, decl, parsed).unwrap_or(decl);
@@ -503,6 +534,23 @@ fn receives_accumulator(function: &Function<'_>, parsed: &Parsed) -> bool {
     };
     let head = &parsed.masked[function.node.start_byte()..body.start_byte()];
     crate::names::identifiers(head).any(|i| i.len() > 1 && crate::names::is_accumulator_name(i))
+}
+
+/// The class member declaration named `name`, when exactly one declares it.
+fn field_declaring<'t>(fields: &[Node<'t>], name: &str, parsed: &Parsed) -> Option<Node<'t>> {
+    let mut found = fields.iter().filter(|f| {
+        let mut cursor = f.walk();
+        f.children_by_field_name("declarator", &mut cursor)
+            .any(|d| {
+                let mut d = d;
+                while let Some(inner) = d.child_by_field_name("declarator") {
+                    d = inner;
+                }
+                &parsed.masked[d.byte_range()] == name
+            })
+    });
+    let first = found.next()?;
+    found.next().is_none().then_some(*first)
 }
 
 /// What a declaration's initializer makes of the tensor it names first.
