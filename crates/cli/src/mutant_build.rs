@@ -5,7 +5,9 @@
 //! mutant that does not compile is dropped with nvcc's first error; one whose SASS is
 //! the original's is dropped as equivalent (the edit reaches no kernel the unit
 //! compiles: an uninstantiated template, a branch the compiler removed), so a count of
-//! kept mutants counts defects that are in the machine code.
+//! kept mutants counts defects that are in the machine code. A mutant of host code (a
+//! TMA map's encode) leaves the device code as it was: it is compiled whole (`-c`, host
+//! and device) and kept when that succeeds, with no SASS comparison.
 //!
 //! Invariants: nothing is written outside the mutants' own folders (each cubin beside
 //! its mutant, removed once read); the original is compiled once, from where it is.
@@ -30,6 +32,8 @@ pub struct Build {
 pub struct Candidate {
     pub file: PathBuf,
     pub overlay: PathBuf,
+    /// The edit is in host code: compile host and device, compare no SASS.
+    pub host: bool,
 }
 
 /// Why the original itself cannot be compiled: nothing can be said of its mutants.
@@ -74,6 +78,17 @@ impl Build {
             .par_iter()
             .map(|c| {
                 let (source, flags) = self.source_and_flags(c);
+                if c.host {
+                    let object = c.file.with_extension("o");
+                    let compiled = kwb_toolchain::nvcc::compile_object(
+                        &self.toolchain,
+                        source,
+                        &flags,
+                        &object,
+                    );
+                    let _ = std::fs::remove_file(&object);
+                    return compiled.err().map(|e| first_error(&e.to_string()));
+                }
                 let cubin = c.file.with_extension("cubin");
                 match self.sass(source, &flags, &cubin) {
                     Err(why) => Some(why),

@@ -265,3 +265,40 @@ fn a_header_is_written_below_its_include_root_and_compiled_only_through_a_unit()
     assert!(String::from_utf8_lossy(&outside.stderr).contains("not under --include-root"));
     assert!(!tmp.path().join("other").exists());
 }
+
+/// A TMA map's encode is host code: its mutants leave the SASS as it was, and are
+/// kept when the whole file (host and device) compiles. Needs nvcc:
+/// `KWB_RUN_SLOW_TESTS=1`, as `cargo xtask test` sets it.
+#[test]
+fn descriptor_mutants_compile_whole_and_are_not_judged_by_sass() {
+    if std::env::var("KWB_RUN_SLOW_TESTS").as_deref() != Ok("1") {
+        return;
+    }
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("mutants");
+    let run = kwb()
+        .args(["mutate", "--stage", "descriptor", "--compile", "-I"])
+        .arg(root.join("kernels/common"))
+        .arg("-o")
+        .arg(&out)
+        .arg(root.join("kernels/tma_wgmma_sm90/gemm.cu"))
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let manifest = manifest(&out);
+    let kept = manifest["mutants"].as_array().unwrap();
+    assert!(kept.len() >= 3, "{manifest}");
+    assert!(kept.iter().all(|m| m["stage"] == "descriptor"), "{manifest}");
+    let equivalent = manifest["dropped"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|d| d.to_string().contains("equivalent"))
+        .count();
+    assert_eq!(equivalent, 0, "{manifest}");
+}

@@ -233,6 +233,8 @@ pub fn run(args: Args) -> i32 {
                 .map(|(m, file)| Candidate {
                     file: file.clone(),
                     overlay: dir.join(Layout::folder(m)),
+                    // A TMA map is encoded on the host: the device code is the same.
+                    host: m.stage == Stage::Descriptor,
                 })
                 .collect();
             let failed = match compile_each(&args, &candidates, dir) {
