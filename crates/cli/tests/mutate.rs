@@ -293,7 +293,10 @@ fn descriptor_mutants_compile_whole_and_are_not_judged_by_sass() {
     let manifest = manifest(&out);
     let kept = manifest["mutants"].as_array().unwrap();
     assert!(kept.len() >= 3, "{manifest}");
-    assert!(kept.iter().all(|m| m["stage"] == "descriptor"), "{manifest}");
+    assert!(
+        kept.iter().all(|m| m["stage"] == "descriptor"),
+        "{manifest}"
+    );
     let equivalent = manifest["dropped"]
         .as_array()
         .into_iter()

@@ -177,7 +177,20 @@ pub fn find<'t>(function: Node<'t>, seeds: &Seeds<'_, 't>, parsed: &Parsed) -> V
     }
     for &load in seeds.loads {
         let loops = enclosing_loops(load, function, parsed);
-        let Some(&(tile, _)) = loops.iter().rev().find(|(_, h)| *h == LoopHeader::KTile) else {
+        // A producer walks K by tiles, or by the pipeline's stages when a caller holds
+        // the loop over K (DeepGEMM's `for s < kNumInnerStages` inside the step it
+        // hands to `launch_k_iterations`).
+        let by_tiles = loops.iter().rev().find(|(_, h)| *h == LoopHeader::KTile);
+        let by_stages = || {
+            loops.iter().rev().find(|(l, h)| {
+                let text = header(*l, parsed);
+                // `stage < kStages - 1`: the pipeline's prologue, not a walk over K.
+                *h == LoopHeader::Other
+                    && over_stages(text)
+                    && !text.split_whitespace().collect::<String>().contains("-1")
+            })
+        };
+        let Some(&(tile, _)) = by_tiles.or_else(by_stages) else {
             continue;
         };
         if tiles
@@ -205,6 +218,59 @@ pub fn find<'t>(function: Node<'t>, seeds: &Seeds<'_, 't>, parsed: &Parsed) -> V
         );
     }
     tiles.into_values().collect()
+}
+
+/// Loops over K tiles that hand each tile to a callable the function receives
+/// (`for (k_iter = 0; k_iter < kNumIterations; ++k_iter) func(k_iter, …)`): the K loop
+/// of a kernel whose step (the MMAs or the loads) lives in a lambda its caller passes.
+pub fn callback_loops<'t>(
+    function: Node<'t>,
+    parsed: &Parsed,
+    is_parameter: &dyn Fn(&str) -> bool,
+) -> Vec<Mainloop<'t>> {
+    let mut out = Vec::new();
+    let mut stack = vec![function];
+    while let Some(node) = stack.pop() {
+        if LOOPS.contains(&node.kind()) && loop_header(header(node, parsed)) == LoopHeader::KTile {
+            let body = node.child_by_field_name("body");
+            let mut calls = Vec::new();
+            if let Some(body) = body {
+                collect_calls(body, &mut calls);
+            }
+            let callee = calls.iter().find_map(|c| {
+                let f = c.child_by_field_name("function")?;
+                let name = &parsed.masked[f.byte_range()];
+                (f.kind() == "identifier" && is_parameter(name)).then(|| name.to_owned())
+            });
+            if let Some(callee) = callee {
+                out.push(Mainloop {
+                    node,
+                    confidence: Confidence::Low,
+                    note: format!(
+                        "loop over K tiles: hands each tile to `{callee}`, the step its caller passes"
+                    ),
+                    consumer: false,
+                });
+                continue;
+            }
+        }
+        let mut cursor = node.walk();
+        stack.extend(node.named_children(&mut cursor));
+    }
+    out
+}
+
+fn collect_calls<'t>(node: Node<'t>, out: &mut Vec<Node<'t>>) {
+    if node.kind() == "call_expression" {
+        out.push(node);
+    }
+    if node.kind() == "lambda_expression" {
+        return;
+    }
+    let mut cursor = node.walk();
+    for child in node.named_children(&mut cursor) {
+        collect_calls(child, out);
+    }
 }
 
 /// Loops around `node` inside `function`, innermost first, with their header class.

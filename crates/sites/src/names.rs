@@ -103,7 +103,8 @@ fn identifier_k_level(ident: &str) -> LoopHeader {
         || has("kiters")
         || has("reduction")
         || has("kk")
-        || has("kb");
+        || has("kb")
+        || has("ki");
     if !k_named {
         return LoopHeader::Other;
     }

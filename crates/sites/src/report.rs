@@ -242,7 +242,8 @@ pub fn build(parsed: &Parsed, user: &[Pattern]) -> KernelMap {
             && !calls[i]
                 .iter()
                 .any(|(_, name)| runs_mma.contains(name.as_str()))
-            && !receives_accumulator(function, parsed);
+            && !receives_accumulator(function, parsed)
+            && !calls_a_parameter(function, &calls[i], parsed);
         if !idle {
             derive(
                 function,
@@ -358,7 +359,23 @@ fn derive<'t>(
         mma_callers: &mma_callers,
         loads: &loads,
     };
-    let loops = mainloop::find(function.node, &seeds, parsed);
+    let mut loops = mainloop::find(function.node, &seeds, parsed);
+    if function.role != "host" {
+        // A K loop that runs a step its caller (or its lambda's caller) passes in.
+        let is_parameter = |name: &str| {
+            scope
+                .lookup(name, function.node.end_byte())
+                .is_some_and(|d| d.parameter)
+        };
+        for l in mainloop::callback_loops(function.node, parsed, &is_parameter) {
+            let overlaps = loops
+                .iter()
+                .any(|o| mainloop::contains(o.node, l.node) || mainloop::contains(l.node, o.node));
+            if !overlaps {
+                loops.push(l);
+            }
+        }
+    }
     let mut accumulator_names: Vec<String> = Vec::new();
     // A declaration may hold several fragments (`uint32_t a[4], b[4];`): one site per
     // declared name, keyed by the declaration and the name.
@@ -524,6 +541,25 @@ fn promotions<'t>(
         })
         .map(|m| m.id())
         .collect()
+}
+
+/// Whether a function calls one of its own parameters (`func(k_iter, …)`): it may
+/// run a caller's step in a K loop. A text check on the declarator, so no scope is
+/// built for it.
+fn calls_a_parameter(
+    function: &Function<'_>,
+    calls: &[(Node<'_>, String)],
+    parsed: &Parsed,
+) -> bool {
+    let Some(body) = function.body else {
+        return false;
+    };
+    let head = &parsed.masked[function.node.start_byte()..body.start_byte()];
+    calls.iter().any(|(call, name)| {
+        call.child_by_field_name("function")
+            .is_some_and(|f| f.kind() == "identifier")
+            && crate::names::identifiers(head).any(|i| i == name)
+    })
 }
 
 /// Whether a parameter's name reads as an accumulator (`acc`, `accum`, `frag_C`): the
