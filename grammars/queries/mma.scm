@@ -33,3 +33,6 @@
    operator: "="
    right: (call_expression function: (_) @_callee)) @accumulate
  (#match? @_callee "(fma|dp[24]a)[a-z_]*$"))
+((init_declarator
+   value: (call_expression function: (_) @_callee)) @accumulate
+ (#match? @_callee "(fma|fmaf|fmaf_rn|fma_rn)$"))

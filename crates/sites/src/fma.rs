@@ -34,6 +34,9 @@ pub fn fma_functions() -> impl Iterator<Item = &'static str> {
 /// `node` read as a multiply-accumulate: `T += A * B`, `T = T + A * B` (either
 /// order), `T = fma(A, B, T)`. `None` for any other shape.
 pub fn accumulation<'t>(node: Node<'t>, text: &str) -> Option<Accumulation<'t>> {
+    if node.kind() == "init_declarator" {
+        return declared_fma(node, text);
+    }
     if node.kind() != "assignment_expression" {
         return None;
     }
@@ -88,6 +91,36 @@ pub fn accumulation<'t>(node: Node<'t>, text: &str) -> Option<Accumulation<'t>> 
         _ => return None,
     };
     Some(Accumulation { target, factors })
+}
+
+/// `float t = fma(A, B, acc[m]);` (generated code that stores `t` back into `acc[m]`
+/// next): the accumulate of `acc[m]`.
+fn declared_fma<'t>(node: Node<'t>, text: &str) -> Option<Accumulation<'t>> {
+    let value = strip(node.child_by_field_name("value")?);
+    if value.kind() != "call_expression" {
+        return None;
+    }
+    let function = value.child_by_field_name("function")?;
+    let name = text[function.byte_range()].trim();
+    let name = name.rsplit("::").next().unwrap_or(name);
+    if !fma_functions().any(|f| f == name) {
+        return None;
+    }
+    let arguments = value.child_by_field_name("arguments")?;
+    let mut cursor = arguments.walk();
+    let args: Vec<Node<'t>> = arguments
+        .named_children(&mut cursor)
+        .filter(|n| n.kind() != "comment")
+        .collect();
+    match args.as_slice() {
+        [a, b, c] if matches!(strip(*c).kind(), "identifier" | "subscript_expression") => {
+            Some(Accumulation {
+                target: strip(*c),
+                factors: [*a, *b],
+            })
+        }
+        _ => None,
+    }
 }
 
 /// Whether the multiply-accumulate `acc` (the statement `node`) accumulates across a

@@ -49,7 +49,7 @@ pub fn roles<'t>(mma: Node<'t>, parsed: &Parsed, scope: &Scope<'t>) -> Roles<'t>
     match mma.kind() {
         "gnu_asm_expression" => asm_roles(mma, parsed, &base),
         "call_expression" => call_roles(mma, parsed, &base),
-        "assignment_expression" => scalar_roles(mma, parsed, &base),
+        "assignment_expression" | "init_declarator" => scalar_roles(mma, parsed, &base),
         _ => Roles::default(),
     }
 }

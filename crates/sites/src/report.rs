@@ -60,13 +60,15 @@ pub fn build(parsed: &Parsed, user: &[Pattern]) -> KernelMap {
                 confidence: match (hit.user, hit.node.kind(), kind) {
                     (true, _, _) => Confidence::Medium,
                     (_, "gnu_asm_expression", _) => Confidence::High,
-                    (_, "assignment_expression", _) => Confidence::Low,
+                    (_, "assignment_expression" | "init_declarator", _) => Confidence::Low,
                     (_, _, SiteKind::Sync | SiteKind::Epilogue) => Confidence::Medium,
                     _ => Confidence::High,
                 },
                 note: match (hit.user, hit.node.kind()) {
                     (true, _) => Some("matched a user pattern".to_owned()),
-                    (_, "assignment_expression") => Some("scalar multiply-accumulate".to_owned()),
+                    (_, "assignment_expression" | "init_declarator") => {
+                        Some("scalar multiply-accumulate".to_owned())
+                    }
                     (_, "gnu_asm_expression") if kind == SiteKind::Mma => {
                         mma::ptx_instruction(parsed.text(hit.node)).map(|i| format!("PTX `{i}`"))
                     }
@@ -521,7 +523,7 @@ fn promotions<'t>(
     param_roles: &mma::ParamRoles,
     parsed: &Parsed,
 ) -> BTreeSet<usize> {
-    let scalar = |m: &Node<'_>| m.kind() == "assignment_expression";
+    let scalar = |m: &Node<'_>| matches!(m.kind(), "assignment_expression" | "init_declarator");
     let core: BTreeSet<&str> = mmas
         .iter()
         .filter(|m| !scalar(m))
@@ -837,6 +839,10 @@ fn written_by(statement: Node<'_>, read: &str, scope: &Scope<'_>, parsed: &Parse
             };
             let mut cursor = arguments.walk();
             for arg in arguments.named_children(&mut cursor) {
+                // A member read off an object (`scheduler.m_boundary`) receives nothing.
+                if arg.kind() == "field_expression" {
+                    continue;
+                }
                 let Some(base) = crate::names::base_identifier(arg, &parsed.masked, &is_local)
                 else {
                     continue;
@@ -845,6 +851,7 @@ fn written_by(statement: Node<'_>, read: &str, scope: &Scope<'_>, parsed: &Parse
                 if name != read
                     && !is_constant_name(&name)
                     && !is_index(&name, base.start_byte(), scope, parsed)
+                    && !names_an_index(&name)
                     && carries_values(&name, base.start_byte(), scope, parsed)
                 {
                     out.push(name);
@@ -912,6 +919,18 @@ fn is_constant_name(name: &str) -> bool {
         .chars()
         .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
     all_caps || (chars.next() == Some('k') && chars.next().is_some_and(|c| c.is_ascii_uppercase()))
+}
+
+/// `m_global_idx`, `row_offset`, `lane_id`, `num_tiles`: an index or a count by its
+/// name, whatever its declared type (`auto`).
+fn names_an_index(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    let last = lower.rsplit('_').next().unwrap_or(&lower);
+    matches!(
+        last,
+        "idx" | "index" | "id" | "offset" | "off" | "size" | "stride" | "count" | "row" | "col"
+    ) || lower.starts_with("num_")
+        || lower.ends_with("idx")
 }
 
 /// Whether a name is declared as a plain integer or flag (an index or a count passed
