@@ -457,6 +457,46 @@ fn derive<'t>(
             }
         }
     }
+    // The shared tiles the operand loads fill or read (`copy(tma_a, tAgA(…), tAsA(…))`,
+    // `ldmatrix_x4(a, &sh_w[…])`): the MMA's operands where they are stored, also in a
+    // producer that issues no MMA.
+    for &load in &loads {
+        let load_line = load.start_position().row + 1;
+        let Some(arguments) = load.child_by_field_name("arguments") else {
+            continue;
+        };
+        let is_local = |n: &str| scope.has(n);
+        let mut cursor = arguments.walk();
+        for arg in arguments.named_children(&mut cursor) {
+            let Some(base) = crate::names::base_identifier(arg, &parsed.masked, &is_local) else {
+                continue;
+            };
+            let name = &parsed.masked[base.byte_range()];
+            let Some(decl) = scope.lookup(name, base.start_byte()) else {
+                continue;
+            };
+            // Barriers ride along with the tiles (`tma_load(sA, &map, &full_bar[s], …)`).
+            let lower = name.to_ascii_lowercase();
+            if !decl.shared || moves_side_data(name) || lower.contains("bar") {
+                continue;
+            }
+            for link in operand_chain(scope, decl, parsed) {
+                if is_storage(link, scope, parsed)
+                    && resolved.insert((link.node.id(), link.name.clone()))
+                {
+                    sites.push(Found {
+                        kind: SiteKind::Operand,
+                        node: link.node,
+                        confidence: Confidence::Low,
+                        note: Some(format!(
+                            "feeds the MMA's operands: `{}`, the shared tile the load at line {load_line} moves",
+                            link.name
+                        )),
+                    });
+                }
+            }
+        }
+    }
     // The epilogue starts after the last consumer loop and the last MMA (a peeled
     // last K tile issues MMAs after the loop).
     let after = loops
@@ -602,25 +642,44 @@ enum Link {
 }
 
 /// The declarations from an MMA's operand argument down to its storage that are not
-/// views, in order; at most six steps.
+/// views, in order; at most six steps. A typed pointer carved out of a raw byte buffer
+/// (`bf16* sh_w = (bf16*)&smem[0]`) is where the chain ends: the buffer holds every
+/// tile.
 fn operand_chain<'s, 't>(
     scope: &'s Scope<'t>,
     first: &'s Decl<'t>,
     parsed: &Parsed,
 ) -> Vec<&'s Decl<'t>> {
     let is_local = |n: &str| scope.has(n);
+    let base_decl = |n: Node<'t>, me: &Decl<'t>| {
+        crate::names::base_identifier(n, &parsed.masked, &is_local)
+            .and_then(|b| scope.lookup(&parsed.masked[b.byte_range()], b.start_byte()))
+            .filter(|d| d.node != me.node)
+    };
     let mut out = Vec::new();
     let mut decl = first;
     for _ in 0..6 {
         let step = decl.value.and_then(|value| {
-            let link = match value.kind() {
+            let value = strip_parens(value);
+            let (link, from) = match value.kind() {
                 "call_expression" => {
                     let function = value.child_by_field_name("function")?;
                     let callee = crate::names::callee_name(function, &parsed.masked);
-                    let sliced = slices(value, parsed);
                     let lower = callee.to_ascii_lowercase();
-                    if callee.starts_with("partition_")
+                    let first_arg = value
+                        .child_by_field_name("arguments")
+                        .and_then(|a| a.named_child(0))?;
+                    let link = if callee.ends_with("_cast")
+                        || lower.contains("cvta")
+                        || lower.contains("smem_u32")
+                        || lower.contains("smem_ptr_to_uint")
+                    {
+                        // Casts and shared-window address conversions
+                        // (`__cvta_generic_to_shared(p)`, `smem_u32(p)`).
+                        Link::View
+                    } else if callee.starts_with("partition_")
                         || callee.starts_with("retile_")
+                        || callee.starts_with("as_")
                         || matches!(
                             callee,
                             "local_tile"
@@ -631,12 +690,7 @@ fn operand_chain<'s, 't>(
                                 | "coalesce"
                                 | "filter_zeros"
                         )
-                        || sliced
-                        || (callee.ends_with("_cast")
-                            && value
-                                .child_by_field_name("arguments")
-                                .and_then(|a| a.named_child(0))
-                                .is_some_and(|a| parsed.masked[a.byte_range()].starts_with('&')))
+                        || slices(value, parsed)
                     {
                         Link::View
                     } else if callee.starts_with("make_fragment_")
@@ -646,16 +700,20 @@ fn operand_chain<'s, 't>(
                         Link::Made
                     } else {
                         return None;
-                    }
+                    };
+                    (link, first_arg)
                 }
+                // `(T*)&smem[0]`, `sh_w + stage * kTile`, `&sA[0]`: pointer views.
+                "cast_expression" => (Link::View, value.child_by_field_name("value")?),
+                "binary_expression" => (Link::View, value.child_by_field_name("left")?),
+                "pointer_expression" => (Link::View, value.child_by_field_name("argument")?),
                 _ => return None,
             };
-            let arguments = value.child_by_field_name("arguments")?;
-            let next = arguments
-                .named_child(0)
-                .and_then(|a| crate::names::base_identifier(a, &parsed.masked, &is_local))
-                .and_then(|b| scope.lookup(&parsed.masked[b.byte_range()], b.start_byte()))
-                .filter(|d| d.node != decl.node);
+            let next = base_decl(from, decl);
+            // A pointer view of a raw byte buffer is a tile of its own.
+            if matches!(link, Link::View) && next.is_some_and(|n| is_byte_buffer(n, parsed)) {
+                return None;
+            }
             Some((link, next))
         });
         match step {
@@ -677,6 +735,60 @@ fn operand_chain<'s, 't>(
         }
     }
     out
+}
+
+/// Whether a declaration is shared storage itself: a `__shared__` array, a tensor
+/// over a shared pointer (`make_tensor(make_smem_ptr(…), layout)`), or a typed pointer
+/// carved out of a raw byte buffer.
+fn is_storage(decl: &Decl<'_>, scope: &Scope<'_>, parsed: &Parsed) -> bool {
+    let declared_shared = crate::blanks_around(parsed, decl.node)
+        .iter()
+        .any(|b| matches!(&b.kind, kwb_syntax::BlankKind::Macro(n) if n == "__shared__"));
+    if declared_shared {
+        return true;
+    }
+    let Some(value) = decl.value.map(strip_parens) else {
+        return false;
+    };
+    let text = &parsed.masked[value.byte_range()];
+    if text.starts_with("make_tensor") || text.starts_with("cute::make_tensor(") {
+        return text.contains("make_smem_ptr");
+    }
+    let from = match value.kind() {
+        "cast_expression" => value.child_by_field_name("value"),
+        "call_expression" if text.contains("_cast") => value
+            .child_by_field_name("arguments")
+            .and_then(|a| a.named_child(0)),
+        _ => None,
+    };
+    let is_local = |n: &str| scope.has(n);
+    from.and_then(|f| crate::names::base_identifier(f, &parsed.masked, &is_local))
+        .and_then(|b| scope.lookup(&parsed.masked[b.byte_range()], b.start_byte()))
+        .is_some_and(|d| is_byte_buffer(d, parsed))
+}
+
+fn strip_parens(mut node: Node<'_>) -> Node<'_> {
+    while node.kind() == "parenthesized_expression" {
+        match node.named_child(0) {
+            Some(inner) => node = inner,
+            None => break,
+        }
+    }
+    node
+}
+
+/// Whether a declaration is a raw byte buffer (`extern __shared__ char smem[]`,
+/// `uint8_t* smem_raw`) that typed tiles are carved out of.
+fn is_byte_buffer(decl: &Decl<'_>, parsed: &Parsed) -> bool {
+    let ty = decl
+        .node
+        .child_by_field_name("type")
+        .map_or("", |t| &parsed.masked[t.byte_range()]);
+    let ty = ty.trim_start_matches("const ").trim();
+    matches!(
+        ty,
+        "char" | "unsigned char" | "uint8_t" | "int8_t" | "std::byte" | "std::uint8_t" | "void"
+    )
 }
 
 /// The declaration that holds an operand's values, and the chain that led there.
