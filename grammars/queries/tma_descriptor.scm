@@ -33,13 +33,6 @@
    declarator: (type_identifier) @descriptor-alias)
  (#match? @_type "(CUtensorMap|TmaDescriptor|tma_[1-5]d\\b)"))
 
-; An encode through a function pointer (`encode_func(&map, get_CUtensorMapDataType<T>(),
-; rank, …)`, the driver entry point fetched at run time): a call passing a tensor-map
-; data type as its second argument.
-((call_expression
-   arguments: (argument_list . (_) . (_) @_dtype)) @tma-descriptor
- (#match? @_dtype "CU_TENSOR_MAP_DATA_TYPE_|CUtensorMapDataType"))
-
 ; PTX prefetch of a tensor map.
 ((gnu_asm_expression assembly_code: (_) @_ptx) @tma-descriptor
  (#match? @_ptx "prefetch\\.tensormap"))

@@ -107,6 +107,32 @@ pub fn build(parsed: &Parsed, user: &[Pattern]) -> KernelMap {
         }
     }
 
+    // An encode through a function pointer (`encode_func(&map,
+    // get_CUtensorMapDataType<T>(), rank, …)`, the driver entry point fetched at run
+    // time): a call whose second argument is a tensor-map data type. Only files that
+    // name one are searched.
+    if parsed.masked.contains("CU_TENSOR_MAP_DATA_TYPE_")
+        || parsed.masked.contains("CUtensorMapDataType")
+    {
+        for (i, held) in index.held.iter().enumerate() {
+            for &call in &held.calls {
+                let second = call
+                    .child_by_field_name("arguments")
+                    .and_then(|a| a.named_child(1))
+                    .map_or("", |n| &parsed.masked[n.byte_range()]);
+                let encodes = second.trim_start().starts_with("CU_TENSOR_MAP_DATA_TYPE_")
+                    || second.contains("CUtensorMapDataType");
+                if encodes && !found[i].iter().any(|f| f.node.id() == call.id()) {
+                    found[i].push(Found {
+                        kind: SiteKind::TmaDescriptor,
+                        node: call,
+                        confidence: Confidence::High,
+                        note: None,
+                    });
+                }
+            }
+        }
+    }
     let has_shared = parsed
         .blanks
         .iter()
@@ -362,13 +388,18 @@ fn derive<'t>(
         loads: &loads,
     };
     let mut loops = mainloop::find(function.node, &seeds, parsed);
-    if function.role != "host" {
+    let is_parameter = |name: &str| {
+        scope
+            .lookup(name, function.node.end_byte())
+            .is_some_and(|d| d.parameter)
+    };
+    let calls_a_callable = calls.iter().any(|(call, name)| {
+        call.child_by_field_name("function")
+            .is_some_and(|f| f.kind() == "identifier")
+            && is_parameter(name)
+    });
+    if function.role != "host" && calls_a_callable {
         // A K loop that runs a step its caller (or its lambda's caller) passes in.
-        let is_parameter = |name: &str| {
-            scope
-                .lookup(name, function.node.end_byte())
-                .is_some_and(|d| d.parameter)
-        };
         for l in mainloop::callback_loops(function.node, parsed, &is_parameter) {
             let overlaps = loops
                 .iter()
@@ -1156,11 +1187,11 @@ fn statements_reading<'t, 'n>(
         }
         if node.kind() == "identifier"
             && node.start_byte() >= after
-            && !is_metadata_use(node, parsed)
-            && !is_declared_name(node)
             && let Some(name) = names
                 .iter()
                 .find(|(n, _)| n == &parsed.masked[node.byte_range()])
+            && !is_metadata_use(node, parsed)
+            && !is_declared_name(node)
             && let Some(statement) = enclosing_statement(node, body)
             && !out.iter().any(|(s, _)| s.id() == statement.id())
         {
