@@ -70,24 +70,10 @@ pub fn accumulation<'t>(node: Node<'t>, text: &str) -> Option<Accumulation<'t>> 
                 _ => return None,
             }
         }
-        "=" if right.kind() == "call_expression" => {
-            let function = right.child_by_field_name("function")?;
-            let name = text[function.byte_range()].trim();
-            let name = name.rsplit("::").next().unwrap_or(name);
-            if !fma_functions().any(|f| f == name) {
-                return None;
-            }
-            let arguments = right.child_by_field_name("arguments")?;
-            let mut cursor = arguments.walk();
-            let args: Vec<Node<'t>> = arguments
-                .named_children(&mut cursor)
-                .filter(|n| n.kind() != "comment")
-                .collect();
-            match args.as_slice() {
-                [a, b, c] if same(strip(*c)) => [*a, *b],
-                _ => return None,
-            }
-        }
+        "=" if right.kind() == "call_expression" => match fma_arguments(right, text)? {
+            [a, b, c] if same(strip(c)) => [a, b],
+            _ => return None,
+        },
         _ => return None,
     };
     Some(Accumulation { target, factors })
@@ -96,31 +82,32 @@ pub fn accumulation<'t>(node: Node<'t>, text: &str) -> Option<Accumulation<'t>> 
 /// `float t = fma(A, B, acc[m]);` (generated code that stores `t` back into `acc[m]`
 /// next): the accumulate of `acc[m]`.
 fn declared_fma<'t>(node: Node<'t>, text: &str) -> Option<Accumulation<'t>> {
-    let value = strip(node.child_by_field_name("value")?);
-    if value.kind() != "call_expression" {
+    let [a, b, c] = fma_arguments(strip(node.child_by_field_name("value")?), text)?;
+    matches!(strip(c).kind(), "identifier" | "subscript_expression").then(|| Accumulation {
+        target: strip(c),
+        factors: [a, b],
+    })
+}
+
+/// The three arguments of a call of a fused multiply-add (grammars/fma.txt); `None`
+/// for any other call or expression.
+fn fma_arguments<'t>(call: Node<'t>, text: &str) -> Option<[Node<'t>; 3]> {
+    if call.kind() != "call_expression" {
         return None;
     }
-    let function = value.child_by_field_name("function")?;
+    let function = call.child_by_field_name("function")?;
     let name = text[function.byte_range()].trim();
     let name = name.rsplit("::").next().unwrap_or(name);
     if !fma_functions().any(|f| f == name) {
         return None;
     }
-    let arguments = value.child_by_field_name("arguments")?;
+    let arguments = call.child_by_field_name("arguments")?;
     let mut cursor = arguments.walk();
     let args: Vec<Node<'t>> = arguments
         .named_children(&mut cursor)
         .filter(|n| n.kind() != "comment")
         .collect();
-    match args.as_slice() {
-        [a, b, c] if matches!(strip(*c).kind(), "identifier" | "subscript_expression") => {
-            Some(Accumulation {
-                target: strip(*c),
-                factors: [*a, *b],
-            })
-        }
-        _ => None,
-    }
+    args.try_into().ok()
 }
 
 /// Whether the multiply-accumulate `acc` (the statement `node`) accumulates across a
@@ -235,7 +222,8 @@ fn field_text<'a>(node: Node<'_>, field: &str, text: &'a str) -> Option<&'a str>
 }
 
 /// `node` without the parentheses around it.
-fn strip(mut node: Node<'_>) -> Node<'_> {
+/// The expression inside any parentheses around `node`.
+pub(crate) fn strip(mut node: Node<'_>) -> Node<'_> {
     while node.kind() == "parenthesized_expression" {
         match node.named_child(0) {
             Some(inner) => node = inner,

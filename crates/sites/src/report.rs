@@ -691,7 +691,7 @@ fn operand_chain<'s, 't>(
     let mut decl = first;
     for _ in 0..6 {
         let step = decl.value.and_then(|value| {
-            let value = strip_parens(value);
+            let value = crate::fma::strip(value);
             let (link, from) = match value.kind() {
                 "call_expression" => {
                     let function = value.child_by_field_name("function")?;
@@ -778,7 +778,7 @@ fn is_storage(decl: &Decl<'_>, scope: &Scope<'_>, parsed: &Parsed) -> bool {
     if declared_shared {
         return true;
     }
-    let Some(value) = decl.value.map(strip_parens) else {
+    let Some(value) = decl.value.map(crate::fma::strip) else {
         return false;
     };
     let text = &parsed.masked[value.byte_range()];
@@ -796,16 +796,6 @@ fn is_storage(decl: &Decl<'_>, scope: &Scope<'_>, parsed: &Parsed) -> bool {
     from.and_then(|f| crate::names::base_identifier(f, &parsed.masked, &is_local))
         .and_then(|b| scope.lookup(&parsed.masked[b.byte_range()], b.start_byte()))
         .is_some_and(|d| is_byte_buffer(d, parsed))
-}
-
-fn strip_parens(mut node: Node<'_>) -> Node<'_> {
-    while node.kind() == "parenthesized_expression" {
-        match node.named_child(0) {
-            Some(inner) => node = inner,
-            None => break,
-        }
-    }
-    node
 }
 
 /// Whether a declaration is a raw byte buffer (`extern __shared__ char smem[]`,
