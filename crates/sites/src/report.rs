@@ -220,7 +220,7 @@ pub fn build(parsed: &Parsed, user: &[Pattern]) -> KernelMap {
         SiteKind::OperandLoad,
     );
     add_wrapper_calls(parsed, &functions, &calls, &mut found, SiteKind::Sync);
-    for kind in [SiteKind::Sync, SiteKind::OperandLoad] {
+    for kind in [SiteKind::Mma, SiteKind::Sync, SiteKind::OperandLoad] {
         add_lambda_calls(parsed, &index, &calls, &mut found, kind);
     }
     // Scale factors and biases move through the same copies and TMA loads as the
@@ -1333,8 +1333,9 @@ fn add_wrapper_calls<'t>(
 }
 
 /// Adds calls of lambdas a function declares (`auto empty_barrier_arrive = [&](int s)
-/// { … arrive() … };`, `auto copy_ab_s2r = [&](auto k) { copy(…); };`) whose bodies
-/// hold sites of `kind` and nothing else, as sites of `kind`.
+/// { … arrive() … };`, `auto copy_ab_s2r = [&](auto k) { copy(…); };`, `auto
+/// gemm_kblock = [&](auto k) { cute::gemm(…); };`) whose bodies hold sites of `kind`
+/// and nothing else, as sites of `kind`.
 fn add_lambda_calls<'t>(
     parsed: &Parsed,
     index: &Index<'t>,
@@ -1363,12 +1364,23 @@ fn add_lambda_calls<'t>(
                 .iter()
                 .filter(|f| mainloop::contains(lambda, f.node))
                 .collect();
-            let wraps = !inside.is_empty() && inside.iter().all(|f| f.kind == kind);
+            // An MMA lambda issues tensor-core MMAs; one of scalar accumulates is more
+            // likely a promotion of partial sums (`rescale()`), which derive sorts out.
+            let wraps = !inside.is_empty()
+                && inside.iter().all(|f| {
+                    f.kind == kind
+                        && (kind != SiteKind::Mma
+                            || !matches!(
+                                f.node.kind(),
+                                "assignment_expression" | "init_declarator"
+                            ))
+                });
             if !wraps {
                 continue;
             }
             let line = lambda.start_position().row + 1;
             let what = match kind {
+                SiteKind::Mma => "issues the MMA",
                 SiteKind::Sync => "waits or synchronizes",
                 _ => "loads operand tiles",
             };
