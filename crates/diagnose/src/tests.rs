@@ -1607,6 +1607,7 @@ mod structured {
                     wrong_tiles: (mismatches > 0)
                         .then(|| crate::WrongTiles::of(64, 64, (64, 64), &[true; 64 * 64])),
                 }),
+                accumulator_bits: 24,
             },
         )
     }
@@ -1622,6 +1623,7 @@ mod structured {
         let run = StructuredRun {
             input: "wide_int".to_owned(),
             output: None,
+            accumulator_bits: 24,
         };
         let f = judge_structured(&t, &a, &b, &run);
         assert_eq!((f.stage, f.clean), (None, false), "{}", f.summary);
@@ -1874,6 +1876,7 @@ mod structured {
             &StructuredRun {
                 input: "wide_int".to_owned(),
                 output: Some(output),
+                accumulator_bits: 24,
             },
         )
     }

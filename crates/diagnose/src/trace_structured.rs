@@ -40,6 +40,10 @@ pub struct StructuredRun {
     pub input: String,
     /// The output against its answer; `None` when nothing checked it.
     pub output: Option<OutputCheck>,
+    /// The significand bits the kernel accumulates in (f32 24, f16 11): a
+    /// narrower accumulator rounds the integer sums, and the accumulator is compared
+    /// with A·Bᵀ within that rounding.
+    pub accumulator_bits: i32,
 }
 
 /// An operand checked, or why it was not.
@@ -73,7 +77,7 @@ pub fn judge_structured(trace: &Trace, a: &Matrix, b: &Matrix, run: &StructuredR
         );
         return f;
     }
-    let Some(product) = Product::of(a, b) else {
+    let Some(product) = Product::accumulated(a, b, run.accumulator_bits) else {
         f.summary = "not judged: the operands have different K".to_owned();
         return f;
     };
@@ -85,11 +89,7 @@ pub fn judge_structured(trace: &Trace, a: &Matrix, b: &Matrix, run: &StructuredR
         product.m,
         product.n,
         product.k,
-        if product.is_exact() {
-            "exactly"
-        } else {
-            "within the fp32 accumulation bound"
-        }
+        product.compared()
     ));
 
     // 1. Operands by provenance.

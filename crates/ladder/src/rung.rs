@@ -146,9 +146,33 @@ impl Rung {
         }
     }
 
-    /// Whether the answer is exact (compared without tolerance).
+    /// Whether the answer is exact (compared without tolerance) in an f32
+    /// accumulator.
     pub fn exact(self) -> bool {
         !matches!(self, Rung::Random { .. } | Rung::Dump)
+    }
+
+    /// Whether the answer is exact in `problem`'s accumulator: an integer rung whose
+    /// partial sums, at their likely peak, stay below 2^bits (every partial sum an
+    /// exact integer). Ones sum to K; one-hot and sequence×identity have one nonzero
+    /// product a sum; the seeded integer rungs walk randomly, so their peak is taken
+    /// as five standard deviations of the walk, `5 · sqrt(K) · rms(a·b)` (small-int:
+    /// rms 2, wide-int: 24). In f16 (11 bits) at K = 1024 small-int stays exact
+    /// (320) and wide-int does not (3840): its sums round, and are compared within
+    /// a tolerance.
+    pub fn exact_in(self, problem: &Problem) -> bool {
+        if !self.exact() {
+            return false;
+        }
+        let walk = |rms: f64| 5.0 * (problem.k as f64).sqrt() * rms;
+        let peak = match self {
+            Rung::Ones => problem.k as f64,
+            Rung::SmallInt { .. } => walk(2.0),
+            Rung::WideInt { .. } => walk(24.0),
+            // One nonzero product a sum (a small integer), or none.
+            _ => 0.0,
+        };
+        peak < 2f64.powi(problem.accumulator.precision())
     }
 
     /// The rung's answer in closed form, when it has one (zeros, ones, seq-identity,
@@ -411,5 +435,20 @@ mod tests {
         );
         assert!(Rung::WideInt { seed: 1 }.exact());
         assert_eq!(Rung::WideInt { seed: 1 }.answer(&p), None);
+    }
+
+    /// An f16 accumulator holds small-int's sums exactly at K = 1024 but not
+    /// wide-int's, nor ones past K = 2048; f32 holds them all.
+    #[test]
+    fn an_integer_rung_is_exact_only_where_the_accumulator_holds_its_sums() {
+        let mut p = problem(64, 64, 1024);
+        let (small, wide) = (Rung::SmallInt { seed: 1 }, Rung::WideInt { seed: 1 });
+        assert!(small.exact_in(&p) && wide.exact_in(&p) && Rung::Ones.exact_in(&p));
+        p.accumulator = Dtype::F16;
+        assert!(small.exact_in(&p) && !wide.exact_in(&p) && Rung::Ones.exact_in(&p));
+        assert!(Rung::OnehotK { k0: 3 }.exact_in(&p));
+        assert!(!Rung::Random { seed: 1 }.exact_in(&p));
+        p.k = 4096;
+        assert!(!Rung::Ones.exact_in(&p) && Rung::SeqIdentity.exact_in(&p));
     }
 }

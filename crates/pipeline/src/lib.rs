@@ -171,6 +171,13 @@ pub fn diagnose(mut job: Job<'_>) -> Result<Outcome, GpuError> {
             .filter(|_| trace_shape == job.shape);
         judge_ones(t, &evidence::ones_run(trace_shape, ones))
     });
+    // The accumulator's type, as the extraction read it off the MMA instructions.
+    let accumulator_bits = job
+        .extraction
+        .accumulator
+        .as_deref()
+        .and_then(kwb_gpu::plan::dtype_named)
+        .map_or(24, |d| d.precision());
     let full_finding = full.as_ref().map(|(f, run)| {
         let run = match run {
             // kwb's own run: its output checked by its rung.
@@ -183,11 +190,13 @@ pub fn diagnose(mut job: Job<'_>) -> Result<Outcome, GpuError> {
                     cta[2]
                 ),
                 output: output.clone(),
+                accumulator_bits,
             },
             // The user's: checked by their harness, not here.
             None => StructuredRun {
                 input: "the full trace's inputs".to_owned(),
                 output: None,
+                accumulator_bits,
             },
         };
         judge_structured(&f.trace, &f.a, &f.b, &run)

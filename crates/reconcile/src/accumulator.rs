@@ -214,6 +214,8 @@ pub fn locate_accumulators(trace: &Trace, product: &Product) -> AccumulatorRepor
     };
     // The output cells placed values land on, per site: a cell twice is a duplicate.
     let mut cells: std::collections::HashMap<(u32, i64, i64), u32> = Default::default();
+    // Per site, the values of the groups without coordinates.
+    let mut uncoordinated: BTreeMap<u32, Vec<&kwb_runtime::TileValue>> = BTreeMap::new();
     for ((site, warp), mut values) in groups {
         values.sort_by_key(|v| (v.record, v.element));
         let coords = values.iter().all(|v| v.m >= 0 && v.n >= 0);
@@ -259,13 +261,47 @@ pub fn locate_accumulators(trace: &Trace, product: &Product) -> AccumulatorRepor
             bounds,
             layers,
         });
+        if !coords {
+            uncoordinated.entry(site).or_default().extend(values);
+        }
     }
+    place_by_site(&mut report, &uncoordinated, product);
     report.duplicated = cells
         .values()
         .filter(|n| **n > 1)
         .map(|n| *n as usize)
         .sum();
     report
+}
+
+/// Groups without coordinates that are no tile alone, placed by their site's whole
+/// CTA: a thread layout that strides each thread over the CTA's tile (CuTe's
+/// `local_partition(gC, Layout<Shape<_16,_16>>{}, threadIdx.x)`: a warp holds rows
+/// 0..128 of two columns in every 16) gives a warp a set of cells that is no tile,
+/// while the warps of the CTA together hold its tile, each value once. When the
+/// union of a site's coordinate-less values is, as a multiset, one tile of the
+/// product, every such group of the site lies in it (a value wrong in any warp
+/// would break the multiset).
+fn place_by_site(
+    report: &mut AccumulatorReport,
+    uncoordinated: &BTreeMap<u32, Vec<&kwb_runtime::TileValue>>,
+    product: &Product,
+) {
+    for (site, values) in uncoordinated {
+        let nowhere = |g: &AccumulatorGroup| {
+            g.site == *site && g.bounds.is_none() && g.layers == [Placement::Nowhere]
+        };
+        if !report.groups.iter().any(nowhere) {
+            continue;
+        }
+        let tile = place_multiset(values, product);
+        if tile == Placement::Nowhere {
+            continue;
+        }
+        for g in report.groups.iter_mut().filter(|g| nowhere(g)) {
+            g.layers = vec![tile];
+        }
+    }
 }
 
 /// Splits values (in record, then element order) into layers: the n-th value at a

@@ -38,52 +38,86 @@ impl Matrix {
     }
 }
 
-/// The product `P = A·Bᵀ` (`P(m, n) = Σ_k A(m, k) B(n, k)`) in f64, with the bound
-/// `Σ_k |A(m, k) B(n, k)|` that gives each cell the rounding an fp32 accumulation in
-/// any order may add: `K · 2⁻²⁴ · bound`, or nothing at all when every input is an
-/// integer and every bound stays below 2²⁴ (then every partial sum is exact).
+/// The product `P = A·Bᵀ` (`P(m, n) = Σ_k A(m, k) B(n, k)`) in f64, with what each
+/// cell may be off by in the kernel's accumulator of `bits` significand bits:
+///
+/// - nothing when every input is an integer and every cell's `Σ_k |A(m, k) B(n, k)|`
+///   stays below 2^bits (then every partial sum is exact);
+/// - in f32 (24 bits), `K · 2⁻²⁴ · Σ_k |A B|`, what an accumulation in any order may
+///   add;
+/// - in a narrower accumulator (f16: 11, bf16: 8), whose rounding that worst case
+///   would make meaningless (half of every sum at K = 1024 in f16), the drift of a
+///   sum rounded at every step: `2^(1-bits) · sqrt(K) · max_k |S_k|`, `S_k` the
+///   partial sums in K order. That is four times the standard deviation of K
+///   roundings of half an ulp each, and a K tile dropped or doubled moves a sum by
+///   far more.
 #[derive(Debug, Clone)]
 pub struct Product {
     pub m: usize,
     pub n: usize,
     pub k: usize,
     values: Vec<f64>,
-    bounds: Vec<f64>,
+    /// Per cell, the absolute difference an accumulator value may have from the
+    /// value (0 when exact).
+    tolerances: Vec<f64>,
     exact: bool,
+    bits: i32,
 }
 
 impl Product {
-    /// `a·bᵀ`, or `None` when their K differ.
+    /// `a·bᵀ` as an f32 accumulator holds it, or `None` when their K differ.
     pub fn of(a: &Matrix, b: &Matrix) -> Option<Product> {
+        Product::accumulated(a, b, 24)
+    }
+
+    /// `a·bᵀ` as an accumulator of `bits` significand bits (the implicit one counted:
+    /// f32 24, f16 11, bf16 8) holds it, or `None` when their K differ.
+    pub fn accumulated(a: &Matrix, b: &Matrix, bits: i32) -> Option<Product> {
         if a.cols != b.cols {
             return None;
         }
+        let bits = bits.clamp(2, 24);
         let (m, n, k) = (a.rows, b.rows, a.cols);
         let mut values = vec![0.0; m * n];
         let mut bounds = vec![0.0; m * n];
+        let mut peaks = vec![0.0; m * n];
         for i in 0..m {
             let ar = a.row(i);
             for j in 0..n {
                 let br = b.row(j);
-                let (mut s, mut t) = (0.0_f64, 0.0_f64);
+                let (mut s, mut t, mut peak) = (0.0_f64, 0.0_f64, 0.0_f64);
                 for (x, y) in ar.iter().zip(br) {
                     let p = f64::from(*x) * f64::from(*y);
                     s += p;
                     t += p.abs();
+                    peak = peak.max(s.abs());
                 }
                 values[i * n + j] = s;
                 bounds[i * n + j] = t;
+                peaks[i * n + j] = peak;
             }
         }
         let integral = a.data.iter().chain(&b.data).all(|v| v.fract() == 0.0);
-        let exact = integral && bounds.iter().all(|&t| t < 16_777_216.0);
+        let exact = integral && bounds.iter().all(|&t| t < 2f64.powi(bits));
+        let tolerances = if exact {
+            vec![0.0; m * n]
+        } else if bits >= 24 {
+            bounds
+                .iter()
+                .map(|t| k as f64 * 2f64.powi(-24) * t)
+                .collect()
+        } else {
+            let drift = 2f64.powi(1 - bits) * (k as f64).sqrt();
+            peaks.iter().map(|p| drift * p).collect()
+        };
         Some(Product {
             m,
             n,
             k,
             values,
-            bounds,
+            tolerances,
             exact,
+            bits,
         })
     }
 
@@ -92,8 +126,8 @@ impl Product {
         self.index(m, n).map(|i| self.values[i])
     }
 
-    /// Whether an fp32 accumulator value `v` can be `P(m, n)`: equal when every
-    /// partial sum is exact, within the fp32 accumulation bound otherwise.
+    /// Whether an accumulator value `v` can be `P(m, n)`: equal when every partial
+    /// sum is exact, within the cell's tolerance otherwise.
     pub fn matches(&self, m: i64, n: i64, v: f32) -> bool {
         let Some(i) = self.index(m, n) else {
             return false;
@@ -102,14 +136,33 @@ impl Product {
         if self.exact {
             f64::from(v) == want
         } else {
-            let tol = self.k as f64 * 2f64.powi(-24) * self.bounds[i];
-            (f64::from(v) - want).abs() <= tol
+            (f64::from(v) - want).abs() <= self.tolerances[i]
         }
     }
 
-    /// Whether every partial sum of every cell is exact in fp32.
+    /// Whether every partial sum of every cell is exact in the accumulator.
     pub fn is_exact(&self) -> bool {
         self.exact
+    }
+
+    /// The accumulator's significand bits this product is compared in.
+    pub fn bits(&self) -> i32 {
+        self.bits
+    }
+
+    /// How values are compared, for the evidence: "exactly", "within the fp32
+    /// accumulation bound", "within an f16 accumulator's drift".
+    pub fn compared(&self) -> String {
+        if self.exact {
+            "exactly".to_owned()
+        } else if self.bits >= 24 {
+            "within the fp32 accumulation bound".to_owned()
+        } else {
+            format!(
+                "within the drift of a {}-bit accumulator (f16: 11, bf16: 8)",
+                self.bits
+            )
+        }
     }
 
     fn index(&self, m: i64, n: i64) -> Option<usize> {

@@ -686,3 +686,86 @@ fn tiles_mostly_zero_fill_are_still_read_and_the_missing_k_named() {
     );
     assert!(!operand(&z.trace, &a).readable());
 }
+
+/// A CTA whose threads stride over its 32x32 tile (CuTe's `local_partition` with a
+/// 16x16 thread layout: a warp of 32 threads holds every row of two columns in each
+/// 16), recorded without coordinates: no warp's values are a tile, the CTA's are.
+fn strided_cta(p: &Product, at: (i64, i64), off: Option<usize>) -> Trace {
+    let mut b = Builder::default();
+    let mut index = 0;
+    for warp in 0..8u32 {
+        let mut values = Vec::new();
+        for lane in 0..32i64 {
+            let t = i64::from(warp) * 32 + lane;
+            let (tm, tn) = (t % 16, t / 16);
+            for (i, j) in [(0, 0), (1, 0), (0, 1), (1, 1)] {
+                let (m, n) = (tm + 16 * i, tn + 16 * j);
+                let mut v = p.get(at.0 + m, at.1 + n).unwrap() as f32;
+                if off == Some(index) {
+                    v += 1.0;
+                }
+                index += 1;
+                values.push((v, -1, -1, -1));
+            }
+        }
+        b.push(record(Kind::Accumulator, warp, -1), values);
+    }
+    b.trace
+}
+
+#[test]
+fn warps_strided_over_the_cta_tile_are_placed_by_the_whole_cta() {
+    let (a, b) = (wide(64, 96, 8), wide(64, 96, 9));
+    let p = Product::of(&a, &b).unwrap();
+    let report = locate_accumulators(&strided_cta(&p, (32, 0), None), &p);
+    assert!(report.right(), "{report:?}");
+    let tile = Placement::Tile {
+        m0: 32,
+        n0: 0,
+        rows: 32,
+        cols: 32,
+    };
+    assert!(report.groups.iter().all(|g| g.layers == [tile]));
+    // One value wrong in one warp: the CTA's multiset breaks, so no warp is placed.
+    let report = locate_accumulators(&strided_cta(&p, (32, 0), Some(77)), &p);
+    assert_eq!(report.nowhere(), 8);
+}
+
+#[test]
+fn a_narrow_accumulator_is_compared_within_its_drift() {
+    let (a, b) = (wide(16, 1024, 5), wide(16, 1024, 6));
+    let f32 = Product::of(&a, &b).unwrap();
+    let f16 = Product::accumulated(&a, &b, 11).unwrap();
+    assert!(f32.is_exact() && !f16.is_exact());
+    assert!(f16.compared().contains("11-bit"));
+    // The sum as an f16 accumulator holds it: rounded to 11 bits (to nearest, ties to
+    // even) after each step, the most roundings a kernel can make.
+    let rounded = |m: usize, n: usize, skip: std::ops::Range<usize>| {
+        let mut s = 0.0f64;
+        for k in (0..1024).filter(|k| !skip.contains(k)) {
+            s += f64::from(a.data[m * 1024 + k]) * f64::from(b.data[n * 1024 + k]);
+            if s != 0.0 {
+                let e = s.abs().log2().floor() as i32 - 10;
+                s = (s / 2f64.powi(e)).round_ties_even() * 2f64.powi(e);
+            }
+        }
+        s as f32
+    };
+    let mut off_f32 = 0;
+    for (m, n) in (0..16).flat_map(|m| (0..16).map(move |n| (m, n))) {
+        let v = rounded(m, n, 0..0);
+        assert!(
+            f16.matches(m as i64, n as i64, v),
+            "({m}, {n}): {v} for {:?}",
+            f32.get(m as i64, n as i64)
+        );
+        off_f32 += usize::from(!f32.matches(m as i64, n as i64, v));
+    }
+    assert!(off_f32 > 0, "f16 rounding shows against the exact product");
+    // A K tile of 64 dropped is no rounding.
+    let dropped = (0..16)
+        .flat_map(|m| (0..16).map(move |n| (m, n)))
+        .filter(|&(m, n)| !f16.matches(m as i64, n as i64, rounded(m, n, 960..1024)))
+        .count();
+    assert!(dropped > 200, "{dropped} of 256 cells show the dropped tile");
+}

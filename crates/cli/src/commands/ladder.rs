@@ -129,7 +129,7 @@ pub fn write(args: WriteArgs) -> i32 {
         .unwrap_or_else(|| p.reference(&o))
         .iter()
         .map(|v| {
-            if ladder.rung.exact() {
+            if ladder.rung.exact_in(&p) {
                 p.output.round(*v as f32)
             } else {
                 *v as f32
@@ -159,7 +159,7 @@ pub fn write(args: WriteArgs) -> i32 {
     let _ = writeln!(
         std::io::stdout(),
         "wrote {} rung {} for {} x {} x {} (operands rounded to {}, row-major float32): a.npy, b.npy, c.npy, answer.npy in {}",
-        if ladder.rung.exact() {
+        if ladder.rung.exact_in(&p) {
             "exact"
         } else {
             "tolerance"
