@@ -127,6 +127,8 @@ fn judge(
         &kwb_diagnose::StructuredRun {
             input: INPUT.to_owned(),
             output: Some(rung.output_check()),
+            // Every kernel of the suites accumulates in f32.
+            accumulator_bits: 24,
         },
     );
     let confound = variant.stage == "none" && variant.symptom.starts_with("confound");

@@ -767,5 +767,8 @@ fn a_narrow_accumulator_is_compared_within_its_drift() {
         .flat_map(|m| (0..16).map(move |n| (m, n)))
         .filter(|&(m, n)| !f16.matches(m as i64, n as i64, rounded(m, n, 960..1024)))
         .count();
-    assert!(dropped > 200, "{dropped} of 256 cells show the dropped tile");
+    assert!(
+        dropped > 200,
+        "{dropped} of 256 cells show the dropped tile"
+    );
 }
