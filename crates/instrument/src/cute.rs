@@ -24,21 +24,31 @@ use tree_sitter::Node;
 
 use crate::nodes::innermost_declarator;
 
-/// The coordinate argument for a probe of `name` at byte `at` of `function`, and the
-/// fragment's role letter (`C`, `A` or `B`).
-pub(crate) fn coords(parsed: &Parsed, function: Node<'_>, name: &str, at: usize) -> Option<String> {
+/// The coordinate argument for a probe of `name` at byte `at` of `function`. `role`
+/// is what the probe reads (`C` the accumulator or output, `A` or `B` an operand): a
+/// `thr.partition_X` names its own role; a `local_partition` names none, and is read
+/// as `role`.
+pub(crate) fn coords(
+    parsed: &Parsed,
+    function: Node<'_>,
+    name: &str,
+    at: usize,
+    role: char,
+) -> Option<String> {
     let decls = declarations(parsed, function, at);
-    let (role, partition) = partitioned(&decls, name, 0)?;
-    let (thr, tile) = partition;
+    let partition = partitioned(&decls, name, 0)?;
+    let role = partition.role.unwrap_or(role);
     let axes = match role {
         'C' => "kwb::Axis::M, kwb::Axis::N",
         'A' => "kwb::Axis::M, kwb::Axis::K",
         _ => "kwb::Axis::N, kwb::Axis::K",
     };
-    Some(format!(
-        "kwb::tensor_coords<{axes}>({thr}.partition_{role}({}))",
-        identity(&decls, &tile)
-    ))
+    let id = identity(&decls, &partition.tile);
+    let partitioned = match &partition.how {
+        How::Thread(thr) => format!("{thr}.partition_{role}({id})"),
+        How::Local(rest) => format!("cute::local_partition({id},{rest})"),
+    };
+    Some(format!("kwb::tensor_coords<{axes}>({partitioned})"))
 }
 
 /// The shared tensor behind the partition `name` (`tCsA = thr.partition_A(sA)` →
@@ -51,9 +61,9 @@ pub(crate) fn shared_source(
     at: usize,
 ) -> Option<String> {
     let decls = declarations(parsed, function, at);
-    let (role, (_, tile)) = partitioned(&decls, name, 0)?;
+    let Partition { role, how, tile } = partitioned(&decls, name, 0)?;
     let plain = tile.chars().all(|c| c.is_alphanumeric() || c == '_');
-    (role == letter && plain).then_some(tile)
+    (role == Some(letter) && matches!(how, How::Thread(_)) && plain).then_some(tile)
 }
 
 /// `name = initializer` pairs declared in `function` before `at`, last first.
@@ -109,26 +119,91 @@ fn member_call(text: &str) -> Option<(&str, &str, &str)> {
     Some((thr, method.trim(), inner.trim()))
 }
 
-/// The role and (thread slice, partitioned tile) behind fragment `name`.
-fn partitioned(
-    decls: &[(String, String)],
-    name: &str,
-    depth: usize,
-) -> Option<(char, (String, String))> {
+/// How a tile was partitioned among threads.
+#[derive(Debug, PartialEq)]
+enum How {
+    /// `thr.partition_X(tile)`: a thread slice of a TiledMMA.
+    Thread(String),
+    /// `local_partition(tile, REST)`: REST, the thread layout, index and projection.
+    Local(String),
+}
+
+/// The partition behind a fragment or view: its role where the call names one, how
+/// the tile was partitioned, and the tile.
+#[derive(Debug, PartialEq)]
+struct Partition {
+    role: Option<char>,
+    how: How,
+    tile: String,
+}
+
+/// The partition behind fragment `name`: `thr.partition_X(T)`,
+/// `thr.partition_fragment_X(T)`, `thr.make_fragment_X(P)` of one of those,
+/// `local_partition(T, layout, index[, projection])`, or `make_tensor_like(P)` /
+/// `make_fragment_like(P)` of any of these (registers shaped as the partition).
+fn partitioned(decls: &[(String, String)], name: &str, depth: usize) -> Option<Partition> {
     if depth > 4 {
         return None;
     }
-    let (thr, method, arg) = member_call(initializer(decls, name)?)?;
+    let value = initializer(decls, name)?.trim();
+    for like in ["make_tensor_like", "make_fragment_like"] {
+        if let Some(inner) = free_call(value, like) {
+            let inner = inner.trim();
+            return inner
+                .chars()
+                .all(|c| c.is_alphanumeric() || c == '_')
+                .then(|| partitioned(decls, inner, depth + 1))
+                .flatten();
+        }
+    }
+    if let Some(args) = free_call(value, "local_partition") {
+        let comma = top_level_comma(args)?;
+        return Some(Partition {
+            role: None,
+            how: How::Local(args[comma + 1..].to_owned()),
+            tile: args[..comma].trim().to_owned(),
+        });
+    }
+    let (thr, method, arg) = member_call(value)?;
     for role in ['C', 'A', 'B'] {
         if method == format!("partition_{role}") || method == format!("partition_fragment_{role}") {
-            return Some((role, (thr.to_owned(), arg.to_owned())));
+            return Some(Partition {
+                role: Some(role),
+                how: How::Thread(thr.to_owned()),
+                tile: arg.to_owned(),
+            });
         }
         if method == format!("make_fragment_{role}") {
-            let (inner_role, inner) = partitioned(decls, arg, depth + 1)?;
-            return (inner_role == role).then_some((role, inner));
+            let inner = partitioned(decls, arg, depth + 1)?;
+            return (inner.role == Some(role)).then_some(inner);
         }
     }
     None
+}
+
+/// The argument text of `NAME(…)` or `cute::NAME(…)` (a template argument list
+/// allowed), when `value` is that one call.
+fn free_call<'v>(value: &'v str, name: &str) -> Option<&'v str> {
+    let rest = value.strip_prefix("cute::").unwrap_or(value);
+    let rest = rest.strip_prefix(name)?;
+    let rest = match rest.strip_prefix('<') {
+        Some(args) => &args[args.find('>')? + 1..],
+        None => rest,
+    };
+    let inner = rest.trim_start().strip_prefix('(')?.strip_suffix(')')?;
+    // The whole value is the one call: its parentheses balance inside.
+    let mut depth = 0_i32;
+    for c in inner.chars() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            _ => {}
+        }
+        if depth < 0 {
+            return None;
+        }
+    }
+    Some(inner)
 }
 
 /// The identity tensor laid out like tile `tile`: global coordinates through the
@@ -199,8 +274,16 @@ mod tests {
             ("tCgC", "thr_mma.partition_C(gC)"),
             ("accum", "thr_mma.make_fragment_C(tCgC)"),
         ]);
-        let (role, (thr, tile)) = partitioned(&d, "accum", 0).unwrap();
-        assert_eq!((role, thr.as_str(), tile.as_str()), ('C', "thr_mma", "gC"));
+        let p = partitioned(&d, "accum", 0).unwrap();
+        assert_eq!(
+            p,
+            Partition {
+                role: Some('C'),
+                how: How::Thread("thr_mma".to_owned()),
+                tile: "gC".to_owned()
+            }
+        );
+        let tile = p.tile;
         assert_eq!(
             identity(&d, &tile),
             "cute::local_tile(cute::make_identity_tensor(cute::make_shape(cute::size<0>(mC), cute::size<1>(mC))), cta_tiler, cta_coord, Step<_1, _1, X>{})"
@@ -212,20 +295,53 @@ mod tests {
             "cute::local_tile(cute::make_identity_tensor(cute::make_shape(cute::size<0>(mC(_, _, l)), cute::size<1>(mC(_, _, l)))), tiler, coord)"
         );
         // The epilogue's destination is the same partition.
-        assert_eq!(
-            partitioned(&d, "tCgC", 0).unwrap().1,
-            ("thr_mma".to_owned(), "gC".to_owned())
-        );
+        assert_eq!(partitioned(&d, "tCgC", 0).unwrap().tile, "gC");
     }
 
     #[test]
     fn an_operand_fragment_of_a_shared_tile_is_within_the_tile() {
         let d = decls(&[("tCrA", "thr_mma.partition_fragment_A(sA(_, _, 0))")]);
-        let (role, (thr, tile)) = partitioned(&d, "tCrA", 0).unwrap();
-        assert_eq!((role, thr.as_str()), ('A', "thr_mma"));
+        let Partition { role, how, tile } = partitioned(&d, "tCrA", 0).unwrap();
+        assert_eq!((role, how), (Some('A'), How::Thread("thr_mma".to_owned())));
         assert_eq!(
             identity(&d, &tile),
             "cute::make_identity_tensor(cute::make_shape(cute::size<0>(sA(_, _, 0)), cute::size<1>(sA(_, _, 0))))"
+        );
+    }
+
+    /// sgemm_1's idiom: `local_partition` of a tile by a thread layout and a projection,
+    /// the accumulator `make_tensor_like` the output's partition. The identity tensor
+    /// is partitioned the same way, its role the probe's.
+    #[test]
+    fn a_local_partition_is_repeated_on_the_identity_tensor() {
+        let d = decls(&[
+            ("gC", "local_tile(mC, cta_tiler, cta_coord, Step<_1,_1, X>{})"),
+            (
+                "tCsA",
+                "local_partition(sA, tC, threadIdx.x, Step<_1, X>{})",
+            ),
+            ("tCgC", "local_partition(gC, tC, threadIdx.x, Step<_1,_1>{})"),
+            ("tCrC", "make_tensor_like(tCgC)"),
+        ]);
+        let c = partitioned(&d, "tCrC", 0).unwrap();
+        assert_eq!(
+            c,
+            Partition {
+                role: None,
+                how: How::Local(" tC, threadIdx.x, Step<_1,_1>{}".to_owned()),
+                tile: "gC".to_owned()
+            }
+        );
+        let a = partitioned(&d, "tCsA", 0).unwrap();
+        assert_eq!(a.tile, "sA");
+        assert_eq!(
+            identity(&d, &a.tile),
+            "cute::make_identity_tensor(cute::make_shape(cute::size<0>(sA), cute::size<1>(sA)))"
+        );
+        assert!(free_call("local_partition(a, b)(0)", "local_partition").is_none());
+        assert_eq!(
+            free_call("cute::make_fragment_like<float>(x)", "make_fragment_like"),
+            Some("x")
         );
     }
 

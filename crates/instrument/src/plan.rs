@@ -225,7 +225,7 @@ pub struct Plan {
 
 /// Plans the probes of `map` over `parsed` for `config`.
 pub fn plan(parsed: &Parsed, map: &KernelMap, config: &Config) -> Result<Plan, InstrumentError> {
-    let kernels = chosen(map, config)?;
+    let kernels = chosen(map, &parsed.source, config)?;
     let gate = config
         .gate
         .clone()
@@ -329,8 +329,15 @@ pub fn plan(parsed: &Parsed, map: &KernelMap, config: &Config) -> Result<Plan, I
     })
 }
 
-/// The kernels to instrument: the one named, or every kernel with a consumer mainloop.
-fn chosen<'m>(map: &'m KernelMap, config: &Config) -> Result<Vec<&'m Kernel>, InstrumentError> {
+/// The kernels to instrument: the one named, or every kernel with a consumer mainloop
+/// (with `staged_only`, one whose loop waits on a stage: a sync inside it, or a call
+/// inside it of a function of this file that waits, as a CUTLASS 2.x `gemm_iters`
+/// calls `mac_loop_iter`, which waits on the cp.async stage).
+fn chosen<'m>(
+    map: &'m KernelMap,
+    source: &str,
+    config: &Config,
+) -> Result<Vec<&'m Kernel>, InstrumentError> {
     match &config.kernel {
         Some(name) => {
             let found: Vec<&Kernel> = map
@@ -351,22 +358,50 @@ fn chosen<'m>(map: &'m KernelMap, config: &Config) -> Result<Vec<&'m Kernel>, In
             }
             Ok(found)
         }
-        None => Ok(map
-            .kernels
-            .iter()
-            .filter(|k| {
-                k.sites.iter().any(|s| {
-                    consumer_loop(s)
-                        && (!config.staged_only
-                            || k.sites.iter().any(|w| {
-                                w.kind == SiteKind::Sync
-                                    && s.range.start <= w.range.start
-                                    && w.range.end <= s.range.end
-                            }))
+        None => {
+            let waiting = waiting_functions(map);
+            Ok(map
+                .kernels
+                .iter()
+                .filter(|k| {
+                    k.sites.iter().any(|s| {
+                        consumer_loop(s)
+                            && (!config.staged_only
+                                || k.sites.iter().any(|w| {
+                                    s.range.start <= w.range.start
+                                        && w.range.end <= s.range.end
+                                        && (w.kind == SiteKind::Sync
+                                            || callee(source, &w.range)
+                                                .is_some_and(|c| waiting.contains(c)))
+                                }))
+                    })
                 })
-            })
-            .collect()),
+                .collect())
+        }
     }
+}
+
+/// The simple names of the map's functions that wait or synchronize (hold a sync
+/// site, their own or a wrapper's call).
+fn waiting_functions(map: &KernelMap) -> std::collections::BTreeSet<&str> {
+    map.kernels
+        .iter()
+        .filter(|k| k.sites.iter().any(|s| s.kind == SiteKind::Sync))
+        .map(|k| k.name.rsplit("::").next().unwrap_or(&k.name))
+        .collect()
+}
+
+/// The simple name a site that is a call calls: the text before its `(`, its last
+/// `::`/`.`/`->` component (`this->mac_loop_iter(…)` is `mac_loop_iter`).
+fn callee<'s>(source: &'s str, range: &std::ops::Range<usize>) -> Option<&'s str> {
+    let text = source.get(range.clone())?;
+    let head = text[..text.find('(')?].trim_end();
+    let head = head.split('<').next().unwrap_or(head);
+    let name = head
+        .rsplit(|c: char| c == ':' || c == '.' || c == '>' || c == '-')
+        .next()?
+        .trim();
+    (!name.is_empty() && name.chars().all(|c| c.is_alphanumeric() || c == '_')).then_some(name)
 }
 
 pub(crate) fn consumer_loop(site: &Site) -> bool {

@@ -838,3 +838,81 @@ fn max_regs_defines_the_floor_s_register_count() {
     let (plain, _) = instrument(KERNEL, &config(None)).unwrap();
     assert!(!plain.contains("#define KWB_TRACE_MAX_REGS"));
 }
+
+/// A 2.x-style threadblock mainloop: the K loop calls a helper that issues the warp
+/// MMAs on one of two double-buffered fragments held in a state object, and waits on
+/// the copy stage inside that helper. As an overlay header (`staged_only`) the loop
+/// counts as staged through the call; the operands are read as the MMA reads them
+/// (the buffer's current element, through the object), not the whole double buffer.
+const STAGED_THROUGH_A_CALL: &str = r#"template <typename Shape, typename Operator>
+class Mainloop {
+  struct PipeState {
+    typename Operator::FragmentA frag_A_[2];
+    typename Operator::FragmentB frag_B_[2];
+  };
+  Operator warp_mma_;
+  __device__ void stage_wait() { cutlass::arch::cp_async_wait<2>(); __syncthreads(); }
+  __device__ void mac_loop_iter(PipeState &pipe_state, typename Operator::FragmentC &accum) {
+    for (int warp_mma_k = 0; warp_mma_k < 4; ++warp_mma_k) {
+      warp_mma_(
+        accum,
+        pipe_state.frag_A_[warp_mma_k % 2],
+        pipe_state.frag_B_[warp_mma_k % 2],
+        accum);
+      if (warp_mma_k == 2) { stage_wait(); }
+    }
+  }
+  __device__ void gemm_iters(int gemm_k_iterations, typename Operator::FragmentC &accum) {
+    PipeState pipe_state;
+    for (; gemm_k_iterations > 0; --gemm_k_iterations) {
+      mac_loop_iter(pipe_state, accum);
+    }
+  }
+};
+"#;
+
+#[test]
+fn a_loop_that_waits_through_a_call_is_staged_and_member_operands_are_read_as_passed() {
+    let overlay = Config {
+        staged_only: true,
+        lenient_gate: true,
+        ..config(None)
+    };
+    let (out, plan) = instrument(STAGED_THROUGH_A_CALL, &overlay).unwrap();
+    let reads: Vec<&str> = out
+        .match_indices("kwb::Kind::Operand")
+        .map(|(at, _)| &out[at..at + out[at..].find(';').unwrap()])
+        .collect();
+    assert_eq!(
+        reads,
+        [
+            "kwb::Kind::OperandA, kwb_tag, -1, -1, -1, pipe_state.frag_A_[warp_mma_k % 2])",
+            "kwb::Kind::OperandB, kwb_tag, -1, -1, -1, pipe_state.frag_B_[warp_mma_k % 2])",
+        ],
+        "{out}"
+    );
+    assert!(
+        plan.probes
+            .iter()
+            .any(|p| p.kernel.ends_with("gemm_iters") && p.what.contains("accumulator")),
+        "{:?}",
+        plan.probes.iter().map(|p| &p.what).collect::<Vec<_>>()
+    );
+    assert_eq!(crate::strip(&out).unwrap(), STAGED_THROUGH_A_CALL);
+}
+
+/// A double buffer of fragments the MMA indexes (`frag_A[k % 2]`) is read at that
+/// index; an index with an effect is not copied into a probe.
+#[test]
+fn an_indexed_fragment_is_read_at_the_index_the_mma_passes() {
+    use crate::probes::operands::element_read;
+    let call = "warp_mma(\n  accum,\n  warp_frag_A[warp_mma_k % 2],\n  warp_frag_B[(warp_mma_k)],\n  accum);";
+    assert_eq!(
+        element_read(call, "warp_frag_A").as_deref(),
+        Some("[warp_mma_k % 2]")
+    );
+    assert_eq!(element_read(call, "accum"), None);
+    assert_eq!(element_read("mma(c, a[i++], b[0], c);", "a"), None);
+    assert_eq!(element_read("mma(c, a[i][j], b[0], c);", "a").as_deref(), Some("[i][j]"));
+    assert_eq!(element_read("acc += a[i] * b[j];", "a"), None);
+}

@@ -31,6 +31,14 @@ pub(crate) struct Want {
     pub counter: bool,
 }
 
+/// The block a statement is in, through any preprocessor conditional around it (a
+/// mainloop inside `#if 1 … #endif`, as the CuTe tutorials write it).
+fn enclosing_block(statement: Node<'_>) -> Option<Node<'_>> {
+    std::iter::successors(statement.parent(), |p| p.parent())
+        .find(|p| !p.kind().starts_with("preproc_"))
+        .filter(|p| p.kind() == "compound_statement")
+}
+
 /// Inserts the accumulator probes of `kernel`; returns the K-tile counters it
 /// declared, for operand probes inside the same loops.
 pub(crate) fn probe(
@@ -135,7 +143,7 @@ pub(crate) fn probe(
         // from the partition that made it.
         let coords = if layout_coords.is_empty() {
             enclosing_function(node)
-                .and_then(|f| cute::coords(parsed, f, acc, node.start_byte()))
+                .and_then(|f| cute::coords(parsed, f, acc, node.start_byte(), 'C'))
                 .map_or(String::new(), |c| {
                     let bound = rows.map_or("kwb::all_rows".to_owned(), |r| format!("({r})"));
                     format!(", {bound}, kwb::Axis::M, {c}")
@@ -143,13 +151,10 @@ pub(crate) fn probe(
         } else {
             layout_coords.clone()
         };
-        let block = node
-            .parent()
-            .filter(|p| p.kind() == "compound_statement")
-            .map(|p| p.id());
+        let block = enclosing_block(node).map(|p| p.id());
         let last_of_block = loops[i + 1..]
             .iter()
-            .all(|(other, _)| other.parent().map(|p| p.id()) != block || block.is_none());
+            .all(|(other, _)| enclosing_block(*other).map(|p| p.id()) != block || block.is_none());
         let id = em.next_id();
         let (k_tile, bump) = match block.filter(|_| want.per_k_tile || want.counter) {
             Some(b) => {

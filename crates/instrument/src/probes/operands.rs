@@ -146,6 +146,16 @@ fn in_function(
         let Some(note) = site.note.as_deref() else {
             continue;
         };
+        if let Some((letter, mma_line, name)) = parse_member_note(note) {
+            member_operands(
+                em,
+                function,
+                (letter, mma_line, &name),
+                counters,
+                &mut operands,
+            );
+            continue;
+        }
         if !note.contains("values in registers") {
             continue;
         }
@@ -227,7 +237,14 @@ fn in_function(
                 .map_or("-1".to_owned(), |(_, c)| c.clone());
             // A CuTe fragment the MMA reads a slice of (`tCrA(_, _, k_block)`): that
             // slice, not the whole fragment at every k block.
-            let slice = (!packed).then(|| cute_slice(&mma.text, &name)).flatten();
+            // An array of fragments the MMA reads one of (`warp_frag_A[warp_mma_k % 2]`,
+            // a double buffer): that element, not the buffer being refilled beside it.
+            let call = &parsed.source[statement.byte_range()];
+            let cute_index = (!packed).then(|| cute_slice(call, &name)).flatten();
+            let element = (!packed && cute_index.is_none() && !is_scalar(mma))
+                .then(|| element_read(call, &name))
+                .flatten();
+            let slice = cute_index.clone().or(element.clone());
             let form = if packed {
                 Form::Packed(parts.clone())
             } else {
@@ -235,8 +252,9 @@ fn in_function(
                 // sliced as the fragment is.
                 Form::Cute(
                     enclosing_function(statement)
-                        .and_then(|f| cute::coords(parsed, f, &name, statement.start_byte()))
-                        .map(|c| match &slice {
+                        .filter(|_| element.is_none())
+                        .and_then(|f| cute::coords(parsed, f, &name, statement.start_byte(), letter))
+                        .map(|c| match &cute_index {
                             Some(index) => sliced_coords(&c, index),
                             None => c,
                         })
@@ -413,6 +431,168 @@ fn cute_slice(statement: &str, name: &str) -> Option<String> {
         .split(',')
         .any(|part| part.trim() == "_" || part.trim() == "cute::_")
         .then(|| index.to_owned())
+}
+
+/// The subscripts of `name` where a call argument is one element of it, `name[i]` or
+/// `name[i][j]` standing alone between `(`/`,` and `,`/`)`: `"[warp_mma_k % 2]"`. An
+/// index with a side effect (`++`, an assignment) or a call is not copied.
+pub(crate) fn element_read(call: &str, name: &str) -> Option<String> {
+    let ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    call.match_indices(name).find_map(|(at, _)| {
+        let before = call[..at].trim_end();
+        if call[..at].chars().next_back().is_some_and(ident)
+            || !(before.ends_with('(') || before.ends_with(','))
+        {
+            return None;
+        }
+        let rest = &call[at + name.len()..];
+        let mut end = 0;
+        while rest[end..].trim_start().starts_with('[') {
+            end += rest[end..].find('[')?;
+            let mut depth = 0;
+            let close = rest[end..].char_indices().find_map(|(i, c)| {
+                match c {
+                    '[' => depth += 1,
+                    ']' => depth -= 1,
+                    _ => {}
+                }
+                (depth == 0).then_some(i + 1)
+            })?;
+            end += close;
+        }
+        let index = &rest[..end];
+        let after = rest[end..].trim_start();
+        (end > 0 && pure(index) && (after.starts_with(',') || after.starts_with(')')))
+            .then(|| index.trim().to_owned())
+    })
+}
+
+/// Whether `expression` can be evaluated again without effect: no call, increment or
+/// assignment.
+fn pure(expression: &str) -> bool {
+    !expression.contains("++")
+        && !expression.contains("--")
+        && !expression.contains('(')
+        && !expression
+            .replace("==", "")
+            .replace("!=", "")
+            .replace("<=", "")
+            .replace(">=", "")
+            .replace("->", "")
+            .contains('=')
+}
+
+/// The arguments of the first call in `statement`, split at its top-level commas.
+fn call_arguments(statement: &str) -> Option<Vec<&str>> {
+    let open = statement.find('(')?;
+    let mut depth = 0;
+    let mut start = open + 1;
+    let mut out = Vec::new();
+    for (i, c) in statement[open..].char_indices() {
+        let at = open + i;
+        match c {
+            '(' | '[' | '{' => depth += 1,
+            ')' | ']' | '}' => {
+                depth -= 1;
+                if depth == 0 {
+                    out.push(&statement[start..at]);
+                    return Some(out);
+                }
+            }
+            ',' if depth == 1 => {
+                out.push(&statement[start..at]);
+                start = at + 1;
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Probes of an operand that is a member the MMA reads through an object
+/// (`pipe_state.warp_transformed_frag_A_[warp_mma_k % 2]`): the argument expression
+/// as written, before each MMA statement that passes it, where it has no effect.
+fn member_operands(
+    em: &mut Emitter<'_>,
+    function: &Kernel,
+    (letter, mma_line, name): (char, usize, &str),
+    counters: &[Counter],
+    operands: &mut Vec<Operand>,
+) {
+    let parsed = em.parsed;
+    let root = parsed.tree.root_node();
+    let mut blocks_done: Vec<usize> = Vec::new();
+    for mma in function
+        .sites
+        .iter()
+        .filter(|s| s.kind == SiteKind::Mma && !is_scalar(s))
+    {
+        let Some(statement) = root
+            .descendant_for_byte_range(mma.range.start, mma.range.end)
+            .and_then(block_statement)
+        else {
+            continue;
+        };
+        let call = &parsed.source[statement.byte_range()];
+        if mma.line != mma_line && !names(call, name) {
+            continue;
+        }
+        let Some(argument) = call_arguments(call)
+            .into_iter()
+            .flatten()
+            .map(str::trim)
+            .find(|a| names(a, name))
+        else {
+            continue;
+        };
+        let block = statement.parent().map_or(0, |b| b.id());
+        if !pure(argument) || blocks_done.contains(&block) {
+            continue;
+        }
+        blocks_done.push(block);
+        let k_tile = counters
+            .iter()
+            .find(|(range, _)| contains(range, &statement.byte_range()))
+            .map_or("-1".to_owned(), |(_, c)| c.clone());
+        let order = if k_tile == "-1" {
+            " (no K-tile counter here: records are numbered by call)"
+        } else {
+            ""
+        };
+        operands.push(Operand {
+            at: declaration_point(parsed, statement),
+            letter,
+            name: name.to_owned(),
+            read: argument.split_whitespace().collect::<Vec<_>>().join(" "),
+            k_tile,
+            form: Form::Cute(String::new()),
+            what: format!(
+                "operand {letter} `{argument}` as the MMA at line {} reads it{order}",
+                mma.line
+            ),
+            line: statement.start_position().row + 1,
+            text: mma.text.clone(),
+        });
+    }
+}
+
+/// `feeds operand A of the MMA at line 528: the member \`warp_frag_A_\`` →
+/// ('A', 528, "warp_frag_A_").
+fn parse_member_note(note: &str) -> Option<(char, usize, String)> {
+    let rest = note.strip_prefix("feeds operand ")?;
+    if !rest.contains(": the member `") {
+        return None;
+    }
+    let letter = rest.chars().next()?;
+    let line = rest
+        .split("at line ")
+        .nth(1)?
+        .split(|c: char| !c.is_ascii_digit())
+        .next()?
+        .parse()
+        .ok()?;
+    let name = note.split('`').nth(1)?.to_owned();
+    Some((letter, line, name))
 }
 
 /// `kwb::tensor_coords<…>(P)` sliced as the fragment is: `kwb::tensor_coords<…>((P)INDEX)`.

@@ -177,6 +177,21 @@ pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str, counters:
                         mma.line
                     ),
                 )
+            } else if let Some(coords) = cute_partition(parsed, function, declaration, name, letter, statement.start_byte()) {
+                // Each thread's partition of the shared tile (`tCsA =
+                // local_partition(sA, tC, threadIdx.x, …)`, `thr_mma.partition_A(sA)`):
+                // the values the thread's MMA reads, through the tensor, with their
+                // (row, k) coordinates where the partition shows them.
+                (
+                    Body::Text(format!(
+                        "kwb::probe({site}, kwb::Kind::{kind}, kwb_tag, {k_tile}, {TILE}, {name}{coords});"
+                    )),
+                    format!(
+                        "operand {letter}: `{name}`, each thread's partition of a shared tile, as the MMA at line {} reads it{}",
+                        mma.line,
+                        if coords.is_empty() { "" } else { " (with coordinates)" }
+                    ),
+                )
             } else {
                 let Some(stage) = last_assignment(parsed, function, name, statement.start_byte())
                     .and_then(|value| stage_of(parsed, value))
@@ -274,6 +289,29 @@ struct Planned {
 
 /// What a planned probe does: a body of its own ([`SITE`] where its site goes), or a
 /// stage tile's read, which two operands of one MMA share one call for.
+/// The trailing arguments of a probe of `name` read as a CuTe tensor (its coordinates,
+/// or none), when it is one: declared as a `Tensor`, or initialized by a partition
+/// `cute::coords` follows. `None` for a pointer or anything else.
+fn cute_partition(
+    parsed: &Parsed,
+    function: Node<'_>,
+    declaration: Option<Node<'_>>,
+    name: &str,
+    letter: char,
+    at: usize,
+) -> Option<String> {
+    if let Some(c) = cute::coords(parsed, function, name, at, letter) {
+        return Some(format!(", kwb::all_rows, kwb::Axis::M, {c}"));
+    }
+    let decl = declaration?;
+    let declaration = std::iter::successors(Some(decl), |n| n.parent())
+        .take(4)
+        .find(|n| n.kind() == "declaration")?;
+    let ty = declaration.child_by_field_name("type")?;
+    let ty = parsed.masked[ty.byte_range()].trim();
+    matches!(ty, "Tensor" | "cute::Tensor").then(String::new)
+}
+
 enum Body {
     Text(String),
     Stage(StageRead),
