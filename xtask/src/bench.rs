@@ -3,6 +3,8 @@
 //!
 //! 1. `kwb sites --json` over every CUTLASS header (target ≤ 3 s wall).
 //! 2. `kwb sites` against `nvcc -E` on one kernel translation unit (target ≥ 20×).
+//! 3. `kwb sites --json` over every `.cu`/`.cuh` of flashinfer-python (the corpus
+//!    `cargo xtask setup` installs; 3,279 files), skipped with a note without it.
 //!
 //! 3. With `--hook`: `kwb-nvcc` in front of nvcc on the cutlass3x_sm90 translation
 //!    unit, disabled (target ≤ 1.01×) and enabled (target ≤ 1.05×), against plain nvcc.
@@ -65,6 +67,29 @@ pub fn run(root: &Path, runs: usize) -> Result {
         "{TU}: kwb sites median {one:.3} s, nvcc -E median {nvcc:.3} s: {:.1}× (target ≥ 20×)",
         nvcc / one
     );
+
+    let env = kwb_toolchain::Env::from_process();
+    match kwb_toolchain::cache::corpus(&env) {
+        Some(corpus) => {
+            let mut files = Vec::new();
+            files_with(&corpus.flashinfer, &["cu", "cuh"], &mut files);
+            files.sort();
+            let bytes: u64 = files
+                .iter()
+                .filter_map(|f| std::fs::metadata(f).ok())
+                .map(|m| m.len())
+                .sum();
+            let mut sites_flashinfer = Command::new(&kwb);
+            sites_flashinfer.arg("sites").arg("--json").args(&files);
+            let flashinfer = median(&mut sites_flashinfer, runs)?;
+            println!(
+                "kwb sites --json over {} flashinfer-python files ({:.1} MB): median {flashinfer:.3} s",
+                files.len(),
+                bytes as f64 / 1e6
+            );
+        }
+        None => println!("flashinfer-python: not installed (`cargo xtask setup`); not measured"),
+    }
     Ok(())
 }
 

@@ -315,12 +315,18 @@ mod tests {
     #[test]
     fn a_local_partition_is_repeated_on_the_identity_tensor() {
         let d = decls(&[
-            ("gC", "local_tile(mC, cta_tiler, cta_coord, Step<_1,_1, X>{})"),
+            (
+                "gC",
+                "local_tile(mC, cta_tiler, cta_coord, Step<_1,_1, X>{})",
+            ),
             (
                 "tCsA",
                 "local_partition(sA, tC, threadIdx.x, Step<_1, X>{})",
             ),
-            ("tCgC", "local_partition(gC, tC, threadIdx.x, Step<_1,_1>{})"),
+            (
+                "tCgC",
+                "local_partition(gC, tC, threadIdx.x, Step<_1,_1>{})",
+            ),
             ("tCrC", "make_tensor_like(tCgC)"),
         ]);
         let c = partitioned(&d, "tCrC", 0).unwrap();

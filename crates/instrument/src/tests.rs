@@ -913,6 +913,9 @@ fn an_indexed_fragment_is_read_at_the_index_the_mma_passes() {
     );
     assert_eq!(element_read(call, "accum"), None);
     assert_eq!(element_read("mma(c, a[i++], b[0], c);", "a"), None);
-    assert_eq!(element_read("mma(c, a[i][j], b[0], c);", "a").as_deref(), Some("[i][j]"));
+    assert_eq!(
+        element_read("mma(c, a[i][j], b[0], c);", "a").as_deref(),
+        Some("[i][j]")
+    );
     assert_eq!(element_read("acc += a[i] * b[j];", "a"), None);
 }

@@ -126,6 +126,24 @@ fn collect<'t>(node: Node<'t>, parsed: &Parsed, out: &mut Vec<Decl<'t>>) {
         } else {
             (Some(declarator), None)
         };
+        // `auto [tiled_mma, tCrA, tCrB] = mma_inputs;`: each name bound, all of them
+        // initialized from the one value.
+        if let Some(binding) = target.filter(|t| t.kind() == "structured_binding_declarator") {
+            let mut names = binding.walk();
+            for name in binding
+                .named_children(&mut names)
+                .filter(|n| n.kind() == "identifier")
+            {
+                out.push(Decl {
+                    name: parsed.masked[name.byte_range()].to_owned(),
+                    node,
+                    value,
+                    shared,
+                    parameter,
+                });
+            }
+            continue;
+        }
         let Some(name) = target.and_then(declared_name) else {
             continue;
         };

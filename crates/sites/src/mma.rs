@@ -75,10 +75,15 @@ fn call_roles<'t>(
         .to_ascii_lowercase()
         .contains("mma");
     // Positional forms: gemm(mma, A, B, C), gemm(mma, D, A, B, C), warp_mma(D, A, B, C).
+    // With trailing arguments (`warp_mma(accum, a, b, accum, warp_tile_offset)`), the
+    // form holds where D and C name the same accumulator.
+    let same = |i: usize, j: usize| names[i].is_some() && text(names[i]) == text(names[j]);
     let positional: Option<(usize, usize, &[usize])> = match (first_is_mma, args.len()) {
         (true, 4) => Some((1, 2, &[3])),
         (true, 5) => Some((2, 3, &[1, 4])),
         (false, 4) => Some((1, 2, &[0, 3])),
+        (true, n) if n > 5 && same(1, 4) => Some((2, 3, &[1, 4])),
+        (false, n) if n > 4 && same(0, 3) => Some((1, 2, &[0, 3])),
         _ => None,
     };
     match positional {

@@ -738,9 +738,14 @@ fn operand_chain<'s, 't>(
                 "cast_expression" => (Link::View, value.child_by_field_name("value")?),
                 "binary_expression" => (Link::View, value.child_by_field_name("left")?),
                 "pointer_expression" => (Link::View, value.child_by_field_name("argument")?),
+                // `float a = a_float[k];`: a register copy of one element of a local
+                // array, itself an operand (not a parameter: a global pointer's
+                // element is a load, not a fragment).
+                "subscript_expression" => (Link::Made, value.child_by_field_name("argument")?),
                 _ => return None,
             };
-            let next = base_decl(from, decl);
+            let next = base_decl(from, decl)
+                .filter(|n| value.kind() != "subscript_expression" || !n.parameter);
             // A pointer view of a raw byte buffer is a tile of its own.
             if matches!(link, Link::View) && next.is_some_and(|n| is_byte_buffer(n, parsed)) {
                 return None;
@@ -832,9 +837,16 @@ fn operand_holder<'s, 't>(
             break;
         }
     }
+    // `auto [tiled_mma, tCrA, tCrB] = mma_inputs;`: unpacked from a parameter, whatever
+    // the values are (UMMA descriptors, fragments) the caller made them.
+    let unpacked_parameter = holder
+        .value
+        .filter(|v| v.kind() == "identifier")
+        .and_then(|v| scope.lookup(&parsed.masked[v.byte_range()], v.start_byte()))
+        .is_some_and(|d| d.parameter);
     let place = if holder.shared {
         "shared memory"
-    } else if holder.parameter {
+    } else if holder.parameter || unpacked_parameter {
         "a parameter"
     } else {
         "registers"

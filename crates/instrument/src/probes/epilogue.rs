@@ -123,7 +123,9 @@ pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str) {
             Store::Call { destination } => {
                 // A CuTe output partition: its coordinates from the partition itself.
                 let coords = enclosing_function(statement)
-                    .and_then(|f| cute::coords(parsed, f, &destination, statement.start_byte(), 'C'))
+                    .and_then(|f| {
+                        cute::coords(parsed, f, &destination, statement.start_byte(), 'C')
+                    })
                     .map_or(String::new(), |c| {
                         format!(", kwb::all_rows, kwb::Axis::M, {c}")
                     });

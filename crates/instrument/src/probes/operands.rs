@@ -253,7 +253,9 @@ fn in_function(
                 Form::Cute(
                     enclosing_function(statement)
                         .filter(|_| element.is_none())
-                        .and_then(|f| cute::coords(parsed, f, &name, statement.start_byte(), letter))
+                        .and_then(|f| {
+                            cute::coords(parsed, f, &name, statement.start_byte(), letter)
+                        })
                         .map(|c| match &cute_index {
                             Some(index) => sliced_coords(&c, index),
                             None => c,

@@ -177,7 +177,14 @@ pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str, counters:
                         mma.line
                     ),
                 )
-            } else if let Some(coords) = cute_partition(parsed, function, declaration, name, letter, statement.start_byte()) {
+            } else if let Some(coords) = cute_partition(
+                parsed,
+                function,
+                declaration,
+                name,
+                letter,
+                statement.start_byte(),
+            ) {
                 // Each thread's partition of the shared tile (`tCsA =
                 // local_partition(sA, tC, threadIdx.x, …)`, `thr_mma.partition_A(sA)`):
                 // the values the thread's MMA reads, through the tensor, with their
@@ -189,7 +196,11 @@ pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str, counters:
                     format!(
                         "operand {letter}: `{name}`, each thread's partition of a shared tile, as the MMA at line {} reads it{}",
                         mma.line,
-                        if coords.is_empty() { "" } else { " (with coordinates)" }
+                        if coords.is_empty() {
+                            ""
+                        } else {
+                            " (with coordinates)"
+                        }
                     ),
                 )
             } else {
