@@ -397,10 +397,7 @@ fn callee<'s>(source: &'s str, range: &std::ops::Range<usize>) -> Option<&'s str
     let text = source.get(range.clone())?;
     let head = text[..text.find('(')?].trim_end();
     let head = head.split('<').next().unwrap_or(head);
-    let name = head
-        .rsplit(|c: char| c == ':' || c == '.' || c == '>' || c == '-')
-        .next()?
-        .trim();
+    let name = head.rsplit([':', '.', '>', '-']).next()?.trim();
     (!name.is_empty() && name.chars().all(|c| c.is_alphanumeric() || c == '_')).then_some(name)
 }
 

@@ -288,6 +288,7 @@ pub fn build(parsed: &Parsed, user: &[Pattern]) -> KernelMap {
         }
         derived.push(sites);
     }
+    add_epilogue_lambda_calls(parsed, &index, &calls, &mut derived);
     // A k-block loop in a function that another function calls as an MMA step (or from
     // a K-tile loop) is that loop's body, not a mainloop of its own (CUTLASS 2.x
     // `mac_loop_iter`, a `mma_k_tile` helper).
@@ -903,12 +904,15 @@ fn epilogue_reads<'t>(
                     && s.note.as_deref() == Some(PLAIN_SHARED_STORE)
                     && mainloop::contains(statement, s.node))
             });
+            let overlaps = |s: &Found<'_>| {
+                mainloop::contains(statement, s.node) || mainloop::contains(s.node, statement)
+            };
             let excluded = parsed.masked[statement.byte_range()]
                 .trim_start()
                 .starts_with("warpgroup_")
-                || sites.iter().any(|s| {
-                    mainloop::contains(statement, s.node) || mainloop::contains(s.node, statement)
-                });
+                || sites
+                    .iter()
+                    .any(|s| s.kind != SiteKind::Epilogue && overlaps(s));
             if excluded {
                 continue;
             }
@@ -917,6 +921,11 @@ fn epilogue_reads<'t>(
                 if tainted.insert(written.clone()) {
                     derived.push((written, Some(origin.clone())));
                 }
+            }
+            // Already an epilogue site (an epilogue callback's call found by its
+            // name, `cst_callbacks.visit(…)`): what it writes is followed all the same.
+            if sites.iter().any(overlaps) {
+                continue;
             }
             // A view or a copy object made from the values (`retile_S(acc)`,
             // `make_fragment_like(acc)`, `make_tmem_copy(atom, tAcc)`) moves no value:
@@ -975,7 +984,13 @@ fn written_by(statement: Node<'_>, read: &str, scope: &Scope<'_>, parsed: &Parse
                         .is_none_or(|d| !is_const(d.node, parsed))
                 })
             {
-                out.push(text(base));
+                let name = text(base);
+                // Values stored through a view (`tRS_rD_frg(i) = …` with `tRS_rD_frg =
+                // recast<…>(tRS_rD)`) are in the viewed tensor too.
+                if let Some(viewed) = view_of(&name, base.start_byte(), scope, parsed) {
+                    out.push(viewed);
+                }
+                out.push(name);
             }
         }
         "call_expression" => {
@@ -1055,6 +1070,33 @@ fn slices(call: Node<'_>, parsed: &Parsed) -> bool {
     let mut cursor = arguments.walk();
     let mut args = arguments.named_children(&mut cursor);
     args.any(|n| &parsed.masked[n.byte_range()] == "_")
+}
+
+/// The tensor `name` (declared before `at`) is a view of — `recast<…>(X)`,
+/// `retile_S(X)`/`retile_D(X)`, `group_modes<…>(X)`, a slice `X(_, _, i)` — by name.
+fn view_of(name: &str, at: usize, scope: &Scope<'_>, parsed: &Parsed) -> Option<String> {
+    let value = crate::fma::strip(scope.lookup(name, at)?.value?);
+    if value.kind() != "call_expression" {
+        return None;
+    }
+    let function = value.child_by_field_name("function")?;
+    let callee = crate::names::callee_name(function, &parsed.masked);
+    let is_view = callee == "recast"
+        || callee.starts_with("retile")
+        || matches!(callee, "group_modes" | "coalesce" | "flatten")
+        || slices(value, parsed);
+    if !is_view {
+        return None;
+    }
+    let first = if slices(value, parsed) && function.kind() == "identifier" {
+        function
+    } else {
+        value.child_by_field_name("arguments")?.named_child(0)?
+    };
+    let is_local = |n: &str| scope.has(n);
+    let base = crate::names::base_identifier(first, &parsed.masked, &is_local)?;
+    let viewed = &parsed.masked[base.byte_range()];
+    (viewed != name && scope.has(viewed)).then(|| viewed.to_owned())
 }
 
 /// `SHAPE_N`, `kNumTokens`, `BLOCK_M`: a compile-time constant, never written.
@@ -1356,22 +1398,7 @@ fn add_lambda_calls<'t>(
     kind: SiteKind,
 ) {
     for (i, held) in index.held.iter().enumerate() {
-        let mut lambdas: Vec<(String, Node<'t>)> = Vec::new();
-        for &decl in &held.declarations {
-            let mut cursor = decl.walk();
-            for declarator in decl.children_by_field_name("declarator", &mut cursor) {
-                let (Some(name), Some(value)) = (
-                    declarator.child_by_field_name("declarator"),
-                    declarator.child_by_field_name("value"),
-                ) else {
-                    continue;
-                };
-                if value.kind() == "lambda_expression" && name.kind() == "identifier" {
-                    lambdas.push((parsed.masked[name.byte_range()].to_owned(), value));
-                }
-            }
-        }
-        for (name, lambda) in lambdas {
+        for (name, lambda) in lambdas_of(&held.declarations, parsed) {
             let inside: Vec<&Found<'t>> = found[i]
                 .iter()
                 .filter(|f| mainloop::contains(lambda, f.node))
@@ -1409,6 +1436,70 @@ fn add_lambda_calls<'t>(
                     confidence: Confidence::Medium,
                     note: Some(format!(
                         "calls the lambda `{name}` (line {line}), which {what}"
+                    )),
+                });
+            }
+        }
+    }
+}
+
+/// The lambdas a function declares by name (`auto tma_store_fn = [&](…) { … };`).
+fn lambdas_of<'t>(declarations: &[Node<'t>], parsed: &Parsed) -> Vec<(String, Node<'t>)> {
+    let mut lambdas = Vec::new();
+    for &decl in declarations {
+        let mut cursor = decl.walk();
+        for declarator in decl.children_by_field_name("declarator", &mut cursor) {
+            let (Some(name), Some(value)) = (
+                declarator.child_by_field_name("declarator"),
+                declarator.child_by_field_name("value"),
+            ) else {
+                continue;
+            };
+            if value.kind() == "lambda_expression" && name.kind() == "identifier" {
+                lambdas.push((parsed.masked[name.byte_range()].to_owned(), value));
+            }
+        }
+    }
+    lambdas
+}
+
+/// Adds calls of lambdas whose bodies store the epilogue's values (epilogue sites,
+/// with the waits and fences around them and nothing of another stage), as CUTLASS's
+/// `tma_store_fn(epi_m, epi_n)`, as epilogue sites: where the tile is written.
+fn add_epilogue_lambda_calls<'t>(
+    parsed: &Parsed,
+    index: &Index<'t>,
+    calls: &[Vec<(Node<'t>, String)>],
+    derived: &mut [Vec<Found<'t>>],
+) {
+    for (i, held) in index.held.iter().enumerate() {
+        for (name, lambda) in lambdas_of(&held.declarations, parsed) {
+            let inside: Vec<SiteKind> = derived[i]
+                .iter()
+                .filter(|f| mainloop::contains(lambda, f.node))
+                .map(|f| f.kind)
+                .collect();
+            let stores = inside.contains(&SiteKind::Epilogue)
+                && inside
+                    .iter()
+                    .all(|k| matches!(k, SiteKind::Epilogue | SiteKind::Sync));
+            if !stores {
+                continue;
+            }
+            let line = lambda.start_position().row + 1;
+            for (call, callee) in &calls[i] {
+                if *callee != name
+                    || mainloop::contains(lambda, *call)
+                    || derived[i].iter().any(|f| f.node.id() == call.id())
+                {
+                    continue;
+                }
+                derived[i].push(Found {
+                    kind: SiteKind::Epilogue,
+                    node: *call,
+                    confidence: Confidence::Medium,
+                    note: Some(format!(
+                        "calls the lambda `{name}` (line {line}), which stores the epilogue's values"
                     )),
                 });
             }

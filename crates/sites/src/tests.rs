@@ -427,3 +427,115 @@ CUresult make_map(CUtensorMap* map, void* ptr, EncodeFn encode_func) {
     assert!(got.contains(&(SiteKind::OperandLoad, 5)), "{got:?}");
     assert!(got.contains(&(SiteKind::TmaDescriptor, 10)), "{got:?}");
 }
+
+/// Shapes of real third-party code the map learnt from the labelled corpus: an
+/// operand unpacked from a parameter struct (`auto [mma, tCrA, tCrB] = inputs;`), a
+/// register copy of a converted array's element (`float a = a_float[k];`), a warp MMA
+/// with a trailing argument, and an epilogue that stores through a view and a lambda.
+#[test]
+fn bindings_element_copies_trailing_arguments_views_and_store_lambdas() {
+    let bound = check(
+        r#"
+template <class Params, class Acc>
+__device__ void mma(Params const& inputs, Acc& acc, int k_tiles) {
+  auto [tiled_mma, tCrA, tCrB] = inputs;
+  for (int k = 0; k < k_tiles; ++k) {
+    cute::gemm(tiled_mma, tCrA(_, _, k), tCrB(_, _, k), acc);
+  }
+}
+"#,
+    );
+    let operands: Vec<&str> = bound.kernels[0]
+        .sites
+        .iter()
+        .filter(|s| s.kind == SiteKind::Operand)
+        .map(|s| s.note.as_deref().unwrap_or(""))
+        .collect();
+    assert_eq!(operands.len(), 2, "{operands:?}");
+    assert!(
+        operands
+            .iter()
+            .all(|n| n.ends_with("values in a parameter")),
+        "{operands:?}"
+    );
+
+    let simt = check(
+        r#"
+__global__ void gemv(const uint4* a, const uint4* b, float* out, int K) {
+  float acc = 0.f;
+  for (int kb = 0; kb < K; kb += 8) {
+    float a_float[8];
+    to_float8(a[kb / 8], a_float);
+    float b_float[8];
+    to_float8(b[kb / 8], b_float);
+    for (int k = 0; k < 8; k++) {
+      float x = a_float[k];
+      float y = b_float[k];
+      acc += x * y;
+    }
+  }
+  out[threadIdx.x] = acc;
+}
+"#,
+    );
+    let operand_lines: Vec<usize> = simt.kernels[0]
+        .sites
+        .iter()
+        .filter(|s| s.kind == SiteKind::Operand)
+        .map(|s| s.line)
+        .collect();
+    for line in [5, 7, 10, 11] {
+        assert!(operand_lines.contains(&line), "{line}: {operand_lines:?}");
+    }
+    // A global pointer's element is a load, not a fragment.
+    assert!(!operand_lines.contains(&2), "{operand_lines:?}");
+
+    let trailing = check(
+        r#"
+template <class Mma>
+__device__ void iters(Mma& warp_mma, typename Mma::FragmentC& accum, int k_tiles) {
+  typename Mma::FragmentA warp_frag_A[2];
+  typename Mma::FragmentB converted_B;
+  for (int k = 0; k < k_tiles; ++k) {
+    warp_mma(accum, warp_frag_A[k % 2], converted_B, accum, k);
+  }
+}
+"#,
+    );
+    let roles: Vec<(SiteKind, usize)> = kinds(&trailing, 0)
+        .into_iter()
+        .filter(|(k, _)| matches!(k, SiteKind::Operand | SiteKind::Accumulator))
+        .collect();
+    assert!(roles.contains(&(SiteKind::Operand, 4)), "{roles:?}");
+    assert!(roles.contains(&(SiteKind::Operand, 5)), "{roles:?}");
+    assert!(roles.contains(&(SiteKind::Accumulator, 3)), "{roles:?}");
+
+    let epilogue = check(
+        r#"
+template <class Acc>
+__device__ void store(Acc const& accumulators, Params const& params) {
+  Tensor tRS_rAcc = thread_r2s.retile_S(accumulators);
+  Tensor tRS_rD = make_tensor<half_t>(layout);
+  Tensor tRS_rD_frg = recast<Array<half_t, 4>>(tRS_rD);
+  auto tma_store_fn = [&](int m, int n) {
+    cutlass::arch::fence_view_async_shared();
+    copy(params.tma_store_d, bSG_sD, bSG_gD(_, _, _, m, n));
+  };
+  for (int i = 0; i < size(tRS_rD_frg); ++i) {
+    tRS_rD_frg(i) = convert(tRS_rAcc(i));
+  }
+  copy(tiled_r2s, tRS_rD, tRS_sD);
+  tma_store_fn(0, 0);
+}
+"#,
+    );
+    let lines: Vec<usize> = epilogue.kernels[0]
+        .sites
+        .iter()
+        .filter(|s| s.kind == SiteKind::Epilogue)
+        .map(|s| s.line)
+        .collect();
+    for line in [12, 14, 15] {
+        assert!(lines.contains(&line), "{line}: {lines:?}");
+    }
+}
