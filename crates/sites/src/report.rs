@@ -32,6 +32,13 @@ pub fn build(parsed: &Parsed, user: &[Pattern]) -> KernelMap {
     let scopes: Vec<OnceCell<Scope<'_>>> = functions.iter().map(|_| OnceCell::new()).collect();
     let scope = |i: usize| scopes[i].get_or_init(|| Scope::of(&index.held[i].declarations, parsed));
     let mut found: Vec<Vec<Found<'_>>> = functions.iter().map(|_| Vec::new()).collect();
+    // The lambdas each function declares, likewise on first use (only functions that
+    // hold a site ask).
+    let lambda_cells: Vec<OnceCell<Lambdas<'_>>> =
+        functions.iter().map(|_| OnceCell::new()).collect();
+    let lambdas = |i: usize| -> &[(String, Node<'_>)] {
+        lambda_cells[i].get_or_init(|| lambdas_of(&index.held[i].declarations, parsed))
+    };
 
     let hits = patterns::run(parsed, user);
     // Names of descriptor types, with the line of their alias.
@@ -221,7 +228,7 @@ pub fn build(parsed: &Parsed, user: &[Pattern]) -> KernelMap {
     );
     add_wrapper_calls(parsed, &functions, &calls, &mut found, SiteKind::Sync);
     for kind in [SiteKind::Mma, SiteKind::Sync, SiteKind::OperandLoad] {
-        add_lambda_calls(parsed, &index, &calls, &mut found, kind);
+        add_lambda_calls(&lambdas, &calls, &mut found, kind);
     }
     // Scale factors and biases move through the same copies and TMA loads as the
     // operands (`tma_copy(&tensor_map_scales_a, …)`, `sh_bias[i] = bias[…]`), but
@@ -288,7 +295,7 @@ pub fn build(parsed: &Parsed, user: &[Pattern]) -> KernelMap {
         }
         derived.push(sites);
     }
-    add_epilogue_lambda_calls(parsed, &index, &calls, &mut derived);
+    add_epilogue_lambda_calls(&lambdas, &calls, &mut derived);
     // A k-block loop in a function that another function calls as an MMA step (or from
     // a K-tile loop) is that loop's body, not a mainloop of its own (CUTLASS 2.x
     // `mac_loop_iter`, a `mma_k_tile` helper).
@@ -1390,15 +1397,20 @@ fn add_wrapper_calls<'t>(
 /// { … arrive() … };`, `auto copy_ab_s2r = [&](auto k) { copy(…); };`, `auto
 /// gemm_kblock = [&](auto k) { cute::gemm(…); };`) whose bodies hold sites of `kind`
 /// and nothing else, as sites of `kind`.
-fn add_lambda_calls<'t>(
-    parsed: &Parsed,
-    index: &Index<'t>,
+fn add_lambda_calls<'t, 'l>(
+    lambdas: &dyn Fn(usize) -> &'l [(String, Node<'t>)],
     calls: &[Vec<(Node<'t>, String)>],
     found: &mut [Vec<Found<'t>>],
     kind: SiteKind,
-) {
-    for (i, held) in index.held.iter().enumerate() {
-        for (name, lambda) in lambdas_of(&held.declarations, parsed) {
+) where
+    't: 'l,
+{
+    for i in 0..found.len() {
+        if found[i].is_empty() {
+            continue;
+        }
+        for (name, lambda) in lambdas(i) {
+            let (name, lambda) = (name.as_str(), *lambda);
             let inside: Vec<&Found<'t>> = found[i]
                 .iter()
                 .filter(|f| mainloop::contains(lambda, f.node))
@@ -1443,10 +1455,17 @@ fn add_lambda_calls<'t>(
     }
 }
 
+/// A function's lambdas by name, in declaration order.
+type Lambdas<'t> = Vec<(String, Node<'t>)>;
+
 /// The lambdas a function declares by name (`auto tma_store_fn = [&](…) { … };`).
-fn lambdas_of<'t>(declarations: &[Node<'t>], parsed: &Parsed) -> Vec<(String, Node<'t>)> {
+fn lambdas_of<'t>(declarations: &[Node<'t>], parsed: &Parsed) -> Lambdas<'t> {
     let mut lambdas = Vec::new();
     for &decl in declarations {
+        // A lambda's introducer is a `[`: a declaration without one declares none.
+        if decl.kind() != "declaration" || !parsed.masked[decl.byte_range()].contains('[') {
+            continue;
+        }
         let mut cursor = decl.walk();
         for declarator in decl.children_by_field_name("declarator", &mut cursor) {
             let (Some(name), Some(value)) = (
@@ -1466,14 +1485,19 @@ fn lambdas_of<'t>(declarations: &[Node<'t>], parsed: &Parsed) -> Vec<(String, No
 /// Adds calls of lambdas whose bodies store the epilogue's values (epilogue sites,
 /// with the waits and fences around them and nothing of another stage), as CUTLASS's
 /// `tma_store_fn(epi_m, epi_n)`, as epilogue sites: where the tile is written.
-fn add_epilogue_lambda_calls<'t>(
-    parsed: &Parsed,
-    index: &Index<'t>,
+fn add_epilogue_lambda_calls<'t, 'l>(
+    lambdas: &dyn Fn(usize) -> &'l [(String, Node<'t>)],
     calls: &[Vec<(Node<'t>, String)>],
     derived: &mut [Vec<Found<'t>>],
-) {
-    for (i, held) in index.held.iter().enumerate() {
-        for (name, lambda) in lambdas_of(&held.declarations, parsed) {
+) where
+    't: 'l,
+{
+    for i in 0..derived.len() {
+        if !derived[i].iter().any(|f| f.kind == SiteKind::Epilogue) {
+            continue;
+        }
+        for (name, lambda) in lambdas(i) {
+            let (name, lambda) = (name.as_str(), *lambda);
             let inside: Vec<SiteKind> = derived[i]
                 .iter()
                 .filter(|f| mainloop::contains(lambda, f.node))
