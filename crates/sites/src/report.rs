@@ -17,6 +17,8 @@ use crate::mma;
 use crate::patterns::{self, Mark, Pattern};
 use crate::{Confidence, Kernel, KernelMap, Site, SiteKind};
 
+mod returned;
+
 /// A site before it becomes plain data.
 struct Found<'t> {
     kind: SiteKind,
@@ -296,6 +298,7 @@ pub fn build(parsed: &Parsed, user: &[Pattern]) -> KernelMap {
         derived.push(sites);
     }
     add_epilogue_lambda_calls(&lambdas, &calls, &mut derived);
+    returned::add_returned_operands(parsed, &functions, &scope, &mut derived);
     // A k-block loop in a function that another function calls as an MMA step (or from
     // a K-tile loop) is that loop's body, not a mainloop of its own (CUTLASS 2.x
     // `mac_loop_iter`, a `mma_k_tile` helper).

@@ -539,3 +539,71 @@ __device__ void store(Acc const& accumulators, Params const& params) {
         assert!(lines.contains(&line), "{line}: {lines:?}");
     }
 }
+
+/// sm100-style collectives make the UMMA fragments in one member (`mma_init`) and
+/// unpack them from a parameter in another (`mma`): the fragments, and the shared
+/// tiles they are made from, are operand sites where they are declared, whether the
+/// aggregate is a named struct, a named local, or a tuple whose names match.
+#[test]
+fn operands_returned_by_one_member_and_unpacked_by_another() {
+    let named = r#"
+struct Collective {
+  template <class Storage>
+  __device__ auto mma_init(Storage& shared_tensors) const {
+    Tensor sA = make_tensor(make_smem_ptr(shared_tensors.smem_A.begin()), SmemLayoutA{});
+    Tensor sB = make_tensor(make_smem_ptr(shared_tensors.smem_B.begin()), SmemLayoutB{});
+    Tensor tCrA = TiledMma::make_fragment_A(sA);
+    Tensor tCrB = TiledMma::make_fragment_B(sB);
+    TiledMma tiled_mma;
+    RETURN_INIT
+  }
+  template <class Acc>
+  __device__ void mma(Acc& accumulators, PARAM const& mma_inputs, int k_tiles) {
+    auto [tiled_mma, tCrA, tCrB] = mma_inputs;
+    for (int k = 0; k < k_tiles; ++k) {
+      cute::gemm(tiled_mma, tCrA(_, _, k), tCrB(_, _, k), accumulators);
+    }
+  }
+};
+"#;
+    let forms = [
+        ("MmaParams", "return MmaParams{tiled_mma, tCrA, tCrB};"),
+        (
+            "MmaParams",
+            "MmaParams<decltype(tCrA), decltype(tCrB)> p{tiled_mma, tCrA, tCrB}; return p;",
+        ),
+        (
+            "cute::tuple<TiledMma, FragA, FragB>",
+            "return cute::make_tuple(tiled_mma, tCrA, tCrB);",
+        ),
+    ];
+    for (param, ret) in forms {
+        let source = named.replace("PARAM", param).replace("RETURN_INIT", ret);
+        let map = check(&source);
+        let init = map
+            .kernels
+            .iter()
+            .find(|k| k.name.ends_with("mma_init"))
+            .unwrap_or_else(|| panic!("{ret}: mma_init has no site"));
+        let lines: Vec<usize> = init
+            .sites
+            .iter()
+            .filter(|s| s.kind == SiteKind::Operand)
+            .map(|s| s.line)
+            .collect();
+        // sA, sB (5, 6) and tCrA, tCrB (7, 8).
+        assert_eq!(lines, vec![5, 6, 7, 8], "{ret}");
+    }
+    // A tuple whose element at the binding's position has another name is not it.
+    let other = named
+        .replace("PARAM", "cute::tuple<TiledMma, FragA, FragB>")
+        .replace(
+            "RETURN_INIT",
+            "return cute::make_tuple(tiled_mma, tCrB, tCrA);",
+        );
+    let map = check(&other);
+    assert!(
+        map.kernels.iter().all(|k| !k.name.ends_with("mma_init")),
+        "swapped tuple names"
+    );
+}
