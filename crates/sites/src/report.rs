@@ -557,6 +557,7 @@ fn derive<'t>(
     }
     if let (Some(after), Some(body)) = (after, function.body) {
         epilogue_reads(body, after, &accumulator_names, scope, parsed, sites);
+        epilogue_side_inputs(after, scope, parsed, sites);
     } else if let Some(body) = function.body
         && mma_nodes.is_empty()
         && mma_callers.is_empty()
@@ -1223,6 +1224,111 @@ fn holds_values(decl: &Decl<'_>, parsed: &Parsed) -> bool {
     .iter()
     .any(|s| lower.contains(s));
     scalar || declared_as_values(decl, parsed)
+}
+
+/// The values the epilogue brings in beside the accumulator: a local declared after
+/// the mainloop (`float bias_lo = __bfloat162float(sh_bias[tm - mib]);`, `float scale =
+/// *scale_ptr;`) that an epilogue statement adds to, subtracts from, multiplies or
+/// divides with the accumulator's values. Its declaration is an epilogue site. Indices,
+/// counts, constants and objects that hold no values are not.
+fn epilogue_side_inputs<'t>(
+    after: usize,
+    scope: &Scope<'t>,
+    parsed: &Parsed,
+    sites: &mut Vec<Found<'t>>,
+) {
+    let readers: Vec<Node<'t>> = sites
+        .iter()
+        .filter(|f| {
+            f.kind == SiteKind::Epilogue
+                && f.note
+                    .as_deref()
+                    .is_some_and(|n| n.starts_with("reads the accumulator"))
+        })
+        .map(|f| f.node)
+        .collect();
+    let mut added: BTreeSet<usize> = sites
+        .iter()
+        .filter(|f| f.kind == SiteKind::Epilogue)
+        .map(|f| f.node.id())
+        .collect();
+    for reader in readers {
+        let line = reader.start_position().row + 1;
+        let mut stack = vec![reader];
+        while let Some(node) = stack.pop() {
+            for k in 0..node.named_child_count() {
+                if let Some(child) = node.named_child(k) {
+                    stack.push(child);
+                }
+            }
+            if node.kind() != "binary_expression"
+                || !matches!(
+                    node.child_by_field_name("operator").map(|o| o.kind()),
+                    Some("+" | "-" | "*" | "/")
+                )
+            {
+                continue;
+            }
+            for side in ["left", "right"] {
+                let Some(operand) = node.child_by_field_name(side).map(crate::fma::strip) else {
+                    continue;
+                };
+                if operand.kind() != "identifier" {
+                    continue;
+                }
+                let name = &parsed.masked[operand.byte_range()];
+                if is_constant_name(name)
+                    || names_an_index(name)
+                    || is_index(name, operand.start_byte(), scope, parsed)
+                {
+                    continue;
+                }
+                let Some(decl) = scope.lookup(name, operand.start_byte()) else {
+                    continue;
+                };
+                // A loop's own counter (`for (auto i = 0; …)`) is an index.
+                let counter = decl
+                    .node
+                    .parent()
+                    .is_some_and(|p| matches!(p.kind(), "for_statement" | "for_range_loop"))
+                    || decl.value.is_some_and(|v| v.kind() == "number_literal");
+                if decl.parameter
+                    || counter
+                    || decl.node.start_byte() < after
+                    || decl.value.is_none()
+                    || !declared_as_values(decl, parsed)
+                    || !is_floating(decl, parsed)
+                    || !added.insert(decl.node.id())
+                {
+                    continue;
+                }
+                sites.push(Found {
+                    kind: SiteKind::Epilogue,
+                    node: decl.node,
+                    confidence: Confidence::Medium,
+                    note: Some(format!(
+                        "reads `{name}`, which the epilogue combines with the accumulator's values at line {line}"
+                    )),
+                });
+            }
+        }
+    }
+}
+
+/// Whether a declaration's type is a floating-point scalar or vector (`float`,
+/// `__half2`, `bf16`, `double`), or `auto`.
+fn is_floating(decl: &Decl<'_>, parsed: &Parsed) -> bool {
+    let ty = decl
+        .node
+        .child_by_field_name("type")
+        .map_or("", |t| &parsed.masked[t.byte_range()])
+        .to_ascii_lowercase();
+    ty == "auto"
+        || [
+            "float", "half", "bf16", "bfloat", "double", "tfloat", "e4m3", "e5m2",
+        ]
+        .iter()
+        .any(|w| ty.contains(w))
 }
 
 /// Statements after `after` that mention one of `names`, each with the first name

@@ -607,3 +607,35 @@ struct Collective {
         "swapped tuple names"
     );
 }
+
+/// A value the epilogue brings in beside the accumulator (a bias, a scale read after
+/// the mainloop) is an epilogue site where it is read; a loop counter or an index
+/// used next to the accumulator is not.
+#[test]
+fn epilogue_side_inputs_are_epilogue() {
+    let map = check(
+        r#"
+__global__ void gemv(const float* a, const float* b, const float* bias, float* out, int K) {
+  float acc = 0.f;
+  for (int k = 0; k < K; ++k) {
+    acc += a[k] * b[k];
+  }
+  float bias_v = bias[threadIdx.x];
+  int row = threadIdx.x;
+  for (auto i = 0; i < 1; ++i) {
+    out[row + i] = acc + bias_v;
+  }
+}
+"#,
+    );
+    let epilogue: Vec<usize> = map.kernels[0]
+        .sites
+        .iter()
+        .filter(|s| s.kind == SiteKind::Epilogue)
+        .map(|s| s.line)
+        .collect();
+    assert!(epilogue.contains(&7), "bias read: {epilogue:?}");
+    assert!(epilogue.contains(&10), "store: {epilogue:?}");
+    assert!(!epilogue.contains(&8), "index: {epilogue:?}");
+    assert!(!epilogue.contains(&9), "loop counter: {epilogue:?}");
+}
