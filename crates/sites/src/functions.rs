@@ -80,7 +80,9 @@ fn describe<'t>(node: Node<'t>, parsed: &Parsed) -> Function<'t> {
     }
 }
 
-fn function_declarator(node: Node<'_>) -> Option<Node<'_>> {
+/// The `function_declarator` of a definition (through pointer, reference and
+/// attribute declarators; an ERROR node's own child).
+pub(crate) fn function_declarator(node: Node<'_>) -> Option<Node<'_>> {
     if node.is_error() {
         let mut cursor = node.walk();
         return node

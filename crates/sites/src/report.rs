@@ -17,6 +17,7 @@ use crate::mma;
 use crate::patterns::{self, Mark, Pattern};
 use crate::{Confidence, Kernel, KernelMap, Site, SiteKind};
 
+mod passed;
 mod returned;
 
 /// A site before it becomes plain data.
@@ -299,6 +300,7 @@ pub fn build(parsed: &Parsed, user: &[Pattern]) -> KernelMap {
     }
     add_epilogue_lambda_calls(&lambdas, &calls, &mut derived);
     returned::add_returned_operands(parsed, &functions, &scope, &mut derived);
+    passed::add_passed_accumulators(parsed, &functions, &calls, &scope, &mut derived);
     // A k-block loop in a function that another function calls as an MMA step (or from
     // a K-tile loop) is that loop's body, not a mainloop of its own (CUTLASS 2.x
     // `mac_loop_iter`, a `mma_k_tile` helper).

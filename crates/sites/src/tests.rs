@@ -639,3 +639,42 @@ __global__ void gemv(const float* a, const float* b, const float* bias, float* o
     assert!(!epilogue.contains(&8), "index: {epilogue:?}");
     assert!(!epilogue.contains(&9), "loop counter: {epilogue:?}");
 }
+
+/// A caller that hands its accumulator to a same-file function whose MMA accumulates
+/// into that parameter declares the accumulator too (CUTLASS 2.x `operator()` →
+/// `gemm_iters`; a kernel's `float acc[4]` passed to its mainloop), two levels up.
+#[test]
+fn accumulators_passed_down_are_the_callers_accumulators() {
+    let map = check(
+        r#"
+__device__ void step(float (&acc)[4], const float* a, const float* b, int k) {
+  for (int i = 0; i < 4; ++i) {
+    acc[i] = fmaf(a[k], b[k], acc[i]);
+  }
+}
+__device__ void mainloop(float (&acc)[4], const float* a, const float* b, int K) {
+  for (int k = 0; k < K; ++k) {
+    step(acc, a, b, k);
+  }
+}
+__global__ void kernel(const float* a, const float* b, float* out, int K) {
+  float acc[4] = {0.f, 0.f, 0.f, 0.f};
+  int unused = 0;
+  mainloop(acc, a, b, K);
+  out[threadIdx.x] = acc[0] + unused;
+}
+"#,
+    );
+    let kernel = map
+        .kernels
+        .iter()
+        .find(|k| k.name == "kernel")
+        .expect("the kernel has sites");
+    let accumulators: Vec<usize> = kernel
+        .sites
+        .iter()
+        .filter(|s| s.kind == SiteKind::Accumulator)
+        .map(|s| s.line)
+        .collect();
+    assert_eq!(accumulators, vec![13], "{:?}", kernel.sites);
+}
