@@ -463,19 +463,12 @@ fn derive<'t>(
             // stored: the fragment or descriptor it reads, the shared tile a view
             // partitions, the shared array under that tile. Views are followed, not
             // reported.
-            for link in operand_chain(scope, decl, parsed) {
-                if resolved.insert((link.node.id(), link.name.clone())) {
-                    sites.push(Found {
-                        kind: SiteKind::Operand,
-                        node: link.node,
-                        confidence: Confidence::Medium,
-                        note: Some(format!(
-                            "feeds operand {letter} of the MMA at line {mma_line}: `{}`",
-                            link.name
-                        )),
-                    });
-                }
-            }
+            push_chain(
+                &operand_chain(scope, decl, parsed),
+                (letter, mma_line),
+                &mut resolved,
+                sites,
+            );
         }
         for node in roles.accumulators {
             let name = parsed.masked[node.byte_range()].to_owned();
@@ -785,6 +778,29 @@ fn operand_chain<'s, 't>(
         }
     }
     out
+}
+
+/// Adds an operand's chain (`operand_chain`) as "feeds operand" sites, each
+/// declaration and name once (`seen`).
+fn push_chain<'t>(
+    chain: &[&Decl<'t>],
+    (letter, mma_line): (char, usize),
+    seen: &mut BTreeSet<(usize, String)>,
+    sites: &mut Vec<Found<'t>>,
+) {
+    for link in chain {
+        if seen.insert((link.node.id(), link.name.clone())) {
+            sites.push(Found {
+                kind: SiteKind::Operand,
+                node: link.node,
+                confidence: Confidence::Medium,
+                note: Some(format!(
+                    "feeds operand {letter} of the MMA at line {mma_line}: `{}`",
+                    link.name
+                )),
+            });
+        }
+    }
 }
 
 /// Whether a declaration is shared storage itself: a `__shared__` array, a tensor

@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 use kwb_syntax::Parsed;
 use tree_sitter::Node;
 
-use super::{Confidence, Found, Scope, SiteKind, operand_chain};
+use super::{Confidence, Found, Scope, SiteKind, operand_chain, push_chain};
 use crate::functions::Function;
 
 /// An operand the MMA reads out of a structured binding of a parameter.
@@ -80,19 +80,12 @@ pub(super) fn add_returned_operands<'t, 's>(
                 )),
             });
         }
-        for link in operand_chain(scope(j), decl, parsed) {
-            if seen.insert((link.node.id(), link.name.clone())) {
-                derived[j].push(Found {
-                    kind: SiteKind::Operand,
-                    node: link.node,
-                    confidence: Confidence::Medium,
-                    note: Some(format!(
-                        "feeds operand {letter} of the MMA at line {mma_line}: `{}`",
-                        link.name
-                    )),
-                });
-            }
-        }
+        push_chain(
+            &operand_chain(scope(j), decl, parsed),
+            (letter, mma_line),
+            &mut seen,
+            &mut derived[j],
+        );
     }
 }
 
