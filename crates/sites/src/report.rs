@@ -700,6 +700,18 @@ fn operand_chain<'s, 't>(
         let step = decl.value.and_then(|value| {
             let value = crate::fma::strip(value);
             let (link, from) = match value.kind() {
+                // `auto [tAgA, tAsA] = tma_partition(atom, …, group_modes<0, 3>(tCsA),
+                // group_modes<0, 3>(tCgA));`: a shared name bound from a partitioning
+                // call is a view of the call's shared argument.
+                "call_expression"
+                    if decl.shared && is_binding(value) && partitions(value, parsed) =>
+                {
+                    let arguments = value.child_by_field_name("arguments")?;
+                    let shared = (0..arguments.named_child_count())
+                        .filter_map(|k| arguments.named_child(k))
+                        .find(|a| base_decl(*a, decl).is_some_and(|d| d.shared))?;
+                    (Link::View, shared)
+                }
                 "call_expression" => {
                     let function = value.child_by_field_name("function")?;
                     let callee = crate::names::callee_name(function, &parsed.masked);
@@ -780,6 +792,22 @@ fn operand_chain<'s, 't>(
     out
 }
 
+/// Whether a call partitions tensors it is given (`tma_partition`, `partition_S`),
+/// as opposed to making them (`gmem_tensor_init(…, smem_base)`).
+fn partitions(call: Node<'_>, parsed: &Parsed) -> bool {
+    call.child_by_field_name("function")
+        .is_some_and(|f| crate::names::callee_name(f, &parsed.masked).contains("partition"))
+}
+
+/// Whether `value` initializes a structured binding (`auto [a, b] = value;`).
+fn is_binding(value: Node<'_>) -> bool {
+    value.parent().is_some_and(|p| {
+        p.kind() == "init_declarator"
+            && p.child_by_field_name("declarator")
+                .is_some_and(|d| d.kind() == "structured_binding_declarator")
+    })
+}
+
 /// Adds an operand's chain (`operand_chain`) as "feeds operand" sites, each
 /// declaration and name once (`seen`).
 fn push_chain<'t>(
@@ -819,6 +847,22 @@ fn is_storage(decl: &Decl<'_>, scope: &Scope<'_>, parsed: &Parsed) -> bool {
     let text = &parsed.masked[value.byte_range()];
     if text.starts_with("make_tensor") || text.starts_with("cute::make_tensor(") {
         return text.contains("make_smem_ptr");
+    }
+    // A tile the kernel's shared-storage object hands out (`shared_storage.tensor_sA()`,
+    // `storage.smem_A.data()`): an accessor of the shared allocation.
+    if value.kind() == "call_expression"
+        && value
+            .child_by_field_name("function")
+            .is_some_and(|f| f.kind() == "field_expression")
+    {
+        let object = text
+            .split(['.', '-'])
+            .next()
+            .unwrap_or("")
+            .to_ascii_lowercase();
+        if decl.shared && (object.contains("storage") || object.contains("smem")) {
+            return true;
+        }
     }
     let from = match value.kind() {
         "cast_expression" => value.child_by_field_name("value"),

@@ -678,3 +678,32 @@ __global__ void kernel(const float* a, const float* b, float* out, int K) {
         .collect();
     assert_eq!(accumulators, vec![13], "{:?}", kernel.sites);
 }
+
+/// A producer warp that binds its TMA destination from `tma_partition` of a tile the
+/// shared-storage object hands out: that tile is where the load puts the operand. A
+/// shared name bound from a call that makes tensors (not a partitioning) stays where
+/// it is bound.
+#[test]
+fn tma_partition_bindings_lead_to_the_shared_storage_tile() {
+    let map = check(
+        r#"
+template <class Storage, class Atom>
+__device__ void dma_a(Storage& shared_storage, Atom const* tma_atom_A, Tensor mA, int k_tiles) {
+  Tensor tCsA = shared_storage.tensor_sA();
+  Tensor gA = local_tile(mA, make_shape(Int<128>{}, Int<64>{}), make_coord(0, _));
+  auto [tAgA, tAsA] = tma_partition(*tma_atom_A, Int<0>{}, Layout<_1>{},
+                                    group_modes<0, 3>(tCsA), group_modes<0, 3>(gA));
+  for (int k = 0; k < k_tiles; ++k) {
+    copy(tma_atom_A->with(bar), tAgA(_, k), tAsA(_, k % 4));
+  }
+}
+"#,
+    );
+    let operands: Vec<usize> = map.kernels[0]
+        .sites
+        .iter()
+        .filter(|s| s.kind == SiteKind::Operand)
+        .map(|s| s.line)
+        .collect();
+    assert_eq!(operands, vec![4], "{:?}", map.kernels[0].sites);
+}
