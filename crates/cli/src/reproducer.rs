@@ -214,8 +214,22 @@ pub fn extract_to(target: &Target, output: &Path) -> Result<Extraction, i32> {
     let x = match kwb_extract::extract(&source, &request) {
         Ok(x) => x,
         Err(e) => {
+            // A kernel compiled in another translation unit: name the files beside
+            // this one that define it.
+            let e = match e {
+                ExtractError::DefinedElsewhere { name, line, .. } => {
+                    let definers = definers_beside(&target.file, &name);
+                    ExtractError::DefinedElsewhere {
+                        name,
+                        line,
+                        definers,
+                    }
+                }
+                e => e,
+            };
             let code = match e {
                 ExtractError::UnknownKernel { .. }
+                | ExtractError::DefinedElsewhere { .. }
                 | ExtractError::NoArguments { .. }
                 | ExtractError::LocalAdapter { .. }
                 | ExtractError::OwnBuffers { .. }
@@ -350,4 +364,61 @@ fn make_executable(path: &Path) -> std::io::Result<()> {
 #[cfg(not(unix))]
 fn make_executable(_: &Path) -> std::io::Result<()> {
     Ok(())
+}
+
+/// The files in `file`'s folder that define the `__global__` function `name` (a
+/// `name(` whose parameter list is followed by a body), as the sentence a refusal
+/// carries. Only the folder itself is read, sources of at most 8 MB.
+fn definers_beside(file: &Path, name: &str) -> String {
+    let short = name.rsplit("::").next().unwrap_or(name);
+    let folder = file
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let mut found: Vec<String> = std::fs::read_dir(folder)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|entry| entry.path())
+        .filter(|p| p != file)
+        .filter(|p| {
+            p.extension()
+                .and_then(|e| e.to_str())
+                .is_some_and(|e| matches!(e, "cu" | "cuh" | "h" | "hpp" | "cpp" | "cc"))
+        })
+        .filter(|p| std::fs::metadata(p).is_ok_and(|m| m.len() <= 8 << 20))
+        .filter(|p| std::fs::read_to_string(p).is_ok_and(|text| defines_kernel(&text, short)))
+        .filter_map(|p| p.file_name().and_then(|n| n.to_str()).map(str::to_owned))
+        .collect();
+    found.sort();
+    match found.as_slice() {
+        [] => "No file beside this one defines it; find the one that does. ".to_owned(),
+        [one] => format!("`{one}`, beside this file, defines it. "),
+        many => format!(
+            "Files beside this one that define it: {}. ",
+            many.iter()
+                .map(|f| format!("`{f}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
+/// Whether `text` defines the `__global__` function `name`: an occurrence of
+/// `name(` after which a `{` comes before any `;`.
+fn defines_kernel(text: &str, name: &str) -> bool {
+    if !text.contains("__global__") {
+        return false;
+    }
+    text.match_indices(name).any(|(at, _)| {
+        let before = text[..at].chars().next_back();
+        if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return false;
+        }
+        let rest = text[at + name.len()..].trim_start();
+        rest.starts_with('(')
+            && rest
+                .find(['{', ';'])
+                .is_some_and(|i| rest.as_bytes()[i] == b'{')
+    })
 }

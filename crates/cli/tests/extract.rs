@@ -348,3 +348,52 @@ fn the_production_flags_come_from_a_build_log() {
     );
     assert_eq!(run.code, 2, "{}", run.stderr);
 }
+
+/// A launcher that declares its kernel `extern` (the kernel compiled in a translation
+/// unit of its own, as JIT libraries generate them): the refusal says where it is
+/// declared and which file beside it defines it, and writes nothing; run on that file,
+/// the kernel is reproduced alone.
+#[test]
+fn a_kernel_defined_in_another_file_is_named_with_the_file_that_defines_it() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("gemm_binding.cu"),
+        r#"// launcher for kernel 'kernel_gemm'
+extern "C" __global__ void kernel_gemm(const float* A, const float* B, float* D, int M, int N, int K);
+void run(const float* A, const float* B, float* D, int M, int N, int K) {
+  kernel_gemm<<<dim3(N / 16, M / 16), 256>>>(A, B, D, M, N, K);
+}
+"#,
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("gemm_kernel.cu"),
+        r#"extern "C" __global__ void kernel_gemm(const float* A, const float* B, float* D, int M, int N, int K) {
+  int m = blockIdx.y * 16 + threadIdx.x / 16, n = blockIdx.x * 16 + threadIdx.x % 16;
+  float acc = 0.f;
+  for (int k = 0; k < K; ++k) acc += A[m * K + k] * B[n * K + k];
+  D[m * N + n] = acc;
+}
+"#,
+    )
+    .unwrap();
+    let run = extract(
+        dir.path(),
+        &["gemm_binding.cu", "--kernel", "kernel_gemm", "-o", "out"],
+    );
+    assert_eq!(run.code, 3, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("declared in this file (line 2)"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains("`gemm_kernel.cu`"), "{}", run.stderr);
+    assert!(!dir.path().join("out").exists());
+
+    let run = extract(
+        dir.path(),
+        &["gemm_kernel.cu", "--kernel", "kernel_gemm", "-o", "out"],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(dir.path().join("out/repro.cu").exists());
+}

@@ -16,6 +16,20 @@ pub enum ExtractError {
     #[error("no __global__ function `{name}` in this file")]
     #[diagnostic(help("kernels defined here: {available}"))]
     UnknownKernel { name: String, available: String },
+    /// The file declares the kernel (`extern "C" __global__ void K(…);`) and launches it;
+    /// its definition is compiled in another translation unit. `definers` names the
+    /// files beside it that define it, where the caller looked.
+    #[error(
+        "`{name}` is declared in this file (line {line}) and defined in another translation unit"
+    )]
+    #[diagnostic(help(
+        "kwb-extract reproduces a kernel from the file that defines it. {definers}Run it on that file: where it has no launch, the kernel's own parameters are bound (as --alone does)"
+    ))]
+    DefinedElsewhere {
+        name: String,
+        line: usize,
+        definers: String,
+    },
     #[error("`{alias}` is an adapter alias declared inside `{function}` (line {line})")]
     #[diagnostic(help(
         "kwb-extract reads adapter aliases at namespace scope, where the reproducer can copy them: move `using {alias} = {written};` and the aliases it uses out of `{function}` (to namespace scope, as the CUTLASS 3.x examples do), then run it again"

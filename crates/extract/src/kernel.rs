@@ -129,6 +129,41 @@ pub fn find(parsed: &Parsed, map: &KernelMap, name: &str) -> Vec<KernelDef> {
         .collect()
 }
 
+/// The line of a declaration without a body of the `__global__` function `name`
+/// (`extern "C" __global__ void K(…);`), where the file has one.
+pub fn declared(parsed: &Parsed, name: &str) -> Option<usize> {
+    let mut stack = vec![parsed.tree.root_node()];
+    while let Some(node) = stack.pop() {
+        match node.kind() {
+            // Bodies hold no kernel declarations worth the walk.
+            "function_definition" | "compound_statement" => continue,
+            "declaration" | "field_declaration" => {
+                let mut cursor = node.walk();
+                let names_it = node
+                    .children_by_field_name("declarator", &mut cursor)
+                    .filter(|d| d.kind() == "function_declarator")
+                    .filter_map(|d| d.child_by_field_name("declarator"))
+                    .any(|d| simple_name(&parsed.masked[d.byte_range()]) == name);
+                // `__global__` is blanked by the macro pre-pass; the source line holds it.
+                let line_start = parsed.source[..node.start_byte()]
+                    .rfind('\n')
+                    .map_or(0, |i| i + 1);
+                if names_it && parsed.source[line_start..node.end_byte()].contains("__global__") {
+                    return Some(node.start_position().row + 1);
+                }
+                continue;
+            }
+            _ => {}
+        }
+        for k in (0..node.named_child_count()).rev() {
+            if let Some(child) = node.named_child(k) {
+                stack.push(child);
+            }
+        }
+    }
+    None
+}
+
 /// Every `__global__` function's name, for a message.
 pub fn all(map: &KernelMap) -> Vec<String> {
     let mut out: Vec<String> = globals(map)

@@ -173,6 +173,28 @@ pub struct Extraction {
 /// kwb can build each of its arguments, else (or with `through`) through the
 /// launcher that reaches it.
 pub fn extract(source: &str, request: &Request) -> Result<Extraction, ExtractError> {
+    // `extern "C" __global__ void K(…);` and a launch: the kernel is compiled in another
+    // translation unit, which no reproducer of this file holds. Say so, rather than
+    // that the file has none or a reproducer that cannot link.
+    let named = match (&request.template, &request.kernel) {
+        (Some(spec), _) => scan::template_id(spec).map(|(n, _)| n),
+        (None, Some(k)) => Some(k.clone()),
+        (None, None) => None,
+    };
+    if let Some(name) = named {
+        let parsed = kwb_syntax::parse(source);
+        let short = name.rsplit("::").next().unwrap_or(&name).to_owned();
+        if let Some(line) = kernel::declared(&parsed, &short) {
+            let map = kwb_sites::kernel_map(&parsed, &[]);
+            if kernel::find(&parsed, &map, &name).is_empty() {
+                return Err(ExtractError::DefinedElsewhere {
+                    name,
+                    line,
+                    definers: String::new(),
+                });
+            }
+        }
+    }
     let mut x = route(source, request)?;
     // What the route read off the instantiation, else what the file's MMAs say.
     if x.accumulator.is_none() {

@@ -730,3 +730,24 @@ fn an_adapter_alias_inside_a_function_is_named_with_where_it_is() {
         Err(ExtractError::UnknownKernel { .. })
     ));
 }
+
+/// A kernel only declared here (`extern "C" __global__ …;`, compiled apart) is refused
+/// with the line of the declaration; a forward declaration before the definition is
+/// not that.
+#[test]
+fn a_kernel_declared_here_and_defined_elsewhere_is_named() {
+    let apart = r#"extern "C" __global__ void kern(float* C, int M);
+void run(float* C, int M) { kern<<<M / 128, 128>>>(C, M); }
+"#;
+    match extract(apart, &request("kern")) {
+        Err(ExtractError::DefinedElsewhere { name, line, .. }) => {
+            assert_eq!((name.as_str(), line), ("kern", 1));
+        }
+        other => panic!("{other:?}"),
+    }
+    let forward = format!(
+        "__global__ void kern(float* C, int M);\n{apart}__global__ void kern(float* C, int M) {{ C[threadIdx.x] = M; }}\n"
+    )
+    .replace("extern \"C\" __global__ void kern(float* C, int M);\n", "");
+    assert!(extract(&forward, &request("kern")).is_ok());
+}
