@@ -291,9 +291,14 @@ pub fn run(root: &Path, options: &Options) -> Result {
         std::fs::write(&path, body).map_err(|e| Failure(format!("{}: {e}", path.display())))?;
     }
     print!("{report}");
+    // Relative to the checkout where it lies there: the output is pasted into docs.
+    let misses_path = options.out.join("misses.md");
     println!(
         "(what was missed and what was wrong, per file: {})",
-        options.out.join("misses.md").display()
+        misses_path
+            .strip_prefix(root)
+            .unwrap_or(&misses_path)
+            .display()
     );
     if options.raise_floor {
         raise_floor(root, &scored)?;

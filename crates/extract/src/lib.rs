@@ -173,6 +173,7 @@ pub struct Extraction {
 /// kwb can build each of its arguments, else (or with `through`) through the
 /// launcher that reaches it.
 pub fn extract(source: &str, request: &Request) -> Result<Extraction, ExtractError> {
+    let parsed = kwb_syntax::parse(source);
     // `extern "C" __global__ void K(…);` and a launch: the kernel is compiled in another
     // translation unit, which no reproducer of this file holds. Say so, rather than
     // that the file has none or a reproducer that cannot link.
@@ -182,7 +183,6 @@ pub fn extract(source: &str, request: &Request) -> Result<Extraction, ExtractErr
         (None, None) => None,
     };
     if let Some(name) = named {
-        let parsed = kwb_syntax::parse(source);
         let short = name.rsplit("::").next().unwrap_or(&name).to_owned();
         if let Some(line) = kernel::declared(&parsed, &short) {
             let map = kwb_sites::kernel_map(&parsed, &[]);
@@ -195,7 +195,7 @@ pub fn extract(source: &str, request: &Request) -> Result<Extraction, ExtractErr
             }
         }
     }
-    let mut x = route(source, request)?;
+    let mut x = route(&parsed, request)?;
     // What the route read off the instantiation, else what the file's MMAs say.
     if x.accumulator.is_none() {
         x.accumulator = accumulator::of(source).map(str::to_owned);
@@ -204,17 +204,16 @@ pub fn extract(source: &str, request: &Request) -> Result<Extraction, ExtractErr
 }
 
 /// The extraction by the route the request and the kernel allow.
-fn route(source: &str, request: &Request) -> Result<Extraction, ExtractError> {
-    let parsed = kwb_syntax::parse(source);
+fn route(parsed: &Parsed, request: &Request) -> Result<Extraction, ExtractError> {
     let via = |why: &str| -> Option<Result<Extraction, ExtractError>> {
         if request.template.is_some() {
             return None;
         }
         let name = request.kernel.as_deref()?;
-        let map = kwb_sites::kernel_map(&parsed, &[]);
-        let (def, qualified) = match kernel::find(&parsed, &map, name).into_iter().next() {
+        let map = kwb_sites::kernel_map(parsed, &[]);
+        let (def, qualified) = match kernel::find(parsed, &map, name).into_iter().next() {
             Some(def) => {
-                let qualified = emit::qualified_name(&parsed, &def);
+                let qualified = emit::qualified_name(parsed, &def);
                 (def, qualified)
             }
             // A library kernel the file names by a type (CUTLASS 2.x's `using Gemm =
@@ -222,7 +221,7 @@ fn route(source: &str, request: &Request) -> Result<Extraction, ExtractError> {
             // names it runs it.
             None => (kernel::named_only(name), name.to_owned()),
         };
-        Some(through::extract(&parsed, def, qualified, request, why))
+        Some(through::extract(parsed, def, qualified, request, why))
     };
     if request.through || request.layout.is_some() {
         // A layout is the launcher's contract: it is honoured through the launcher.
@@ -238,10 +237,10 @@ fn route(source: &str, request: &Request) -> Result<Extraction, ExtractError> {
         if request.template.is_some() {
             return None;
         }
-        through::harness::extract(&parsed, name, request)
+        through::harness::extract(parsed, name, request)
     };
     if request.alone || request.instance.is_some() {
-        return match alone(&parsed, request) {
+        return match alone(parsed, request) {
             Err(e @ (ExtractError::UnknownKernel { .. } | ExtractError::LocalAdapter { .. }))
                 if !request.alone =>
             {
@@ -254,7 +253,7 @@ fn route(source: &str, request: &Request) -> Result<Extraction, ExtractError> {
             r => r,
         };
     }
-    match alone(&parsed, request) {
+    match alone(parsed, request) {
         Ok(x) => match gaps(&x) {
             gaps if gaps.is_empty() => Ok(x),
             gaps => {
@@ -313,7 +312,7 @@ fn route(source: &str, request: &Request) -> Result<Extraction, ExtractError> {
                     ) => match harness(name) {
                         Some(r) => r,
                         None if matches!(e, ExtractError::UnknownKernel { .. }) => {
-                            Err(adapter::own_buffers(&parsed, name).unwrap_or(e))
+                            Err(adapter::own_buffers(parsed, name).unwrap_or(e))
                         }
                         None => Err(e),
                     },

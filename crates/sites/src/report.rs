@@ -1280,13 +1280,17 @@ fn holds_values(decl: &Decl<'_>, parsed: &Parsed) -> bool {
         .child_by_field_name("type")
         .map_or("", |t| &parsed.masked[t.byte_range()]);
     let lower = ty.to_ascii_lowercase();
-    let scalar = [
-        "float", "half", "bf16", "bfloat", "double", "int", "uint", "tfloat",
-    ]
-    .iter()
-    .any(|s| lower.contains(s));
+    let scalar = FLOATING
+        .iter()
+        .chain(&["int", "uint"])
+        .any(|s| lower.contains(s));
     scalar || declared_as_values(decl, parsed)
 }
+
+/// Words in a declared type that make it a floating-point scalar or vector.
+const FLOATING: [&str; 8] = [
+    "float", "half", "bf16", "bfloat", "double", "tfloat", "e4m3", "e5m2",
+];
 
 /// The values the epilogue brings in beside the accumulator: a local declared after
 /// the mainloop (`float bias_lo = __bfloat162float(sh_bias[tm - mib]);`, `float scale =
@@ -1385,12 +1389,7 @@ fn is_floating(decl: &Decl<'_>, parsed: &Parsed) -> bool {
         .child_by_field_name("type")
         .map_or("", |t| &parsed.masked[t.byte_range()])
         .to_ascii_lowercase();
-    ty == "auto"
-        || [
-            "float", "half", "bf16", "bfloat", "double", "tfloat", "e4m3", "e5m2",
-        ]
-        .iter()
-        .any(|w| ty.contains(w))
+    ty == "auto" || FLOATING.iter().any(|w| ty.contains(w))
 }
 
 /// Statements after `after` that mention one of `names`, each with the first name
