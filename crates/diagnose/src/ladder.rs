@@ -31,8 +31,11 @@ pub enum RungState {
     Fail,
     /// The kernel did not finish within the timeout.
     Hang,
-    /// The launch failed (bad configuration, illegal address, ...).
+    /// The launch was refused (bad configuration, resources, a missing symbol).
     Error,
+    /// The kernel ran and faulted (an illegal or misaligned address, an illegal
+    /// instruction): there is no output to compare.
+    Fault,
 }
 
 impl RungOutcome {
@@ -76,6 +79,17 @@ pub fn judge_ladder(rungs: &[RungOutcome]) -> Finding {
         return Finding {
             summary: format!(
                 "the kernel {what} on {}: not a wrong-numbers stage (see the rung's report)",
+                r.rung
+            ),
+            ..base
+        };
+    }
+    // A fault leaves no output: the rungs that computed say nothing about the ones
+    // that did not, and the stage is the faulting access's (judge_fault).
+    if let Some(r) = rungs.iter().find(|r| r.state == RungState::Fault) {
+        return Finding {
+            summary: format!(
+                "the kernel faulted on {}: no output to compare; the faulting access names the stage",
                 r.rung
             ),
             ..base
@@ -227,6 +241,7 @@ fn describe(r: &RungOutcome) -> String {
         RungState::Fail => "fail",
         RungState::Hang => "HANG",
         RungState::Error => "error",
+        RungState::Fault => "FAULT (no output)",
     };
     let mut line = format!("{}: {state}", r.rung);
     if r.failed() {

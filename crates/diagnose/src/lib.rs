@@ -29,6 +29,7 @@
 //! is unit-tested next to the confound that must turn it into a draft.
 
 mod descriptor;
+mod fault;
 mod heat;
 mod ladder;
 mod mma_swizzle;
@@ -43,6 +44,9 @@ mod trace_structured;
 mod verdict;
 
 pub use crate::descriptor::{DescriptorIssue, EncodedMap, check_descriptors};
+pub use crate::fault::{
+    Direction, FaultAccess, FaultEvidence, Problem, Space, judge_fault, parse_memcheck,
+};
 pub use crate::heat::{Heat, MAX_CELLS};
 pub use crate::ladder::{RungOutcome, RungState, judge_ladder};
 pub use crate::mma_swizzle::{MmaSwizzle, mma_swizzle};
@@ -58,7 +62,7 @@ pub use crate::tensormap::{
 pub use crate::trace_ones::{OnesRun, judge_ones};
 pub use crate::trace_structured::{StructuredRun, judge_structured};
 pub use crate::verdict::{
-    NanOrigin, Verdict, combine_traces, nan_origin, reconcile, with_descriptors,
+    NanOrigin, Verdict, combine_traces, nan_origin, reconcile, with_descriptors, with_fault,
 };
 
 #[cfg(test)]

@@ -123,6 +123,7 @@ fn state_word(state: RungState) -> &'static str {
         RungState::Fail => "FAIL",
         RungState::Hang => "HANG",
         RungState::Error => "ERROR",
+        RungState::Fault => "FAULT",
     }
 }
 

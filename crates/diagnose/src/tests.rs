@@ -2051,3 +2051,168 @@ mod two_traces {
         assert_eq!(combine_traces(None, None), None);
     }
 }
+
+mod faults {
+    use crate::{
+        Direction, FaultEvidence, Problem, RungOutcome, RungState, Space, Stage, Status,
+        judge_fault, judge_ladder, parse_memcheck, reconcile, with_fault,
+    };
+
+    /// memcheck's report as compute-sanitizer 2025.3 writes it on an H200 (a
+    /// reproducer's misaligned cp.async source; paths shortened).
+    const MISALIGNED: &str = "========= COMPUTE-SANITIZER
+========= Invalid __global__ read of size 16 bytes
+=========     at <unnamed>::cp_async_16(void *, const void *, bool)+0x14c0 in repro.cu:79
+=========     by thread (64,0,0) in block (2,0,0)
+=========     Access to 0x48ea008082 is misaligned
+=========     and is inside the nearest allocation at 0x48ea000000 of size 524,288 bytes
+=========         Device Frame: void <unnamed>::load_tile_async<(int)128, (int)32>(__nv_bfloat16 *, const __nv_bfloat16 *, int, int, int, int, int)+0x1100 in repro.cu:128
+=========         Device Frame: void gemm_mma_sync<(int)128, (int)128, (int)32, (int)3>(int, int, int, float, const __nv_bfloat16 *, const __nv_bfloat16 *, float, const __nv_bfloat16 *, __nv_bfloat16 *)+0xf00 in repro.cu:221
+========= 
+========= Invalid __global__ read of size 16 bytes
+=========     at <unnamed>::cp_async_16(void *, const void *, bool)+0x14c0 in repro.cu:79
+=========     by thread (65,0,0) in block (2,0,0)
+=========     Access to 0x48ea008092 is misaligned
+========= ERROR SUMMARY: 129 errors
+";
+
+    /// The older form: `at 0xOFFSET in FILE:LINE:FUNCTION`.
+    const SHARED_OLD: &str = "========= Invalid __shared__ write of size 16 bytes
+=========     at 0x000004c0 in /work/k.cu:95:gemm(const float *, float *)
+=========     by thread (127,0,0) in block (3,0,0)
+=========     Address 0x00012000 is out of bounds
+";
+
+    #[test]
+    fn memcheck_reports_are_read_in_both_forms() {
+        let a = parse_memcheck(MISALIGNED).expect("an access");
+        assert_eq!(a.direction, Direction::Read);
+        assert_eq!(a.space, Space::Global);
+        assert_eq!(a.size, Some(16));
+        assert_eq!(a.problem, Problem::Misaligned);
+        assert_eq!(a.file.as_deref(), Some("repro.cu"));
+        assert_eq!(a.line, Some(79));
+        assert_eq!(
+            a.function.as_deref(),
+            Some("<unnamed>::cp_async_16(void *, const void *, bool)")
+        );
+        assert_eq!(
+            a.frames,
+            vec![("repro.cu".to_owned(), 128), ("repro.cu".to_owned(), 221)]
+        );
+        assert_eq!(a.address, Some(0x48_ea00_8082));
+        assert_eq!(a.nearest, Some((0x48_ea00_0000, 524_288)));
+        assert_eq!(a.thread, Some([64, 0, 0]));
+        assert_eq!(a.block, Some([2, 0, 0]));
+
+        let b = parse_memcheck(SHARED_OLD).expect("an access");
+        assert_eq!((b.direction, b.space), (Direction::Write, Space::Shared));
+        assert_eq!(b.problem, Problem::OutOfBounds);
+        assert_eq!((b.file.as_deref(), b.line), (Some("/work/k.cu"), Some(95)));
+        assert_eq!(b.function.as_deref(), Some("gemm(const float *, float *)"));
+
+        assert_eq!(parse_memcheck("========= ERROR SUMMARY: 0 errors\n"), None);
+    }
+
+    fn evidence(log: &str, buffer: Option<&str>, site: Option<Stage>) -> FaultEvidence {
+        FaultEvidence {
+            rung: "zeros".to_owned(),
+            error: "kernel: misaligned address".to_owned(),
+            access: parse_memcheck(log),
+            buffer: buffer.map(str::to_owned),
+            site: site.map(|s| (s, "k.cu:185 `load_tile_async(...)`".to_owned())),
+            place: None,
+            unlocated: None,
+        }
+    }
+
+    #[test]
+    fn a_fault_is_the_stage_of_its_access() {
+        // A misaligned read of A at a load site: the load's own addressing.
+        let f = judge_fault(&evidence(MISALIGNED, Some("A"), Some(Stage::OperandLoad)));
+        assert_eq!(
+            (f.stage, f.status),
+            (Some(Stage::OperandLoad), Status::Verdict),
+            "{}",
+            f.summary
+        );
+        // A shared-memory write out of bounds at a load site.
+        let f = judge_fault(&evidence(SHARED_OLD, None, Some(Stage::OperandLoad)));
+        assert_eq!(
+            (f.stage, f.status),
+            (Some(Stage::OperandLoad), Status::Verdict)
+        );
+        // No site holds the line: the buffer's stage, a draft.
+        let f = judge_fault(&evidence(MISALIGNED, Some("A"), None));
+        assert_eq!(
+            (f.stage, f.status),
+            (Some(Stage::OperandLoad), Status::Draft)
+        );
+        // The site and the buffer disagree: a draft naming both.
+        let f = judge_fault(&evidence(MISALIGNED, Some("C"), Some(Stage::OperandLoad)));
+        assert_eq!(f.status, Status::Draft);
+        assert_eq!(f.stage, Some(Stage::OperandLoad));
+        assert_eq!(f.alternatives, vec![Stage::Epilogue]);
+        // Neither: no stage.
+        let f = judge_fault(&evidence(SHARED_OLD, None, None));
+        assert_eq!(f.stage, None);
+        // Memcheck named nothing: no stage, and why.
+        let f = judge_fault(&FaultEvidence {
+            unlocated: Some("compute-sanitizer was not found".to_owned()),
+            ..evidence("", None, None)
+        });
+        assert_eq!(f.stage, None);
+        assert!(f.summary.contains("not found"), "{}", f.summary);
+    }
+
+    #[test]
+    fn a_global_read_past_an_operands_end_could_be_the_k_loop() {
+        let past = MISALIGNED
+            .replace("is misaligned", "is out of bounds")
+            .replace("0x48ea008082", "0x48ea080010")
+            .replace(
+                "and is inside the nearest",
+                "and is 16 bytes after the nearest",
+            );
+        let f = judge_fault(&evidence(&past, Some("A"), Some(Stage::OperandLoad)));
+        assert_eq!(f.status, Status::Draft, "{}", f.summary);
+        assert_eq!(f.stage, Some(Stage::OperandLoad));
+        assert_eq!(f.alternatives, vec![Stage::Mma]);
+        // A store past D's end is the epilogue's own.
+        let store = past.replace("__global__ read", "__global__ write");
+        let f = judge_fault(&evidence(&store, Some("D"), Some(Stage::Epilogue)));
+        assert_eq!(
+            (f.stage, f.status),
+            (Some(Stage::Epilogue), Status::Verdict)
+        );
+    }
+
+    #[test]
+    fn a_faulting_rung_is_no_wrong_numbers_and_the_fault_decides() {
+        let rung = |name: &str, state: RungState| RungOutcome {
+            rung: name.to_owned(),
+            state,
+            ratio: f64::NAN,
+            mismatches: 0,
+            non_finite: 0,
+            pattern: None,
+        };
+        // Zeros faulted (no output): the ladder names no stage (it used to read a
+        // failed zeros rung as the epilogue's).
+        let ladder = judge_ladder(&[rung("zeros", RungState::Fault)]);
+        assert_eq!(ladder.stage, None, "{}", ladder.summary);
+        assert!(ladder.summary.contains("faulted"));
+        let fault = judge_fault(&evidence(MISALIGNED, Some("A"), Some(Stage::OperandLoad)));
+        let v = with_fault(reconcile(None, Some(&ladder)), Some(&fault));
+        assert_eq!(
+            (v.stage, v.status),
+            (Some(Stage::OperandLoad), Status::Verdict)
+        );
+        // A verdict the other evidence isolated stands.
+        let mut isolated = reconcile(None, Some(&ladder));
+        isolated.status = Status::Verdict;
+        isolated.stage = Some(Stage::Mma);
+        let v = with_fault(isolated, Some(&fault));
+        assert_eq!(v.stage, Some(Stage::Mma));
+    }
+}

@@ -402,6 +402,37 @@ pub fn with_descriptors(mut v: Verdict, issues: &[DescriptorIssue]) -> Verdict {
     v
 }
 
+/// `v` with the finding of a rung whose kernel faulted ([`crate::judge_fault`]): a
+/// kernel that faults computed nothing the ladder could compare, so the faulting
+/// access is the evidence. It takes the verdict's place unless the other evidence
+/// already isolates a stage (a VERDICT naming one), and keeps its own status.
+pub fn with_fault(mut v: Verdict, fault: Option<&Finding>) -> Verdict {
+    let Some(f) = fault else {
+        return v;
+    };
+    if v.status == Status::Verdict && v.stage.is_some() {
+        return v;
+    }
+    v.status = f.status;
+    v.stage = f.stage;
+    v.alternatives = f.alternatives.clone();
+    v.summary = f.summary.clone();
+    v.confound = None;
+    v.factor = None;
+    v.k_tile = None;
+    v.missing.clear();
+    if f.stage.is_none() {
+        v.missing.push(
+            "the faulting access: compute-sanitizer (memcheck) on the rung that faults, the reproducer built with -lineinfo".to_owned(),
+        );
+    } else if f.status == Status::Draft {
+        v.missing.push(
+            "the bounds the faulting address was computed from (a K loop's count or the load's own index)".to_owned(),
+        );
+    }
+    v
+}
+
 /// The one trace finding to reconcile from a trace on all-ones and a full trace on
 /// integer inputs: the one that isolates a stage (a VERDICT), else the one that
 /// points at a stage, unless that is a ones draft only for its CTA's place and the full

@@ -43,6 +43,10 @@ pub fn flags(manifest: &Manifest, dir: &Path, env: &Env) -> CompileFlags {
     if !extra.iter().any(|f| f.starts_with("-O")) {
         extra.push("-O3".to_owned());
     }
+    // Line numbers for a sanitizer's report of a fault; the code is the same.
+    if !extra.iter().any(|f| f == "-lineinfo" || f == "-G") {
+        extra.push("-lineinfo".to_owned());
+    }
     CompileFlags {
         arch: manifest.build.arch.clone(),
         std: manifest.build.std.clone(),

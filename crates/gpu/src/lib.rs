@@ -15,6 +15,7 @@
 pub mod abi;
 pub mod compile;
 mod error;
+pub mod fault;
 pub mod job;
 pub mod maps;
 pub mod plan;
@@ -214,6 +215,10 @@ pub struct Report {
     /// map of the buffer it covers.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub maps: Vec<MapReading>,
+    /// The operand buffers as the worker allocated them: (role name, device address,
+    /// bytes); a fault's address is read against them.
+    #[serde(skip)]
+    pub buffers: Vec<(String, u64, u64)>,
     pub timing: Timing,
 }
 
@@ -524,6 +529,7 @@ pub fn run(dir: &Path, options: &RunOptions) -> Result<Report, GpuError> {
         flags: built.flags,
         device: supervised.device,
         maps: maps::readings(&plan, &supervised.buffers, &supervised.maps),
+        buffers: supervised.buffers.clone(),
         plan,
         rungs: reports,
         failed: supervised.failed.map(|(stage, message)| {

@@ -16,6 +16,8 @@ pub fn outcomes(report: &Report) -> Vec<RungOutcome> {
             rung: r.rung.clone(),
             state: match r.status {
                 "pass" => RungState::Pass,
+                // A kernel that ran and faulted has no comparison.
+                "fail" if r.comparison.is_none() => RungState::Fault,
                 "fail" => RungState::Fail,
                 "hang" => RungState::Hang,
                 _ => RungState::Error,

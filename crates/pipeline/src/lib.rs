@@ -14,13 +14,14 @@
 
 pub mod checks;
 pub mod evidence;
+pub mod fault;
 pub mod record;
 
 use std::path::Path;
 
 use kwb_diagnose::{
-    Diagnosis, Evidence, Finding, StructuredRun, judge_ladder, judge_ones, judge_structured,
-    nan_origin, reconcile, sites_of, with_descriptors,
+    Diagnosis, Evidence, Finding, RungState, StructuredRun, judge_fault, judge_ladder, judge_ones,
+    judge_structured, nan_origin, reconcile, sites_of, with_descriptors, with_fault,
 };
 use kwb_extract::Extraction;
 use kwb_gpu::{GpuError, Report, RunOptions};
@@ -101,6 +102,18 @@ pub fn diagnose(mut job: Job<'_>) -> Result<Outcome, GpuError> {
     let gpu = report.is_some();
     let rungs = report.as_ref().map(evidence::outcomes).unwrap_or_default();
     let ladder = (!rungs.is_empty()).then(|| judge_ladder(&rungs));
+    // A rung that faulted computed nothing: the faulting access, located by memcheck,
+    // is its evidence.
+    let fault = match (&report, rungs.iter().find(|r| r.state == RungState::Fault)) {
+        (Some(r), Some(faulted)) => Some(judge_fault(&fault::locate(
+            job.repro,
+            job.options,
+            r,
+            faulted,
+            &job.work.join("memcheck"),
+        ))),
+        _ => None,
+    };
 
     let Given {
         ones: given_ones,
@@ -214,7 +227,10 @@ pub fn diagnose(mut job: Job<'_>) -> Result<Outcome, GpuError> {
         ));
     }
     let combined = kwb_diagnose::combine_traces(traced.clone(), full_finding.clone());
-    let verdict = with_descriptors(reconcile(combined.as_ref(), ladder.as_ref()), &descriptors);
+    let verdict = with_fault(
+        with_descriptors(reconcile(combined.as_ref(), ladder.as_ref()), &descriptors),
+        fault.as_ref(),
+    );
     let full_trace = full.as_ref().map(|(f, _)| &f.trace);
     // The stage's probe sites in either trace, once each.
     let mut sites = Vec::new();
@@ -231,6 +247,7 @@ pub fn diagnose(mut job: Job<'_>) -> Result<Outcome, GpuError> {
         ("trace", traced),
         ("full trace", full_finding),
         ("ladder", ladder),
+        ("fault", fault),
     ]
     .into_iter()
     .filter_map(|(track, f): (&'static str, Option<Finding>)| {

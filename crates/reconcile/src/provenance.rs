@@ -231,16 +231,26 @@ impl OperandReport {
     }
 
     /// The K loop consumed a wrong number of K slices, and nothing else is out of
-    /// place: every consumed run is the right row's, and a slice is either met too
-    /// often or never, not both — each MMA got the operands of its own step, there are
-    /// just too many or too few steps (the accumulate stage's loop count).
+    /// place: every consumed run is the right row's, and either a slice is met too
+    /// often or never, not both, or there were more steps than slices and every slice
+    /// was met at least once (most twice, the rest once: an MMA issued twice on the
+    /// operands of its own step) — each MMA got the operands of its own step, there
+    /// are just too many or too few steps (the accumulate stage's loop count). A load
+    /// that feeds a wrong tile changes which slices are met, never how many steps.
     pub fn loop_count_only(&self) -> bool {
-        !self.steps_off.is_empty()
-            && self.unmatched == 0
-            && self.unmatched_zero == 0
-            && self.stray_rows.is_empty()
-            && self.k_short.is_empty()
-            && (self.k_extra.is_empty() != self.k_never.is_empty())
+        if self.steps_off.is_empty()
+            || self.unmatched != 0
+            || self.unmatched_zero != 0
+            || !self.stray_rows.is_empty()
+        {
+            return false;
+        }
+        let more_steps = self
+            .steps_off
+            .iter()
+            .all(|(_, consumed, slices)| consumed > slices);
+        (more_steps && self.k_never.is_empty())
+            || (self.k_short.is_empty() && (self.k_extra.is_empty() != self.k_never.is_empty()))
     }
 
     /// One line: what is wrong, in k (not slices) and rows.

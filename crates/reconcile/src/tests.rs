@@ -336,6 +336,22 @@ fn a_k_loop_one_tile_too_long_or_short_is_a_loop_count_not_a_load() {
     // The right number of steps with a wrong tile in one: a load, not the loop.
     let wrong = operand(&fragments(&a, 0..16, 32, &[0, 1, 0, 3]), &a);
     assert!(wrong.steps_off.is_empty() && !wrong.loop_count_only());
+    // Every mainloop tile issued twice, the tail once: most slices twice, the last
+    // tile's once (too rarely against the mode), none never: still the loop count.
+    let doubled = operand(&fragments(&a, 0..16, 32, &[0, 0, 1, 1, 2, 2, 3]), &a);
+    assert_eq!(
+        doubled.k_short.scaled(UNIT as i64),
+        "96..128",
+        "{doubled:?}"
+    );
+    assert!(doubled.loop_count_only(), "{doubled:?}");
+    // More steps, and a tile never met while another is met too often: a wrong
+    // tile was fed, not only too many.
+    let stale = operand(&fragments(&a, 0..16, 32, &[0, 0, 1, 1, 1, 3]), &a);
+    assert!(
+        !stale.k_never.is_empty() && !stale.loop_count_only(),
+        "{stale:?}"
+    );
 }
 
 #[test]

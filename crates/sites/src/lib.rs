@@ -14,6 +14,7 @@ mod error;
 mod fma;
 mod functions;
 mod index;
+mod line_site;
 mod mainloop;
 mod mma;
 mod model;
@@ -23,6 +24,7 @@ mod report;
 
 pub use error::SitesError;
 pub use functions::template_parameters;
+pub use line_site::{LineSite, sites_of_line};
 pub use model::{Confidence, Kernel, KernelMap, Site, SiteKind, TemplateParam};
 pub use patterns::{BUILTIN as BUILTIN_QUERIES, Pattern, builtin as builtin_pattern};
 

@@ -707,3 +707,60 @@ __device__ void dma_a(Storage& shared_storage, Atom const* tma_atom_A, Tensor mA
         .collect();
     assert_eq!(operands, vec![4], "{:?}", map.kernels[0].sites);
 }
+
+#[test]
+fn a_line_is_read_as_the_site_that_holds_it_or_calls_it() {
+    let source = r#"
+__device__ __forceinline__ void cp16(void* dst, const void* src) {
+  unsigned a = smem_u32(dst);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" :: "r"(a), "l"(src));
+}
+__device__ void load_tile(bf16* dst, const bf16* src, int k0) {
+  const int c = threadIdx.x * 8;
+  cp16(dst + c, src + k0 + c);
+}
+__global__ void k(const bf16* A, float* C, int K) {
+  extern __shared__ bf16 sA[];
+  unsigned a[4], b[2];
+  float acc[4] = {0.f, 0.f, 0.f, 0.f};
+  for (int kt = 0; kt < K / 32; ++kt) {
+    load_tile(sA, A, kt * 32);
+    __syncthreads();
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};\n"
+      : "=f"(acc[0]), "=f"(acc[1]), "=f"(acc[2]), "=f"(acc[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]),
+        "f"(acc[0]), "f"(acc[1]), "f"(acc[2]), "f"(acc[3]));
+  }
+  C[threadIdx.x] = alpha * acc[0];
+}
+"#;
+    let parsed = kwb_syntax::parse(source);
+    let map = kernel_map(&parsed, &[]);
+    let kinds_at = |line: usize| -> Vec<SiteKind> {
+        sites_of_line(&parsed, &map, line)
+            .iter()
+            .map(|s| s.kind)
+            .collect()
+    };
+    // The cp.async inside the helper: an operand load, wherever the map files it.
+    let at_copy = sites_of_line(&parsed, &map, 4);
+    assert_eq!(
+        at_copy.first().map(|s| s.kind),
+        Some(SiteKind::OperandLoad),
+        "{at_copy:?}"
+    );
+    // A line of the load helper with no site of its own: followed to its call.
+    let at_index = sites_of_line(&parsed, &map, 7);
+    assert_eq!(
+        at_index.first().map(|s| s.kind),
+        Some(SiteKind::OperandLoad),
+        "{at_index:?}"
+    );
+    assert_eq!(at_index[0].line, 15, "{at_index:?}");
+    assert_eq!(at_index[0].via, vec![("load_tile".to_owned(), 15)]);
+    assert_eq!(kinds_at(17).first(), Some(&SiteKind::Mma));
+    assert_eq!(kinds_at(22), vec![SiteKind::Epilogue]);
+    // The loop header and the barrier belong to no one stage.
+    assert!(kinds_at(14).is_empty(), "{:?}", kinds_at(14));
+    assert!(kinds_at(16).is_empty(), "{:?}", kinds_at(16));
+}
