@@ -21,6 +21,9 @@ pub struct RungOutcome {
     pub non_finite: usize,
     /// The shape of the error, where the outputs were compared.
     pub pattern: Option<Classified>,
+    /// What went wrong where the kernel produced no output (`step: message`, the
+    /// step being the runner's: `launch`, `encode`, `tasks`, `kernel`, ...).
+    pub error: Option<String>,
 }
 
 /// How a rung ended.
@@ -64,6 +67,21 @@ pub fn judge_ladder(rungs: &[RungOutcome]) -> Finding {
     if rungs.is_empty() {
         return Finding {
             summary: "no rung ran".to_owned(),
+            ..base
+        };
+    }
+    // A TMA map the kernel's own code encodes, refused by the driver: the map's
+    // parameters (box, swizzle, dims, strides) are ones no TMA unit accepts.
+    if let Some((r, why)) = rungs.iter().find_map(|r| {
+        let why = r.error.as_deref()?;
+        (r.state == RungState::Error && refused_encoding(why)).then_some((r, why))
+    }) {
+        return Finding {
+            stage: Some(Stage::Descriptor),
+            summary: format!(
+                "descriptor: the kernel's TMA map could not be encoded on {} ({why}): the driver refuses its parameters (box, swizzle, dimensions or strides)",
+                r.rung
+            ),
             ..base
         };
     }
@@ -215,6 +233,13 @@ pub fn judge_ladder(rungs: &[RungOutcome]) -> Finding {
         ),
         None,
     )
+}
+
+/// Whether a runner's error is a TMA map encoding the driver refused (the
+/// launcher's own encoder, or a task list's descriptors).
+fn refused_encoding(error: &str) -> bool {
+    let step = error.split(':').next().unwrap_or("").trim();
+    matches!(step, "encode" | "tasks") && error.contains("refused")
 }
 
 /// The CTA tiles wrong on any failing rung of exact values (zeros, ones, integers:

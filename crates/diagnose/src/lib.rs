@@ -63,6 +63,7 @@ pub use crate::trace_ones::{OnesRun, judge_ones};
 pub use crate::trace_structured::{StructuredRun, judge_structured};
 pub use crate::verdict::{
     NanOrigin, Verdict, combine_traces, nan_origin, reconcile, with_descriptors, with_fault,
+    with_unchecked_maps,
 };
 
 #[cfg(test)]

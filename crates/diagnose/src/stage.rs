@@ -93,6 +93,10 @@ pub enum Confound {
     /// somewhere, but not (or not known to be) in the traced CTA's tile: another
     /// tile's operands or accumulation could be what is wrong.
     ElsewhereThanTraced,
+    /// The traced accumulator holds exactly 1/`slices` of K, as a split-K partial
+    /// does, and the output is not what that accumulator alone would make: the
+    /// partials are summed after it (a reduction, the epilogue).
+    SplitKPartial { slices: u32 },
 }
 
 impl Confound {
@@ -118,6 +122,9 @@ impl Confound {
             Confound::ElsewhereThanTraced => {
                 "the traced CTA is right up to the accumulator, but the wrong outputs may lie in tiles it did not compute".to_owned()
             }
+            Confound::SplitKPartial { slices } => format!(
+                "the traced accumulator holds exactly 1/{slices} of K, as a split-K partial does, and the output is not that accumulator's: the step that sums the partials (a reduction, the epilogue) makes the output"
+            ),
             Confound::AccumulatorNotRecorded => {
                 "the trace holds no accumulator record, so a wrong accumulation and a wrong epilogue read the same".to_owned()
             }
@@ -228,6 +235,29 @@ impl Finding {
                     ..Finding::open(Vec::new())
                 }
             }
+            Some(o) if self.stage == Some(Stage::Mma) && self.confound.is_none() && o.wrong() => {
+                match self.factor.and_then(|f| split_k_slices(f, o.ratio)) {
+                    Some(slices) => {
+                        let confound = Confound::SplitKPartial { slices };
+                        let mut evidence = self.evidence;
+                        evidence.push(format!("read as a split-K partial: {}", self.summary));
+                        Finding {
+                            stage: Some(Stage::Epilogue),
+                            alternatives: vec![Stage::Mma],
+                            status: Status::Draft,
+                            summary: format!(
+                                "epilogue or mma: the output on {input} reads {:.4}x, but {}",
+                                o.ratio,
+                                confound.describe()
+                            ),
+                            confound: Some(confound),
+                            evidence,
+                            ..Finding::open(Vec::new())
+                        }
+                    }
+                    None => self,
+                }
+            }
             _ => self,
         }
     }
@@ -259,4 +289,18 @@ impl Finding {
             _ => false,
         }
     }
+}
+
+/// The number of K slices `s` (at least 2) when an accumulator read `factor` times its
+/// whole-K value is exactly 1/s of it while the output reads `output` times its answer,
+/// which is not what that accumulator alone would give: a split-K partial whose sum
+/// is made after it. A K loop that drops tiles reads the same factor in the output.
+fn split_k_slices(factor: f64, output: f64) -> Option<u32> {
+    if !(factor.is_finite() && output.is_finite()) || factor <= 0.0 || factor > 0.5 {
+        return None;
+    }
+    let slices = (1.0 / factor).round();
+    let exact = (factor * slices - 1.0).abs() < 1e-6;
+    let explained = (output - factor).abs() <= 0.02 * factor.max(output.abs());
+    (exact && !explained && slices <= 64.0).then_some(slices as u32)
 }

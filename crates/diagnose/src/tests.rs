@@ -731,6 +731,7 @@ mod ladder_and_verdict {
                 non_finite: 0,
                 tiles: super::every_tile(256, 256),
             }),
+            error: None,
         }
     }
 
@@ -1443,6 +1444,7 @@ mod renderings {
                 mismatches: 0,
                 non_finite: 0,
                 pattern: None,
+                error: None,
             },
             RungOutcome {
                 rung: "ones".to_owned(),
@@ -1459,6 +1461,7 @@ mod renderings {
                     non_finite: 0,
                     tiles: crate::WrongTiles::of(256, 256, (128, 128), &[true; 65536]),
                 }),
+                error: None,
             },
         ];
         let l = judge_ladder(&rungs);
@@ -2196,6 +2199,7 @@ mod faults {
             mismatches: 0,
             non_finite: 0,
             pattern: None,
+            error: None,
         };
         // Zeros faulted (no output): the ladder names no stage (it used to read a
         // failed zeros rung as the epilogue's).
@@ -2214,5 +2218,109 @@ mod faults {
         isolated.stage = Some(Stage::Mma);
         let v = with_fault(isolated, Some(&fault));
         assert_eq!(v.stage, Some(Stage::Mma));
+    }
+
+    #[test]
+    fn a_tma_map_the_driver_will_not_encode_is_the_descriptor() {
+        let refused = |error: &str| RungOutcome {
+            rung: "zeros".to_owned(),
+            state: RungState::Error,
+            ratio: f64::NAN,
+            mismatches: 0,
+            non_finite: 0,
+            pattern: None,
+            error: Some(error.to_owned()),
+        };
+        for error in [
+            "encode: kwb_encode_tmap_a (for `tmap_a`) returned 1: the launcher's own encoder refused these parameters",
+            "tasks: kwb_tasks returned 1: the file's own descriptor encoding refused these parameters",
+        ] {
+            let f = judge_ladder(&[refused(error)]);
+            assert_eq!(f.stage, Some(Stage::Descriptor), "{}", f.summary);
+            assert_eq!(f.status, Status::Draft);
+        }
+        // A launch the runtime refused for another reason names no stage.
+        let f = judge_ladder(&[refused(
+            "launch: kwb_launch returned 9 (cudaErrorInvalidConfiguration)",
+        )]);
+        assert_eq!(f.stage, None);
+    }
+}
+
+mod split_k {
+    use crate::{Confound, Finding, OutputCheck, Stage, Status};
+
+    fn mma(factor: f64) -> Finding {
+        Finding {
+            stage: Some(Stage::Mma),
+            status: Status::Verdict,
+            factor: Some(factor),
+            summary: "mma (accumulator after the mainloop: 1024 (expected 4096))".to_owned(),
+            ..Finding::open(Vec::new())
+        }
+    }
+
+    fn output(ratio: f64) -> OutputCheck {
+        OutputCheck {
+            mismatches: 100,
+            nan: 0,
+            inf: 0,
+            ratio,
+            wrong_tiles: None,
+        }
+    }
+
+    #[test]
+    fn an_accumulator_of_one_k_split_under_an_output_it_does_not_make_is_a_partial() {
+        // A quarter of K in the accumulator, the output doubled: the partials are
+        // summed after it, and the sum is what is wrong.
+        let f = mma(0.25).against_output(Some(&output(2.0)), "ones");
+        assert_eq!(
+            (f.stage, f.status),
+            (Some(Stage::Epilogue), Status::Draft),
+            "{}",
+            f.summary
+        );
+        assert_eq!(f.alternatives, vec![Stage::Mma]);
+        assert_eq!(f.confound, Some(Confound::SplitKPartial { slices: 4 }));
+        // The output as short as the accumulator: the K loop itself lost the tiles.
+        let f = mma(0.25).against_output(Some(&output(0.25)), "ones");
+        assert_eq!((f.stage, f.status), (Some(Stage::Mma), Status::Verdict));
+        // No whole fraction of K (a tile dropped of 32): the MMA reading stands.
+        let f = mma(31.0 / 32.0).against_output(Some(&output(2.0)), "ones");
+        assert_eq!((f.stage, f.status), (Some(Stage::Mma), Status::Verdict));
+    }
+}
+
+mod unchecked_maps {
+    use crate::{Finding, Stage, Status, reconcile, with_unchecked_maps};
+
+    #[test]
+    fn an_operand_verdict_through_maps_kwb_could_not_read_is_a_draft() {
+        let trace = Finding {
+            stage: Some(Stage::OperandLoad),
+            alternatives: vec![Stage::Descriptor],
+            status: Status::Verdict,
+            summary: "operand-load/descriptor (operand A: k 16..6144 never consumed)".to_owned(),
+            ..Finding::open(Vec::new())
+        };
+        let v = reconcile(Some(&trace), None);
+        assert_eq!(v.status, Status::Verdict);
+        let drafted = with_unchecked_maps(v.clone(), true);
+        assert_eq!(
+            (drafted.stage, drafted.status),
+            (Some(Stage::OperandLoad), Status::Draft)
+        );
+        assert!(drafted.alternatives.contains(&Stage::Descriptor));
+        // Checked maps (or none at all) leave it.
+        assert_eq!(with_unchecked_maps(v.clone(), false), v);
+        // An MMA verdict is no operand reading: left.
+        let mma = Finding {
+            stage: Some(Stage::Mma),
+            alternatives: Vec::new(),
+            ..trace
+        };
+        let v = reconcile(Some(&mma), None);
+        assert_eq!(with_unchecked_maps(v.clone(), true), v);
     }
 }

@@ -211,6 +211,12 @@ pub fn judge_structured(trace: &Trace, a: &Matrix, b: &Matrix, run: &StructuredR
         if r.loop_count_only() {
             f.stage = Some(Stage::Mma);
             f.status = Status::Verdict;
+            // K consumed over K: the accumulator's share of its whole-K value.
+            f.factor = r
+                .steps_off
+                .first()
+                .filter(|(_, _, slices)| *slices > 0)
+                .map(|(_, consumed, slices)| *consumed as f64 / *slices as f64);
             f.summary = format!(
                 "mma (operand {letter}: {}; every run consumed is the right row's, so each MMA step got its own operands and the K loop ran a wrong number of steps: the accumulate stage)",
                 r.describe()

@@ -345,6 +345,9 @@ fn unconfounded(t: &Finding) -> String {
         Some(Confound::ElsewhereThanTraced) => {
             "a trace of a CTA whose output is wrong (kwb-instrument --cta X,Y,Z), with the output check's wrong tiles".to_owned()
         }
+        Some(Confound::SplitKPartial { .. }) => {
+            "a trace of the step that sums the split-K partials (its output stores), or of a launch with one K split".to_owned()
+        }
         Some(Confound::ProbeCoordinates) => {
             "a full trace of the shared tile the operand is loaded into (its raw order needs no coordinates)".to_owned()
         }
@@ -399,6 +402,30 @@ pub fn with_descriptors(mut v: Verdict, issues: &[DescriptorIssue]) -> Verdict {
         "{reading}; the map differs from the canonical one: {}",
         named.join("; ")
     );
+    v
+}
+
+/// `v` for a kernel that loads its operands through TMA maps kwb could not read as
+/// the kernel received them (`unchecked`): an operand read wrong is then as much the
+/// map's doing (a box, dims or strides that fetch other rows or zeros) as the load
+/// code's, so a VERDICT that names operand-load with the descriptor beside it is a
+/// DRAFT until the maps are checked. Maps that were checked and differ already made
+/// the descriptor the stage ([`with_descriptors`]).
+pub fn with_unchecked_maps(mut v: Verdict, unchecked: bool) -> Verdict {
+    if unchecked
+        && v.status == Status::Verdict
+        && v.stage == Some(Stage::OperandLoad)
+        && v.alternatives.contains(&Stage::Descriptor)
+    {
+        v.status = Status::Draft;
+        v.summary = format!(
+            "{}; the kernel loads through TMA maps kwb could not read as the kernel received them, so a wrong map reads the same",
+            v.summary
+        );
+        v.missing.push(
+            "the TMA maps of A and B as the kernel received them (kwb reads maps passed as kernel parameters), held to their canonical maps".to_owned(),
+        );
+    }
     v
 }
 

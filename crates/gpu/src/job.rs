@@ -135,16 +135,46 @@ pub fn runtime_error_name(code: i32) -> &'static str {
         701 => "cudaErrorLaunchOutOfResources",
         702 => "cudaErrorLaunchTimeout",
         715 => "cudaErrorIllegalInstruction",
+        714 => "cudaErrorHardwareStackError",
         716 => "cudaErrorMisalignedAddress",
+        717 => "cudaErrorInvalidAddressSpace",
+        718 => "cudaErrorInvalidPc",
         719 => "cudaErrorLaunchFailure",
         720 => "cudaErrorCooperativeLaunchTooLarge",
         _ => "a CUDA runtime error",
     }
 }
 
+/// Whether a CUDA runtime error is the kernel's own fault on the device (a sticky
+/// error: an illegal or misaligned address, an illegal instruction, a hardware
+/// exception), as opposed to a launch the runtime refused. A launcher that waits for
+/// its kernel returns these from its launch call.
+pub fn is_device_fault(code: i32) -> bool {
+    matches!(code, 700 | 714..=719)
+}
+
+/// The step a launch call's error belongs to: the kernel's, when the kernel ran and
+/// faulted, else the launch's.
+pub fn launch_stage(code: i32) -> &'static str {
+    if is_device_fault(code) {
+        "kernel"
+    } else {
+        "launch"
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_device_fault_is_the_kernels_and_a_refusal_the_launchs() {
+        assert_eq!(launch_stage(716), "kernel");
+        assert_eq!(launch_stage(700), "kernel");
+        assert_eq!(launch_stage(719), "kernel");
+        assert_eq!(launch_stage(9), "launch");
+        assert_eq!(launch_stage(701), "launch");
+    }
 
     #[test]
     fn events_are_one_line_each_and_read_back() {

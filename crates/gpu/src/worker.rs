@@ -388,7 +388,7 @@ fn run(ctx: &Arc<CudaContext>, library: &libloading::Library, job: &Job) -> Resu
         if rc != 0 {
             return Err(fail(
                 at,
-                "launch",
+                crate::job::launch_stage(rc),
                 format!("kwb_launch returned {rc} ({})", runtime_error_name(rc)),
             ));
         }
@@ -444,7 +444,7 @@ fn run_through(
         if rc != 0 {
             return Err(fail(
                 at,
-                "launch",
+                crate::job::launch_stage(rc),
                 format!(
                     "{} returned {rc} ({}): the launcher's own launch failed",
                     job.entry,

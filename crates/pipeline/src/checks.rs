@@ -129,6 +129,32 @@ pub fn pinned(trace: &kwb_runtime::Trace, gate: &str) -> Result<(), String> {
     ))
 }
 
+/// Whether the kernel loads through TMA maps (the file encodes one, the run received
+/// one, or the reproducer's kernel map finds a descriptor site) and the maps of A and
+/// B were not both read as the kernel received them.
+pub fn maps_unchecked(
+    x: &kwb_extract::Extraction,
+    repro: &std::path::Path,
+    report: Option<&kwb_gpu::Report>,
+) -> bool {
+    let maps = report.map_or(&[][..], |r| r.maps.as_slice());
+    let received = |role: &str| maps.iter().any(|m| m.covers.as_deref() == Some(role));
+    if received("A") && received("B") {
+        return false;
+    }
+    if !x.descriptors.is_empty() || !maps.is_empty() {
+        return true;
+    }
+    std::fs::read_to_string(repro.join("repro.cu")).is_ok_and(|text| {
+        let parsed = kwb_syntax::parse(&text);
+        kwb_sites::kernel_map(&parsed, &[])
+            .kernels
+            .iter()
+            .flat_map(|k| &k.sites)
+            .any(|s| s.kind == kwb_sites::SiteKind::TmaDescriptor)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use kwb_diagnose::MapDiff;

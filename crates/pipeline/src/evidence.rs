@@ -26,6 +26,7 @@ pub fn outcomes(report: &Report) -> Vec<RungOutcome> {
             mismatches: r.comparison.as_ref().map_or(0, |c| c.mismatches),
             non_finite: r.comparison.as_ref().map_or(0, |c| c.nan + c.inf),
             pattern: r.pattern.clone(),
+            error: r.error.clone(),
         })
         .collect()
 }

@@ -22,6 +22,7 @@ use std::path::Path;
 use kwb_diagnose::{
     Diagnosis, Evidence, Finding, RungState, StructuredRun, judge_fault, judge_ladder, judge_ones,
     judge_structured, nan_origin, reconcile, sites_of, with_descriptors, with_fault,
+    with_unchecked_maps,
 };
 use kwb_extract::Extraction;
 use kwb_gpu::{GpuError, Report, RunOptions};
@@ -228,7 +229,10 @@ pub fn diagnose(mut job: Job<'_>) -> Result<Outcome, GpuError> {
     }
     let combined = kwb_diagnose::combine_traces(traced.clone(), full_finding.clone());
     let verdict = with_fault(
-        with_descriptors(reconcile(combined.as_ref(), ladder.as_ref()), &descriptors),
+        with_unchecked_maps(
+            with_descriptors(reconcile(combined.as_ref(), ladder.as_ref()), &descriptors),
+            checks::maps_unchecked(job.extraction, job.repro, report.as_ref()),
+        ),
         fault.as_ref(),
     );
     let full_trace = full.as_ref().map(|(f, _)| &f.trace);
