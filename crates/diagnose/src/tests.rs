@@ -83,6 +83,7 @@ fn run(m: u64, n: u64, mismatches: u64, ratio: f64) -> OnesRun {
             ratio,
             wrong_tiles: (mismatches > 0).then(|| every_tile(m as usize, n as usize)),
         }),
+        one_launch: false,
     }
 }
 

@@ -31,6 +31,9 @@ pub struct OnesRun {
     /// The output against the closed form; `None` when nothing checked it (then an
     /// exact trace cannot clear the epilogue).
     pub output: Option<OutputCheck>,
+    /// The trace holds one launch of one instantiation (kwb recorded it of the
+    /// reproducer): invocations cannot mix in it, whatever its gate.
+    pub one_launch: bool,
 }
 
 /// The tile edge below which a problem leaves padding rows: every MMA tile of the
@@ -147,7 +150,7 @@ fn reading(trace: &Trace, run: &OnesRun) -> Finding {
                 scale = None;
                 if operand_bad.is_none() {
                     let zeros_only = s.nan == 0 && s.inf == 0 && s.min == Some(0.0);
-                    let mixed = mixed_invocations(of_kind(kind).filter(|r| r.count > 0));
+                    let mixed = mixed_invocations(of_kind(kind).filter(|r| r.count > 0)).filter(|_| !run.one_launch);
                     operand_bad = Some((letter, zeros_only, mixed));
                 }
             }

@@ -56,11 +56,12 @@ pub fn traced_output(rung: &RungReport) -> Option<OutputCheck> {
 
 /// The all-ones traced run at `shape`, its output checked by the ladder's ones rung
 /// (the same instantiation on the same inputs at the same shape) when there is one.
-pub fn ones_run(shape: Shape, ones: Option<&RungOutcome>) -> OnesRun {
+pub fn ones_run(shape: Shape, ones: Option<&RungOutcome>, one_launch: bool) -> OnesRun {
     OnesRun {
         m: shape.0 as u64,
         n: shape.1 as u64,
         k: shape.2 as u64,
         output: ones.map(output_check),
+        one_launch,
     }
 }

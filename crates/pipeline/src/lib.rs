@@ -183,7 +183,9 @@ pub fn diagnose(mut job: Job<'_>) -> Result<Outcome, GpuError> {
             .iter()
             .find(|r| r.rung == "ones")
             .filter(|_| trace_shape == job.shape);
-        judge_ones(t, &evidence::ones_run(trace_shape, ones))
+        // A trace kwb recorded of the reproducer is one launch: nothing to mix.
+        let one_launch = recorded.iter().any(|(p, _)| *p == Pass::Ones);
+        judge_ones(t, &evidence::ones_run(trace_shape, ones, one_launch))
     });
     // The accumulator's type, as the extraction read it off the MMA instructions.
     let accumulator_bits = job
