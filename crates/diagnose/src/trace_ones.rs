@@ -150,7 +150,8 @@ fn reading(trace: &Trace, run: &OnesRun) -> Finding {
                 scale = None;
                 if operand_bad.is_none() {
                     let zeros_only = s.nan == 0 && s.inf == 0 && s.min == Some(0.0);
-                    let mixed = mixed_invocations(of_kind(kind).filter(|r| r.count > 0)).filter(|_| !run.one_launch);
+                    let mixed = mixed_invocations(of_kind(kind).filter(|r| r.count > 0))
+                        .filter(|_| !run.one_launch);
                     operand_bad = Some((letter, zeros_only, mixed));
                 }
             }

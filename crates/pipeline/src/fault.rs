@@ -16,6 +16,7 @@ use kwb_sites::SiteKind;
 /// in `work`.
 pub fn locate(
     repro: &Path,
+    source: &Path,
     options: &RunOptions,
     report: &Report,
     faulted: &RungOutcome,
@@ -58,7 +59,7 @@ pub fn locate(
         return e;
     };
     e.buffer = buffer_of(&access, &checked.report.buffers);
-    (e.site, e.place) = site_of(repro, &access);
+    (e.site, e.place) = site_of(repro, source, &access);
     e.access = Some(access);
     e
 }
@@ -86,7 +87,11 @@ fn buffer_of(access: &FaultAccess, buffers: &[(String, u64, u64)]) -> Option<Str
 /// map of the file memcheck names (the reproducer's `repro.cu` when it names that
 /// name); and where the access is in the user's file. A line of repro.cu is named at
 /// its place in the user's file.
-fn site_of(repro: &Path, access: &FaultAccess) -> (Option<(Stage, String)>, Option<String>) {
+fn site_of(
+    repro: &Path,
+    source: &Path,
+    access: &FaultAccess,
+) -> (Option<(Stage, String)>, Option<String>) {
     let (Some(file), Some(line)) = (access.file.as_deref(), access.line) else {
         return (None, None);
     };
@@ -99,11 +104,8 @@ fn site_of(repro: &Path, access: &FaultAccess) -> (Option<(Stage, String)>, Opti
         if maps.iter().any(|(n, ..)| n == name) {
             continue;
         }
-        let named = Path::new(name);
-        let path = if named.file_name().is_some_and(|n| n == "repro.cu") {
-            repro.join("repro.cu")
-        } else {
-            named.to_path_buf()
+        let Some(path) = resolve(name, repro, source) else {
+            continue;
         };
         if let Ok(text) = std::fs::read_to_string(&path) {
             let parsed = kwb_syntax::parse(&text);
@@ -149,6 +151,27 @@ fn site_of(repro: &Path, access: &FaultAccess) -> (Option<(Stage, String)>, Opti
         return (Some((stage, what)), place);
     }
     (None, place)
+}
+
+/// The file memcheck names (often by its base name alone): the reproducer's
+/// `repro.cu`, the path as named, the user's source, or a file of that name beside
+/// the user's source or in the reproducer's folder.
+fn resolve(name: &str, repro: &Path, source: &Path) -> Option<std::path::PathBuf> {
+    let named = Path::new(name);
+    let base = named.file_name()?;
+    let mut candidates = Vec::new();
+    if base == "repro.cu" {
+        candidates.push(repro.join("repro.cu"));
+    }
+    candidates.push(named.to_path_buf());
+    if source.file_name() == Some(base) {
+        candidates.push(source.to_path_buf());
+    }
+    if let Some(dir) = source.parent() {
+        candidates.push(dir.join(base));
+    }
+    candidates.push(repro.join(base));
+    candidates.into_iter().find(|p| p.is_file())
 }
 
 /// The stage a site of `kind` belongs to (a mainloop or a barrier: none).
@@ -237,7 +260,7 @@ __global__ void k(const bf16* A, float* C, int K) {\n\
             block: None,
         };
         // The asm line of the copy helper: an operand load, named at k.cu:21.
-        let (site, place) = site_of(&dir, &access(4, Vec::new()));
+        let (site, place) = site_of(&dir, Path::new("/nonexistent/k.cu"), &access(4, Vec::new()));
         assert_eq!(
             site.as_ref().map(|s| s.0),
             Some(Stage::OperandLoad),
@@ -245,7 +268,11 @@ __global__ void k(const bf16* A, float* C, int K) {\n\
         );
         assert_eq!(place.as_deref(), Some("k.cu:21"));
         // An index helper no site holds is read at the caller memcheck lists.
-        let (site, place) = site_of(&dir, &access(7, vec![("repro.cu".to_owned(), 13)]));
+        let (site, place) = site_of(
+            &dir,
+            Path::new("/nonexistent/k.cu"),
+            &access(7, vec![("repro.cu".to_owned(), 13)]),
+        );
         assert_eq!(
             site.as_ref().map(|s| s.0),
             Some(Stage::OperandLoad),
@@ -254,8 +281,23 @@ __global__ void k(const bf16* A, float* C, int K) {\n\
         assert!(site.unwrap().1.starts_with("k.cu:30"));
         assert_eq!(place.as_deref(), Some("k.cu:24"));
         // The store: the epilogue.
-        let (site, _) = site_of(&dir, &access(16, Vec::new()));
+        let (site, _) = site_of(
+            &dir,
+            Path::new("/nonexistent/k.cu"),
+            &access(16, Vec::new()),
+        );
         assert_eq!(site.map(|s| s.0), Some(Stage::Epilogue));
+        // A file memcheck names by its base name (a launcher's `#line` file): the
+        // user's source of that name.
+        let user = dir.join("user.cu");
+        std::fs::write(&user, repro).unwrap();
+        let by_name = FaultAccess {
+            file: Some("user.cu".to_owned()),
+            ..access(4, Vec::new())
+        };
+        let (site, place) = site_of(Path::new("/nonexistent"), &user, &by_name);
+        assert_eq!(site.map(|s| s.0), Some(Stage::OperandLoad));
+        assert_eq!(place.as_deref(), Some("user.cu:4"));
         let _ = std::fs::remove_dir_all(&dir);
     }
 

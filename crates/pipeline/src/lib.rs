@@ -108,6 +108,7 @@ pub fn diagnose(mut job: Job<'_>) -> Result<Outcome, GpuError> {
     let fault = match (&report, rungs.iter().find(|r| r.state == RungState::Fault)) {
         (Some(r), Some(faulted)) => Some(judge_fault(&fault::locate(
             job.repro,
+            job.source,
             job.options,
             r,
             faulted,
