@@ -186,25 +186,29 @@ fn stage_of(kind: SiteKind) -> Option<Stage> {
 }
 
 /// Where line `line` of a reproducer came from in the user's file: kwb-extract puts
-/// `// kwb-extract: FILE:FIRST[-LAST]` before each block it copies.
+/// `// kwb-extract: FILE:FIRST[-LAST]` before each block it copies. A block may open
+/// with the comment lines above FIRST, so its lines are counted back from its last
+/// line, which is LAST.
 pub fn original_line(repro: &str, line: usize) -> Option<(String, usize)> {
     let lines: Vec<&str> = repro.lines().collect();
     let at = line.checked_sub(1)?;
-    for m in (0..at.min(lines.len())).rev() {
-        let Some(rest) = lines[m].trim().strip_prefix("// kwb-extract: ") else {
-            continue;
-        };
-        let (file, range) = rest.rsplit_once(':')?;
-        let first: usize = range.split('-').next()?.trim().parse().ok()?;
-        let last: usize = range
-            .split('-')
-            .nth(1)
-            .and_then(|l| l.trim().parse().ok())
-            .unwrap_or(first);
-        let original = first + (at - m - 1);
-        return (original <= last).then(|| (file.to_owned(), original));
+    let is_marker = |l: &str| l.trim().starts_with("// kwb-extract: ");
+    let m = (0..at.min(lines.len())).rev().find(|&m| is_marker(lines[m]))?;
+    let rest = lines[m].trim().strip_prefix("// kwb-extract: ")?;
+    let (file, range) = rest.rsplit_once(':')?;
+    let last: usize = range.split('-').next_back()?.trim().parse().ok()?;
+    // The block runs to the next marker, less the blank lines before it.
+    let mut end = (m + 1..lines.len())
+        .find(|&i| is_marker(lines[i]))
+        .unwrap_or(lines.len());
+    while end > m + 1 && lines[end - 1].trim().is_empty() {
+        end -= 1;
     }
-    None
+    if at >= end {
+        return None;
+    }
+    let original = last.checked_sub(end - 1 - at)?;
+    (original >= 1).then(|| (file.to_owned(), original))
 }
 
 #[cfg(test)]
@@ -213,10 +217,13 @@ mod tests {
 
     #[test]
     fn a_reproducer_line_is_found_in_the_users_file() {
-        let repro = "#include <x>\n// kwb-extract: k.cu:10-12\nint a;\nint b;\nint c;\n\n// kwb-extract: k.cu:40\nint d;\n";
+        let repro = "#include <x>\n// kwb-extract: k.cu:10-12\nint a;\nint b;\nint c;\n\n// kwb-extract: k.cu:40\nint d;\n// kwb-extract: k.cu:47-48\n// the doc comment above line 47\nvoid f() {\n}\n";
         assert_eq!(original_line(repro, 3), Some(("k.cu".to_owned(), 10)));
         assert_eq!(original_line(repro, 5), Some(("k.cu".to_owned(), 12)));
         assert_eq!(original_line(repro, 8), Some(("k.cu".to_owned(), 40)));
+        // A block that opens with the comment above its first line.
+        assert_eq!(original_line(repro, 11), Some(("k.cu".to_owned(), 47)));
+        assert_eq!(original_line(repro, 10), Some(("k.cu".to_owned(), 46)));
         // The blank line after a block, and the header before any: no place.
         assert_eq!(original_line(repro, 6), None);
         assert_eq!(original_line(repro, 1), None);
