@@ -193,7 +193,9 @@ pub fn original_line(repro: &str, line: usize) -> Option<(String, usize)> {
     let lines: Vec<&str> = repro.lines().collect();
     let at = line.checked_sub(1)?;
     let is_marker = |l: &str| l.trim().starts_with("// kwb-extract: ");
-    let m = (0..at.min(lines.len())).rev().find(|&m| is_marker(lines[m]))?;
+    let m = (0..at.min(lines.len()))
+        .rev()
+        .find(|&m| is_marker(lines[m]))?;
     let rest = lines[m].trim().strip_prefix("// kwb-extract: ")?;
     let (file, range) = rest.rsplit_once(':')?;
     let last: usize = range.split('-').next_back()?.trim().parse().ok()?;
