@@ -123,19 +123,20 @@ pub fn parse_memcheck(log: &str) -> Option<FaultAccess> {
     for l in lines[start + 1..].iter().take_while(|l| !is_error_line(l)) {
         if let Some(rest) = l.strip_prefix("at ") {
             if access.line.is_none() {
-                locate(rest, &mut access);
+                let at = location(rest);
+                (access.file, access.line) = (at.file, at.line);
+                access.function = at.function.or(access.function.take());
             }
         } else if l.starts_with("by thread") {
             access.thread = triple_after(l, "thread");
             access.block = triple_after(l, "block");
         } else if let Some(rest) = l.strip_prefix("Device Frame:") {
-            let mut frame = FaultAccess {
-                frames: Vec::new(),
-                ..access.clone()
-            };
-            frame.line = None;
-            locate(rest.trim(), &mut frame);
-            if let (Some(file), Some(line)) = (frame.file, frame.line) {
+            if let Location {
+                file: Some(file),
+                line: Some(line),
+                ..
+            } = location(rest.trim())
+            {
                 access.frames.push((file, line));
             }
         } else if let Some(rest) = l
@@ -172,30 +173,36 @@ fn is_error_line(l: &str) -> bool {
         || lower.starts_with("lane ")
 }
 
-/// `at` lines come in two forms: `FUNCTION+0xOFF in FILE:LINE` (recent) and
-/// `0xOFF in FILE:LINE:FUNCTION` (older).
-fn locate(rest: &str, access: &mut FaultAccess) {
+/// Where an `at` or `Device Frame:` line puts the code: the file and 1-based line
+/// (with `-lineinfo`) and the function. Two forms: `FUNCTION+0xOFF in FILE:LINE`
+/// (recent) and `0xOFF in FILE:LINE:FUNCTION` (older).
+struct Location {
+    file: Option<String>,
+    line: Option<usize>,
+    function: Option<String>,
+}
+
+fn location(rest: &str) -> Location {
     let Some((head, tail)) = rest.rsplit_once(" in ") else {
-        access.function = Some(rest.trim().to_owned());
-        return;
+        return Location {
+            file: None,
+            line: None,
+            function: Some(rest.trim().to_owned()),
+        };
     };
     let mut parts = tail.trim().splitn(3, ':');
     let file = parts.next().unwrap_or("").to_owned();
     let line = parts.next().and_then(|n| n.trim().parse::<usize>().ok());
     let function = match parts.next() {
-        Some(f) if !f.is_empty() => f.trim().to_owned(),
-        _ => head
-            .trim()
-            .rsplit_once('+')
-            .map_or(head.trim(), |(f, _)| f)
-            .to_owned(),
+        Some(f) if !f.is_empty() => f.trim(),
+        _ => head.trim().rsplit_once('+').map_or(head.trim(), |(f, _)| f),
     };
-    if line.is_some() && !file.is_empty() {
-        access.file = Some(file);
-        access.line = line;
-    }
-    if !function.is_empty() && !function.starts_with("0x") {
-        access.function = Some(function);
+    let placed = line.is_some() && !file.is_empty();
+    Location {
+        file: placed.then_some(file),
+        line: line.filter(|_| placed),
+        function: (!function.is_empty() && !function.starts_with("0x"))
+            .then(|| function.to_owned()),
     }
 }
 

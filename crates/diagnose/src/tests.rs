@@ -2082,7 +2082,7 @@ mod faults {
 
     /// The older form: `at 0xOFFSET in FILE:LINE:FUNCTION`.
     const SHARED_OLD: &str = "========= Invalid __shared__ write of size 16 bytes
-=========     at 0x000004c0 in /work/k.cu:95:gemm(const float *, float *)
+=========     at 0x000004c0 in src/k.cu:95:gemm(const float *, float *)
 =========     by thread (127,0,0) in block (3,0,0)
 =========     Address 0x00012000 is out of bounds
 ";
@@ -2112,7 +2112,7 @@ mod faults {
         let b = parse_memcheck(SHARED_OLD).expect("an access");
         assert_eq!((b.direction, b.space), (Direction::Write, Space::Shared));
         assert_eq!(b.problem, Problem::OutOfBounds);
-        assert_eq!((b.file.as_deref(), b.line), (Some("/work/k.cu"), Some(95)));
+        assert_eq!((b.file.as_deref(), b.line), (Some("src/k.cu"), Some(95)));
         assert_eq!(b.function.as_deref(), Some("gemm(const float *, float *)"));
 
         assert_eq!(parse_memcheck("========= ERROR SUMMARY: 0 errors\n"), None);

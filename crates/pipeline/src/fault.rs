@@ -67,19 +67,14 @@ pub fn locate(
 /// The role of the buffer the access's address lies in, else of memcheck's nearest
 /// allocation when that is one of the run's buffers.
 fn buffer_of(access: &FaultAccess, buffers: &[(String, u64, u64)]) -> Option<String> {
-    let within = |a: u64| {
-        buffers
-            .iter()
-            .find(|(_, base, bytes)| (*base..base.saturating_add(*bytes)).contains(&a))
-    };
-    access
+    let within = access
         .address
-        .and_then(within)
-        .or_else(|| {
-            let (base, _) = access.nearest?;
-            buffers.iter().find(|(_, b, _)| *b == base)
-        })
-        .map(|(role, ..)| role.clone())
+        .and_then(|a| kwb_gpu::maps::covers(buffers, a));
+    let nearest = || {
+        let (base, _) = access.nearest?;
+        kwb_gpu::maps::covers(buffers, base)
+    };
+    within.or_else(nearest).map(|(role, _)| role.to_owned())
 }
 
 /// The stage whose site holds the access's line (else the line of the nearest

@@ -5,7 +5,8 @@
 //!
 //! Invariant: only kinds that belong to one stage answer (loads, operands, the MMA,
 //! the accumulator, the epilogue, a TMA descriptor); a mainloop or a barrier spans
-//! or orders every stage and never does. A line whose calls lead to sites of
+//! or orders every stage and never does, and a line of a function whose sites span
+//! several stages is not followed to its callers (a kernel's barrier is no launch's). A line whose calls lead to sites of
 //! different kinds answers every kind found, and the caller decides.
 
 use kwb_syntax::Parsed;
@@ -57,6 +58,16 @@ pub fn sites_of_line(parsed: &Parsed, map: &KernelMap, line: usize) -> Vec<LineS
                         });
                     }
                 }
+                continue;
+            }
+            // A line of a function whose sites span several stages (a kernel's
+            // barrier or loop header) is that function's own: no stage. A helper of
+            // one stage (a load wrapper) or of none is followed to its callers.
+            if map
+                .kernels
+                .iter()
+                .any(|k| k.line <= at && at <= k.end_line && stages_of(k) > 1)
+            {
                 continue;
             }
             let Some(f) = innermost_function(&functions, at) else {
@@ -113,6 +124,24 @@ fn holding(map: &KernelMap, line: usize) -> Vec<(SiteKind, usize, String)> {
     out.sort_by_key(|(kind, ..)| ORDER.iter().position(|k| k == kind));
     out.dedup_by_key(|(kind, ..)| *kind);
     out
+}
+
+/// How many stages the sites of `kernel` belong to (an operand with its loads, the
+/// accumulator with the MMA).
+fn stages_of(kernel: &crate::Kernel) -> usize {
+    let mut stages: Vec<SiteKind> = kernel
+        .sites
+        .iter()
+        .filter_map(|s| match s.kind {
+            SiteKind::Operand | SiteKind::OperandLoad => Some(SiteKind::OperandLoad),
+            SiteKind::Accumulator | SiteKind::Mma => Some(SiteKind::Mma),
+            SiteKind::Epilogue | SiteKind::TmaDescriptor => Some(s.kind),
+            SiteKind::Mainloop | SiteKind::Sync => None,
+        })
+        .collect();
+    stages.sort_by_key(|k| k.name());
+    stages.dedup();
+    stages.len()
 }
 
 /// The innermost function definition holding `line`.

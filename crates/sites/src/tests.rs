@@ -764,3 +764,30 @@ __global__ void k(const bf16* A, float* C, int K) {
     assert!(kinds_at(14).is_empty(), "{:?}", kinds_at(14));
     assert!(kinds_at(16).is_empty(), "{:?}", kinds_at(16));
 }
+
+#[test]
+fn a_kernels_own_barrier_is_not_read_through_its_launcher() {
+    // The kernel's barrier line holds no stage; its launcher calls it from a host
+    // function named like CuTe's `gemm`, which must not lend it the MMA's stage.
+    let source = r#"
+__global__ void gemm_device(const float* A, float* C, int K) {
+  float acc = 0.f;
+  for (int k = 0; k < K; ++k) {
+    __syncthreads();
+    acc += A[k] * A[k + 1];
+  }
+  C[threadIdx.x] = acc;
+}
+void gemm(const float* A, float* C, int K) {
+  gemm_device(A, C, K);
+}
+"#;
+    let parsed = kwb_syntax::parse(source);
+    let map = kernel_map(&parsed, &[]);
+    assert!(
+        sites_of_line(&parsed, &map, 5).is_empty(),
+        "{:?}",
+        sites_of_line(&parsed, &map, 5)
+    );
+    assert!(!sites_of_line(&parsed, &map, 6).is_empty());
+}
