@@ -967,6 +967,76 @@ mod ladder_and_verdict {
     }
 
     #[test]
+    fn a_wrong_accumulator_without_operand_probes_follows_the_ladders_order() {
+        let records: Vec<_> = clean_ones()
+            .into_iter()
+            .filter(|r| r.kind() == Some(Kind::Accumulator))
+            .map(|mut r| {
+                r.vmin *= 0.5;
+                r.vmax *= 1.5;
+                r
+            })
+            .collect();
+        let t = judge_ones(&trace(records), &run(256, 256, 65536, 1.0));
+        assert_eq!(t.confound, Some(Confound::OperandsNotProbed));
+        assert_eq!(t.stage, Some(Stage::Mma));
+        // Ones right, the permutations wrong: the values that meet, not their count.
+        let l = judge_ladder(&failing(&["seq-identity", "small-int:1"], None, 1.0));
+        let v = reconcile(Some(&t), Some(&l));
+        assert_eq!(
+            (v.status, v.stage),
+            (Status::Draft, Some(Stage::OperandLoad))
+        );
+        assert_eq!(v.alternatives, vec![Stage::Descriptor, Stage::Mma]);
+        // A K residue on ones is the loop's count: the MMA stays first.
+        let l = judge_ladder(&failing(
+            &["ones", "random:1"],
+            Some(Pattern::KResidue {
+                factor: 1.25,
+                extra_k: 32,
+            }),
+            1.25,
+        ));
+        let v = reconcile(Some(&t), Some(&l));
+        assert_eq!(v.stage, Some(Stage::Mma));
+        // A ladder that names every stage orders nothing: the trace's order stays.
+        let l = judge_ladder(&failing(&["ones"], None, 0.97));
+        assert_eq!(l.alternatives.len(), 3);
+        let v = reconcile(Some(&t), Some(&l));
+        assert_eq!(v.stage, Some(Stage::Mma));
+    }
+
+    #[test]
+    fn a_confounded_trace_that_names_none_of_the_ladders_stages_follows_the_ladder() {
+        let mut t = judge_ones(&trace(clean_ones()), &run(256, 256, 0, 1.0));
+        t.stage = Some(Stage::OperandLoad);
+        t.alternatives = vec![Stage::Descriptor];
+        t.status = Status::Draft;
+        t.clean = false;
+        t.confound = Some(Confound::ProbeCoordinates);
+        let l = judge_ladder(&failing(
+            &["ones", "random:1"],
+            Some(Pattern::Uniform { factor: 2.0 }),
+            2.0,
+        ));
+        let v = reconcile(Some(&t), Some(&l));
+        assert_eq!((v.status, v.stage), (Status::Draft, Some(Stage::Epilogue)));
+        assert_eq!(
+            v.alternatives,
+            vec![Stage::Mma, Stage::OperandLoad, Stage::Descriptor]
+        );
+        assert!(
+            v.summary.contains("controlled inputs lead"),
+            "{}",
+            v.summary
+        );
+        // Not confounded (two traces that disagree): the trace's reading stays first.
+        t.confound = None;
+        let v = reconcile(Some(&t), Some(&l));
+        assert_eq!(v.stage, Some(Stage::OperandLoad));
+    }
+
+    #[test]
     fn a_trace_alone_is_a_verdict_only_when_it_isolates() {
         let clean = judge_ones(&trace(clean_ones()), &run(256, 256, 0, 1.0));
         let v = reconcile(Some(&clean), None);

@@ -155,6 +155,15 @@ pub fn reconcile(trace: Option<&Finding>, ladder: Option<&Finding>) -> Verdict {
                 }
                 Some(l) => {
                     v.summary = format!("{}; the ladder: {}", t.summary, l.summary);
+                    if let Some(order) = ladder_order(t, l) {
+                        v.stage = Some(order.stage);
+                        v.alternatives = order.alternatives;
+                        if order.disjoint {
+                            v.summary.push_str(
+                                "; the ladder's controlled inputs lead: the trace's reading is confounded and names none of its stages",
+                            );
+                        }
+                    }
                     v.missing.push(unconfounded(t));
                 }
                 None => {
@@ -200,6 +209,47 @@ pub fn reconcile(trace: Option<&Finding>, ladder: Option<&Finding>) -> Verdict {
         }
     }
     v
+}
+
+/// The stages of a confounded trace's draft in the order the ladder's evidence gives.
+struct LadderOrder {
+    stage: Stage,
+    alternatives: Vec<Stage>,
+    /// The trace and the ladder name no stage in common.
+    disjoint: bool,
+}
+
+/// The order of a draft from a confounded trace `t` (one with a confound: its reading
+/// cannot tell its stages apart, or may be the confound's doing) beside a failing
+/// ladder `l`, whose rungs ran on controlled inputs. The stages both name come first,
+/// in the ladder's order, then the trace's others: e.g. an accumulator that is wrong
+/// with no operand probe (mma or operand-load) under a ladder whose ones rung is right
+/// (the count of products is right, the values that meet are not) reads operand-load
+/// first. Where they share no stage, the ladder's stages lead and the trace's follow.
+/// None, the trace's order kept: the trace is not confounded (two traces that disagree
+/// keep the stronger reading), or the ladder names every stage (it orders nothing).
+fn ladder_order(t: &Finding, l: &Finding) -> Option<LadderOrder> {
+    t.confound.as_ref()?;
+    let traced: Vec<Stage> = t.stage.iter().chain(&t.alternatives).copied().collect();
+    let laddered: Vec<Stage> = l.stage.iter().chain(&l.alternatives).copied().collect();
+    if laddered.is_empty() || laddered.len() >= 4 {
+        return None;
+    }
+    let shared: Vec<Stage> = laddered
+        .iter()
+        .filter(|s| traced.contains(s))
+        .copied()
+        .collect();
+    let disjoint = shared.is_empty();
+    let lead = if disjoint { laddered } else { shared };
+    let mut order = lead.clone();
+    order.extend(traced.iter().filter(|s| !lead.contains(s)));
+    let (&stage, rest) = order.split_first()?;
+    Some(LadderOrder {
+        stage,
+        alternatives: rest.to_vec(),
+        disjoint,
+    })
 }
 
 /// The ladder's candidate stages less those a trace cleared.
