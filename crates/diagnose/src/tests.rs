@@ -1704,6 +1704,72 @@ mod structured {
         assert!(f.summary.contains("not cleared"), "{}", f.summary);
     }
 
+    /// A full trace with no operand probe: the accumulator of output rows and columns
+    /// 0..32 (CTA 0), each `Σ_k times(k) · A(m, a_k(k)) B(n, k)`.
+    fn accumulator_only(
+        a: &Matrix,
+        b: &Matrix,
+        a_k: impl Fn(usize) -> Option<usize>,
+        times: impl Fn(usize) -> f32,
+    ) -> Trace {
+        let mut t = Trace::default();
+        let acc = (0..32)
+            .flat_map(|m| (0..32).map(move |n| (m, n)))
+            .map(|(m, n)| {
+                let v: f32 = (0..a.cols)
+                    .map(|k| {
+                        let x = a_k(k).map_or(0.0, |ka| a.data[m * a.cols + ka]);
+                        times(k) * x * b.data[n * b.cols + k]
+                    })
+                    .sum();
+                (v, m as i32, n as i32, -1)
+            })
+            .collect();
+        push(&mut t, Kind::Accumulator, -1, acc);
+        t
+    }
+
+    #[test]
+    fn with_no_operand_probed_the_accumulators_k_slices_order_the_draft() {
+        let (a, b) = inputs();
+        // A read one K tile of 32 ahead of B (past the end: zeros).
+        let ahead = |k: usize| (k + 32 < a.cols).then_some(k + 32);
+        let f = judged(&accumulator_only(&a, &b, ahead, |_| 1.0), &a, &b, 100);
+        assert_eq!(
+            (f.stage, f.status, f.confound.clone()),
+            (
+                Some(Stage::OperandLoad),
+                Status::Draft,
+                Some(crate::Confound::OperandsNotProbed)
+            ),
+            "{}",
+            f.summary
+        );
+        assert!(f.fits(Some(Stage::Mma)), "{:?}", f.alternatives);
+        assert!(f.summary.contains("another k or row"), "{}", f.summary);
+        // The last K tile dropped: a sum of matched slices, the loop's count.
+        let f = judged(
+            &accumulator_only(&a, &b, Some, |k| if k >= 96 { 0.0 } else { 1.0 }),
+            &a,
+            &b,
+            100,
+        );
+        assert_eq!(
+            (f.stage, f.status),
+            (Some(Stage::Mma), Status::Draft),
+            "{}",
+            f.summary
+        );
+        assert!(f.summary.contains("wrong number of steps"), "{}", f.summary);
+        assert!(
+            f.evidence
+                .iter()
+                .any(|e| e.contains("k 96..128 never accumulated")),
+            "{:?}",
+            f.evidence
+        );
+    }
+
     #[test]
     fn exact_operands_accumulator_and_output_are_clean() {
         let (a, b) = inputs();

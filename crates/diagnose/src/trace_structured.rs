@@ -20,13 +20,16 @@
 //!    their coordinates, a DRAFT naming the **descriptor** too when read as raw shared
 //!    memory, unless the accumulator is exactly the inputs' product read with the
 //!    other swizzle than the tiles lie in: then the MMA's descriptor and the map that
-//!    wrote the tiles disagree, **descriptor**;
+//!    wrote the tiles disagree, **descriptor**; with no operand probed, a DRAFT
+//!    ordered by the accumulator as sums over K slices: a sum of matched slices with
+//!    a wrong count is the K loop (**mma** first), no such sum is A meeting B of
+//!    another k or row (**operand-load** first);
 //! 3. accumulator right and the output wrong: **epilogue**.
 
 use kwb_reconcile::{
     AccumulatorReport, Arrangement, Matrix, OperandReport, Placement, Product, ProvenanceIndex,
-    TracedOperands, TracedProduct, arrangement, check_operand, check_swizzle_mismatch,
-    locate_accumulators, units_of,
+    SliceCounts, SliceReading, TracedOperands, TracedProduct, arrangement, check_operand,
+    check_slice_counts, check_swizzle_mismatch, locate_accumulators, units_of,
 };
 use kwb_runtime::{Kind, Trace};
 
@@ -384,13 +387,46 @@ pub fn judge_structured(trace: &Trace, a: &Matrix, b: &Matrix, run: &StructuredR
                 );
             }
         } else {
-            f.stage = Some(Stage::Mma);
-            f.alternatives = vec![Stage::OperandLoad, Stage::Descriptor];
+            // No operand to read: the accumulator itself, as sums over K slices, says
+            // whether A's values met B's of the same k (the K loop's count) or not.
+            let counts = frame_shift(trace, &acc).map(|shift| {
+                let c = check_slice_counts(trace, a, b, &product, shift);
+                f.evidence.push(c.describe());
+                c
+            });
+            let reading = counts.as_ref().and_then(SliceCounts::reading);
+            let (stage, alternatives, why) = match reading {
+                Some(SliceReading::Unpaired) => (
+                    Stage::OperandLoad,
+                    vec![Stage::Descriptor, Stage::Mma],
+                    "and no whole count per K slice makes it a sum of A's and B's products over matching k: A's values met B's of another k or row, as a load that fetches another K offset, stage or row does (or an MMA fed another fragment)",
+                ),
+                Some(SliceReading::Displaced) => (
+                    Stage::OperandLoad,
+                    vec![Stage::Descriptor, Stage::Mma],
+                    "and it is a sum over matching K slices, some never met and others more than once: a step fed another step's tiles (a stage or K offset read for both operands alike)",
+                ),
+                Some(SliceReading::LoopCount) => (
+                    Stage::Mma,
+                    vec![Stage::OperandLoad, Stage::Descriptor],
+                    "and it is a sum over matching K slices, some met too often or never (not both): the K loop ran a wrong number of steps",
+                ),
+                None => (Stage::Mma, vec![Stage::OperandLoad, Stage::Descriptor], ""),
+            };
+            f.stage = Some(stage);
+            f.alternatives = alternatives;
             f.confound = Some(Confound::OperandsNotProbed);
+            let stages = if stage == Stage::Mma {
+                "mma or operand-load/descriptor"
+            } else {
+                "operand-load/descriptor or mma"
+            };
             f.summary = format!(
-                "mma or operand-load/descriptor ({} of {} accumulator groups are no tile of A·Bᵀ; {})",
+                "{stages} ({} of {} accumulator groups are no tile of A·Bᵀ{}{}; {})",
                 acc.nowhere(),
                 acc.groups.len(),
+                if why.is_empty() { "" } else { ", " },
+                why,
                 Confound::OperandsNotProbed.describe()
             );
         }
@@ -493,6 +529,27 @@ fn operand_rows(operands: &[(char, Operand); 2]) -> String {
     } else {
         shown.join(", ")
     }
+}
+
+/// The shift from the accumulator records' coordinates to the problem's: none in a
+/// global frame, or for a trace of CTA (0, 0, 0) alone (its local frame is the
+/// problem's); the origin the records name in a local one. None: the frame is not
+/// known, and nothing is read at coordinates that may be another tile's.
+fn frame_shift(trace: &Trace, acc: &AccumulatorReport) -> Option<(i64, i64)> {
+    if acc.global_frame {
+        return Some((0, 0));
+    }
+    if let Some(o) = traced_origin(trace) {
+        return Some((o.m0, o.n0));
+    }
+    let mut accumulators = trace
+        .records
+        .iter()
+        .filter(|r| r.kind() == Some(Kind::Accumulator))
+        .peekable();
+    (accumulators.peek().is_some()
+        && accumulators.all(|r| (r.cta_x, r.cta_y, r.cta_z) == (0, 0, 0)))
+    .then_some((0, 0))
 }
 
 fn describe_accumulator(acc: &AccumulatorReport) -> String {

@@ -26,6 +26,12 @@
 //!   read the way an MMA reads a tile written with the other swizzle: equal, the map
 //!   that wrote the tiles and the MMA's descriptor disagree.
 //!
+//! - **Accumulator, by K slices.** Where the operands were not probed and the
+//!   accumulator is no tile of the product, it is held to sums of matched K-slice
+//!   products (A's slice t with B's slice t) with whole counts: found, the K loop's
+//!   count is what is wrong (or a step fed another step's tiles); not found, A's
+//!   values met B's of another k or row.
+//!
 //! No IO and no GPU: the caller decodes the trace and reads the dumped inputs.
 
 mod accumulator;
@@ -33,6 +39,7 @@ mod arrangement;
 mod matrix;
 mod provenance;
 mod ranges;
+mod slice_counts;
 mod traced_product;
 
 pub use crate::accumulator::{AccumulatorReport, Placement, locate_accumulators};
@@ -42,6 +49,7 @@ pub use crate::provenance::{
     Located, OperandReport, ProvenanceIndex, UNIT, Unit, Units, check_operand, units_of,
 };
 pub use crate::ranges::Ranges;
+pub use crate::slice_counts::{SliceCounts, SliceReading, check_slice_counts};
 pub use crate::traced_product::{
     TracedOperands, TracedProduct, check_swizzle_mismatch, swizzle_swapped_k,
 };

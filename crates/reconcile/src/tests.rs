@@ -788,3 +788,158 @@ fn a_narrow_accumulator_is_compared_within_its_drift() {
         "{dropped} of 256 cells show the dropped tile"
     );
 }
+
+/// A final accumulator over cells `cells` of `acc(m, n) = Σ_k A(m, a_k(k)) B(n, k)`
+/// counted `times(k)` times: the K loop a defect leaves.
+fn accumulated(
+    a: &Matrix,
+    b: &Matrix,
+    cells: impl Iterator<Item = (i64, i64)>,
+    a_k: impl Fn(usize) -> Option<usize>,
+    times: impl Fn(usize) -> f32,
+) -> Trace {
+    let mut t = Builder::default();
+    let values: Vec<_> = cells
+        .map(|(m, n)| {
+            let v: f32 = (0..a.cols)
+                .map(|k| {
+                    let x = a_k(k).map_or(0.0, |ka| a.data[m as usize * a.cols + ka]);
+                    times(k) * x * b.data[n as usize * b.cols + k]
+                })
+                .sum();
+            (v, m as i32, n as i32, -1)
+        })
+        .collect();
+    t.push(record(Kind::Accumulator, 0, -1), values);
+    t.trace
+}
+
+#[test]
+fn a_k_loop_that_drops_or_doubles_a_tile_is_a_sum_of_matched_slices() {
+    let (a, b) = (wide(32, 128, 21), wide(32, 128, 22));
+    let p = Product::of(&a, &b).unwrap();
+    // The last tile of 32 k dropped.
+    let t = accumulated(
+        &a,
+        &b,
+        square(0, 32),
+        Some,
+        |k| if k >= 96 { 0.0 } else { 1.0 },
+    );
+    let c = check_slice_counts(&t, &a, &b, &p, (0, 0));
+    assert_eq!(
+        c.reading(),
+        Some(SliceReading::LoopCount),
+        "{}",
+        c.describe()
+    );
+    assert!(
+        c.describe().contains("k 96..128 never accumulated"),
+        "{}",
+        c.describe()
+    );
+    // Every step's MMA issued twice.
+    let t = accumulated(&a, &b, square(0, 32), Some, |_| 2.0);
+    let c = check_slice_counts(&t, &a, &b, &p, (0, 0));
+    assert_eq!(
+        c.reading(),
+        Some(SliceReading::LoopCount),
+        "{}",
+        c.describe()
+    );
+    // A tile fed in another's place, for both operands: matched, displaced.
+    let t = accumulated(&a, &b, square(0, 32), Some, |k| match k / 32 {
+        0 => 0.0,
+        1 => 2.0,
+        _ => 1.0,
+    });
+    let c = check_slice_counts(&t, &a, &b, &p, (0, 0));
+    assert_eq!(
+        c.reading(),
+        Some(SliceReading::Displaced),
+        "{}",
+        c.describe()
+    );
+    // A correct accumulator reads as no defect.
+    let t = accumulated(&a, &b, square(0, 32), Some, |_| 1.0);
+    let c = check_slice_counts(&t, &a, &b, &p, (0, 0));
+    assert_eq!((c.reading(), c.off), (None, 0), "{}", c.describe());
+}
+
+#[test]
+fn a_read_one_k_tile_ahead_is_no_sum_of_matched_slices() {
+    let (a, b) = (wide(32, 128, 23), wide(32, 128, 24));
+    let p = Product::of(&a, &b).unwrap();
+    // A's load one tile of 32 ahead of B's; past the end it reads zeros.
+    let ahead = |k: usize| (k + 32 < 128).then_some(k + 32);
+    let t = accumulated(&a, &b, square(0, 32), ahead, |_| 1.0);
+    let c = check_slice_counts(&t, &a, &b, &p, (0, 0));
+    assert_eq!(
+        c.reading(),
+        Some(SliceReading::Unpaired),
+        "{}",
+        c.describe()
+    );
+    assert!(
+        c.describe().contains("another k or row"),
+        "{}",
+        c.describe()
+    );
+    // Another tile's rows of A.
+    let mut t = Builder::default();
+    let values: Vec<_> = square(0, 16)
+        .map(|(m, n)| (p.get(m + 16, n).unwrap() as f32, m as i32, n as i32, -1))
+        .collect();
+    t.push(record(Kind::Accumulator, 0, -1), values);
+    let c = check_slice_counts(&t.trace, &a, &b, &p, (0, 0));
+    assert_eq!(
+        c.reading(),
+        Some(SliceReading::Unpaired),
+        "{}",
+        c.describe()
+    );
+}
+
+#[test]
+fn slice_counts_judge_only_what_they_can() {
+    let (a, b) = (wide(32, 128, 25), wide(32, 128, 26));
+    let p = Product::of(&a, &b).unwrap();
+    // Fewer cells than twice the slices.
+    let t = accumulated(&a, &b, square(0, 5), Some, |_| 2.0);
+    let c = check_slice_counts(&t, &a, &b, &p, (0, 0));
+    assert_eq!(c.reading(), None);
+    assert!(
+        c.unjudged
+            .as_deref()
+            .unwrap()
+            .contains("cells for 16 slices")
+    );
+    // No coordinates.
+    let t = accumulator_trace(&p, square(0, 32), (0, 0), false);
+    let c = check_slice_counts(&t, &a, &b, &p, (0, 0));
+    assert!(
+        c.unjudged
+            .as_deref()
+            .unwrap()
+            .contains("without coordinates")
+    );
+    // Moved into the problem's frame by the caller's shift.
+    let t = accumulated(&a, &b, square(16, 32), Some, |_| 2.0);
+    let mut local = t.clone();
+    for v in &mut local.tiles {
+        v.m -= 16;
+        v.n -= 16;
+    }
+    let c = check_slice_counts(&local, &a, &b, &p, (16, 16));
+    assert_eq!(
+        c.reading(),
+        Some(SliceReading::LoopCount),
+        "{}",
+        c.describe()
+    );
+    // An inexact product is not judged.
+    let half = Matrix::new(32, 128, a.data.iter().map(|v| v + 0.5).collect()).unwrap();
+    let q = Product::of(&half, &b).unwrap();
+    let c = check_slice_counts(&t, &half, &b, &q, (0, 0));
+    assert!(c.unjudged.as_deref().unwrap().contains("not exact"));
+}
