@@ -188,7 +188,7 @@ impl AccumulatorReport {
 
 /// Full-tile values of accumulator records after the mainloop (K tile -1), less
 /// those of padding rows (m at or past the record's row bound).
-fn final_values(trace: &Trace) -> impl Iterator<Item = (u32, &kwb_runtime::TileValue)> {
+pub(crate) fn final_values(trace: &Trace) -> impl Iterator<Item = (u32, &kwb_runtime::TileValue)> {
     trace.tiles.iter().filter_map(|v| {
         let r = trace.records.get(v.record as usize)?;
         (r.kind() == Some(Kind::Accumulator) && r.k_tile < 0 && v.m < r.row_bound)

@@ -16,10 +16,11 @@
 //! cell one value, with the product exact in the accumulator (integer inputs, every
 //! partial sum below 2^bits); anything else is not judged.
 
-use std::collections::HashMap;
+use std::collections::HashSet;
 
-use kwb_runtime::{Kind, Trace};
+use kwb_runtime::Trace;
 
+use crate::accumulator::final_values;
 use crate::matrix::{Matrix, Product};
 use crate::provenance::UNIT;
 use crate::ranges::Ranges;
@@ -121,15 +122,9 @@ impl SliceCounts {
 /// Final accumulator values (K tile -1) with their cells moved by `shift` into the
 /// problem's frame; `Err` when a value has no coordinates or two share a cell.
 fn cells(trace: &Trace, shift: (i64, i64)) -> Result<Vec<(usize, usize, f64)>, String> {
-    let mut seen: HashMap<(i64, i64), ()> = HashMap::new();
+    let mut seen: HashSet<(i64, i64)> = HashSet::new();
     let mut out = Vec::new();
-    for v in &trace.tiles {
-        let Some(r) = trace.records.get(v.record as usize) else {
-            continue;
-        };
-        if r.kind() != Some(Kind::Accumulator) || r.k_tile >= 0 || v.m >= r.row_bound {
-            continue;
-        }
+    for (_, v) in final_values(trace) {
         if v.m < 0 || v.n < 0 {
             return Err("accumulator values without coordinates".to_owned());
         }
@@ -137,7 +132,7 @@ fn cells(trace: &Trace, shift: (i64, i64)) -> Result<Vec<(usize, usize, f64)>, S
         if cell.0 < 0 || cell.1 < 0 {
             return Err("a cell outside the problem".to_owned());
         }
-        if seen.insert(cell, ()).is_some() {
+        if !seen.insert(cell) {
             return Err("two accumulator values share a cell".to_owned());
         }
         out.push((cell.0 as usize, cell.1 as usize, f64::from(v.value)));
