@@ -216,6 +216,9 @@ enum Task {
         /// The commit the report is for (the checkout may have no .git)
         #[arg(long)]
         commit: Option<String>,
+        /// Only these operators (kwb mutate --operator), comma-separated
+        #[arg(long = "operator", value_delimiter = ',')]
+        operators: Vec<String>,
     },
     /// On a machine with a GPU: `kwb diagnose` on every mutant `cargo xtask mutants`
     /// kept, one command each, graded against the stage it was planted in
@@ -405,12 +408,18 @@ fn main() -> ExitCode {
                 only,
             },
         ),
-        Task::Mutants { out, only, commit } => mutants::run(
+        Task::Mutants {
+            out,
+            only,
+            commit,
+            operators,
+        } => mutants::run(
             &project_root(),
             &mutants::Options {
                 out: project_root().join(out),
                 only,
                 commit,
+                operators,
             },
         ),
         Task::GpuMutants {

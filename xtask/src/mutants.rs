@@ -213,6 +213,7 @@ pub struct Options {
     pub out: PathBuf,
     pub only: Vec<String>,
     pub commit: Option<String>,
+    pub operators: Vec<String>,
 }
 
 /// One target's compiled set.
@@ -245,6 +246,9 @@ pub fn run(root: &Path, options: &Options) -> Result {
         if let Some((include_root, unit)) = &t.overlay {
             command.arg("--include-root").arg(include_root);
             command.arg("--unit").arg(unit);
+        }
+        if !options.operators.is_empty() {
+            command.arg("--operator").arg(options.operators.join(","));
         }
         command
             .args(t.compile_flags())
@@ -320,8 +324,13 @@ fn compiled_report(tallies: &[Tally], options: &Options) -> String {
     let (ours_kernels, ours) = with(true);
     let _ = writeln!(
         out,
-        "# kwb mutate --compile: the compiled set\n\n- commit: {}\n- command: `cargo xtask mutants`\n- **{} compiling mutants over {} kernels; {} of them over {} kernels we did not write**, {} over {} of ours\n- kept: compiled with nvcc `-cubin` (sm_90a) and SASS unlike the original's\n",
+        "# kwb mutate --compile: the compiled set\n\n- commit: {}\n- command: `cargo xtask mutants{}`\n- **{} compiling mutants over {} kernels; {} of them over {} kernels we did not write**, {} over {} of ours\n- kept: compiled with nvcc `-cubin` (sm_90a) and SASS unlike the original's\n",
         options.commit.as_deref().unwrap_or("(not given)"),
+        if options.operators.is_empty() {
+            String::new()
+        } else {
+            format!(" --operator {}", options.operators.join(","))
+        },
         theirs + ours,
         theirs_kernels + ours_kernels,
         theirs,

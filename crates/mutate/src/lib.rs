@@ -62,6 +62,9 @@ pub struct Config {
     pub kernel: Option<String>,
     /// Only these stages; empty: every stage.
     pub stages: Vec<Stage>,
+    /// Only these operators (names of [`operators::OPERATORS`]); empty: every one.
+    /// Mutants keep the ids they have without this filter.
+    pub operators: Vec<String>,
 }
 
 /// One planted defect.
@@ -95,6 +98,9 @@ pub enum MutateError {
         help("functions with sites: {available}")
     )]
     UnknownKernel { name: String, available: String },
+    #[error("`{name}` is not an operator kwb mutate knows")]
+    #[diagnostic(code(kwb::mutate::unknown_operator), help("operators: {known}"))]
+    UnknownOperator { name: String, known: String },
     #[error("{what} has no {stage} site to plant a defect at")]
     #[diagnostic(
         code(kwb::mutate::no_site),
@@ -136,6 +142,16 @@ fn covered<'m>(
 /// Every mutant `config` asks for in `source`, numbered in source order. An error when
 /// the kernel is not in the file or a requested stage has no site.
 pub fn mutants(source: &str, config: &Config) -> Result<Vec<Mutant>, MutateError> {
+    if let Some(name) = config
+        .operators
+        .iter()
+        .find(|o| !operators::OPERATORS.iter().any(|(n, _)| n == o))
+    {
+        return Err(MutateError::UnknownOperator {
+            name: name.clone(),
+            known: operators::OPERATORS.map(|(n, _)| n).join(", "),
+        });
+    }
     let parsed = kwb_syntax::parse(source);
     let map = kwb_sites::kernel_map(&parsed, &[]);
     let functions = covered(source, &map, config)?;
@@ -158,7 +174,24 @@ pub fn mutants(source: &str, config: &Config) -> Result<Vec<Mutant>, MutateError
         }
         planted.extend(found);
     }
-    Ok(number(source, &parsed, planted))
+    let mut numbered = number(source, &parsed, planted);
+    if !config.operators.is_empty() {
+        numbered.retain(|m| config.operators.iter().any(|o| o == m.operator));
+        if numbered.is_empty() {
+            return Err(MutateError::NoSite {
+                stage: "such",
+                what: format!(
+                    "{} (operators {})",
+                    config
+                        .kernel
+                        .as_ref()
+                        .map_or("this file".to_owned(), |k| format!("`{k}`")),
+                    config.operators.join(", ")
+                ),
+            });
+        }
+    }
+    Ok(numbered)
 }
 
 /// The planted edits that apply and parse, without duplicates, as numbered mutants.

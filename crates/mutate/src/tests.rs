@@ -53,6 +53,7 @@ fn a_tma_kernel_gets_descriptor_mutants_from_its_host_encode() {
     let config = Config {
         kernel: Some("gemm_wgmma_tma".to_owned()),
         stages: vec![Stage::Descriptor, Stage::Mma],
+        ..Config::default()
     };
     insta::assert_snapshot!(listing(&source, &config));
 }
@@ -65,6 +66,7 @@ fn a_kernel_without_a_site_of_the_stage_asked_for_says_so() {
         &Config {
             kernel: Some("gemm_mma_sync".to_owned()),
             stages: vec![Stage::Descriptor],
+            ..Config::default()
         },
     );
     assert!(
@@ -303,4 +305,157 @@ fn accumulator_not_zeroed_only_where_the_accumulator_carries_across_tiles() {
             "{ int tile = blockIdx.x;\n    float acc[4];\n    for",
         );
     assert_eq!(only(&single, &["accumulator-not-zeroed"]), "");
+}
+
+#[test]
+fn ab_swapped_swaps_the_operands_an_mma_call_is_given() {
+    let source = kernel("kernels/cute_sm80/gemm.cu");
+    insta::assert_snapshot!(only(&source, &["ab-swapped"]));
+}
+
+#[test]
+fn ab_swapped_leaves_a_call_with_two_b_arguments_or_an_asm_mma_alone() {
+    // The helper's B is two registers (`b0`, `b1`): which one would take A's place is
+    // no swap of operands. The asm statement has four A and two B operands.
+    let source = r#"
+__device__ void mma16816(float* d, const unsigned* a, unsigned b0, unsigned b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__global__ void k(const unsigned* A, float* D, int n) {
+  float acc[4] = {};
+  for (int kt = 0; kt < n; ++kt) {
+    unsigned a[4] = {A[kt], A[kt + 1], A[kt + 2], A[kt + 3]};
+    unsigned b[2] = {A[kt + 4], A[kt + 5]};
+    mma16816(acc, a, b[0], b[1]);
+  }
+  D[threadIdx.x] = acc[0];
+}
+"#;
+    let listed = only(source, &["ab-swapped"]);
+    assert!(!listed.contains("asm"), "{listed}");
+    assert!(
+        listed.is_empty()
+            || listed
+                .lines()
+                .all(|l| !l.starts_with("+mma16816(acc, b[0], a")),
+        "{listed}"
+    );
+}
+
+#[test]
+fn bias_axis_reads_a_per_column_vector_at_the_row() {
+    let functor = kernel("kernels/styles/epilogue_functor.cu");
+    let decode = kernel("kernels/styles/decode_linear.cu");
+    insta::assert_snapshot!(format!(
+        "{}\n{}",
+        only(&functor, &["bias-axis"]),
+        only(&decode, &["bias-axis"])
+    ));
+}
+
+#[test]
+fn bias_axis_needs_another_axis_and_memory_the_kernel_is_given() {
+    // `scale` is a local array, not given; `bias[i]` is read where no second index
+    // names a matrix with `i`; `w[col]` is read inside the mainloop (an operand).
+    let source = r#"
+__global__ void k(const float* A, const float* w, const float* bias, float* D, int n) {
+  float acc = 0.f;
+  float scale[4] = {1.f, 1.f, 1.f, 1.f};
+  const int row = blockIdx.x, col = threadIdx.x;
+  for (int kt = 0; kt < n; ++kt) acc += A[row * n + kt] * w[col];
+  const int i = threadIdx.y;
+  float v = acc * scale[col] + bias[i];
+  D[row * n + col] = v;
+}
+"#;
+    assert_eq!(only(source, &["bias-axis"]), "");
+}
+
+#[test]
+fn store_transposed_swaps_the_row_and_column_of_an_epilogue_store() {
+    let mma_sync = kernel("kernels/mma_sync/gemm.cu");
+    let tile_config = kernel("kernels/styles/tile_config.cu");
+    insta::assert_snapshot!(format!(
+        "{}\n{}",
+        only(&mma_sync, &["store-transposed"]),
+        only(&tile_config, &["store-transposed"])
+    ));
+}
+
+#[test]
+fn store_transposed_leaves_literal_steps_and_mixed_rows_alone() {
+    // The row term of `off` is a sum (no one row name) and `j * 8` is a step; the
+    // index local `idx` is declared before the mainloop.
+    let source = r#"
+__global__ void k(const float* A, float* D, int n, int cols) {
+  const int bm = blockIdx.x * 16, wm = threadIdx.y, bn = blockIdx.y * 16, j = threadIdx.x;
+  const size_t idx = size_t(bm) * cols + bn;
+  float acc = 0.f;
+  for (int kt = 0; kt < n; ++kt) acc += A[bm * n + kt];
+  const size_t off = size_t(bm + wm) * cols + bn + j * 8;
+  D[off] = acc;
+  D[idx] = acc;
+}
+"#;
+    assert_eq!(only(source, &["store-transposed"]), "");
+}
+
+#[test]
+fn an_operator_filter_keeps_the_ids_of_the_whole_listing_and_refuses_unknown_names() {
+    let source = kernel("kernels/mma_sync/gemm.cu");
+    let whole = mutants(&source, &Config::default()).unwrap();
+    let config = Config {
+        operators: vec!["store-transposed".to_owned(), "alpha-twice".to_owned()],
+        ..Config::default()
+    };
+    let some = mutants(&source, &config).unwrap();
+    assert!(!some.is_empty());
+    for m in &some {
+        assert!(["store-transposed", "alpha-twice"].contains(&m.operator));
+        let same = whole.iter().find(|w| w.id == m.id).unwrap();
+        assert_eq!((same.operator, same.line), (m.operator, m.line));
+    }
+    let unknown = mutants(
+        &source,
+        &Config {
+            operators: vec!["a-typo".to_owned()],
+            ..Config::default()
+        },
+    );
+    assert!(
+        matches!(&unknown, Err(MutateError::UnknownOperator { name, .. }) if name == "a-typo"),
+        "{unknown:?}"
+    );
+    let none = mutants(
+        &source,
+        &Config {
+            operators: vec!["tma-box".to_owned()],
+            ..Config::default()
+        },
+    );
+    assert!(matches!(&none, Err(MutateError::NoSite { .. })), "{none:?}");
+}
+
+#[test]
+fn every_operator_a_listing_shows_is_named_in_the_operator_table() {
+    for path in [
+        "kernels/mma_sync/gemm.cu",
+        "kernels/cute_sm80/gemm.cu",
+        "kernels/styles/tma_map_fp8.cu",
+        "kernels/styles/epilogue_functor.cu",
+    ] {
+        for m in mutants(&kernel(path), &Config::default()).unwrap() {
+            let known = crate::operators::OPERATORS
+                .iter()
+                .find(|(n, _)| *n == m.operator);
+            assert_eq!(
+                known.map(|(_, s)| *s),
+                Some(m.stage),
+                "{path}: {}",
+                m.operator
+            );
+        }
+    }
 }

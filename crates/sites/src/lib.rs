@@ -25,7 +25,7 @@ mod report;
 pub use error::SitesError;
 pub use functions::template_parameters;
 pub use line_site::{LineSite, sites_of_line};
-pub use model::{Confidence, Kernel, KernelMap, Site, SiteKind, TemplateParam};
+pub use model::{Confidence, Kernel, KernelMap, MmaArguments, Site, SiteKind, TemplateParam};
 pub use patterns::{BUILTIN as BUILTIN_QUERIES, Pattern, builtin as builtin_pattern};
 
 use kwb_syntax::{Blank, Parsed};

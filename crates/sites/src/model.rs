@@ -131,6 +131,22 @@ pub struct Kernel {
     /// Bytes of the function definition.
     #[serde(skip)]
     pub range: Range<usize>,
+    /// The arguments each MMA call of the function passes as its A and B operands.
+    #[serde(skip)]
+    pub mma_arguments: Vec<MmaArguments>,
+}
+
+/// The arguments an MMA call passes as its operands, as the map reads its roles
+/// (positionally, by a helper's parameters, or by name): whole argument expressions,
+/// in the original file's bytes. Inline-asm and scalar MMAs have none.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MmaArguments {
+    /// Bytes of the call.
+    pub call: Range<usize>,
+    /// The arguments read as operand A.
+    pub a: Vec<Range<usize>>,
+    /// The arguments read as operand B.
+    pub b: Vec<Range<usize>>,
 }
 
 /// The kernel map of one file.

@@ -15,7 +15,7 @@ use crate::index::Index;
 use crate::mainloop::{self, Seeds};
 use crate::mma;
 use crate::patterns::{self, Mark, Pattern};
-use crate::{Confidence, Kernel, KernelMap, Site, SiteKind};
+use crate::{Confidence, Kernel, KernelMap, MmaArguments, Site, SiteKind};
 
 mod passed;
 mod returned;
@@ -323,7 +323,7 @@ pub fn build(parsed: &Parsed, user: &[Pattern]) -> KernelMap {
         )
         .collect();
     let mut kernels = Vec::new();
-    for (function, mut sites) in functions.iter().zip(derived) {
+    for (i, (function, mut sites)) in functions.iter().zip(derived).enumerate() {
         if called_from_k_loops.contains(&function.simple_name) {
             sites.retain(|s| {
                 !(s.kind == SiteKind::Mainloop
@@ -335,7 +335,10 @@ pub fn build(parsed: &Parsed, user: &[Pattern]) -> KernelMap {
         if sites.is_empty() && function.role != "global" {
             continue;
         }
-        kernels.push(kernel(function, sites, parsed));
+        let arguments = mma_arguments(&sites, parsed, scope(i), &param_roles);
+        let mut k = kernel(function, sites, parsed);
+        k.mma_arguments = arguments;
+        kernels.push(k);
     }
     KernelMap { kernels }
 }
@@ -1715,6 +1718,55 @@ fn calls_in<'t>(calls: &[Node<'t>], parsed: &Parsed) -> Vec<(Node<'t>, String)> 
     out
 }
 
+/// The A and B arguments of each MMA call among `sites`, read as the map reads its
+/// roles; a call with neither is left out.
+fn mma_arguments<'t>(
+    sites: &[Found<'t>],
+    parsed: &Parsed,
+    scope: &Scope<'t>,
+    param_roles: &mma::ParamRoles,
+) -> Vec<MmaArguments> {
+    let mut out: Vec<MmaArguments> = Vec::new();
+    for s in sites
+        .iter()
+        .filter(|s| s.kind == SiteKind::Mma && s.node.kind() == "call_expression")
+    {
+        let roles = mma::roles_with(s.node, parsed, scope, param_roles);
+        let Some(arguments) = s.node.child_by_field_name("arguments") else {
+            continue;
+        };
+        let mut found = MmaArguments {
+            call: s.node.byte_range(),
+            ..MmaArguments::default()
+        };
+        for (letter, base) in roles.operands {
+            // The whole argument the operand's name sits in.
+            let mut node = base;
+            while let Some(parent) = node.parent()
+                && parent.id() != arguments.id()
+            {
+                node = parent;
+            }
+            if node.parent().map(|p| p.id()) != Some(arguments.id()) {
+                continue;
+            }
+            let list = if letter == 'A' {
+                &mut found.a
+            } else {
+                &mut found.b
+            };
+            if !list.contains(&node.byte_range()) {
+                list.push(node.byte_range());
+            }
+        }
+        if (!found.a.is_empty() || !found.b.is_empty()) && !out.iter().any(|o| o.call == found.call)
+        {
+            out.push(found);
+        }
+    }
+    out
+}
+
 fn kernel(function: &Function<'_>, found: Vec<Found<'_>>, parsed: &Parsed) -> Kernel {
     let mut sites: Vec<Site> = found.into_iter().map(|f| site(f, parsed)).collect();
     sites.sort_by(|a, b| {
@@ -1748,6 +1800,7 @@ fn kernel(function: &Function<'_>, found: Vec<Found<'_>>, parsed: &Parsed) -> Ke
         sites,
         syntax_errors: parsed.diagnostics_in(range.clone()).len(),
         range,
+        mma_arguments: Vec::new(),
     }
 }
 

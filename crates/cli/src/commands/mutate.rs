@@ -1,4 +1,4 @@
-//! `kwb mutate FILE [--kernel K] [--stage S,…] [--list] [--json] [-o DIR] [--compile]`:
+//! `kwb mutate FILE [--kernel K] [--stage S,…] [--operator O,…] [--list] [--json] [-o DIR] [--compile]`:
 //! stage-labelled defects planted in a kernel (kwb-mutate), each written as a copy of
 //! FILE with one edit, `DIR/NNN-STAGE-OPERATOR/NAME` (FILE's own name, so a build can
 //! point at the folder), and `DIR/mutants.json`: `{"source", "mutants": [{"id",
@@ -53,6 +53,10 @@ pub struct Args {
     /// Only these stages: operand-load, mma, epilogue, descriptor
     #[arg(long, value_delimiter = ',', value_parser = parse_stage)]
     stage: Vec<Stage>,
+    /// Only these operators (`ab-swapped,bias-axis`); the mutants keep the ids they
+    /// have in the whole listing
+    #[arg(long = "operator", value_delimiter = ',', value_name = "NAME")]
+    operators: Vec<String>,
     /// Print the mutants (id, stage, operator, line, diff) and write nothing
     #[arg(long, conflicts_with = "output")]
     list: bool,
@@ -185,13 +189,14 @@ pub fn run(args: Args) -> i32 {
     let config = Config {
         kernel: args.kernel.clone(),
         stages: args.stage.clone(),
+        operators: args.operators.clone(),
     };
     let all = match kwb_mutate::mutants(&source, &config) {
         Ok(m) => m,
         Err(e) => {
             let code = match e {
                 MutateError::UnknownKernel { .. } => exit::NO_KERNEL,
-                MutateError::NoSite { .. } => exit::INPUT,
+                MutateError::NoSite { .. } | MutateError::UnknownOperator { .. } => exit::INPUT,
             };
             render::error(Report::new(e));
             return code;

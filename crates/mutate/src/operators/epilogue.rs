@@ -9,7 +9,7 @@ use tree_sitter::Node;
 
 use super::{
     Planted, accumulators, arithmetic, collect, declared, enclosing, function_node, identifiers,
-    planted, root, sites, text,
+    integral, planted, root, sites, text,
 };
 use crate::Stage;
 
@@ -218,6 +218,367 @@ pub(super) fn store_scaled(parsed: &Parsed, k: &Kernel) -> Vec<Planted> {
         doubled(parsed, function, right, &accumulators, &locals, &mut indels);
         if !indels.is_empty() {
             out.push(planted(Stage::Epilogue, "store-scaled", k, indels));
+        }
+    }
+    out
+}
+
+/// The terms of a sum chain (`a + b * c + d`: `a`, `b * c`, `d`), through parentheses.
+fn terms<'t>(node: Node<'t>, out: &mut Vec<Node<'t>>) {
+    let node = if node.kind() == "parenthesized_expression" {
+        node.named_child(0).unwrap_or(node)
+    } else {
+        node
+    };
+    if node.kind() == "binary_expression"
+        && node.child_by_field_name("operator").map(|o| o.kind()) == Some("+")
+        && let (Some(l), Some(r)) = (
+            node.child_by_field_name("left"),
+            node.child_by_field_name("right"),
+        )
+    {
+        terms(l, out);
+        terms(r, out);
+    } else {
+        out.push(node);
+    }
+}
+
+/// The pairs of integer names a function indexes a matrix with: `(r, c)` wherever it
+/// writes `r * ld + c` (in any order, in a longer sum, through casts and parentheses),
+/// or declares `r = x / n` and `c = x % n` of one `x`.
+fn index_pairs(parsed: &Parsed, function: Node<'_>) -> Vec<(String, String)> {
+    // The one name an expression reads, casts and called functions aside
+    // (`static_cast<size_t>(row)` reads `row`).
+    let single = |n: Node<'_>| -> Option<String> {
+        let mut names = Vec::new();
+        identifiers(n, &parsed.source, &mut |id, t| {
+            let called = id.parent().is_some_and(|p| {
+                matches!(p.kind(), "call_expression" | "template_function")
+                    && p.child_by_field_name(if p.kind() == "call_expression" {
+                        "function"
+                    } else {
+                        "name"
+                    })
+                    .is_some_and(|f| f.id() == id.id())
+            });
+            if !called {
+                names.push(t.to_owned());
+            }
+        });
+        names.dedup();
+        (names.len() == 1).then(|| names.remove(0))
+    };
+    let is_op = |n: Node<'_>, op: &str| {
+        n.kind() == "binary_expression"
+            && n.child_by_field_name("operator").map(|o| o.kind()) == Some(op)
+    };
+    let mut out: Vec<(String, String)> = Vec::new();
+    let push = |pair: (String, String), out: &mut Vec<(String, String)>| {
+        if pair.0 != pair.1 && !out.contains(&pair) {
+            out.push(pair);
+        }
+    };
+    let mut sums = Vec::new();
+    collect(function, "binary_expression", &mut sums);
+    for sum in sums {
+        // Each chain once, from its outermost `+`.
+        if !is_op(sum, "+") || sum.parent().is_some_and(|p| is_op(p, "+")) {
+            continue;
+        }
+        let mut parts = Vec::new();
+        terms(sum, &mut parts);
+        let columns: Vec<String> = parts.iter().filter_map(|&t| single(t)).collect();
+        for product in parts.iter().filter(|t| is_op(**t, "*")) {
+            let factors = ["left", "right"].map(|f| product.child_by_field_name(f));
+            for row in factors.into_iter().flatten().filter_map(single) {
+                for column in &columns {
+                    push((row.clone(), column.clone()), &mut out);
+                }
+            }
+        }
+    }
+    // `r = x / n; c = x % n;`
+    let mut declarators = Vec::new();
+    collect(function, "init_declarator", &mut declarators);
+    let split = |op: &str| -> Vec<(String, String)> {
+        declarators
+            .iter()
+            .filter_map(|d| {
+                let name = d.child_by_field_name("declarator")?;
+                let value = d.child_by_field_name("value")?;
+                let value = if value.kind() == "parenthesized_expression" {
+                    value.named_child(0)?
+                } else {
+                    value
+                };
+                if !is_op(value, op) {
+                    return None;
+                }
+                let of = value.child_by_field_name("left")?;
+                Some((text(parsed, name).to_owned(), text(parsed, of).to_owned()))
+            })
+            .collect()
+    };
+    for (row, x) in split("/") {
+        for (column, y) in split("%") {
+            if x == y {
+                push((row.clone(), column), &mut out);
+            }
+        }
+    }
+    out
+}
+
+/// In the epilogue, a vector read beside the accumulator (`bias[col]`, `scale[row]`)
+/// indexed along the other axis (`bias[row]`). The vector is a parameter or a member
+/// (memory the kernel is given), indexed by one integer name that, with another, indexes
+/// a matrix elsewhere in the function (`D[row * ldd + col]`); the mutant reads it at
+/// that other name. Reads after the function's last mainloop only (a function with no
+/// mainloop: one that holds epilogue sites, such as an epilogue functor).
+pub(super) fn bias_axis(parsed: &Parsed, k: &Kernel) -> Vec<Planted> {
+    let Some(function) = function_node(parsed, k) else {
+        return Vec::new();
+    };
+    if sites(k, SiteKind::Epilogue).next().is_none() {
+        return Vec::new();
+    }
+    let after = super::mainloops(parsed, k)
+        .iter()
+        .map(|l| l.end_byte())
+        .max()
+        .unwrap_or(function.start_byte());
+    let pairs = index_pairs(parsed, function);
+    let accumulators = accumulators(k);
+    let mut reads = Vec::new();
+    collect(function, "subscript_expression", &mut reads);
+    let mut out = Vec::new();
+    for read in reads {
+        if read.start_byte() < after {
+            continue;
+        }
+        let (Some(vector), Some(index)) = (
+            read.child_by_field_name("argument"),
+            read.child_by_field_name("indices").and_then(|l| {
+                (l.named_child_count() == 1)
+                    .then(|| l.named_child(0))
+                    .flatten()
+            }),
+        ) else {
+            continue;
+        };
+        if !matches!(vector.kind(), "identifier" | "field_expression")
+            || index.kind() != "identifier"
+        {
+            continue;
+        }
+        // Read as a value, not written.
+        let written = read.parent().is_some_and(|p| {
+            p.kind() == "assignment_expression"
+                && p.child_by_field_name("left").map(|l| l.id()) == Some(read.id())
+        });
+        let Some(name) = root(vector).map(|r| text(parsed, r)) else {
+            continue;
+        };
+        if written || accumulators.iter().any(|a| a == name) {
+            continue;
+        }
+        // Memory the kernel is given: a pointer parameter or member.
+        let given = declared(parsed, function, name, read.start_byte()).is_none_or(|d| {
+            d.declarator.kind() == "pointer_declarator"
+                || d.declarator.parent().is_some_and(|p| {
+                    matches!(p.kind(), "parameter_declaration" | "field_declaration")
+                }) && text(parsed, d.declarator).contains('*')
+        });
+        if !given {
+            continue;
+        }
+        let at = text(parsed, index);
+        let is_integer = |n: &str| {
+            declared(parsed, function, n, read.start_byte()).is_some_and(|d| integral(parsed, d.ty))
+        };
+        if !is_integer(at) {
+            continue;
+        }
+        let other = pairs.iter().find_map(|(r, c)| {
+            if r == at {
+                Some(c)
+            } else if c == at {
+                Some(r)
+            } else {
+                None
+            }
+        });
+        let Some(other) = other.filter(|o| is_integer(o)) else {
+            continue;
+        };
+        out.push(planted(
+            Stage::Epilogue,
+            "bias-axis",
+            k,
+            vec![Indel::replace(index.byte_range(), other.clone())],
+        ));
+    }
+    out
+}
+
+/// In an index sum `r * ld + c` (a longer sum too) of two integer names, the indels that
+/// swap them (`c * ld + r`).
+fn swapped_index<'t>(
+    parsed: &Parsed,
+    function: Node<'t>,
+    index: Node<'t>,
+    at: usize,
+) -> Option<Vec<Indel>> {
+    let mut parts = Vec::new();
+    terms(index, &mut parts);
+    let is_integer = |n: Node<'t>| {
+        let name = text(parsed, n);
+        n.kind() == "identifier"
+            && declared(parsed, function, name, at).is_some_and(|d| integral(parsed, d.ty))
+    };
+    // The one identifier of an expression through casts (`size_t(row)`, `(size_t)row`,
+    // `static_cast<size_t>(row)`).
+    let name_in = |n: Node<'t>| -> Option<Node<'t>> {
+        let mut found = Vec::new();
+        identifiers(n, &parsed.source, &mut |id, _| {
+            let called = id.parent().is_some_and(|p| {
+                matches!(p.kind(), "call_expression" | "template_function")
+                    && p.child_by_field_name(if p.kind() == "call_expression" {
+                        "function"
+                    } else {
+                        "name"
+                    })
+                    .is_some_and(|f| f.id() == id.id())
+            });
+            if !called {
+                found.push(id);
+            }
+        });
+        (found.len() == 1)
+            .then(|| found[0])
+            .filter(|&i| is_integer(i))
+    };
+    let column = parts.iter().find_map(|&t| name_in(t))?;
+    let row = parts
+        .iter()
+        .filter(|t| {
+            t.kind() == "binary_expression"
+                && t.child_by_field_name("operator").map(|o| o.kind()) == Some("*")
+        })
+        // `row * ld`: a leading dimension, not a literal step (`j * 8`).
+        .filter(|p| {
+            p.child_by_field_name("right")
+                .is_some_and(|ld| ld.kind() != "number_literal")
+        })
+        .find_map(|p| name_in(p.child_by_field_name("left")?))?;
+    let (r, c) = (text(parsed, row), text(parsed, column));
+    (r != c).then(|| {
+        vec![
+            Indel::replace(row.byte_range(), c.to_owned()),
+            Indel::replace(column.byte_range(), r.to_owned()),
+        ]
+    })
+}
+
+/// The index expression of a store's destination: `D[e]`, `&D[e]`, `D + e` through
+/// casts and dereferences; the sum itself for pointer arithmetic.
+fn destination_index<'t>(left: Node<'t>) -> Option<Node<'t>> {
+    match left.kind() {
+        "subscript_expression" => {
+            let indices = left.child_by_field_name("indices")?;
+            (indices.named_child_count() == 1).then(|| indices.named_child(0))?
+        }
+        "binary_expression" => {
+            (left.child_by_field_name("operator").map(|o| o.kind()) == Some("+")).then(|| {
+                // `D + e`: the index is `e`; in a longer chain (`D + r * ld + c`) the
+                // whole chain, whose pointer term is no integer name.
+                let pointer = left.child_by_field_name("left");
+                match pointer.map(|p| p.kind()) {
+                    Some("identifier" | "field_expression") => {
+                        left.child_by_field_name("right").unwrap_or(left)
+                    }
+                    _ => left,
+                }
+            })
+        }
+        "pointer_expression" | "parenthesized_expression" | "cast_expression" => destination_index(
+            left.child_by_field_name("argument")
+                .or_else(|| left.child_by_field_name("value"))
+                .or_else(|| left.named_child(left.named_child_count().checked_sub(1)?))?,
+        ),
+        "call_expression" => {
+            destination_index(left.child_by_field_name("arguments")?.named_child(0)?)
+        }
+        _ => None,
+    }
+}
+
+/// In each epilogue store of an accumulator-derived value, the row and the column of
+/// its destination's index swapped: `D[row * ldd + col]` becomes `D[col * ldd + row]`.
+/// An index held in a local declared after the mainloop (`size_t off = row * N + col;
+/// … D + off`) is swapped at its declaration.
+pub(super) fn store_transposed(parsed: &Parsed, k: &Kernel) -> Vec<Planted> {
+    let Some(function) = function_node(parsed, k) else {
+        return Vec::new();
+    };
+    let accumulators = accumulators(k);
+    if accumulators.is_empty() {
+        return Vec::new();
+    }
+    let after = super::mainloops(parsed, k)
+        .iter()
+        .map(|l| l.end_byte())
+        .max()
+        .unwrap_or(function.start_byte());
+    let locals = derived(parsed, function, &accumulators);
+    let mut done: Vec<Range<usize>> = Vec::new();
+    let mut out = Vec::new();
+    for s in sites(k, SiteKind::Epilogue) {
+        let Some(statement) = enclosing(parsed, &s.range, &["expression_statement"]) else {
+            continue;
+        };
+        if done.contains(&statement.byte_range()) || !k.range.contains(&statement.start_byte()) {
+            continue;
+        }
+        done.push(statement.byte_range());
+        let Some(store) = statement
+            .named_child(0)
+            .filter(|e| e.kind() == "assignment_expression")
+        else {
+            continue;
+        };
+        let (Some(left), Some(op)) = (
+            store.child_by_field_name("left"),
+            store.child_by_field_name("operator"),
+        ) else {
+            continue;
+        };
+        let target = root(left).map(|r| text(parsed, r).to_owned());
+        if op.kind() != "="
+            || !matches!(left.kind(), "subscript_expression" | "pointer_expression")
+            || target.is_some_and(|t| accumulators.contains(&t) || locals.contains(&t))
+        {
+            continue;
+        }
+        let Some(index) = destination_index(left) else {
+            continue;
+        };
+        let at = statement.start_byte();
+        // An index local: its declaration, when it comes after the mainloop.
+        let index = if index.kind() == "identifier" {
+            let Some(value) = declared(parsed, function, text(parsed, index), at)
+                .and_then(|d| d.value)
+                .filter(|v| v.start_byte() >= after)
+            else {
+                continue;
+            };
+            value
+        } else {
+            index
+        };
+        if let Some(indels) = swapped_index(parsed, function, index, at) {
+            out.push(planted(Stage::Epilogue, "store-transposed", k, indels));
         }
     }
     out

@@ -448,3 +448,66 @@ pub(super) fn operand_stride(parsed: &Parsed, k: &Kernel) -> Vec<Planted> {
     }
     out
 }
+
+/// At each MMA call that passes one A argument and one B argument, the two swapped:
+/// the MMA reads B's tile as A and A's as B. Where their types or shapes differ (a
+/// PTX fragment of 4 registers against one of 2, `matrix_a` against `matrix_b`) the
+/// mutant does not compile and is dropped; where they agree (square tiles, pointers
+/// into shared memory, CuTe views of one shape) it computes another product.
+pub(super) fn ab_swapped(parsed: &Parsed, k: &Kernel) -> Vec<Planted> {
+    let mut out = Vec::new();
+    for call in &k.mma_arguments {
+        let ([a], [b]) = (call.a.as_slice(), call.b.as_slice()) else {
+            continue;
+        };
+        if a == b || a.start < b.end && b.start < a.end {
+            continue;
+        }
+        // An operand passed in several arguments (`b_frag[j][0], b_frag[j][1]`) has
+        // no one argument to swap.
+        let Some(arguments) = enclosing(parsed, &call.call, &["call_expression"])
+            .and_then(|c| c.child_by_field_name("arguments"))
+        else {
+            continue;
+        };
+        let root_of = |r: &Range<usize>| {
+            let mut names = Vec::new();
+            if let Some(n) = arguments
+                .named_children(&mut arguments.walk())
+                .find(|n| n.byte_range() == *r)
+            {
+                identifiers(n, &parsed.source, &mut |_, t| names.push(t.to_owned()));
+            }
+            names.first().cloned()
+        };
+        let spans_several = |r: &Range<usize>| {
+            let Some(name) = root_of(r) else { return true };
+            arguments
+                .named_children(&mut arguments.walk())
+                .filter(|n| {
+                    let mut first = None;
+                    identifiers(*n, &parsed.source, &mut |_, t| {
+                        first.get_or_insert_with(|| t.to_owned());
+                    });
+                    first.as_deref() == Some(name.as_str())
+                })
+                .count()
+                > 1
+        };
+        if spans_several(a) || spans_several(b) {
+            continue;
+        }
+        let (first, second) = if a.start < b.start { (a, b) } else { (b, a) };
+        let text = |r: &Range<usize>| parsed.source[r.clone()].to_owned();
+        out.push(planted(
+            Stage::OperandLoad,
+            "ab-swapped",
+            k,
+            vec![
+                Indel::replace(first.clone(), text(second)),
+                Indel::replace(second.clone(), text(first)),
+            ],
+        ));
+    }
+    out
+}

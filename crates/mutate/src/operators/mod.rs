@@ -28,6 +28,16 @@
 //!   doubled through any conversion, without arithmetic on half or bf16 types (which
 //!   `__CUDA_NO_HALF_OPERATORS__` may forbid). CuTe tensors and `auto` locals are left
 //!   alone: their element type is not visible.
+//! - epilogue, `bias-axis`: after the mainloop (or in a function with epilogue sites
+//!   and no mainloop, an epilogue functor), a vector the kernel is given (a pointer
+//!   parameter or member) read at one integer name (`bias[col]`) is read at the other
+//!   name that, with it, indexes a matrix in the same function (`D[row * ldd + col]`
+//!   makes `bias[row]`): a per-column bias or scale applied per row.
+//! - epilogue, `store-transposed`: in an epilogue store of an accumulator-derived
+//!   value, the destination's index `row * ld + col` (in a longer sum, through casts,
+//!   or in an index local declared after the mainloop) becomes `col * ld + row`: the
+//!   tile is stored transposed, or (where the problem is not square, or a vector store
+//!   lands on an odd row) out of bounds or misaligned, which faults at the store.
 //! - operand-load, `load-k-offset`: in a load inside the mainloop, an index derived
 //!   from the loop's K step (the induction variable, or a local computed from it)
 //!   becomes `(x + 1)`: another K tile is fetched, or another stage filled.
@@ -50,6 +60,10 @@
 //!   stays below `rows * ld`, inside the allocation (a vector access may become
 //!   misaligned, which faults loudly). Constants (`LDS`, a shared tile's pitch) are
 //!   left alone.
+//! - operand-load, `ab-swapped`: at an MMA call that passes one A and one B argument
+//!   (as the kernel map reads the call's roles), the two arguments swapped. Only
+//!   where their shapes allow: a mutant whose fragments differ in type does not
+//!   compile and is dropped.
 //! - descriptor, `tma-swizzle`: a `CU_TENSOR_MAP_SWIZZLE_*` in a function that makes
 //!   or receives a TMA map becomes another swizzle, so the tile is written one way
 //!   and read another.
@@ -79,6 +93,26 @@ use kwb_syntax::Parsed;
 use tree_sitter::Node;
 
 use crate::Stage;
+
+/// Every operator's name with its stage, in the order of the module doc.
+pub const OPERATORS: [(&str, Stage); 16] = [
+    ("k-tile-dropped", Stage::Mma),
+    ("mma-twice", Stage::Mma),
+    ("accumulator-not-zeroed", Stage::Mma),
+    ("alpha-twice", Stage::Epilogue),
+    ("beta-dropped", Stage::Epilogue),
+    ("store-scaled", Stage::Epilogue),
+    ("bias-axis", Stage::Epilogue),
+    ("store-transposed", Stage::Epilogue),
+    ("load-k-offset", Stage::OperandLoad),
+    ("stage-index-off", Stage::OperandLoad),
+    ("operand-stride", Stage::OperandLoad),
+    ("ab-swapped", Stage::OperandLoad),
+    ("tma-swizzle", Stage::Descriptor),
+    ("tma-dims", Stage::Descriptor),
+    ("tma-stride", Stage::Descriptor),
+    ("tma-box", Stage::Descriptor),
+];
 
 /// One defect at one place, before it is checked and numbered.
 #[derive(Clone, Debug)]
@@ -131,6 +165,8 @@ pub fn plant(
                     |t| format!("({t} * 0)"),
                 ));
                 out.extend(epilogue::store_scaled(parsed, k));
+                out.extend(epilogue::bias_axis(parsed, k));
+                out.extend(epilogue::store_transposed(parsed, k));
             }
         }
         Stage::OperandLoad => {
@@ -138,6 +174,7 @@ pub fn plant(
                 out.extend(load::load_k_offset(parsed, k));
                 out.extend(load::stage_index_off(parsed, k));
                 out.extend(load::operand_stride(parsed, k));
+                out.extend(load::ab_swapped(parsed, k));
             }
         }
         Stage::Descriptor => {
