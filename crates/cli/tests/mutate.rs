@@ -84,6 +84,17 @@ fn a_stage_without_a_site_and_a_foreign_folder_are_refused() {
         .output()
         .unwrap();
     assert_eq!(unknown.status.code(), Some(3));
+    let typo = kwb()
+        .args(["mutate", "--operator", "ab-swaped", "--list"])
+        .arg(kernel())
+        .output()
+        .unwrap();
+    assert_eq!(typo.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&typo.stderr);
+    assert!(
+        said.contains("`ab-swaped` is not an operator") && said.contains("k-tile-dropped"),
+        "{said}"
+    );
     let tmp = tempfile::tempdir().unwrap();
     std::fs::write(tmp.path().join("mine.txt"), "keep").unwrap();
     let foreign = kwb()
