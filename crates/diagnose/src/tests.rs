@@ -1833,6 +1833,28 @@ mod structured {
         );
     }
 
+    #[test]
+    fn an_accumulator_of_the_operands_fed_the_wrong_way_round_is_an_operand_load_verdict() {
+        let (a, b) = inputs();
+        let p = Product::of(&a, &b).unwrap();
+        // The MMA fed B's tile as A and A's as B: cell (m, n) holds P(n, m).
+        let mut t = run(&a, &b, &[0, 1, 2, 3], (0, 0), 0.0);
+        for v in &mut t.tiles {
+            if t.records[v.record as usize].kind() == Some(Kind::Accumulator) {
+                v.value = p.get(i64::from(v.n), i64::from(v.m)).unwrap() as f32;
+            }
+        }
+        let f = judged(&t, &a, &b, 100);
+        assert_eq!(
+            (f.stage, f.status),
+            (Some(Stage::OperandLoad), Status::Verdict),
+            "{}",
+            f.summary
+        );
+        assert!(f.summary.contains("B's tile as A"), "{}", f.summary);
+        assert!(f.fits(Some(Stage::Mma)), "{:?}", f.alternatives);
+    }
+
     /// Output rows 0..16, columns 0..16 of the product over K = 128 of A and B as
     /// `read_a(m, k)` and `read_b(n, k)` read them, at their (m, n) or (`coords`
     /// false) with no coordinates.

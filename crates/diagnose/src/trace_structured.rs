@@ -331,10 +331,30 @@ pub fn judge_structured(trace: &Trace, a: &Matrix, b: &Matrix, run: &StructuredR
         } else if read_all && !raw_order {
             // The MMA multiplied what the probes show, where they show it: then the
             // operands, each a K slice of the input, are another tile's rows.
-            let traced = TracedOperands::of(trace).product(trace);
+            let operands_as_traced = TracedOperands::of(trace);
+            let traced = operands_as_traced.product(trace);
             f.evidence.push(traced.describe());
             f.status = Status::Verdict;
-            if traced.explains() {
+            let swapped = (!traced.explains())
+                .then(|| operands_as_traced.swapped_product(trace))
+                .filter(TracedProduct::explains);
+            if let Some(swapped) = swapped {
+                f.evidence.push(format!(
+                    "with A and B in each other's place, {}",
+                    swapped.describe()
+                ));
+                // The values are right and so is the arithmetic: what the MMA was
+                // handed as each operand is not.
+                f.stage = Some(Stage::OperandLoad);
+                f.alternatives = vec![Stage::Mma];
+                f.summary = format!(
+                    "operand-load (the operands hold the input's K slices, each once, yet {} of {} accumulator groups are no tile of A·Bᵀ; the accumulator is exactly the product of the traced operands with their roles exchanged ({} of {} values): the MMA was given B's tile as A and A's as B)",
+                    acc.nowhere(),
+                    acc.groups.len(),
+                    swapped.matched,
+                    swapped.cells
+                );
+            } else if traced.explains() {
                 operand_reading(
                     &mut f,
                     Status::Verdict,

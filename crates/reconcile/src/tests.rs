@@ -943,3 +943,55 @@ fn slice_counts_judge_only_what_they_can() {
     let c = check_slice_counts(&t, &half, &b, &q, (0, 0));
     assert!(c.unjudged.as_deref().unwrap().contains("not exact"));
 }
+
+/// One CTA tile of 16 × 16 over K = 32: operands A and B straight from the inputs,
+/// and the accumulator `Σ A(m, k) · B(n, k)`, or with `swapped` the MMA fed B as A and
+/// A as B: `Σ B(m, k) · A(n, k)`.
+fn fed(a: &Matrix, b: &Matrix, swapped: bool) -> Trace {
+    let mut t = Builder::default();
+    let rows = |x: &Matrix, kind: Kind| {
+        (0..16usize)
+            .flat_map(|r| (0..32usize).map(move |k| (r, k)))
+            .map(|(r, k)| {
+                let v = x.data[r * x.cols + k];
+                if kind == Kind::OperandA {
+                    (v, r as i32, -1, k as i32)
+                } else {
+                    (v, -1, r as i32, k as i32)
+                }
+            })
+            .collect::<Vec<_>>()
+    };
+    t.push(record(Kind::OperandA, 0, 0), rows(a, Kind::OperandA));
+    t.push(record(Kind::OperandB, 0, 0), rows(b, Kind::OperandB));
+    let (first, second) = if swapped { (b, a) } else { (a, b) };
+    let acc: Vec<_> = square(0, 16)
+        .map(|(m, n)| {
+            let s: f32 = (0..32)
+                .map(|k| {
+                    first.data[m as usize * first.cols + k]
+                        * second.data[n as usize * second.cols + k]
+                })
+                .sum();
+            (s, m as i32, n as i32, -1)
+        })
+        .collect();
+    t.push(record(Kind::Accumulator, 0, -1), acc);
+    t.trace
+}
+
+#[test]
+fn an_accumulator_of_the_operands_fed_the_wrong_way_round_is_their_swapped_product() {
+    let (a, b) = (wide(16, 32, 21), wide(16, 32, 22));
+    let swapped = fed(&a, &b, true);
+    let operands = TracedOperands::of(&swapped);
+    assert!(!operands.product(&swapped).explains());
+    let p = operands.swapped_product(&swapped);
+    assert!(p.explains(), "{p:?}");
+    assert_eq!((p.cells, p.matched), (256, 256));
+    // Fed the right way round, the swapped product does not explain it.
+    let right = fed(&a, &b, false);
+    let operands = TracedOperands::of(&right);
+    assert!(operands.product(&right).explains());
+    assert!(!operands.swapped_product(&right).explains());
+}

@@ -240,6 +240,36 @@ impl TracedOperands {
         against(a, b, trace)
     }
 
+    /// Checks `trace`'s final accumulator against the product of these operands with
+    /// their roles exchanged: cell (m, n) against row `n0 + (m − m0)` of B times row
+    /// `m0 + (n − n0)` of A, each operand's rows moved to the accumulator's as
+    /// [`TracedOperands::product`] moves them. Where this explains the accumulator and
+    /// the plain product does not, the MMA was given B's tile in A's place and A's in
+    /// B's: it multiplied the right values, fed the wrong way round. A multiset reads
+    /// the same either way round (`a · b = b · a`), so only an accumulator with
+    /// coordinates is judged.
+    pub fn swapped_product(&self, trace: &Trace) -> TracedProduct {
+        let unjudged = |why: String| TracedProduct {
+            unjudged: Some(why),
+            ..TracedProduct::default()
+        };
+        let (a, b) = match (&self.a, &self.b) {
+            (Ok(a), Ok(b)) => (a, b),
+            (Err(why), _) | (_, Err(why)) => return unjudged(why.clone()),
+        };
+        if a.is_empty() || b.is_empty() {
+            return unjudged("an operand has no values with coordinates".to_owned());
+        }
+        match finals(trace) {
+            Ok(Finals::Cells(cells)) if !cells.is_empty() => by_cells(b, a, &cells),
+            Ok(Finals::Cells(_)) => unjudged("no accumulator after the mainloop".to_owned()),
+            Ok(Finals::Values(_)) => unjudged(
+                "the accumulator has no coordinates, and a product's multiset does not show which operand was which".to_owned(),
+            ),
+            Err(why) => unjudged(why),
+        }
+    }
+
     /// Whether every traced value of operand `kind` is the input's element at `k · rows +
     /// row` of `matrix` (stored `[rows, K]`): the operand read as if stored `[K, rows]`,
     /// its two dimensions swapped (a row-major layout tag on a column-major operand, or
