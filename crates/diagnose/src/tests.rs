@@ -1771,6 +1771,39 @@ mod structured {
     }
 
     #[test]
+    fn with_no_operand_probed_an_accumulator_mirrored_across_its_tile_reads_operand_load_first() {
+        let (a, b) = inputs();
+        let p = Product::of(&a, &b).unwrap();
+        // The MMA handed B's tile as A and A's as B: cell (m, n) holds P(n, m).
+        let mut t = accumulator_only(&a, &b, Some, |_| 1.0);
+        for v in &mut t.tiles {
+            v.value = p.get(i64::from(v.n), i64::from(v.m)).unwrap() as f32;
+        }
+        let f = judged(&t, &a, &b, 100);
+        assert_eq!(
+            (f.stage, f.status, f.confound.clone()),
+            (
+                Some(Stage::OperandLoad),
+                Status::Draft,
+                Some(crate::Confound::OperandsNotProbed)
+            ),
+            "{}",
+            f.summary
+        );
+        assert!(f.summary.contains("mirrored"), "{}", f.summary);
+        assert!(f.fits(Some(Stage::Mma)), "{:?}", f.alternatives);
+        // The right accumulator is no mirror: a K tile dropped still reads as the loop.
+        let dropped = judged(
+            &accumulator_only(&a, &b, Some, |k| if k >= 96 { 0.0 } else { 1.0 }),
+            &a,
+            &b,
+            100,
+        );
+        assert_eq!(dropped.stage, Some(Stage::Mma), "{}", dropped.summary);
+        assert!(!dropped.summary.contains("mirrored"), "{}", dropped.summary);
+    }
+
+    #[test]
     fn exact_operands_accumulator_and_output_are_clean() {
         let (a, b) = inputs();
         let f = judged(&run(&a, &b, &[0, 1, 2, 3], (0, 0), 0.0), &a, &b, 0);

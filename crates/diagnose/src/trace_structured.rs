@@ -28,8 +28,9 @@
 
 use kwb_reconcile::{
     AccumulatorReport, Arrangement, Matrix, OperandReport, Placement, Product, ProvenanceIndex,
-    SliceCounts, SliceReading, TracedOperands, TracedProduct, arrangement, check_operand,
-    check_slice_counts, check_swizzle_mismatch, locate_accumulators, units_of,
+    SliceCounts, SliceReading, TracedOperands, TracedProduct, TransposedTile, arrangement,
+    check_operand, check_slice_counts, check_swizzle_mismatch, locate_accumulators,
+    transposed_tile, units_of,
 };
 use kwb_runtime::{Kind, Trace};
 
@@ -408,14 +409,27 @@ pub fn judge_structured(trace: &Trace, a: &Matrix, b: &Matrix, run: &StructuredR
             }
         } else {
             // No operand to read: the accumulator itself, as sums over K slices, says
-            // whether A's values met B's of the same k (the K loop's count) or not.
-            let counts = frame_shift(trace, &acc).map(|shift| {
+            // whether A's values met B's of the same k (the K loop's count) or not;
+            // as its tile's transpose, that the MMA had A and B the wrong way round.
+            let shift = frame_shift(trace, &acc);
+            let counts = shift.map(|shift| {
                 let c = check_slice_counts(trace, a, b, &product, shift);
                 f.evidence.push(c.describe());
                 c
             });
+            let mirrored = shift
+                .map(|shift| transposed_tile(trace, &product, shift))
+                .filter(TransposedTile::explains);
+            if let Some(t) = &mirrored {
+                f.evidence.push(t.describe());
+            }
             let reading = counts.as_ref().and_then(SliceCounts::reading);
             let (stage, alternatives, why) = match reading {
+                _ if mirrored.is_some() => (
+                    Stage::OperandLoad,
+                    vec![Stage::Mma, Stage::Descriptor],
+                    "and every value is A·Bᵀ mirrored across the tile's diagonal: the MMA was handed B's tile as A and A's as B (or the accumulator probe's m and n are each other's)",
+                ),
                 Some(SliceReading::Unpaired) => (
                     Stage::OperandLoad,
                     vec![Stage::Descriptor, Stage::Mma],

@@ -41,6 +41,7 @@ mod provenance;
 mod ranges;
 mod slice_counts;
 mod traced_product;
+mod transposed;
 
 pub use crate::accumulator::{AccumulatorReport, Placement, locate_accumulators};
 pub use crate::arrangement::{Arrangement, arrangement};
@@ -53,6 +54,7 @@ pub use crate::slice_counts::{SliceCounts, SliceReading, check_slice_counts};
 pub use crate::traced_product::{
     TracedOperands, TracedProduct, check_swizzle_mismatch, swizzle_swapped_k,
 };
+pub use crate::transposed::{TransposedTile, transposed_tile};
 
 #[cfg(test)]
 mod tests;

@@ -121,7 +121,7 @@ impl SliceCounts {
 
 /// Final accumulator values (K tile -1) with their cells moved by `shift` into the
 /// problem's frame; `Err` when a value has no coordinates or two share a cell.
-fn cells(trace: &Trace, shift: (i64, i64)) -> Result<Vec<(usize, usize, f64)>, String> {
+pub(crate) fn cells(trace: &Trace, shift: (i64, i64)) -> Result<Vec<(usize, usize, f64)>, String> {
     let mut seen: HashSet<(i64, i64)> = HashSet::new();
     let mut out = Vec::new();
     for (_, v) in final_values(trace) {

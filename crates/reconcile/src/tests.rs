@@ -995,3 +995,32 @@ fn an_accumulator_of_the_operands_fed_the_wrong_way_round_is_their_swapped_produ
     assert!(operands.product(&right).explains());
     assert!(!operands.swapped_product(&right).explains());
 }
+
+#[test]
+fn a_tile_mirrored_across_its_diagonal_is_its_transpose_and_only_a_square_one_is_judged() {
+    let (a, b) = (wide(32, 64, 31), wide(32, 64, 32));
+    let p = Product::of(&a, &b).unwrap();
+    let tile = |rows: i64, cols: i64, mirrored: bool| {
+        let mut t = Builder::default();
+        let values: Vec<_> = (16..16 + rows)
+            .flat_map(|m| (0..cols).map(move |n| (m, n)))
+            .map(|(m, n)| {
+                let v = if mirrored {
+                    p.get(16 + n, m - 16).unwrap()
+                } else {
+                    p.get(m, n).unwrap()
+                };
+                (v as f32, m as i32, n as i32, -1)
+            })
+            .collect();
+        t.push(record(Kind::Accumulator, 0, -1), values);
+        t.trace
+    };
+    let mirrored = crate::transposed_tile(&tile(16, 16, true), &p, (0, 0));
+    assert!(mirrored.explains(), "{mirrored:?}");
+    assert_eq!((mirrored.cells, mirrored.matched), (256, 256));
+    let right = crate::transposed_tile(&tile(16, 16, false), &p, (0, 0));
+    assert!(!right.explains() && right.matched < 256, "{right:?}");
+    let oblong = crate::transposed_tile(&tile(16, 8, false), &p, (0, 0));
+    assert!(oblong.unjudged.as_deref().unwrap().contains("not square"));
+}
