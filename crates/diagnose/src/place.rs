@@ -84,6 +84,31 @@ impl WrongTiles {
         }
     }
 
+    /// The same wrong outputs seen in the transposed output (`n` x `m`): what a
+    /// kernel that computes `Dᵀ = B·Aᵀ` (swap-AB) holds in its own frame.
+    pub fn transposed(&self) -> WrongTiles {
+        let (rows_b, cols_b) = (self.m.div_ceil(BLOCK), self.n.div_ceil(BLOCK));
+        let mut blocks = vec![false; rows_b * cols_b];
+        for (i, flag) in self.blocks.iter().enumerate() {
+            // Block (r, c) of the output is block (c, r) of its transpose.
+            let (r, c) = (i / cols_b.max(1), i % cols_b.max(1));
+            if let Some(b) = blocks.get_mut(c * rows_b + r) {
+                *b = *flag;
+            }
+        }
+        let mut wrong: Vec<(usize, usize, usize)> =
+            self.wrong.iter().map(|&(r, c, n)| (c, r, n)).collect();
+        wrong.sort_unstable();
+        WrongTiles {
+            m: self.n,
+            n: self.m,
+            tile: (self.tile.1, self.tile.0),
+            tile_known: self.tile_known,
+            wrong,
+            blocks,
+        }
+    }
+
     /// These tiles with the tile marked a guess (a default, not the kernel's).
     pub fn with_tile_guessed(self) -> WrongTiles {
         WrongTiles {

@@ -97,6 +97,11 @@ pub enum Confound {
     /// does, and the output is not what that accumulator alone would make: the
     /// partials are summed after it (a reduction, the epilogue).
     SplitKPartial { slices: u32 },
+    /// The MMA's A operand holds B's rows and its B operand A's, and read so (a
+    /// swap-AB kernel that computes `Dᵀ = B·Aᵀ`) its operands and accumulator are
+    /// right: a swap-AB kernel whose store is wrong and an MMA handed A and B the wrong
+    /// way round read the same.
+    SwappedRoles,
 }
 
 impl Confound {
@@ -127,6 +132,9 @@ impl Confound {
             ),
             Confound::AccumulatorNotRecorded => {
                 "the trace holds no accumulator record, so a wrong accumulation and a wrong epilogue read the same".to_owned()
+            }
+            Confound::SwappedRoles => {
+                "the MMA's operands hold each other's input: a swap-AB kernel (Dᵀ = B·Aᵀ) whose store is wrong and an MMA handed A and B the wrong way round read the same".to_owned()
             }
         }
     }

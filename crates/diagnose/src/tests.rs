@@ -1804,6 +1804,46 @@ mod structured {
     }
 
     #[test]
+    fn a_swap_ab_kernel_is_read_with_the_inputs_exchanged() {
+        // M = 32 tokens, N = 64 features: the kernel's MMA takes B's rows as A and
+        // A's as B, and its accumulator's (m, n) is the output's (n, m).
+        let (a, b) = (wide(32, 128, 41), wide(64, 128, 42));
+        let right = run(&b, &a, &[0, 1, 2, 3], (0, 0), 0.0);
+        let f = judged(&right, &a, &b, 0);
+        assert!(f.clean, "{}", f.summary);
+        assert!(f.evidence[0].contains("swap-AB"), "{:?}", f.evidence);
+        // One accumulator value off with exact operands: the MMA, as in any frame.
+        let f = judged(&run(&b, &a, &[0, 1, 2, 3], (0, 0), 1.0), &a, &b, 1);
+        assert_eq!(
+            (f.stage, f.status),
+            (Some(Stage::Mma), Status::Verdict),
+            "{}",
+            f.summary
+        );
+        // Right up to the accumulator, output wrong: the store, or an MMA handed A and
+        // B the wrong way round; a draft that names both.
+        let f = judged(&right, &a, &b, 100);
+        assert_eq!(
+            (f.stage, f.status, f.confound.clone()),
+            (
+                Some(Stage::Epilogue),
+                Status::Draft,
+                Some(crate::Confound::SwappedRoles)
+            ),
+            "{}",
+            f.summary
+        );
+        assert!(f.fits(Some(Stage::OperandLoad)), "{:?}", f.alternatives);
+        // The same operands read in their own frame are no swap.
+        let own = judged(&run(&a, &b, &[0, 1, 2, 3], (0, 0), 0.0), &a, &b, 0);
+        assert!(
+            own.clean && !own.evidence[0].contains("swap-AB"),
+            "{}",
+            own.summary
+        );
+    }
+
+    #[test]
     fn exact_operands_accumulator_and_output_are_clean() {
         let (a, b) = inputs();
         let f = judged(&run(&a, &b, &[0, 1, 2, 3], (0, 0), 0.0), &a, &b, 0);
@@ -2515,4 +2555,20 @@ mod unchecked_maps {
         let v = reconcile(Some(&mma), None);
         assert_eq!(with_unchecked_maps(v.clone(), true), v);
     }
+}
+
+#[test]
+fn wrong_tiles_transposed_are_the_same_outputs_in_the_transposed_frame() {
+    // 32 x 64 output, tiles of 16 x 32, one wrong output at (3, 40).
+    let mut wrong = vec![false; 32 * 64];
+    wrong[3 * 64 + 40] = true;
+    let tiles = crate::WrongTiles::of(32, 64, (16, 32), &wrong);
+    assert_eq!(tiles.wrong, vec![(0, 1, 1)]);
+    let t = tiles.transposed();
+    assert_eq!((t.m, t.n, t.tile), (64, 32, (32, 16)));
+    assert_eq!(t.wrong, vec![(1, 0, 1)]);
+    // The same, built in the transposed frame directly.
+    let mut wrong_t = vec![false; 64 * 32];
+    wrong_t[40 * 32 + 3] = true;
+    assert_eq!(t, crate::WrongTiles::of(64, 32, (32, 16), &wrong_t));
 }

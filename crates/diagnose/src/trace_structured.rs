@@ -34,7 +34,7 @@ use kwb_reconcile::{
 };
 use kwb_runtime::{Kind, Trace};
 
-use crate::place::{Region, joinable, traced_origin};
+use crate::place::{Region, WrongTiles, joinable, traced_origin};
 use crate::stage::{Cleared, Confound, Finding, OUTPUT_UNCHECKED, OutputCheck, Stage, Status};
 
 /// The structured-input run the trace was recorded on, as its output was checked.
@@ -72,7 +72,69 @@ fn operand(trace: &Trace, kind: Kind, matrix: &Matrix) -> Operand {
 
 /// The stage a full `trace` on a structured input shows, given the operands `a` (M x
 /// K) and `b` (N x K) the run uploaded.
+///
+/// A kernel may compute `Dᵀ = B·Aᵀ` (swap-AB: a decode kernel puts the weight in the
+/// MMA's A slot so the few tokens fill its N): then its MMA's A operand holds B's
+/// rows and its B operand A's, and the accumulator's (m, n) are the output's (n, m).
+/// Where neither traced operand is its own input's yet each is the other's, clean, the
+/// trace is judged in that frame: the inputs exchanged, the output's wrong tiles
+/// transposed.
 pub fn judge_structured(trace: &Trace, a: &Matrix, b: &Matrix, run: &StructuredRun) -> Finding {
+    if swaps_ab(trace, a, b) {
+        let transposed = StructuredRun {
+            input: run.input.clone(),
+            output: run.output.as_ref().map(|o| OutputCheck {
+                wrong_tiles: o.wrong_tiles.as_ref().map(WrongTiles::transposed),
+                ..o.clone()
+            }),
+            accumulator_bits: run.accumulator_bits,
+        };
+        let mut f = judge_in_frame(trace, b, a, &transposed);
+        f.evidence.insert(
+            0,
+            "the MMA's A operand holds B's rows and its B operand A's (a swap-AB kernel: it computes Dᵀ = B·Aᵀ); read with the inputs exchanged and the output transposed".to_owned(),
+        );
+        // Right operands and accumulator with a wrong output: the store of a swap-AB
+        // kernel, or an MMA fed A and B the wrong way round.
+        if f.stage == Some(Stage::Epilogue) {
+            f.status = Status::Draft;
+            if !f.alternatives.contains(&Stage::OperandLoad) {
+                f.alternatives.push(Stage::OperandLoad);
+            }
+            f.confound = Some(Confound::SwappedRoles);
+        }
+        if let Some(c) = f.cleared.as_mut() {
+            std::mem::swap(&mut c.m, &mut c.n);
+            if let Some(r) = c.region.as_mut() {
+                *r = Region {
+                    m0: r.n0,
+                    m1: r.n1,
+                    n0: r.m0,
+                    n1: r.m1,
+                };
+            }
+        }
+        return f;
+    }
+    judge_in_frame(trace, a, b, run)
+}
+
+/// Whether the trace's operands read as a swap-AB kernel's: each, with coordinates,
+/// no clean reading of its own input but a clean one of the other.
+fn swaps_ab(trace: &Trace, a: &Matrix, b: &Matrix) -> bool {
+    if a.rows == b.rows {
+        // Square roles cannot be told apart by the rows they cover; their values
+        // would say, but a swapped MMA on square tiles is itself a defect to judge.
+        return false;
+    }
+    let clean = |kind: Kind, m: &Matrix| matches!(operand(trace, kind, m), Operand::Read(r) if r.coordinates && r.clean());
+    !clean(Kind::OperandA, a)
+        && !clean(Kind::OperandB, b)
+        && clean(Kind::OperandA, b)
+        && clean(Kind::OperandB, a)
+}
+
+fn judge_in_frame(trace: &Trace, a: &Matrix, b: &Matrix, run: &StructuredRun) -> Finding {
     let mut f = Finding::open(Vec::new());
     if trace.tile_dropped > 0 {
         f.summary = format!(

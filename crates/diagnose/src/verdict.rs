@@ -398,6 +398,9 @@ fn unconfounded(t: &Finding) -> String {
         Some(Confound::SplitKPartial { .. }) => {
             "a trace of the step that sums the split-K partials (its output stores), or of a launch with one K split".to_owned()
         }
+        Some(Confound::SwappedRoles) => {
+            "a trace of the epilogue's stores (kwb-instrument --probe epilogue): a swap-AB kernel stores its accumulator's (m, n) at the output's (n, m)".to_owned()
+        }
         Some(Confound::ProbeCoordinates) => {
             "a full trace of the shared tile the operand is loaded into (its raw order needs no coordinates)".to_owned()
         }
