@@ -1843,6 +1843,52 @@ mod structured {
         );
     }
 
+    /// `run`'s trace (operands exact, rows 0..16 of each) with its accumulator cell
+    /// (m, n) set to `value(m, n)`.
+    fn with_accumulator(a: &Matrix, b: &Matrix, value: impl Fn(usize, usize) -> f32) -> Trace {
+        let mut t = run(a, b, &[0, 1, 2, 3], (0, 0), 0.0);
+        for v in &mut t.tiles {
+            if t.records[v.record as usize].kind() == Some(Kind::Accumulator) {
+                v.value = value(v.m as usize, v.n as usize);
+            }
+        }
+        t
+    }
+
+    #[test]
+    fn exact_operands_under_an_accumulator_of_mismatched_pairs_read_operand_load_first() {
+        let (a, b) = inputs();
+        let dot = |m: usize, n: usize, shift: usize| -> f32 {
+            (0..128)
+                .map(|k| a.data[m * 128 + k] * b.data[n * 128 + (k + shift) % 128])
+                .sum()
+        };
+        // A(m, k) met B(n, k + 32): the MMA was handed another fragment than the
+        // probed tile.
+        let f = judged(&with_accumulator(&a, &b, |m, n| dot(m, n, 32)), &a, &b, 100);
+        assert_eq!(
+            (f.stage, f.status),
+            (Some(Stage::OperandLoad), Status::Draft),
+            "{}",
+            f.summary
+        );
+        assert!(f.fits(Some(Stage::Mma)), "{:?}", f.alternatives);
+        // The last K tile of 32 accumulated twice: matched pairs, the loop's count.
+        let twice = |m: usize, n: usize| -> f32 {
+            dot(m, n, 0)
+                + (96..128)
+                    .map(|k| a.data[m * 128 + k] * b.data[n * 128 + k])
+                    .sum::<f32>()
+        };
+        let f = judged(&with_accumulator(&a, &b, twice), &a, &b, 100);
+        assert_eq!(
+            (f.stage, f.status),
+            (Some(Stage::Mma), Status::Verdict),
+            "{}",
+            f.summary
+        );
+    }
+
     #[test]
     fn exact_operands_accumulator_and_output_are_clean() {
         let (a, b) = inputs();

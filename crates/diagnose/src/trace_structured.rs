@@ -430,6 +430,17 @@ fn judge_in_frame(trace: &Trace, a: &Matrix, b: &Matrix, run: &StructuredRun) ->
                         operand_rows(&operands)
                     ),
                 );
+            } else if let Some(why) = unmatched_pairs(&mut f, trace, a, b, &product, &acc) {
+                // The MMA met values the probed tiles do not pair that way: it was
+                // handed another fragment or descriptor than the operand's.
+                f.stage = Some(Stage::OperandLoad);
+                f.alternatives = vec![Stage::Mma, Stage::Descriptor];
+                f.status = Status::Draft;
+                f.summary = format!(
+                    "operand-load or mma (operands are exactly the input's tiles, every K slice once, yet {} of {} accumulator groups are no tile of A·Bᵀ, {why}: the MMA was not handed the tiles the probes show, as a fragment or descriptor of the other operand, another k or another row would do; an MMA that pairs k wrongly reads the same)",
+                    acc.nowhere(),
+                    acc.groups.len()
+                );
             } else {
                 f.stage = Some(Stage::Mma);
                 f.summary = format!(
@@ -462,12 +473,21 @@ fn judge_in_frame(trace: &Trace, a: &Matrix, b: &Matrix, run: &StructuredRun) ->
                         checked.describe()
                     ));
                 }
-                f.stage = Some(Stage::Mma);
-                f.alternatives = vec![Stage::Descriptor];
-                f.summary = format!(
-                    "mma or descriptor (operand tiles hold exactly the input's values, each K slice once, laid out in shared memory as {}; the accumulator is no tile of A·Bᵀ, nor of the inputs read with the other swizzle, and a raw-order read does not show how the MMA's descriptor reads the tile)",
-                    layouts.join(", ")
-                );
+                if let Some(why) = unmatched_pairs(&mut f, trace, a, b, &product, &acc) {
+                    f.stage = Some(Stage::OperandLoad);
+                    f.alternatives = vec![Stage::Descriptor, Stage::Mma];
+                    f.summary = format!(
+                        "operand-load, descriptor or mma (operand tiles hold exactly the input's values, each K slice once, laid out in shared memory as {}; the accumulator is no tile of A·Bᵀ, nor of the inputs read with the other swizzle, {why}: the MMA's descriptors did not hand it the tiles as they lie)",
+                        layouts.join(", ")
+                    );
+                } else {
+                    f.stage = Some(Stage::Mma);
+                    f.alternatives = vec![Stage::Descriptor];
+                    f.summary = format!(
+                        "mma or descriptor (operand tiles hold exactly the input's values, each K slice once, laid out in shared memory as {}; the accumulator is no tile of A·Bᵀ, nor of the inputs read with the other swizzle, and a raw-order read does not show how the MMA's descriptor reads the tile)",
+                        layouts.join(", ")
+                    );
+                }
             }
         } else {
             // No operand to read: the accumulator itself, as sums over K slices, says
@@ -631,6 +651,34 @@ fn operand_rows(operands: &[(char, Operand); 2]) -> String {
 /// global frame, or for a trace of CTA (0, 0, 0) alone (its local frame is the
 /// problem's); the origin the records name in a local one. None: the frame is not
 /// known, and nothing is read at coordinates that may be another tile's.
+/// Where most of the accumulator is no sum of matched K-slice products (A(m, k) met
+/// B(n, k) of its own k and row, each slice a whole number of times), why, in words; the
+/// slice counts' evidence is added to `f`. `None` when it is such a sum (a loop
+/// count, or right) or cannot be judged.
+fn unmatched_pairs(
+    f: &mut Finding,
+    trace: &Trace,
+    a: &Matrix,
+    b: &Matrix,
+    product: &Product,
+    acc: &AccumulatorReport,
+) -> Option<&'static str> {
+    let counts = check_slice_counts(trace, a, b, product, frame_shift(trace, acc)?);
+    f.evidence.push(counts.describe());
+    match counts.reading()? {
+        // Most cells: an MMA handed other operands than the probed tiles shifts every
+        // pairing, where a glitch in the accumulation leaves a few cells off.
+        SliceReading::Unpaired if 2 * counts.off > counts.cells => Some(
+            "and no whole count per K slice makes it a sum of A's and B's products over matching k and rows",
+        ),
+        SliceReading::Unpaired => None,
+        SliceReading::Displaced => {
+            Some("and it is a sum over matching K slices, some never met and others more than once")
+        }
+        SliceReading::LoopCount => None,
+    }
+}
+
 fn frame_shift(trace: &Trace, acc: &AccumulatorReport) -> Option<(i64, i64)> {
     if acc.global_frame {
         return Some((0, 0));
