@@ -1887,6 +1887,23 @@ mod structured {
             "{}",
             f.summary
         );
+        // The MMA of the even columns' fragments issued twice, the odd ones' once: no
+        // counts every cell shares, yet each cell a whole multiple of its own product.
+        let some_twice = |m: usize, n: usize| dot(m, n, 0) * if n % 2 == 0 { 2.0 } else { 1.0 };
+        let f = judged(&with_accumulator(&a, &b, some_twice), &a, &b, 100);
+        assert_eq!(
+            (f.stage, f.status),
+            (Some(Stage::Mma), Status::Verdict),
+            "{}",
+            f.summary
+        );
+        assert!(
+            f.evidence
+                .iter()
+                .any(|e| e.contains("whole multiple of its own product")),
+            "{:?}",
+            f.evidence
+        );
     }
 
     #[test]

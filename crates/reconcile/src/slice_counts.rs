@@ -56,6 +56,11 @@ pub struct SliceCounts {
     pub counts: Option<Vec<u32>>,
     /// Cells the rounded counts did not reproduce, where they did not.
     pub off: usize,
+    /// Where no counts shared by every cell reproduce them: whether each cell is a
+    /// whole multiple (0 to [`MOST`]) of its own product over K — matched pairs with a
+    /// count of their own, as an MMA issued twice for some fragments and not others
+    /// makes.
+    pub per_cell_multiples: bool,
 }
 
 impl SliceCounts {
@@ -65,6 +70,11 @@ impl SliceCounts {
             return None;
         }
         let Some(counts) = &self.counts else {
+            // Each cell its own whole count: matched pairs, the loop's count per
+            // fragment.
+            if self.per_cell_multiples {
+                return Some(SliceReading::LoopCount);
+            }
             return Some(SliceReading::Unpaired);
         };
         let never = counts.contains(&0);
@@ -82,6 +92,12 @@ impl SliceCounts {
             return format!("the accumulator as sums over K slices: not judged ({why})");
         }
         let Some(counts) = &self.counts else {
+            if self.per_cell_multiples {
+                return format!(
+                    "the accumulator as sums over K slices: no counts shared by every cell reproduce it ({} of {} cells off), but each cell is a whole multiple of its own product over K: matched pairs, some fragments accumulated more or fewer times than others",
+                    self.off, self.cells
+                );
+            }
             return format!(
                 "the accumulator as sums over K slices: no whole count per slice of {} k reproduces it ({} of {} cells off with the nearest counts): A's values met B's of another k or row",
                 UNIT, self.off, self.cells
@@ -264,6 +280,15 @@ pub fn check_slice_counts(
         .count();
     if out.off == 0 {
         out.counts = Some(whole.iter().map(|&c| c as u32).collect());
+    } else {
+        out.per_cell_multiples = cells.iter().all(|&(m, n, y)| {
+            let p: f64 = slice_products(a, b, m, n, slices).iter().sum();
+            if p == 0.0 {
+                return y == 0.0;
+            }
+            let c = (y / p).round();
+            (0.0..=MOST).contains(&c) && c * p == y
+        });
     }
     out
 }
