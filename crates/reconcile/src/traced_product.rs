@@ -226,18 +226,22 @@ impl TracedOperands {
     ///   not show in a multiset, but which k meets which does, and that is what an
     ///   operand's runs along K are judged by.
     pub fn product(&self, trace: &Trace) -> TracedProduct {
-        let unjudged = |why: String| TracedProduct {
-            unjudged: Some(why),
-            ..TracedProduct::default()
-        };
+        match self.both() {
+            Ok((a, b)) => against(a, b, trace),
+            Err(why) => unjudged(why),
+        }
+    }
+
+    /// Both operands' values, or why one cannot be used.
+    fn both(&self) -> Result<(&Traced, &Traced), String> {
         let (a, b) = match (&self.a, &self.b) {
             (Ok(a), Ok(b)) => (a, b),
-            (Err(why), _) | (_, Err(why)) => return unjudged(why.clone()),
+            (Err(why), _) | (_, Err(why)) => return Err(why.clone()),
         };
         if a.is_empty() || b.is_empty() {
-            return unjudged("an operand has no values with coordinates".to_owned());
+            return Err("an operand has no values with coordinates".to_owned());
         }
-        against(a, b, trace)
+        Ok((a, b))
     }
 
     /// Checks `trace`'s final accumulator against the product of these operands with
@@ -249,17 +253,10 @@ impl TracedOperands {
     /// the same either way round (`a · b = b · a`), so only an accumulator with
     /// coordinates is judged.
     pub fn swapped_product(&self, trace: &Trace) -> TracedProduct {
-        let unjudged = |why: String| TracedProduct {
-            unjudged: Some(why),
-            ..TracedProduct::default()
+        let (a, b) = match self.both() {
+            Ok(both) => both,
+            Err(why) => return unjudged(why),
         };
-        let (a, b) = match (&self.a, &self.b) {
-            (Ok(a), Ok(b)) => (a, b),
-            (Err(why), _) | (_, Err(why)) => return unjudged(why.clone()),
-        };
-        if a.is_empty() || b.is_empty() {
-            return unjudged("an operand has no values with coordinates".to_owned());
-        }
         match finals(trace) {
             Ok(Finals::Cells(cells)) if !cells.is_empty() => by_cells(b, a, &cells),
             Ok(Finals::Cells(_)) => unjudged("no accumulator after the mainloop".to_owned()),
@@ -324,6 +321,14 @@ impl TracedOperands {
             }
         }
         true
+    }
+}
+
+/// A product that judged nothing, and why.
+fn unjudged(why: String) -> TracedProduct {
+    TracedProduct {
+        unjudged: Some(why),
+        ..TracedProduct::default()
     }
 }
 

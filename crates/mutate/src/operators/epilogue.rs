@@ -172,27 +172,32 @@ fn doubled(
     }
 }
 
-/// In each epilogue store of an accumulator-derived value to memory, the value doubled
-/// through its plain-typed reads.
-pub(super) fn store_scaled(parsed: &Parsed, k: &Kernel) -> Vec<Planted> {
-    let Some(function) = function_node(parsed, k) else {
-        return Vec::new();
-    };
-    let accumulators = accumulators(k);
-    if accumulators.is_empty() {
-        return Vec::new();
-    }
-    let locals = derived(parsed, function, &accumulators);
-    let mut done: Vec<Range<usize>> = Vec::new();
-    let mut out = Vec::new();
+/// The kernel's epilogue stores to memory (`D[i] = v;`, `*p = cvt(v0, v1);`), each
+/// once: an assignment with `=` whose target is a subscript or a dereference, not an
+/// accumulator or a local computed from one (an update of a register). Each comes with
+/// its statement, target and stored value.
+struct Store<'t> {
+    statement: Node<'t>,
+    left: Node<'t>,
+    right: Node<'t>,
+}
+
+fn memory_stores<'t>(
+    parsed: &'t Parsed,
+    k: &Kernel,
+    accumulators: &[String],
+    locals: &[String],
+) -> Vec<Store<'t>> {
+    let mut out: Vec<Store<'t>> = Vec::new();
     for s in sites(k, SiteKind::Epilogue) {
         let Some(statement) = enclosing(parsed, &s.range, &["expression_statement"]) else {
             continue;
         };
-        if done.contains(&statement.byte_range()) || !k.range.contains(&statement.start_byte()) {
+        if out.iter().any(|o| o.statement.id() == statement.id())
+            || !k.range.contains(&statement.start_byte())
+        {
             continue;
         }
-        done.push(statement.byte_range());
         let Some(store) = statement
             .named_child(0)
             .filter(|e| e.kind() == "assignment_expression")
@@ -206,21 +211,62 @@ pub(super) fn store_scaled(parsed: &Parsed, k: &Kernel) -> Vec<Planted> {
         ) else {
             continue;
         };
-        // A store to memory, not an update of a register.
         let target = root(left).map(|r| text(parsed, r).to_owned());
-        if op.kind() != "="
-            || !matches!(left.kind(), "subscript_expression" | "pointer_expression")
-            || target.is_some_and(|t| accumulators.contains(&t) || locals.contains(&t))
+        if op.kind() == "="
+            && matches!(left.kind(), "subscript_expression" | "pointer_expression")
+            && !target.is_some_and(|t| accumulators.contains(&t) || locals.contains(&t))
         {
-            continue;
+            out.push(Store {
+                statement,
+                left,
+                right,
+            });
         }
+    }
+    out
+}
+
+/// In each epilogue store of an accumulator-derived value to memory, the value doubled
+/// through its plain-typed reads.
+pub(super) fn store_scaled(parsed: &Parsed, k: &Kernel) -> Vec<Planted> {
+    let Some(function) = function_node(parsed, k) else {
+        return Vec::new();
+    };
+    let accumulators = accumulators(k);
+    if accumulators.is_empty() {
+        return Vec::new();
+    }
+    let locals = derived(parsed, function, &accumulators);
+    let mut out = Vec::new();
+    for store in memory_stores(parsed, k, &accumulators, &locals) {
         let mut indels = Vec::new();
-        doubled(parsed, function, right, &accumulators, &locals, &mut indels);
+        doubled(
+            parsed,
+            function,
+            store.right,
+            &accumulators,
+            &locals,
+            &mut indels,
+        );
         if !indels.is_empty() {
             out.push(planted(Stage::Epilogue, "store-scaled", k, indels));
         }
     }
     out
+}
+
+/// Whether an identifier is the function a call or a template instance names
+/// (`static_cast` of `static_cast<size_t>(row)`), not a value it reads.
+fn is_callee(id: Node<'_>) -> bool {
+    id.parent().is_some_and(|p| {
+        let field = match p.kind() {
+            "call_expression" => "function",
+            "template_function" => "name",
+            _ => return false,
+        };
+        p.child_by_field_name(field)
+            .is_some_and(|f| f.id() == id.id())
+    })
 }
 
 /// The terms of a sum chain (`a + b * c + d`: `a`, `b * c`, `d`), through parentheses.
@@ -253,16 +299,7 @@ fn index_pairs(parsed: &Parsed, function: Node<'_>) -> Vec<(String, String)> {
     let single = |n: Node<'_>| -> Option<String> {
         let mut names = Vec::new();
         identifiers(n, &parsed.source, &mut |id, t| {
-            let called = id.parent().is_some_and(|p| {
-                matches!(p.kind(), "call_expression" | "template_function")
-                    && p.child_by_field_name(if p.kind() == "call_expression" {
-                        "function"
-                    } else {
-                        "name"
-                    })
-                    .is_some_and(|f| f.id() == id.id())
-            });
-            if !called {
+            if !is_callee(id) {
                 names.push(t.to_owned());
             }
         });
@@ -442,16 +479,7 @@ fn swapped_index<'t>(
     let name_in = |n: Node<'t>| -> Option<Node<'t>> {
         let mut found = Vec::new();
         identifiers(n, &parsed.source, &mut |id, _| {
-            let called = id.parent().is_some_and(|p| {
-                matches!(p.kind(), "call_expression" | "template_function")
-                    && p.child_by_field_name(if p.kind() == "call_expression" {
-                        "function"
-                    } else {
-                        "name"
-                    })
-                    .is_some_and(|f| f.id() == id.id())
-            });
-            if !called {
+            if !is_callee(id) {
                 found.push(id);
             }
         });
@@ -532,35 +560,11 @@ pub(super) fn store_transposed(parsed: &Parsed, k: &Kernel) -> Vec<Planted> {
         .max()
         .unwrap_or(function.start_byte());
     let locals = derived(parsed, function, &accumulators);
-    let mut done: Vec<Range<usize>> = Vec::new();
     let mut out = Vec::new();
-    for s in sites(k, SiteKind::Epilogue) {
-        let Some(statement) = enclosing(parsed, &s.range, &["expression_statement"]) else {
-            continue;
-        };
-        if done.contains(&statement.byte_range()) || !k.range.contains(&statement.start_byte()) {
-            continue;
-        }
-        done.push(statement.byte_range());
-        let Some(store) = statement
-            .named_child(0)
-            .filter(|e| e.kind() == "assignment_expression")
-        else {
-            continue;
-        };
-        let (Some(left), Some(op)) = (
-            store.child_by_field_name("left"),
-            store.child_by_field_name("operator"),
-        ) else {
-            continue;
-        };
-        let target = root(left).map(|r| text(parsed, r).to_owned());
-        if op.kind() != "="
-            || !matches!(left.kind(), "subscript_expression" | "pointer_expression")
-            || target.is_some_and(|t| accumulators.contains(&t) || locals.contains(&t))
-        {
-            continue;
-        }
+    for Store {
+        statement, left, ..
+    } in memory_stores(parsed, k, &accumulators, &locals)
+    {
         let Some(index) = destination_index(left) else {
             continue;
         };
