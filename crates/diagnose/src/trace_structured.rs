@@ -80,7 +80,11 @@ fn operand(trace: &Trace, kind: Kind, matrix: &Matrix) -> Operand {
 /// trace is judged in that frame: the inputs exchanged, the output's wrong tiles
 /// transposed.
 pub fn judge_structured(trace: &Trace, a: &Matrix, b: &Matrix, run: &StructuredRun) -> Finding {
-    if swaps_ab(trace, a, b) {
+    let own = [
+        ('A', operand(trace, Kind::OperandA, a)),
+        ('B', operand(trace, Kind::OperandB, b)),
+    ];
+    if let Some(swapped) = swapped_operands(trace, a, b, &own) {
         let transposed = StructuredRun {
             input: run.input.clone(),
             output: run.output.as_ref().map(|o| OutputCheck {
@@ -89,7 +93,7 @@ pub fn judge_structured(trace: &Trace, a: &Matrix, b: &Matrix, run: &StructuredR
             }),
             accumulator_bits: run.accumulator_bits,
         };
-        let mut f = judge_in_frame(trace, b, a, &transposed);
+        let mut f = judge_in_frame(trace, b, a, swapped, &transposed);
         f.evidence.insert(
             0,
             "the MMA's A operand holds B's rows and its B operand A's (a swap-AB kernel: it computes Dᵀ = B·Aᵀ); read with the inputs exchanged and the output transposed".to_owned(),
@@ -116,25 +120,43 @@ pub fn judge_structured(trace: &Trace, a: &Matrix, b: &Matrix, run: &StructuredR
         }
         return f;
     }
-    judge_in_frame(trace, a, b, run)
+    judge_in_frame(trace, a, b, own, run)
 }
 
-/// Whether the trace's operands read as a swap-AB kernel's: each, with coordinates,
-/// no clean reading of its own input but a clean one of the other.
-fn swaps_ab(trace: &Trace, a: &Matrix, b: &Matrix) -> bool {
-    if a.rows == b.rows {
-        // Square roles cannot be told apart by the rows they cover; their values
-        // would say, but a swapped MMA on square tiles is itself a defect to judge.
-        return false;
+/// An operand read with coordinates, every consumed row meeting every K slice.
+fn clean(op: &Operand) -> bool {
+    matches!(op, Operand::Read(r) if r.coordinates && r.clean())
+}
+
+/// The operands read against each other's input, where the trace reads as a swap-AB
+/// kernel's: neither operand `own` reading is clean, and each is against the other
+/// input. Only for a problem whose M and N differ: the conservative reading, since on
+/// a square one an MMA handed A and B the wrong way round covers the same rows.
+fn swapped_operands(
+    trace: &Trace,
+    a: &Matrix,
+    b: &Matrix,
+    own: &[(char, Operand); 2],
+) -> Option<[(char, Operand); 2]> {
+    if a.rows == b.rows || own.iter().any(|(_, op)| clean(op)) {
+        return None;
     }
-    let clean = |kind: Kind, m: &Matrix| matches!(operand(trace, kind, m), Operand::Read(r) if r.coordinates && r.clean());
-    !clean(Kind::OperandA, a)
-        && !clean(Kind::OperandB, b)
-        && clean(Kind::OperandA, b)
-        && clean(Kind::OperandB, a)
+    let swapped = [
+        ('A', operand(trace, Kind::OperandA, b)),
+        ('B', operand(trace, Kind::OperandB, a)),
+    ];
+    swapped.iter().all(|(_, op)| clean(op)).then_some(swapped)
 }
 
-fn judge_in_frame(trace: &Trace, a: &Matrix, b: &Matrix, run: &StructuredRun) -> Finding {
+/// [`judge_structured`] in one frame: `operands` are A's and B's traces read against
+/// `a` and `b`.
+fn judge_in_frame(
+    trace: &Trace,
+    a: &Matrix,
+    b: &Matrix,
+    operands: [(char, Operand); 2],
+    run: &StructuredRun,
+) -> Finding {
     let mut f = Finding::open(Vec::new());
     if trace.tile_dropped > 0 {
         f.summary = format!(
@@ -159,10 +181,6 @@ fn judge_in_frame(trace: &Trace, a: &Matrix, b: &Matrix, run: &StructuredRun) ->
     ));
 
     // 1. Operands by provenance.
-    let operands = [
-        ('A', operand(trace, Kind::OperandA, a)),
-        ('B', operand(trace, Kind::OperandB, b)),
-    ];
     let mut read_all = true;
     let mut raw_order = false;
     let mut operand_bad: Option<(char, &OperandReport)> = None;
@@ -437,7 +455,7 @@ fn judge_in_frame(trace: &Trace, a: &Matrix, b: &Matrix, run: &StructuredRun) ->
                 f.alternatives = vec![Stage::Mma, Stage::Descriptor];
                 f.status = Status::Draft;
                 f.summary = format!(
-                    "operand-load or mma (operands are exactly the input's tiles, every K slice once, yet {} of {} accumulator groups are no tile of A·Bᵀ, {why}: the MMA was not handed the tiles the probes show, as a fragment or descriptor of the other operand, another k or another row would do; an MMA that pairs k wrongly reads the same)",
+                    "operand-load or mma (operands are exactly the input's tiles, every K slice once, yet {} of {} accumulator groups are no tile of A·Bᵀ, {why}; the probes show the tiles, so the MMA was not handed them, unless it pairs k wrongly itself)",
                     acc.nowhere(),
                     acc.groups.len()
                 );
@@ -477,7 +495,7 @@ fn judge_in_frame(trace: &Trace, a: &Matrix, b: &Matrix, run: &StructuredRun) ->
                     f.stage = Some(Stage::OperandLoad);
                     f.alternatives = vec![Stage::Descriptor, Stage::Mma];
                     f.summary = format!(
-                        "operand-load, descriptor or mma (operand tiles hold exactly the input's values, each K slice once, laid out in shared memory as {}; the accumulator is no tile of A·Bᵀ, nor of the inputs read with the other swizzle, {why}: the MMA's descriptors did not hand it the tiles as they lie)",
+                        "operand-load, descriptor or mma (operand tiles hold exactly the input's values, each K slice once, laid out in shared memory as {}; the accumulator is no tile of A·Bᵀ, nor of the inputs read with the other swizzle, {why}; the tiles lie right, so the MMA's descriptors did not hand them to it as they lie)",
                         layouts.join(", ")
                     );
                 } else {
@@ -512,20 +530,15 @@ fn judge_in_frame(trace: &Trace, a: &Matrix, b: &Matrix, run: &StructuredRun) ->
                     vec![Stage::Mma, Stage::Descriptor],
                     "and every value is A·Bᵀ mirrored across the tile's diagonal: the MMA was handed B's tile as A and A's as B (or the accumulator probe's m and n are each other's)",
                 ),
-                Some(SliceReading::Unpaired) => (
+                Some(r @ (SliceReading::Unpaired | SliceReading::Displaced)) => (
                     Stage::OperandLoad,
                     vec![Stage::Descriptor, Stage::Mma],
-                    "and no whole count per K slice makes it a sum of A's and B's products over matching k: A's values met B's of another k or row, as a load that fetches another K offset, stage or row does (or an MMA fed another fragment)",
+                    slice_words(r),
                 ),
-                Some(SliceReading::Displaced) => (
-                    Stage::OperandLoad,
-                    vec![Stage::Descriptor, Stage::Mma],
-                    "and it is a sum over matching K slices, some never met and others more than once: a step fed another step's tiles (a stage or K offset read for both operands alike)",
-                ),
-                Some(SliceReading::LoopCount) => (
+                Some(r @ SliceReading::LoopCount) => (
                     Stage::Mma,
                     vec![Stage::OperandLoad, Stage::Descriptor],
-                    "and it is a sum over matching K slices, some met too often or never (not both): the K loop ran a wrong number of steps",
+                    slice_words(r),
                 ),
                 None => (Stage::Mma, vec![Stage::OperandLoad, Stage::Descriptor], ""),
             };
@@ -647,14 +660,26 @@ fn operand_rows(operands: &[(char, Operand); 2]) -> String {
     }
 }
 
-/// The shift from the accumulator records' coordinates to the problem's: none in a
-/// global frame, or for a trace of CTA (0, 0, 0) alone (its local frame is the
-/// problem's); the origin the records name in a local one. None: the frame is not
-/// known, and nothing is read at coordinates that may be another tile's.
-/// Where most of the accumulator is no sum of matched K-slice products (A(m, k) met
-/// B(n, k) of its own k and row, each slice a whole number of times), why, in words; the
-/// slice counts' evidence is added to `f`. `None` when it is such a sum (a loop
-/// count, or right) or cannot be judged.
+/// What a slice reading says of the accumulator, in words that follow "no tile of
+/// A·Bᵀ".
+fn slice_words(reading: SliceReading) -> &'static str {
+    match reading {
+        SliceReading::Unpaired => {
+            "and no whole count per K slice makes it a sum of A's and B's products over matching k: A's values met B's of another k or row, as a load that fetches another K offset, stage or row does (or an MMA fed another fragment)"
+        }
+        SliceReading::Displaced => {
+            "and it is a sum over matching K slices, some never met and others more than once: a step fed another step's tiles (a stage or K offset read for both operands alike)"
+        }
+        SliceReading::LoopCount => {
+            "and it is a sum over matching K slices, some met too often or never (not both), or each cell a whole multiple of its own product: the K loop ran a wrong number of steps"
+        }
+    }
+}
+
+/// Where the accumulator is no sum of matched K-slice products (A(m, k) met B(n, k) of
+/// its own k and row, each slice a whole number of times), why, in words; the slice
+/// counts' evidence is added to `f`. `None` when it is such a sum (a loop count, or
+/// right) or cannot be judged.
 fn unmatched_pairs(
     f: &mut Finding,
     trace: &Trace,
@@ -665,20 +690,16 @@ fn unmatched_pairs(
 ) -> Option<&'static str> {
     let counts = check_slice_counts(trace, a, b, product, frame_shift(trace, acc)?);
     f.evidence.push(counts.describe());
-    match counts.reading()? {
-        // Most cells: an MMA handed other operands than the probed tiles shifts every
-        // pairing, where a glitch in the accumulation leaves a few cells off.
-        SliceReading::Unpaired if 2 * counts.off > counts.cells => Some(
-            "and no whole count per K slice makes it a sum of A's and B's products over matching k and rows",
-        ),
-        SliceReading::Unpaired => None,
-        SliceReading::Displaced => {
-            Some("and it is a sum over matching K slices, some never met and others more than once")
-        }
-        SliceReading::LoopCount => None,
-    }
+    counts
+        .reading()
+        .filter(|r| *r != SliceReading::LoopCount)
+        .map(slice_words)
 }
 
+/// The shift from the accumulator records' coordinates to the problem's: none in a
+/// global frame, or for a trace of CTA (0, 0, 0) alone (its local frame is the
+/// problem's); the origin the records name in a local one. None: the frame is not
+/// known, and nothing is read at coordinates that may be another tile's.
 fn frame_shift(trace: &Trace, acc: &AccumulatorReport) -> Option<(i64, i64)> {
     if acc.global_frame {
         return Some((0, 0));

@@ -39,8 +39,8 @@ pub enum SliceReading {
     /// Matched slices, but some never met and others met more often: a step fed
     /// another step's tiles (a stage or K offset read for both operands alike).
     Displaced,
-    /// No whole counts reproduce the accumulator: A's values met B's of another K (or
-    /// another row) somewhere.
+    /// No whole counts reproduce most of the accumulator's cells: A's values met B's
+    /// of another K (or another row).
     Unpaired,
 }
 
@@ -75,7 +75,9 @@ impl SliceCounts {
             if self.per_cell_multiples {
                 return Some(SliceReading::LoopCount);
             }
-            return Some(SliceReading::Unpaired);
+            // Most cells: a load of another k or row shifts every pairing, where a
+            // glitch in the accumulation leaves a few cells off and reads as nothing.
+            return (2 * self.off > self.cells).then_some(SliceReading::Unpaired);
         };
         let never = counts.contains(&0);
         let extra = counts.iter().any(|&c| c > 1);

@@ -1024,3 +1024,24 @@ fn a_tile_mirrored_across_its_diagonal_is_its_transpose_and_only_a_square_one_is
     let oblong = crate::transposed_tile(&tile(16, 8, false), &p, (0, 0));
     assert!(oblong.unjudged.as_deref().unwrap().contains("not square"));
 }
+
+#[test]
+fn a_few_cells_off_every_count_are_no_unpaired_reading() {
+    let few = crate::SliceCounts {
+        cells: 100,
+        slices: 16,
+        off: 3,
+        ..crate::SliceCounts::default()
+    };
+    assert_eq!(few.reading(), None);
+    let most = crate::SliceCounts {
+        off: 60,
+        ..few.clone()
+    };
+    assert_eq!(most.reading(), Some(crate::SliceReading::Unpaired));
+    let multiples = crate::SliceCounts {
+        per_cell_multiples: true,
+        ..most
+    };
+    assert_eq!(multiples.reading(), Some(crate::SliceReading::LoopCount));
+}

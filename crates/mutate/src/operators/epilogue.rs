@@ -182,6 +182,32 @@ struct Store<'t> {
     right: Node<'t>,
 }
 
+/// A kernel's accumulator-reading epilogue: its function, accumulators, the locals
+/// computed from them, and its stores to memory.
+struct Epilogue<'t> {
+    function: Node<'t>,
+    accumulators: Vec<String>,
+    locals: Vec<String>,
+    stores: Vec<Store<'t>>,
+}
+
+/// `k`'s epilogue, when it has a body and an accumulator.
+fn epilogue_of<'t>(parsed: &'t Parsed, k: &Kernel) -> Option<Epilogue<'t>> {
+    let function = function_node(parsed, k)?;
+    let accumulators = accumulators(k);
+    if accumulators.is_empty() {
+        return None;
+    }
+    let locals = derived(parsed, function, &accumulators);
+    let stores = memory_stores(parsed, k, &accumulators, &locals);
+    Some(Epilogue {
+        function,
+        accumulators,
+        locals,
+        stores,
+    })
+}
+
 fn memory_stores<'t>(
     parsed: &'t Parsed,
     k: &Kernel,
@@ -229,23 +255,18 @@ fn memory_stores<'t>(
 /// In each epilogue store of an accumulator-derived value to memory, the value doubled
 /// through its plain-typed reads.
 pub(super) fn store_scaled(parsed: &Parsed, k: &Kernel) -> Vec<Planted> {
-    let Some(function) = function_node(parsed, k) else {
+    let Some(e) = epilogue_of(parsed, k) else {
         return Vec::new();
     };
-    let accumulators = accumulators(k);
-    if accumulators.is_empty() {
-        return Vec::new();
-    }
-    let locals = derived(parsed, function, &accumulators);
     let mut out = Vec::new();
-    for store in memory_stores(parsed, k, &accumulators, &locals) {
+    for store in &e.stores {
         let mut indels = Vec::new();
         doubled(
             parsed,
-            function,
+            e.function,
             store.right,
-            &accumulators,
-            &locals,
+            &e.accumulators,
+            &e.locals,
             &mut indels,
         );
         if !indels.is_empty() {
@@ -267,6 +288,16 @@ fn is_callee(id: Node<'_>) -> bool {
         p.child_by_field_name(field)
             .is_some_and(|f| f.id() == id.id())
     })
+}
+
+/// Where a function's epilogue may start: the end of its last mainloop, or its start
+/// when it has none (an epilogue functor).
+fn after_mainloops(parsed: &Parsed, k: &Kernel, function: Node<'_>) -> usize {
+    super::mainloops(parsed, k)
+        .iter()
+        .map(|l| l.end_byte())
+        .max()
+        .unwrap_or(function.start_byte())
 }
 
 /// The terms of a sum chain (`a + b * c + d`: `a`, `b * c`, `d`), through parentheses.
@@ -380,11 +411,7 @@ pub(super) fn bias_axis(parsed: &Parsed, k: &Kernel) -> Vec<Planted> {
     if sites(k, SiteKind::Epilogue).next().is_none() {
         return Vec::new();
     }
-    let after = super::mainloops(parsed, k)
-        .iter()
-        .map(|l| l.end_byte())
-        .max()
-        .unwrap_or(function.start_byte());
+    let after = after_mainloops(parsed, k, function);
     let pairs = index_pairs(parsed, function);
     let accumulators = accumulators(k);
     let mut reads = Vec::new();
@@ -421,12 +448,9 @@ pub(super) fn bias_axis(parsed: &Parsed, k: &Kernel) -> Vec<Planted> {
             continue;
         }
         // Memory the kernel is given: a pointer parameter or member.
-        let given = declared(parsed, function, name, read.start_byte()).is_none_or(|d| {
-            d.declarator.kind() == "pointer_declarator"
-                || d.declarator.parent().is_some_and(|p| {
-                    matches!(p.kind(), "parameter_declaration" | "field_declaration")
-                }) && text(parsed, d.declarator).contains('*')
-        });
+        // A member (declared outside the function) or a pointer.
+        let given = declared(parsed, function, name, read.start_byte())
+            .is_none_or(|d| d.declarator.kind() == "pointer_declarator");
         if !given {
             continue;
         }
@@ -547,23 +571,14 @@ fn destination_index<'t>(left: Node<'t>) -> Option<Node<'t>> {
 /// An index held in a local declared after the mainloop (`size_t off = row * N + col;
 /// … D + off`) is swapped at its declaration.
 pub(super) fn store_transposed(parsed: &Parsed, k: &Kernel) -> Vec<Planted> {
-    let Some(function) = function_node(parsed, k) else {
+    let Some(e) = epilogue_of(parsed, k) else {
         return Vec::new();
     };
-    let accumulators = accumulators(k);
-    if accumulators.is_empty() {
-        return Vec::new();
-    }
-    let after = super::mainloops(parsed, k)
-        .iter()
-        .map(|l| l.end_byte())
-        .max()
-        .unwrap_or(function.start_byte());
-    let locals = derived(parsed, function, &accumulators);
+    let after = after_mainloops(parsed, k, e.function);
     let mut out = Vec::new();
-    for Store {
+    for &Store {
         statement, left, ..
-    } in memory_stores(parsed, k, &accumulators, &locals)
+    } in &e.stores
     {
         let Some(index) = destination_index(left) else {
             continue;
@@ -571,7 +586,7 @@ pub(super) fn store_transposed(parsed: &Parsed, k: &Kernel) -> Vec<Planted> {
         let at = statement.start_byte();
         // An index local: its declaration, when it comes after the mainloop.
         let index = if index.kind() == "identifier" {
-            let Some(value) = declared(parsed, function, text(parsed, index), at)
+            let Some(value) = declared(parsed, e.function, text(parsed, index), at)
                 .and_then(|d| d.value)
                 .filter(|v| v.start_byte() >= after)
             else {
@@ -581,7 +596,7 @@ pub(super) fn store_transposed(parsed: &Parsed, k: &Kernel) -> Vec<Planted> {
         } else {
             index
         };
-        if let Some(indels) = swapped_index(parsed, function, index, at) {
+        if let Some(indels) = swapped_index(parsed, e.function, index, at) {
             out.push(planted(Stage::Epilogue, "store-transposed", k, indels));
         }
     }

@@ -460,7 +460,8 @@ pub(super) fn ab_swapped(parsed: &Parsed, k: &Kernel) -> Vec<Planted> {
         let ([a], [b]) = (call.a.as_slice(), call.b.as_slice()) else {
             continue;
         };
-        if a == b || a.start < b.end && b.start < a.end {
+        // Arguments of one call are disjoint: only the same one could overlap.
+        if a == b {
             continue;
         }
         // An operand passed in several arguments (`b_frag[j][0], b_frag[j][1]`) has
@@ -470,42 +471,35 @@ pub(super) fn ab_swapped(parsed: &Parsed, k: &Kernel) -> Vec<Planted> {
         else {
             continue;
         };
-        let root_of = |r: &Range<usize>| {
-            let mut names = Vec::new();
-            if let Some(n) = arguments
-                .named_children(&mut arguments.walk())
-                .find(|n| n.byte_range() == *r)
-            {
-                identifiers(n, &parsed.source, &mut |_, t| names.push(t.to_owned()));
-            }
-            names.first().cloned()
+        // Each argument with the first name it reads (`b_frag` of `b_frag[j][0]`).
+        let roots: Vec<(Range<usize>, Option<&str>)> = arguments
+            .named_children(&mut arguments.walk())
+            .map(|n| {
+                let mut first = None;
+                identifiers(n, &parsed.source, &mut |id, _| {
+                    first.get_or_insert(text(parsed, id));
+                });
+                (n.byte_range(), first)
+            })
+            .collect();
+        let alone = |r: &Range<usize>| {
+            let Some((_, Some(name))) = roots.iter().find(|(at, _)| at == r) else {
+                return false;
+            };
+            roots.iter().filter(|(_, n)| *n == Some(*name)).count() == 1
         };
-        let spans_several = |r: &Range<usize>| {
-            let Some(name) = root_of(r) else { return true };
-            arguments
-                .named_children(&mut arguments.walk())
-                .filter(|n| {
-                    let mut first = None;
-                    identifiers(*n, &parsed.source, &mut |_, t| {
-                        first.get_or_insert_with(|| t.to_owned());
-                    });
-                    first.as_deref() == Some(name.as_str())
-                })
-                .count()
-                > 1
-        };
-        if spans_several(a) || spans_several(b) {
+        if !alone(a) || !alone(b) {
             continue;
         }
         let (first, second) = if a.start < b.start { (a, b) } else { (b, a) };
-        let text = |r: &Range<usize>| parsed.source[r.clone()].to_owned();
+        let source = |r: &Range<usize>| parsed.source[r.clone()].to_owned();
         out.push(planted(
             Stage::OperandLoad,
             "ab-swapped",
             k,
             vec![
-                Indel::replace(first.clone(), text(second)),
-                Indel::replace(second.clone(), text(first)),
+                Indel::replace(first.clone(), source(second)),
+                Indel::replace(second.clone(), source(first)),
             ],
         ));
     }
