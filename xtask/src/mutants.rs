@@ -269,7 +269,9 @@ pub fn run(root: &Path, options: &Options) -> Result {
         match result {
             // With an operator filter, a target with no site of those operators keeps
             // none; that is no failure.
-            Err(why) if !options.operators.is_empty() && why.contains("has no such site") => {}
+            Err(why)
+                if !options.operators.is_empty()
+                    && why.contains("has no site for the operators") => {}
             Err(why) => tally.failure = Some(why),
             Ok(manifest) => {
                 let mutants = manifest["mutants"].as_array().cloned().unwrap_or_default();

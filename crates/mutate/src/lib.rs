@@ -101,6 +101,12 @@ pub enum MutateError {
     #[error("`{name}` is not an operator kwb mutate knows")]
     #[diagnostic(code(kwb::mutate::unknown_operator), help("operators: {known}"))]
     UnknownOperator { name: String, known: String },
+    #[error("{what} has no site for the operators {operators}")]
+    #[diagnostic(
+        code(kwb::mutate::no_operator_site),
+        help("`kwb mutate FILE --list` lists every operator's mutants here")
+    )]
+    NoOperatorSite { operators: String, what: String },
     #[error("{what} has no {stage} site to plant a defect at")]
     #[diagnostic(
         code(kwb::mutate::no_site),
@@ -178,16 +184,12 @@ pub fn mutants(source: &str, config: &Config) -> Result<Vec<Mutant>, MutateError
     if !config.operators.is_empty() {
         numbered.retain(|m| config.operators.iter().any(|o| o == m.operator));
         if numbered.is_empty() {
-            return Err(MutateError::NoSite {
-                stage: "such",
-                what: format!(
-                    "{} (operators {})",
-                    config
-                        .kernel
-                        .as_ref()
-                        .map_or("this file".to_owned(), |k| format!("`{k}`")),
-                    config.operators.join(", ")
-                ),
+            return Err(MutateError::NoOperatorSite {
+                operators: config.operators.join(", "),
+                what: config
+                    .kernel
+                    .as_ref()
+                    .map_or("this file".to_owned(), |k| format!("`{k}`")),
             });
         }
     }

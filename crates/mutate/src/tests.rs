@@ -435,7 +435,10 @@ fn an_operator_filter_keeps_the_ids_of_the_whole_listing_and_refuses_unknown_nam
             ..Config::default()
         },
     );
-    assert!(matches!(&none, Err(MutateError::NoSite { .. })), "{none:?}");
+    assert!(
+        matches!(&none, Err(MutateError::NoOperatorSite { .. })),
+        "{none:?}"
+    );
 }
 
 #[test]

@@ -335,7 +335,15 @@ pub fn build(parsed: &Parsed, user: &[Pattern]) -> KernelMap {
         if sites.is_empty() && function.role != "global" {
             continue;
         }
-        let arguments = mma_arguments(&sites, parsed, scope(i), &param_roles);
+        // Only a function that issues an MMA through a call needs its scope here.
+        let calls_mma = sites
+            .iter()
+            .any(|s| s.kind == SiteKind::Mma && s.node.kind() == "call_expression");
+        let arguments = if calls_mma {
+            mma_arguments(&sites, parsed, scope(i), &param_roles)
+        } else {
+            Vec::new()
+        };
         let mut k = kernel(function, sites, parsed);
         k.mma_arguments = arguments;
         kernels.push(k);

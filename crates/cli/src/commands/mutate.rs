@@ -196,7 +196,9 @@ pub fn run(args: Args) -> i32 {
         Err(e) => {
             let code = match e {
                 MutateError::UnknownKernel { .. } => exit::NO_KERNEL,
-                MutateError::NoSite { .. } | MutateError::UnknownOperator { .. } => exit::INPUT,
+                MutateError::NoSite { .. }
+                | MutateError::NoOperatorSite { .. }
+                | MutateError::UnknownOperator { .. } => exit::INPUT,
             };
             render::error(Report::new(e));
             return code;
