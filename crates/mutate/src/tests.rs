@@ -462,3 +462,22 @@ fn every_operator_a_listing_shows_is_named_in_the_operator_table() {
         }
     }
 }
+
+#[test]
+fn bias_axis_reads_only_what_the_epilogue_combines_with_the_accumulator() {
+    // `bar[s]` is a barrier array and `scale[h]` a value nothing in the epilogue reads,
+    // though both are read after the mainloop at an index paired with another.
+    let source = r#"
+struct Barrier { __device__ void wait(int) const; };
+__global__ void k(const float* A, Barrier** bar, const float* scale, float* D, int n) {
+  float acc = 0.f;
+  const int row = blockIdx.x, col = threadIdx.x, s = threadIdx.y, h = blockIdx.y;
+  for (int kt = 0; kt < n; ++kt) acc += A[row * n + kt] * A[col * n + kt];
+  bar[s]->wait(0);
+  float unused = scale[h];
+  D[row * n + col] = acc;
+  D[s * n + h] = acc;
+}
+"#;
+    assert_eq!(only(source, &["bias-axis"]), "");
+}

@@ -414,11 +414,43 @@ pub(super) fn bias_axis(parsed: &Parsed, k: &Kernel) -> Vec<Planted> {
     let after = after_mainloops(parsed, k, function);
     let pairs = index_pairs(parsed, function);
     let accumulators = accumulators(k);
+    // The epilogue's statements, and the names they read: a vector read beside the
+    // accumulator is in one of them, or sets a name one of them reads (`b = bias[o];`
+    // before `y[..] = acc + b;`). A barrier or a scale read elsewhere is not.
+    let kinds = ["expression_statement", "declaration"];
+    let epilogue: Vec<Node<'_>> = sites(k, SiteKind::Epilogue)
+        .filter_map(|s| enclosing(parsed, &s.range, &kinds))
+        .collect();
+    let mut read_there: Vec<&str> = Vec::new();
+    for st in &epilogue {
+        identifiers(*st, &parsed.source, &mut |id, _| {
+            if !is_callee(id) {
+                read_there.push(text(parsed, id));
+            }
+        });
+    }
+    let beside = |read: Node<'_>| {
+        let Some(st) = enclosing(parsed, &read.byte_range(), &kinds) else {
+            return false;
+        };
+        if epilogue.iter().any(|e| e.id() == st.id()) {
+            return true;
+        }
+        // The name the statement sets.
+        let set = st.named_child(0).and_then(|e| match e.kind() {
+            "assignment_expression" => e.child_by_field_name("left"),
+            _ => st
+                .child_by_field_name("declarator")
+                .and_then(|d| d.child_by_field_name("declarator").or(Some(d))),
+        });
+        set.filter(|n| n.kind() == "identifier")
+            .is_some_and(|n| read_there.contains(&text(parsed, n)))
+    };
     let mut reads = Vec::new();
     collect(function, "subscript_expression", &mut reads);
     let mut out = Vec::new();
     for read in reads {
-        if read.start_byte() < after {
+        if read.start_byte() < after || !beside(read) {
             continue;
         }
         let (Some(vector), Some(index)) = (
