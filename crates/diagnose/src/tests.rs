@@ -1636,7 +1636,12 @@ mod structured {
                 (0..16)
                     .flat_map(|r| (0..32).map(move |k| (r, k)))
                     .map(|(r, k)| {
-                        let v = m.data[r * m.cols + tile * 32 + k];
+                        // Slots past an input with fewer than 16 rows: zero padding.
+                        let v = if r < m.rows {
+                            m.data[r * m.cols + tile * 32 + k]
+                        } else {
+                            0.0
+                        };
                         if row_is_n {
                             (v, -1, r as i32, k as i32)
                         } else {
@@ -1657,7 +1662,7 @@ mod structured {
         let mut acc: Vec<(f32, i32, i32, i32)> = (coords.0..coords.0 + 16)
             .flat_map(|m| (coords.1..coords.1 + 16).map(move |n| (m, n)))
             .map(|(m, n)| {
-                let v = p.get(m + acc_at.0, n + acc_at.1).unwrap() as f32;
+                let v = p.get(m + acc_at.0, n + acc_at.1).unwrap_or(0.0) as f32;
                 (v, m as i32, n as i32, -1)
             })
             .collect();
@@ -1841,6 +1846,49 @@ mod structured {
             "{}",
             own.summary
         );
+    }
+
+    #[test]
+    fn a_swap_ab_decode_kernel_with_padding_token_slots_is_read_in_its_frame() {
+        // 12 tokens in the MMA's 16 N slots (BATCH < MMA_N, no row bound): slots
+        // 12..16 of its B operand hold zeros, and so do the accumulator's columns there.
+        let (a, b) = (wide(12, 128, 51), wide(64, 128, 52));
+        let right = run(&b, &a, &[0, 1, 2, 3], (0, 0), 0.0);
+        let f = judged(&right, &a, &b, 0);
+        assert!(f.clean, "{}", f.summary);
+        assert!(f.evidence[0].contains("swap-AB"), "{:?}", f.evidence);
+        assert!(
+            f.evidence
+                .iter()
+                .any(|e| e.contains("padding rows left out")),
+            "{:?}",
+            f.evidence
+        );
+        // The output wrong past an exact accumulator: the store (or the roles).
+        let f = judged(&right, &a, &b, 100);
+        assert_eq!(
+            (f.stage, f.confound.clone()),
+            (Some(Stage::Epilogue), Some(crate::Confound::SwappedRoles)),
+            "{}",
+            f.summary
+        );
+        // A K tile met twice by both operands: the K loop, a VERDICT as in any frame.
+        let twice = run(&b, &a, &[0, 1, 2, 3, 3], (0, 0), 0.0);
+        let f = judged(&twice, &a, &b, 100);
+        assert_eq!(
+            (f.stage, f.status),
+            (Some(Stage::Mma), Status::Verdict),
+            "{}",
+            f.summary
+        );
+        // Non-zero values in the padding slots of a tile whose real rows are all
+        // there are still no slice of the input: no swap-AB frame is claimed.
+        let mut stale = right.clone();
+        for v in stale.tiles.iter_mut().filter(|v| v.n >= 12 && v.k >= 0) {
+            v.value = 1000.0;
+        }
+        let f = judged(&stale, &a, &b, 100);
+        assert!(!f.evidence[0].contains("swap-AB"), "{:?}", f.evidence);
     }
 
     /// `run`'s trace (operands exact, rows 0..16 of each) with its accumulator cell

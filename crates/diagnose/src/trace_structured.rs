@@ -76,7 +76,7 @@ fn operand(trace: &Trace, kind: Kind, matrix: &Matrix) -> Operand {
 /// A kernel may compute `Dᵀ = B·Aᵀ` (swap-AB: a decode kernel puts the weight in the
 /// MMA's A slot so the few tokens fill its N): then its MMA's A operand holds B's
 /// rows and its B operand A's, and the accumulator's (m, n) are the output's (n, m).
-/// Where neither traced operand is its own input's yet each is the other's, clean, the
+/// Where neither traced operand is its own input's yet each is the other's, the
 /// trace is judged in that frame: the inputs exchanged, the output's wrong tiles
 /// transposed.
 pub fn judge_structured(trace: &Trace, a: &Matrix, b: &Matrix, run: &StructuredRun) -> Finding {
@@ -123,29 +123,34 @@ pub fn judge_structured(trace: &Trace, a: &Matrix, b: &Matrix, run: &StructuredR
     judge_in_frame(trace, a, b, own, run)
 }
 
-/// An operand read with coordinates, every consumed row meeting every K slice.
-fn clean(op: &Operand) -> bool {
-    matches!(op, Operand::Read(r) if r.coordinates && r.clean())
+/// An operand read with coordinates whose every run is its own row's slice of the
+/// input: every consumed row meets every K slice, equally often or (a K loop's count
+/// off) as a wrong number of steps would.
+fn of_the_input(op: &Operand) -> bool {
+    matches!(op, Operand::Read(r) if r.coordinates && (r.clean() || r.loop_count_only()))
 }
 
 /// The operands read against each other's input, where the trace reads as a swap-AB
-/// kernel's: neither operand `own` reading is clean, and each is against the other
-/// input. Only for a problem whose M and N differ: the conservative reading, since on
-/// a square one an MMA handed A and B the wrong way round covers the same rows.
+/// kernel's: neither operand's `own` reading is of its input, and each is of the
+/// other input. Only for a problem whose M and N differ: the conservative reading,
+/// since on a square one an MMA handed A and B the wrong way round covers the same rows.
 fn swapped_operands(
     trace: &Trace,
     a: &Matrix,
     b: &Matrix,
     own: &[(char, Operand); 2],
 ) -> Option<[(char, Operand); 2]> {
-    if a.rows == b.rows || own.iter().any(|(_, op)| clean(op)) {
+    if a.rows == b.rows || own.iter().any(|(_, op)| of_the_input(op)) {
         return None;
     }
     let swapped = [
         ('A', operand(trace, Kind::OperandA, b)),
         ('B', operand(trace, Kind::OperandB, a)),
     ];
-    swapped.iter().all(|(_, op)| clean(op)).then_some(swapped)
+    swapped
+        .iter()
+        .all(|(_, op)| of_the_input(op))
+        .then_some(swapped)
 }
 
 /// [`judge_structured`] in one frame: `operands` are A's and B's traces read against

@@ -320,24 +320,38 @@ fn layered<'t>(values: &[&'t kwb_runtime::TileValue]) -> Vec<Vec<&'t kwb_runtime
     layers
 }
 
+/// Whether `values`, moved by `(dm, dn)`, are `product`'s cells. Cells at or past the
+/// problem's edge are a tile's padding rows (a tile larger than the problem, BATCH <
+/// MMA_N): any value may lie there, so long as at least half the values lie inside.
 fn fits(values: &[&kwb_runtime::TileValue], product: &Product, dm: i64, dn: i64) -> bool {
-    values
-        .iter()
-        .all(|v| product.matches(i64::from(v.m) + dm, i64::from(v.n) + dn, v.value))
+    let mut inside = 0;
+    for v in values {
+        let (m, n) = (i64::from(v.m) + dm, i64::from(v.n) + dn);
+        if m >= product.m as i64 || n >= product.n as i64 {
+            continue;
+        }
+        if !product.matches(m, n, v.value) {
+            return false;
+        }
+        inside += 1;
+    }
+    inside > 0 && inside * 2 >= values.len()
 }
 
 fn place_with_coordinates(values: &[&kwb_runtime::TileValue], product: &Product) -> Placement {
     if fits(values, product, 0, 0) {
         return Placement::AtCoordinates;
     }
-    let (lo_m, hi_m) = bounds(values.iter().map(|v| i64::from(v.m)));
-    let (lo_n, hi_n) = bounds(values.iter().map(|v| i64::from(v.n)));
-    let span = |lo: i64, hi: i64, size: usize| {
+    let lo_m = values.iter().map(|v| i64::from(v.m)).min().unwrap_or(0);
+    let lo_n = values.iter().map(|v| i64::from(v.n)).min().unwrap_or(0);
+    // Shifts that keep the layer's first cell inside the problem (its last may lie in
+    // padding past the edge).
+    let span = |lo: i64, size: usize| {
         let first = (-lo).div_euclid(STEP) * STEP;
-        (first..=size as i64 - 1 - hi).step_by(STEP as usize)
+        (first..=size as i64 - 1 - lo).step_by(STEP as usize)
     };
-    for dm in span(lo_m, hi_m, product.m) {
-        for dn in span(lo_n, hi_n, product.n) {
+    for dm in span(lo_m, product.m) {
+        for dn in span(lo_n, product.n) {
             if (dm, dn) != (0, 0) && fits(values, product, dm, dn) {
                 return Placement::Shifted { dm, dn };
             }

@@ -125,6 +125,8 @@ pub struct ProvenanceIndex {
     runs: HashMap<[u32; UNIT], Vec<(u32, u32)>>,
     /// K slices (of [`UNIT`]) per row.
     pub slices: usize,
+    /// The matrix's rows.
+    pub rows: usize,
 }
 
 impl ProvenanceIndex {
@@ -139,7 +141,11 @@ impl ProvenanceIndex {
                     .push((r as u32, s as u32));
             }
         }
-        ProvenanceIndex { runs, slices }
+        ProvenanceIndex {
+            runs,
+            slices,
+            rows: matrix.rows,
+        }
     }
 
     /// The (row, K slice) pairs holding exactly these values.
@@ -306,8 +312,15 @@ impl OperandReport {
         }
         if parts.is_empty() {
             format!(
-                "rows {}: every K slice consumed {} time(s), all from the input ({} runs of 8 located)",
-                self.rows, self.times, self.located
+                "rows {}: every K slice consumed {} time(s), all from the input ({} runs of 8 located{})",
+                self.rows,
+                self.times,
+                self.located,
+                if self.padding > 0 {
+                    format!("; {} runs of padding rows left out", self.padding)
+                } else {
+                    String::new()
+                }
             )
         } else {
             format!("rows {}: {}", self.rows, parts.join("; "))
@@ -441,5 +454,20 @@ pub fn check_operand(cut: &Units, index: &ProvenanceIndex) -> OperandReport {
         .into_iter()
         .max_by_key(|(c, n)| (*n, std::cmp::Reverse(*c)))
         .map_or(1, |(c, _)| c);
+    // A tile with more row slots than the problem has rows (BATCH < MMA_N): once every
+    // row of the input is consumed at every slice, from the input only, the zero runs
+    // left over fill slots no row of the input can take: padding rows, not a wrong
+    // load. (A K loop's count may still be off: that is not the zeros' doing.)
+    let every_row = index.rows > 0 && (0..index.rows as i64).all(|r| report.rows.0.contains(&r));
+    if every_row
+        && report.unmatched_zero > 0
+        && report.unmatched == 0
+        && report.k_never.is_empty()
+        && report.stray_rows.is_empty()
+    {
+        report.padding += report.unmatched_zero;
+        report.units -= report.unmatched_zero;
+        report.unmatched_zero = 0;
+    }
     report
 }

@@ -144,6 +144,51 @@ fn zeros_are_told_apart_from_foreign_values() {
     assert!(!report.zeros_only() && report.unmatched > 0);
 }
 
+/// Operand fragments of one warp over a 16-row tile of an input with fewer rows: the
+/// slots past the input's last row hold `fill(row, k)`.
+fn padded_tile(a: &Matrix, bk: usize, fill: impl Fn(usize, usize) -> f32) -> Trace {
+    let mut b = Builder::default();
+    for t in 0..a.cols / bk {
+        let values: Vec<_> = (0..16)
+            .flat_map(|m| {
+                let fill = &fill;
+                (0..bk).map(move |k| {
+                    let v = if m < a.rows {
+                        a.data[m * a.cols + t * bk + k]
+                    } else {
+                        fill(m, t * bk + k)
+                    };
+                    (v, m as i32, -1, k as i32)
+                })
+            })
+            .collect();
+        b.push(record(Kind::OperandA, 0, t as i32), values);
+    }
+    b.trace
+}
+
+#[test]
+fn zero_slots_past_an_input_with_fewer_rows_than_the_tile_are_padding() {
+    // BATCH = 12 tokens in a 16-row MMA tile, no row bound: every token row meets
+    // every slice, and the four slots past them hold zeros.
+    let a = wide(12, 128, 7);
+    let report = operand(&padded_tile(&a, 32, |_, _| 0.0), &a);
+    assert!(report.clean(), "{report:?}");
+    assert_eq!(report.padding, 4 * 128 / UNIT);
+    assert_eq!(report.rows.to_string(), "0..12");
+    assert!(report.describe().contains("runs of padding rows left out"));
+    // A slot past the input holding anything else is no padding.
+    let report = operand(&padded_tile(&a, 32, |m, k| (m * 1000 + k) as f32), &a);
+    assert!(!report.clean() && report.unmatched > 0, "{report:?}");
+    // Nor are zeros where a row of the input is missing: row 11 never consumed.
+    let mut trace = padded_tile(&a, 32, |_, _| 0.0);
+    for v in trace.tiles.iter_mut().filter(|v| v.m == 11) {
+        v.value = 0.0;
+    }
+    let report = operand(&trace, &a);
+    assert!(!report.clean() && report.unmatched_zero > 0, "{report:?}");
+}
+
 #[test]
 fn padding_rows_past_the_row_bound_are_not_looked_up() {
     let a = wide(64, 128, 5);

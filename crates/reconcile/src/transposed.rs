@@ -53,7 +53,7 @@ pub fn transposed_tile(trace: &Trace, product: &Product, shift: (i64, i64)) -> T
         unjudged: Some(why),
         ..TransposedTile::default()
     };
-    let cells = match cells(trace, shift) {
+    let cells = match cells(trace, shift, (product.m, product.n)) {
         Ok(c) if !c.is_empty() => c,
         Ok(_) => return unjudged("no accumulator after the mainloop".to_owned()),
         Err(why) => return unjudged(why),
