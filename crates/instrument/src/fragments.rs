@@ -16,6 +16,9 @@ use kwb_sites::{KernelMap, SiteKind};
 pub(crate) enum Layout {
     /// `mma.sync.aligned.m16n8k16` with 16-bit inputs and f32 accumulators.
     MmaSyncM16n8k16,
+    /// `mma.sync.aligned.m16n8k32` with 8-bit inputs (e4m3, e5m2, s8, u8): four
+    /// values a register; the accumulator's layout is m16n8k16's.
+    MmaSyncM16n8k32,
 }
 
 /// What a fragment holds.
@@ -26,11 +29,17 @@ pub(crate) enum Role {
     Accumulator,
 }
 
-/// The layout of the file's MMAs, from the PTX it issues.
+/// The layout of the file's MMAs, from the PTX it issues; none where it issues both
+/// shapes (which fragment feeds which is not known here).
 pub(crate) fn layout(source: &str) -> Option<Layout> {
-    source
-        .contains("mma.sync.aligned.m16n8k16")
-        .then_some(Layout::MmaSyncM16n8k16)
+    let k16 = source.contains("mma.sync.aligned.m16n8k16");
+    // m16n8k32 is the 8-bit shape (4-bit inputs are m16n8k64, and m8n8k32 is .s4).
+    let k32 = source.contains("mma.sync.aligned.m16n8k32");
+    match (k16, k32) {
+        (true, false) => Some(Layout::MmaSyncM16n8k16),
+        (false, true) => Some(Layout::MmaSyncM16n8k32),
+        _ => None,
+    }
 }
 
 /// The array dimensions of a fragment that pick its MMA tile along m and n.
@@ -203,15 +212,17 @@ pub(crate) fn probe_parts(
     rows: Option<&str>,
     dims: Dims,
 ) -> Option<(String, String)> {
-    let Some(Layout::MmaSyncM16n8k16) = layout else {
-        return None;
+    // The operands' coordinate functions; both shapes share the accumulator's.
+    let shape = match layout? {
+        Layout::MmaSyncM16n8k16 => "MmaM16n8k16",
+        Layout::MmaSyncM16n8k32 => "MmaM16n8k32",
     };
     let dim = |d: Option<usize>| d.map_or("-1".to_owned(), |d| d.to_string());
     let coord = match (role, dims) {
-        (Role::A, Dims { m: Some(m), .. }) => format!("kwb::MmaM16n8k16A{{{m}}}"),
-        (Role::A, _) => "kwb::MmaM16n8k16A{}".to_owned(),
-        (Role::B, Dims { n: Some(n), .. }) => format!("kwb::MmaM16n8k16B{{{n}}}"),
-        (Role::B, _) => "kwb::MmaM16n8k16B{}".to_owned(),
+        (Role::A, Dims { m: Some(m), .. }) => format!("kwb::{shape}A{{{m}}}"),
+        (Role::A, _) => format!("kwb::{shape}A{{}}"),
+        (Role::B, Dims { n: Some(n), .. }) => format!("kwb::{shape}B{{{n}}}"),
+        (Role::B, _) => format!("kwb::{shape}B{{}}"),
         (Role::Accumulator, Dims { m: None, n: None }) => "kwb::MmaM16n8k16C{}".to_owned(),
         (Role::Accumulator, Dims { m, n }) => {
             format!("kwb::MmaM16n8k16C{{{}, {}}}", dim(m), dim(n))

@@ -638,7 +638,7 @@ fn a_screen_folds_in_registers_and_threads_a_helpers_folds_through_the_kernel() 
         "{body}"
     );
     assert!(body.contains(&format!(
-        "kwb::probe_as_pair<__nv_bfloat16>(kwb::SiteArg{{{a}u, kwb_fold_{a}}}, kwb::SiteArg{{{b}u, kwb_fold_{b}}},"
+        "kwb::probe_as_pair<kwb::bfloat16>(kwb::SiteArg{{{a}u, kwb_fold_{a}}}, kwb::SiteArg{{{b}u, kwb_fold_{b}}},"
     )));
     // The kernel declares them at its top and passes them at both of its calls.
     let kernel = &body[body.find("gemm_mma_sync(int M").unwrap()..];

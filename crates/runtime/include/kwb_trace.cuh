@@ -280,6 +280,22 @@ inline constexpr bool enabled = true;
 inline constexpr bool enabled = false;
 #endif
 
+// The value types a probe reads an MMA's packed operands as, named in both builds: a
+// kernel that feeds an fp8 or bf16 MMA from raw 32-bit words need not include the CUDA
+// headers that declare those types, and a disabled build (which does not include them)
+// still looks the names up where kwb-instrument wrote them.
+#ifdef KWB_TRACE
+using half = ::__half;
+using bfloat16 = ::__nv_bfloat16;
+using fp8_e4m3 = ::__nv_fp8_e4m3;
+using fp8_e5m2 = ::__nv_fp8_e5m2;
+#else
+struct half;
+struct bfloat16;
+struct fp8_e4m3;
+struct fp8_e5m2;
+#endif
+
 // The version of the record layout and of the trace file; both change together.
 // Version 3 added the tile section (--full-tile), version 4 the summary section
 // (KWB_TRACE_SUMMARY); readers also take version 2 and 3 files.
@@ -762,6 +778,44 @@ struct MmaM16n8k16B {
     const int e = i % 4;
     const int lane = lane_id();
     return Coord{-1, 8 * n.at(i) + lane / 4, (lane % 4) * 2 + e % 2 + 8 * (e / 2)};
+  }
+};
+// Coordinates of mma.sync .m16n8k32 register fragments of 8-bit inputs (e4m3, e5m2,
+// s8, u8), as the PTX ISA lays them out ("Matrix Fragments for mma.m16n8k32"): m in
+// [0, 16), n in [0, 8), k in [0, 32). The accumulator is laid out as m16n8k16's
+// (MmaM16n8k16C).
+// A (16 values per tile in four 32-bit registers, four to a register): element e =
+// i % 16 is on row groupID for e in 0..4 and 8..12, groupID + 8 otherwise, at k =
+// (lane % 4) * 4 + e % 4 + 16 * (e / 8).
+struct MmaM16n8k32A {
+  int m_dim = -1;  // the array dimension that picks the m tile
+  TileIndex m{};
+
+  template <class A, class T>
+  __host__ __device__ constexpr MmaM16n8k32A fit() const {
+    return MmaM16n8k32A{m_dim, detail::fit_index<A, T>(m_dim)};
+  }
+  __device__ Coord operator()(int i) const {
+    const int e = i % 16;
+    const int lane = lane_id();
+    return Coord{16 * m.at(i) + lane / 4 + 8 * ((e / 4) % 2), -1,
+                 (lane % 4) * 4 + e % 4 + 16 * (e / 8)};
+  }
+};
+// B (8 values per n8 tile in two 32-bit registers): element e = i % 8 is on column n =
+// groupID, at k = (lane % 4) * 4 + e % 4 + 16 * (e / 4).
+struct MmaM16n8k32B {
+  int n_dim = -1;  // the array dimension that picks the n tile
+  TileIndex n{};
+
+  template <class A, class T>
+  __host__ __device__ constexpr MmaM16n8k32B fit() const {
+    return MmaM16n8k32B{n_dim, detail::fit_index<A, T>(n_dim)};
+  }
+  __device__ Coord operator()(int i) const {
+    const int e = i % 8;
+    const int lane = lane_id();
+    return Coord{-1, 8 * n.at(i) + lane / 4, (lane % 4) * 4 + e % 4 + 16 * (e / 4)};
   }
 };
 // C/D (f32; 4 values per tile): element e = i % 4 is on row groupID for e < 2 and

@@ -178,7 +178,7 @@ fn in_function(
                 .iter()
                 .any(|w| ty.split_whitespace().any(|x| x == *w))
         });
-        // Coordinates only where the values are the MMA's 16-bit inputs, packed.
+        // Coordinates only where the values are the MMA's inputs packed in 32-bit words.
         let parts = if packed {
             fragments::probe_parts(
                 layout,
@@ -659,14 +659,14 @@ const PTX_TYPES: [(&str, &str); 11] = [
     ("f32", "float"),
     ("f64", "double"),
     ("tf32", "float"),
-    ("f16", "__half"),
-    ("bf16", "__nv_bfloat16"),
-    ("e4m3", "__nv_fp8_e4m3"),
-    ("e5m2", "__nv_fp8_e5m2"),
+    ("f16", "kwb::half"),
+    ("bf16", "kwb::bfloat16"),
+    ("e4m3", "kwb::fp8_e4m3"),
+    ("e5m2", "kwb::fp8_e5m2"),
     ("s8", "int8_t"),
     ("u8", "uint8_t"),
     ("s32", "int32_t"),
-    ("f16x2", "__half"),
+    ("f16x2", "kwb::half"),
 ];
 
 /// `m16n8k16`: an MMA's shape.
@@ -707,19 +707,19 @@ mod tests {
         let source = format!("// mma.sync{}──── bf16\n", " ".repeat(68));
         assert_eq!(super::mma_input_type(&source), "float");
         let source = "// mma.sync.aligned.m16n8k16 fed by ldmatrix\nasm(\"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32\");";
-        assert_eq!(super::mma_input_type(source), "__nv_bfloat16");
+        assert_eq!(super::mma_input_type(source), "kwb::bfloat16");
         for (ptx, want) in [
             (
                 "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",
-                "__nv_bfloat16",
+                "kwb::bfloat16",
             ),
             (
                 "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32",
-                "__nv_fp8_e4m3",
+                "kwb::fp8_e4m3",
             ),
             (
                 "mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16",
-                "__half",
+                "kwb::half",
             ),
             (
                 "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32",
@@ -728,7 +728,7 @@ mod tests {
             ("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32", "int8_t"),
             (
                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16",
-                "__nv_bfloat16",
+                "kwb::bfloat16",
             ),
         ] {
             let source = format!("asm volatile(\"{ptx} {{%0}};\");");
