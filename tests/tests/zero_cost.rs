@@ -265,5 +265,8 @@ fn fp8_k32_fragment_probes_are_free_when_disabled_and_compile_traced() {
     assert_eq!(sass("orig"), sass("off"), "SASS differs without KWB_TRACE");
     flags.defines.push("KWB_TRACE".to_owned());
     kwb_toolchain::compile_cubin(&toolchain, &traced, &flags, &object("on")).unwrap();
-    assert!(sass("on").contains("ATOMG"), "the traced build appends no record");
+    assert!(
+        sass("on").contains("ATOMG"),
+        "the traced build appends no record"
+    );
 }

@@ -1872,6 +1872,14 @@ mod structured {
             "{}",
             f.summary
         );
+        // What it clears ends at the problem's edge: tokens 0..12, not the 16 slots.
+        let region = f.cleared.as_ref().and_then(|c| c.region.clone());
+        assert_eq!(
+            region.map(|r| (r.m0, r.m1, r.n0, r.n1)),
+            Some((0, 12, 0, 16)),
+            "{:?}",
+            f.cleared
+        );
         // A K tile met twice by both operands: the K loop, a VERDICT as in any frame.
         let twice = run(&b, &a, &[0, 1, 2, 3, 3], (0, 0), 0.0);
         let f = judged(&twice, &a, &b, 100);

@@ -261,7 +261,13 @@ fn judge_in_frame(
         Some(o) => acc.region_at((o.m0, o.n0)),
         None => acc.region(),
     }
-    .map(|[m0, m1, n0, n1]| Region { m0, m1, n0, n1 });
+    // Cut at the problem's edge: a tile larger than the problem has padding past it.
+    .map(|[m0, m1, n0, n1]| Region {
+        m0,
+        m1: m1.min(product.m as i64),
+        n0,
+        n1: n1.min(product.n as i64),
+    });
     // A traced run whose own output is checked and right did not show the defect:
     // its CTA being right clears nothing about a failure elsewhere (another rung, a
     // launch the traced run did not make).
