@@ -229,3 +229,69 @@ fn reproducers_of_code_we_did_not_write_compile() {
         kwb_tests::check_all(&units, dir.path(), |unit, dir| check(unit, &toolchain, dir));
     assert!(results.len() >= 38, "{} units", results.len());
 }
+
+/// The capture section's test of a launch's symbol, compiled on the host and run on
+/// mangled names as the driver gives them: the kernel in a namespace, as a template
+/// instance, and not another kernel whose name holds it or a template argument
+/// spelling it.
+#[test]
+fn the_map_capture_names_the_kernel_by_its_symbol() {
+    if std::env::var("KWB_RUN_SLOW_TESTS").as_deref() != Ok("1") {
+        return;
+    }
+    let source = r#"#include <cuda.h>
+namespace ops {
+__global__ void tma_gemm(const __grid_constant__ CUtensorMap map_a, float* D) {}
+}
+static CUtensorMap make_map(const void* p, int rows, int cols) { CUtensorMap m{}; return m; }
+int launch(const float* A, const float* B, float* D, int M, int N, int K, cudaStream_t s) {
+  CUtensorMap a = make_map(A, M, K);
+  ops::tma_gemm<<<dim3(N / 64, M / 64), 128, 0, s>>>(a, D);
+  return 0;
+}
+int main() { return launch(nullptr, nullptr, nullptr, 128, 128, 64, 0); }
+"#;
+    let request = Request {
+        kernel: Some("tma_gemm".to_owned()),
+        file_name: "maps.cu".to_owned(),
+        ..Request::default()
+    };
+    let repro = extract(source, &request).unwrap().repro;
+    let start = repro.find("static bool kwb_is_kernel").unwrap();
+    let end = repro.find("static void kwb_capture").unwrap();
+    let cases = [
+        ("_ZN3ops8tma_gemmE14CUtensorMap_stPf", true),
+        ("_Z8tma_gemm14CUtensorMap_st", true),
+        ("_ZN3ops8tma_gemmILi128EEEvv", true),
+        ("_ZN4cute8tma_gemmIiN3foo3barIiEEEEvPKT_", true),
+        ("_Z9tma_gemm214CUtensorMap_st", false),
+        ("_Z6kernelI8tma_gemmEvv", false),
+        ("_Z9xtma_gemmv", false),
+    ];
+    let checks: String = cases
+        .iter()
+        .map(|(name, want)| {
+            format!("  if (kwb_is_kernel(\"{name}\") != {want}) {{ std::printf(\"{name}\\n\"); bad = 1; }}\n")
+        })
+        .collect();
+    let program = format!(
+        "#include <cxxabi.h>\n#include <cstdio>\n#include <cstdlib>\n#include <cstring>\n{}\nint main() {{\n  int bad = 0;\n{checks}  return bad;\n}}\n",
+        &repro[start..end]
+    );
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("names.cpp"), program).unwrap();
+    let built = std::process::Command::new("c++")
+        .current_dir(dir.path())
+        .args(["-std=c++17", "names.cpp", "-o", "names"])
+        .status()
+        .expect("the host C++ compiler nvcc uses runs");
+    assert!(built.success());
+    let ran = std::process::Command::new(dir.path().join("names"))
+        .output()
+        .unwrap();
+    assert!(
+        ran.status.success(),
+        "misnamed: {}",
+        String::from_utf8_lossy(&ran.stdout)
+    );
+}

@@ -1873,7 +1873,7 @@ mod structured {
             f.summary
         );
         // What it clears ends at the problem's edge: tokens 0..12, not the 16 slots.
-        let region = f.cleared.as_ref().and_then(|c| c.region.clone());
+        let region = f.cleared.as_ref().and_then(|c| c.region);
         assert_eq!(
             region.map(|r| (r.m0, r.m1, r.n0, r.n1)),
             Some((0, 12, 0, 16)),

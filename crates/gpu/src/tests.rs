@@ -375,3 +375,67 @@ fn a_finished_rung_is_judged_with_its_first_mismatch_and_unwritten_outputs() {
     assert_eq!(report.status, "hang");
     assert!(report.error.unwrap().contains("timeout 1.0 s"));
 }
+
+/// A reproducer through the launcher of a kernel that takes TMA maps by value (the
+/// second suite's fp8 kernel, whose launcher encodes them itself) holds the capture
+/// section, and the runner's build links it in front of the runtime's launch entries:
+/// the wrappers are defined and every `__real_` entry they call resolves (without the
+/// wrap flags those stay undefined, and the library would not load).
+#[test]
+fn a_launcher_built_map_is_read_at_the_launch_through_wrapped_entries() {
+    if worker::driver_present().is_ok() {
+        return; // On a GPU machine the run goes on; the device suite covers it.
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let file = "kernels/styles/tma_map_fp8.cu";
+    let source = std::fs::read_to_string(root.join(file)).unwrap();
+    let x = kwb_extract::extract(
+        &source,
+        &kwb_extract::Request {
+            file_name: file.to_owned(),
+            kernel: Some("fp8_gemm_tma_kernel".to_owned()),
+            ..kwb_extract::Request::default()
+        },
+    )
+    .unwrap();
+    assert!(x.repro.contains("kwb_map_params[2] = {0, 1}"));
+    assert!(x.repro.contains(r#"kwb_map_names[2] = {"map_a", "map_b"}"#));
+    let build = kwb_extract::manifest::Build {
+        std: "c++17".to_owned(),
+        arch: "sm_90a".to_owned(),
+        defines: Vec::new(),
+        includes: Vec::new(),
+        other: Vec::new(),
+        from: "command line".to_owned(),
+    };
+    let manifest = Manifest::new(&x, file, build);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("repro.cu"), &x.repro).unwrap();
+    std::fs::write(dir.path().join("kwb.toml"), manifest.to_toml()).unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let e = run(dir.path(), &options(cache.path())).unwrap_err();
+    assert!(matches!(e, GpuError::NoDriver { .. }), "{e}");
+    let entry = std::fs::read_dir(cache.path())
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let library = entry.join("repro.so");
+    let nm = |args: &[&str]| {
+        let out = std::process::Command::new("nm")
+            .args(args)
+            .arg(&library)
+            .output()
+            .expect("nm (binutils) runs");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let defined = nm(&["--defined-only"]);
+    assert!(defined.contains(" T kwb_launched_maps"), "{defined}");
+    assert!(
+        defined.contains(" T __wrap___cudaLaunchKernel"),
+        "{defined}"
+    );
+    let undefined = nm(&["--undefined-only"]);
+    assert!(!undefined.contains("__real_"), "{undefined}");
+}

@@ -37,6 +37,9 @@ type FillFn =
     unsafe extern "C" fn(*const Problem, *mut c_void, *mut c_void, *mut *const c_char) -> i32;
 type TasksBytesFn = unsafe extern "C" fn(*const Problem, *mut u64, *mut i32) -> i32;
 type TasksFillFn = unsafe extern "C" fn(*const Problem, *mut c_void, *mut c_void) -> i32;
+/// `kwb_extract::LAUNCHED_MAPS`: the maps the kernel received at its launch through
+/// the user's launcher, 128 bytes each, and the parameters they were passed as.
+type LaunchedMapsFn = unsafe extern "C" fn(*mut *const u8, *mut *const *const c_char) -> i32;
 
 /// Whether this machine has a CUDA driver library: `Err` says why not.
 pub fn driver_present() -> Result<(), String> {
@@ -441,6 +444,11 @@ fn run_through(
         // launches on `stream` and waits for the device.
         let rc = unsafe { entry(&problem, stream.cu_stream().cast()) };
         let ms = started.elapsed().as_secs_f64() as f32 * 1e3;
+        // The maps the launcher built, as the kernel received them: read on the first
+        // rung, whether or not its launch succeeded (a bad map can make it fail).
+        if index == 0 {
+            say_launched_maps(library);
+        }
         if rc != 0 {
             return Err(fail(
                 at,
@@ -463,6 +471,40 @@ fn run_through(
         });
     }
     Ok(())
+}
+
+/// A `map` event for each TMA map the reproducer's capture section read at the
+/// kernel's launch (none where the reproducer has no such section, or the kernel was
+/// not launched).
+fn say_launched_maps(library: &libloading::Library) {
+    // SAFETY: kwb-extract's capture section defines this symbol with this signature
+    // (crates/extract/src/through/maps.rs); a reproducer without one has no symbol.
+    let Ok(launched) =
+        (unsafe { library.get::<LaunchedMapsFn>(kwb_extract::LAUNCHED_MAPS.as_bytes()) })
+    else {
+        return;
+    };
+    let mut bytes: *const u8 = std::ptr::null();
+    let mut names: *const *const c_char = std::ptr::null();
+    // SAFETY: both out-pointers are valid for one write each.
+    let count = unsafe { launched(&mut bytes, &mut names) };
+    if count <= 0 || bytes.is_null() || names.is_null() {
+        return;
+    }
+    for i in 0..count as usize {
+        // SAFETY: the section holds `count` maps of 128 bytes one after another and
+        // `count` NUL-terminated parameter names, in static storage.
+        let (map, name) = unsafe {
+            (
+                std::slice::from_raw_parts(bytes.add(i * 128), 128),
+                CStr::from_ptr(*names.add(i)),
+            )
+        };
+        say(&Event::Map {
+            param: name.to_string_lossy().into_owned(),
+            bytes: hex(map),
+        });
+    }
 }
 
 /// One zeroed device buffer per operand of the plan (reported in a `buffers` event).

@@ -16,6 +16,7 @@ mod bind;
 pub(crate) mod calls;
 pub(crate) mod harness;
 mod layout;
+pub(crate) mod maps;
 
 use kwb_syntax::Parsed;
 
@@ -576,6 +577,11 @@ fn at(
     text.push_str(&format!(
         "\n#line {line} \"repro.cu\"\n// ---- kwb-extract: the runner's entry point ----\n#include <cuda_runtime.h>\n#include <type_traits>\n{PROBLEM_STRUCT}\nextern \"C\" int {THROUGH_ENTRY}(const kwb_problem* kwb_p, void* kwb_stream) {{\n  (void)kwb_p;\n  (void)kwb_stream;\n{body}  cudaError_t kwb_status = cudaGetLastError();\n  if (kwb_status != cudaSuccess) return static_cast<int>(kwb_status);\n  return static_cast<int>(cudaDeviceSynchronize());\n}}\n"
     ));
+    // The maps the launcher builds reach the kernel only: read them at its launch.
+    if let Some(capture) = maps::capture_section(def) {
+        text.push('\n');
+        text.push_str(&capture);
+    }
     let lines = source.matches('\n').count() + 1;
     let through = Through {
         entry: THROUGH_ENTRY.to_owned(),

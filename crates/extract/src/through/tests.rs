@@ -189,3 +189,37 @@ fn a_size_no_name_says_takes_its_role_from_the_kernel_parameter_it_reaches() {
         "it flows into the kernel's `M` (a guess)"
     );
 }
+
+const MAPS_BY_VALUE: &str = r#"#include <cuda.h>
+namespace ops {
+__global__ void tma_gemm(const __grid_constant__ CUtensorMap map_a, float* D, const CUtensorMap* spare,
+                         const __grid_constant__ CUtensorMap map_b, int K) {}
+}
+static CUtensorMap make_map(const void* p, int rows, int cols) { CUtensorMap m{}; return m; }
+int launch(const void* A, const void* B, float* D, int M, int N, int K, cudaStream_t s) {
+  CUtensorMap a = make_map(A, M, K), b = make_map(B, N, K);
+  ops::tma_gemm<<<dim3(N / 64, M / 64), 128, 0, s>>>(a, D, nullptr, b, K);
+  return 0;
+}
+int main() { return launch(nullptr, nullptr, nullptr, 128, 128, 64, 0); }
+"#;
+
+#[test]
+fn a_kernel_that_takes_maps_by_value_has_them_read_at_its_launch() {
+    let x = extract(MAPS_BY_VALUE, &request("tma_gemm")).unwrap();
+    assert!(x.host.through.is_some());
+    // Parameters 0 and 3 are maps by value; the pointer to one is not read.
+    assert_eq!(
+        super::maps::map_params(&x.kernel),
+        [(0, "map_a".to_owned()), (3, "map_b".to_owned())]
+    );
+    let capture = x
+        .repro
+        .split("// ---- kwb-extract: the TMA maps")
+        .nth(1)
+        .expect("a capture section");
+    insta::assert_snapshot!(format!("// ---- kwb-extract: the TMA maps{capture}"));
+    // A kernel that takes none has no section.
+    let x = extract(TUTORIAL, &request("gemm_device")).unwrap();
+    assert!(!x.repro.contains(crate::LAUNCHED_MAPS));
+}
