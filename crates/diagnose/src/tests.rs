@@ -1899,6 +1899,57 @@ mod structured {
         assert!(!f.evidence[0].contains("swap-AB"), "{:?}", f.evidence);
     }
 
+    #[test]
+    fn one_accumulator_set_that_is_twice_its_tile_reads_as_the_mma() {
+        // Two n8 tiles the probe cannot tell apart (both at n 0..8): the first holds
+        // its tile of A·Bᵀ, the second twice its tile (an MMA issued twice on it).
+        let (a, b) = inputs();
+        let p = Product::of(&a, &b).unwrap();
+        let layers = |second: f32| -> Trace {
+            let mut t = run(&a, &b, &[0, 1, 2, 3], (0, 0), 0.0);
+            let accumulator = t
+                .records
+                .iter()
+                .position(|r| r.kind() == Some(Kind::Accumulator))
+                .unwrap() as u32;
+            t.tiles.retain(|v| v.record != accumulator);
+            t.records.truncate(accumulator as usize);
+            let cell = |m: i32, n: i32| p.get(i64::from(m), i64::from(n)).unwrap() as f32;
+            let mut values: Vec<(f32, i32, i32, i32)> = Vec::new();
+            for m in 0..16 {
+                for n in 0..8 {
+                    values.push((cell(m, n), m, n, -1));
+                    values.push((second * cell(m, n + 8), m, n, -1));
+                }
+            }
+            push(&mut t, Kind::Accumulator, -1, values);
+            t
+        };
+        let f = judged(&layers(2.0), &a, &b, 100);
+        assert_eq!(
+            (f.stage, f.status, f.factor),
+            (Some(Stage::Mma), Status::Verdict, Some(2.0)),
+            "{}",
+            f.summary
+        );
+        assert!(f.summary.contains("2 times its own tile"), "{}", f.summary);
+        // Both sets right and the output wrong: the epilogue, as before.
+        let f = judged(&layers(1.0), &a, &b, 100);
+        assert_eq!(f.stage, Some(Stage::Epilogue), "{}", f.summary);
+        // The second set something else (another tile's values): no multiple, the
+        // reading stays "epilogue or mma".
+        let mut other = layers(1.0);
+        for v in other
+            .tiles
+            .iter_mut()
+            .filter(|v| v.k < 0 && v.m == 0 && v.n == 0 && v.element == 1)
+        {
+            v.value += 1.0;
+        }
+        let f = judged(&other, &a, &b, 100);
+        assert_ne!(f.status, Status::Verdict, "{}", f.summary);
+    }
+
     /// `run`'s trace (operands exact, rows 0..16 of each) with its accumulator cell
     /// (m, n) set to `value(m, n)`.
     fn with_accumulator(a: &Matrix, b: &Matrix, value: impl Fn(usize, usize) -> f32) -> Trace {

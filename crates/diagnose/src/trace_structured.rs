@@ -23,7 +23,9 @@
 //!    wrote the tiles disagree, **descriptor**; with no operand probed, a DRAFT
 //!    ordered by the accumulator as sums over K slices: a sum of matched slices with
 //!    a wrong count is the K loop (**mma** first), no such sum is A meeting B of
-//!    another k or row (**operand-load** first);
+//!    another k or row (**operand-load** first); where some fragments are tiles and
+//!    every other is one whole multiple `c` of its own tile, those were accumulated
+//!    `c` times over (**mma**);
 //! 3. accumulator right and the output wrong: **epilogue**.
 
 use kwb_reconcile::{
@@ -401,6 +403,33 @@ fn judge_in_frame(
             );
             f.confound = Some(Confound::ProbeCoordinates);
         }
+    } else if let Some(c) = acc.multiple_of_the_rest() {
+        // Every fragment met the right values; some were accumulated c times over.
+        let (all, placed) = acc.layers();
+        f.stage = Some(Stage::Mma);
+        f.alternatives = vec![Stage::OperandLoad, Stage::Descriptor];
+        f.factor = Some(c);
+        f.status = if read_all {
+            Status::Verdict
+        } else {
+            Status::Draft
+        };
+        if !read_all {
+            f.confound = Some(Confound::OperandsNotProbed);
+        }
+        f.summary = format!(
+            "mma ({placed} of {all} accumulator layers are tiles of A·Bᵀ and every other is {c} times its own tile{}: those fragments were accumulated {c} times over, as an MMA issued again on them or a K loop over them with a wrong count does{})",
+            if read_all {
+                ", with the operands exactly the input's tiles"
+            } else {
+                ""
+            },
+            if read_all {
+                String::new()
+            } else {
+                format!("; {}", Confound::OperandsNotProbed.describe())
+            }
+        );
     } else if acc.partly() {
         let (all, placed) = acc.layers();
         let why = format!(

@@ -40,6 +40,10 @@ pub struct AccumulatorGroup {
     /// coordinate (the probe could not tell MMA tiles or accumulator sets apart), the
     /// n-th value at each coordinate joins layer n, and each layer is placed alone.
     pub layers: Vec<Placement>,
+    /// Per layer, for one that is no tile of the product: the factor `c` and the
+    /// shift `(dm, dn)` at which every value is `c` times the product (c ≠ 1), where
+    /// there is one — a fragment accumulated `c` times.
+    pub multiples: Vec<Option<(f64, i64, i64)>>,
 }
 
 impl AccumulatorGroup {
@@ -101,6 +105,33 @@ impl AccumulatorReport {
             .iter()
             .filter(|g| g.layers.iter().all(|p| *p == Placement::Nowhere))
             .count()
+    }
+
+    /// Where [`partly`](Self::partly) holds and every layer that is no tile is the
+    /// same whole multiple of its own tile (at its coordinates in a global frame): that
+    /// factor. Each fragment met the right values, some of them too often.
+    pub fn multiple_of_the_rest(&self) -> Option<f64> {
+        if !self.partly() {
+            return None;
+        }
+        let mut factor = None;
+        for g in &self.groups {
+            for (p, m) in g.layers.iter().zip(&g.multiples) {
+                if AccumulatorGroup::placed(*p, self.global_frame) {
+                    continue;
+                }
+                let (c, dm, dn) = (*m)?;
+                if self.global_frame && (dm, dn) != (0, 0) {
+                    return None;
+                }
+                match factor {
+                    None => factor = Some(c),
+                    Some(f) if f == c => {}
+                    Some(_) => return None,
+                }
+            }
+        }
+        factor
     }
 
     /// Layers in all, and layers placed.
@@ -224,12 +255,14 @@ pub fn locate_accumulators(trace: &Trace, product: &Product) -> AccumulatorRepor
             let (n0, n1) = bounds(values.iter().map(|v| i64::from(v.n)));
             [m0, m1 + 1, n0, n1 + 1]
         });
+        let mut multiples: Vec<Option<(f64, i64, i64)>> = Vec::new();
         let (layers, origin) = if coords {
             let origin = (
                 values.iter().map(|v| i64::from(v.m)).min().unwrap_or(0),
                 values.iter().map(|v| i64::from(v.n)).min().unwrap_or(0),
             );
-            let layers = layered(&values)
+            let layered = layered(&values);
+            let layers: Vec<Placement> = layered
                 .iter()
                 .map(|layer| {
                     let p = place_with_coordinates(layer, product);
@@ -247,6 +280,16 @@ pub fn locate_accumulators(trace: &Trace, product: &Product) -> AccumulatorRepor
                     p
                 })
                 .collect();
+            // A layer that is no tile: whether it is a whole multiple of one.
+            multiples = layered
+                .iter()
+                .zip(&layers)
+                .map(|(layer, p)| {
+                    (*p == Placement::Nowhere)
+                        .then(|| place_scaled(layer, product))
+                        .flatten()
+                })
+                .collect();
             (layers, Some(origin))
         } else {
             (vec![place_multiset(&values, product)], None)
@@ -254,12 +297,14 @@ pub fn locate_accumulators(trace: &Trace, product: &Product) -> AccumulatorRepor
         if origin.is_some_and(|(m, n)| m > 0 || n > 0) {
             report.global_frame = true;
         }
+        multiples.resize(layers.len(), None);
         report.groups.push(AccumulatorGroup {
             site,
             warp,
             values: values.len(),
             bounds,
             layers,
+            multiples,
         });
         if !coords {
             uncoordinated.entry(site).or_default().extend(values);
@@ -358,6 +403,62 @@ fn place_with_coordinates(values: &[&kwb_runtime::TileValue], product: &Product)
         }
     }
     Placement::Nowhere
+}
+
+/// Whether `values` are, at some shift, `c` times the product's cells for one factor
+/// `c` ≠ 1 (a fragment accumulated twice, or over a wrong count of K steps): the
+/// factor and the shift, trying the values' own coordinates first. Only where the
+/// product is exact, and on at least 8 cells whose product is not zero; cells past the
+/// problem's edge are padding, as in [`fits`].
+fn place_scaled(values: &[&kwb_runtime::TileValue], product: &Product) -> Option<(f64, i64, i64)> {
+    if !product.is_exact() {
+        return None;
+    }
+    let scaled = |dm: i64, dn: i64| -> Option<f64> {
+        let mut factor: Option<f64> = None;
+        let (mut inside, mut nonzero) = (0usize, 0usize);
+        for v in values {
+            let (m, n) = (i64::from(v.m) + dm, i64::from(v.n) + dn);
+            if m >= product.m as i64 || n >= product.n as i64 {
+                continue;
+            }
+            let want = product.get(m, n)?;
+            let got = f64::from(v.value);
+            inside += 1;
+            if want == 0.0 {
+                if got != 0.0 {
+                    return None;
+                }
+                continue;
+            }
+            nonzero += 1;
+            let c = *factor.get_or_insert(got / want);
+            if got != c * want {
+                return None;
+            }
+        }
+        let c = factor?;
+        (c != 1.0 && c.is_finite() && nonzero >= 8 && inside * 2 >= values.len()).then_some(c)
+    };
+    if let Some(c) = scaled(0, 0) {
+        return Some((c, 0, 0));
+    }
+    let lo_m = values.iter().map(|v| i64::from(v.m)).min().unwrap_or(0);
+    let lo_n = values.iter().map(|v| i64::from(v.n)).min().unwrap_or(0);
+    let span = |lo: i64, size: usize| {
+        let first = (-lo).div_euclid(STEP) * STEP;
+        (first..=size as i64 - 1 - lo).step_by(STEP as usize)
+    };
+    for dm in span(lo_m, product.m) {
+        for dn in span(lo_n, product.n) {
+            if (dm, dn) != (0, 0)
+                && let Some(c) = scaled(dm, dn)
+            {
+                return Some((c, dm, dn));
+            }
+        }
+    }
+    None
 }
 
 fn bounds(it: impl Iterator<Item = i64>) -> (i64, i64) {
