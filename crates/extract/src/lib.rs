@@ -50,7 +50,7 @@ pub use crate::standalone::MAIN_MACRO;
 pub use crate::task::{
     SCRATCH_BYTES, TASKS_BYTES, TASKS_FILL, TaskEntries, TaskField, TaskRequest,
 };
-pub use crate::through::maps::{LAUNCHED_MAPS, WRAPPED as LAUNCH_ENTRIES_WRAPPED};
+pub use crate::through::maps::{LAUNCHED_MAPS, WRAPPED as LAUNCH_ENTRIES_WRAPPED, WRAPPER};
 pub use crate::through::{Binding, Layout, RENAMED_MAIN, THROUGH_ENTRY, Through};
 pub use kwb_sites::TemplateParam;
 use kwb_syntax::Parsed;

@@ -86,7 +86,7 @@ pub fn build(
     // A reproducer that reads the maps its kernel receives at the launch stands in
     // front of the runtime's launch entries (crates/extract/src/through/maps.rs).
     let mut flags = flags.clone();
-    if contains(&text, kwb_extract::LAUNCHED_MAPS.as_bytes()) {
+    if contains(&text, kwb_extract::WRAPPER.as_bytes()) {
         for symbol in kwb_extract::LAUNCH_ENTRIES_WRAPPED {
             flags.extra.push(format!("-Xlinker=--wrap={symbol}"));
         }

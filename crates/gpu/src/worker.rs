@@ -229,6 +229,11 @@ fn run(ctx: &Arc<CudaContext>, library: &libloading::Library, job: &Job) -> Resu
                     ),
                 ));
             }
+            // The maps the file's own encoder wrote into the task list, as the
+            // kernel will read them: reported on the first rung.
+            if index == 0 {
+                say_launched_maps(&library);
+            }
             // SAFETY: plain bytes of the image, `size` of them.
             let bytes_of = unsafe { std::slice::from_raw_parts(host.as_ptr().cast::<u8>(), size) };
             stream
@@ -473,9 +478,10 @@ fn run_through(
     Ok(())
 }
 
-/// A `map` event for each TMA map the reproducer's capture section read at the
-/// kernel's launch (none where the reproducer has no such section, or the kernel was
-/// not launched).
+/// A `map` event for each TMA map the reproducer holds for the runner: those its
+/// capture section read at the kernel's launch through the user's launcher, or those
+/// the task list's fill encoded (none where it has neither, or nothing was launched or
+/// filled yet).
 fn say_launched_maps(library: &libloading::Library) {
     // SAFETY: kwb-extract's capture section defines this symbol with this signature
     // (crates/extract/src/through/maps.rs); a reproducer without one has no symbol.

@@ -146,6 +146,10 @@ pub(crate) fn generate(g: &Generate<'_>) -> String {
         "struct kwb_any_ptr {\n  const void* p;\n  template <class T>\n  operator T*() const { return static_cast<T*>(const_cast<void*>(p)); }\n};\n\n",
     );
     if !maps.is_empty() {
+        // Where the runner reads the maps the fill encodes, as the kernel will.
+        let names: Vec<String> = maps.iter().map(|(f, _, _)| f.name.clone()).collect();
+        out.push_str(&crate::through::maps::storage(&names));
+        out.push('\n');
         out.push_str(
             "static decltype(&cuTensorMapEncodeTiled) kwb_encode_tiled() {\n  void* p = nullptr;\n  cudaDriverEntryPointQueryResult status{};\n  if (cudaGetDriverEntryPointByVersion(\"cuTensorMapEncodeTiled\", &p, 12000, cudaEnableDefault,\n                                       &status) != cudaSuccess ||\n      status != cudaDriverEntryPointSuccess)\n    return nullptr;\n  return reinterpret_cast<decltype(&cuTensorMapEncodeTiled)>(p);\n}\n\n",
         );
@@ -184,7 +188,7 @@ pub(crate) fn generate(g: &Generate<'_>) -> String {
             })
             .collect();
         out.push_str(&format!(
-            "  // {} = {}\n  if (const int kwb_rc = static_cast<int>({map_type}::{}({})))\n    return kwb_rc;\n",
+            "  // {} = {}\n  if (const int kwb_rc = static_cast<int>({map_type}::{}({})))\n    return kwb_rc;\n  kwb_keep_map({i}, &kwb_maps[{i}]);\n",
             f.name,
             f.value,
             e.function,

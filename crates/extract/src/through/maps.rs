@@ -3,10 +3,12 @@
 //! helper that returns them), so the runner never holds them: the capture section
 //! appended to such a reproducer catches the launch itself. Linked with
 //! `--wrap=SYMBOL` for each of [`WRAPPED`] (the runner's build adds the flags where
-//! the reproducer holds [`LAUNCHED_MAPS`]), every kernel launch of the library passes
+//! the reproducer defines [`WRAPPER`]), every kernel launch of the library passes
 //! through it; the first launch of the kernel (its demangled name, less namespaces
 //! and template arguments, is the kernel's) has its `CUtensorMap` parameters copied,
-//! and [`LAUNCHED_MAPS`] hands them to the runner after the launcher returns.
+//! and [`LAUNCHED_MAPS`] hands them to the runner after the launcher returns. A
+//! megakernel's task list, whose maps kwb's own fill encodes, keeps them in the same
+//! [`storage`] (no wrapping needed there).
 //!
 //! Invariant: the capture reads the launch's argument array and calls the real entry
 //! with it unchanged; a launch it cannot name is launched as it is and captures
@@ -18,6 +20,10 @@ use crate::kernel::KernelDef;
 /// how many maps the capture holds (0 before the kernel's launch), their 128 bytes
 /// each, one after another, and the parameters they were passed as.
 pub const LAUNCHED_MAPS: &str = "kwb_launched_maps";
+
+/// The first wrapper the capture section defines: a reproducer that holds it is
+/// linked with the `--wrap` flags.
+pub const WRAPPER: &str = "__wrap___cudaLaunchKernel";
 
 /// The launch entries of the CUDA runtime the capture stands in front of: what a
 /// `<<<…>>>` launch's stub calls (and its per-thread-stream twin), and the
@@ -44,6 +50,33 @@ pub(crate) fn map_params(def: &KernelDef) -> Vec<(usize, String)> {
         .collect()
 }
 
+/// The storage the runner reads the maps from: `count` maps of 128 bytes, the
+/// parameter or field `names` they are, and [`LAUNCHED_MAPS`] over them. A map is
+/// stored with `kwb_keep_map(i, &map)`; the count is the highest stored index + 1.
+pub(crate) fn storage(names: &[String]) -> String {
+    let count = names.len();
+    let names = names
+        .iter()
+        .map(|n| format!("\"{n}\""))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(
+        r#"static const char* const kwb_map_names[{count}] = {{{names}}};
+static unsigned char kwb_maps_seen[{count}][128];
+static int kwb_maps_count = 0;
+static void kwb_keep_map(int i, const void* map) {{
+  std::memcpy(kwb_maps_seen[i], map, 128);
+  if (kwb_maps_count < i + 1) kwb_maps_count = i + 1;
+}}
+extern "C" int {LAUNCHED_MAPS}(const unsigned char** bytes, const char* const** names) {{
+  *bytes = &kwb_maps_seen[0][0];
+  *names = kwb_map_names;
+  return kwb_maps_count;
+}}
+"#
+    )
+}
+
 /// The capture section for `def`, or `None` when it takes no map by value.
 pub(crate) fn capture_section(def: &KernelDef) -> Option<String> {
     let maps = map_params(def);
@@ -55,11 +88,8 @@ pub(crate) fn capture_section(def: &KernelDef) -> Option<String> {
         .map(|(i, _)| i.to_string())
         .collect::<Vec<_>>()
         .join(", ");
-    let names = maps
-        .iter()
-        .map(|(_, n)| format!("\"{n}\""))
-        .collect::<Vec<_>>()
-        .join(", ");
+    let names: Vec<String> = maps.iter().map(|(_, n)| n.clone()).collect();
+    let storage = storage(&names);
     let count = maps.len();
     let kernel = &def.name;
     let [stub, stub_ptsz, launch, launch_ex] = WRAPPED;
@@ -72,10 +102,7 @@ pub(crate) fn capture_section(def: &KernelDef) -> Option<String> {
 #include <cstdlib>
 #include <cstring>
 static const int kwb_map_params[{count}] = {{{indices}}};
-static const char* const kwb_map_names[{count}] = {{{names}}};
-static unsigned char kwb_maps_seen[{count}][128];
-static int kwb_maps_count = 0;
-// Whether a launch's symbol is `{kernel}`: its demangled name up to the parameter
+{storage}// Whether a launch's symbol is `{kernel}`: its demangled name up to the parameter
 // list, less template arguments, return type and namespaces.
 static bool kwb_is_kernel(const char* mangled) {{
   if (mangled == nullptr) return false;
@@ -102,8 +129,7 @@ static bool kwb_is_kernel(const char* mangled) {{
 }}
 static void kwb_capture(const char* mangled, void** args) {{
   if (kwb_maps_count != 0 || args == nullptr || !kwb_is_kernel(mangled)) return;
-  for (int i = 0; i < {count}; ++i) std::memcpy(kwb_maps_seen[i], args[kwb_map_params[i]], 128);
-  kwb_maps_count = {count};
+  for (int i = 0; i < {count}; ++i) kwb_keep_map(i, args[kwb_map_params[i]]);
 }}
 static const char* kwb_kernel_name(cudaKernel_t kernel) {{
   typedef int (*kwb_get_name_fn)(const char**, cudaKernel_t);
@@ -140,11 +166,6 @@ extern "C" cudaError_t __real_{launch_ex}(const cudaLaunchConfig_t*, const void*
 extern "C" cudaError_t __wrap_{launch_ex}(const cudaLaunchConfig_t* config, const void* f, void** args) {{
   kwb_capture(kwb_function_name(f), args);
   return __real_{launch_ex}(config, f, args);
-}}
-extern "C" int {LAUNCHED_MAPS}(const unsigned char** bytes, const char* const** names) {{
-  *bytes = &kwb_maps_seen[0][0];
-  *names = kwb_map_names;
-  return kwb_maps_count;
 }}
 "#
     ))
