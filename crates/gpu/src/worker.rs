@@ -232,7 +232,7 @@ fn run(ctx: &Arc<CudaContext>, library: &libloading::Library, job: &Job) -> Resu
             // The maps the file's own encoder wrote into the task list, as the
             // kernel will read them: reported on the first rung.
             if index == 0 {
-                say_launched_maps(&library);
+                say_launched_maps(library);
             }
             // SAFETY: plain bytes of the image, `size` of them.
             let bytes_of = unsafe { std::slice::from_raw_parts(host.as_ptr().cast::<u8>(), size) };
