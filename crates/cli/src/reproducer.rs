@@ -287,7 +287,15 @@ pub fn extract_to(target: &Target, output: &Path) -> Result<Extraction, i32> {
             Some((p, true)) => format!("the build log {} and the command line", p.display()),
         },
     };
-    let script = build_script(&build);
+    let mut script_build = build.clone();
+    // A reproducer that reads its kernel's maps at the launch links in front of the
+    // runtime's launch entries (ignored by a `-c` build).
+    if x.repro.contains(kwb_extract::WRAPPER) {
+        for symbol in kwb_extract::LAUNCH_ENTRIES_WRAPPED {
+            script_build.other.push(format!("-Xlinker=--wrap={symbol}"));
+        }
+    }
+    let script = build_script(&script_build);
     let include_list: String = build.includes.iter().map(|i| format!("{i}\n")).collect();
     let toml_text = Manifest::new(&x, &request.file_name, build).to_toml();
     // The headers the reproducer includes from beside the source travel with it.

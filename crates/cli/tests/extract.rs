@@ -397,3 +397,37 @@ void run(const float* A, const float* B, float* D, int M, int N, int K) {
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(dir.path().join("out/repro.cu").exists());
 }
+
+#[test]
+fn a_reproducer_that_reads_its_maps_at_the_launch_builds_with_the_wrap_flags() {
+    // The launcher builds the maps; the kernel takes them by value.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("maps.cu"),
+        r#"#include <cuda.h>
+__global__ void tma_gemm(const __grid_constant__ CUtensorMap map_a, float* D, int K) {}
+static CUtensorMap make_map(const void* p, int rows, int cols) { CUtensorMap m{}; return m; }
+int launch(const float* A, const float* B, float* D, int M, int N, int K, cudaStream_t s) {
+  CUtensorMap a = make_map(A, M, K);
+  tma_gemm<<<dim3(N / 64, M / 64), 128, 0, s>>>(a, D, K);
+  return 0;
+}
+int main() { return launch(nullptr, nullptr, nullptr, 128, 128, 64, 0); }
+"#,
+    )
+    .unwrap();
+    let run = extract(
+        dir.path(),
+        &["maps.cu", "--kernel", "tma_gemm", "-o", "out"],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let repro = std::fs::read_to_string(dir.path().join("out/repro.cu")).unwrap();
+    assert!(repro.contains(kwb_extract::WRAPPER), "no capture section");
+    let script = std::fs::read_to_string(dir.path().join("out/build.sh")).unwrap();
+    for symbol in kwb_extract::LAUNCH_ENTRIES_WRAPPED {
+        assert!(
+            script.contains(&format!("'-Xlinker=--wrap={symbol}'")),
+            "{script}"
+        );
+    }
+}
