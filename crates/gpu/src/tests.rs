@@ -18,7 +18,22 @@ fn extracted(family: &str, kernel: &str) -> (tempfile::TempDir, Manifest) {
 /// (its file name set here); the manifest as read back from the kwb.toml written.
 fn extracted_as(family: &str, request: kwb_extract::Request) -> (tempfile::TempDir, Manifest) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let file = format!("kernels/{family}/gemm.cu");
+    let includes = [
+        root.join("kernels").join(family),
+        root.join("kernels/common"),
+    ];
+    extracted_from(&format!("kernels/{family}/gemm.cu"), request, &includes).0
+}
+
+/// The reproducer folder and manifest of the repository's `file` for `request`, with
+/// `includes`; and the extraction.
+fn extracted_from(
+    file: &str,
+    request: kwb_extract::Request,
+    includes: &[std::path::PathBuf],
+) -> ((tempfile::TempDir, Manifest), kwb_extract::Extraction) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let file = file.to_owned();
     let source = std::fs::read_to_string(root.join(&file)).unwrap();
     let x = kwb_extract::extract(
         &source,
@@ -32,10 +47,7 @@ fn extracted_as(family: &str, request: kwb_extract::Request) -> (tempfile::TempD
         std: "c++17".to_owned(),
         arch: "sm_90a".to_owned(),
         defines: Vec::new(),
-        includes: vec![
-            root.join("kernels").join(family).display().to_string(),
-            root.join("kernels/common").display().to_string(),
-        ],
+        includes: includes.iter().map(|i| i.display().to_string()).collect(),
         other: Vec::new(),
         from: "command line".to_owned(),
     };
@@ -45,7 +57,7 @@ fn extracted_as(family: &str, request: kwb_extract::Request) -> (tempfile::TempD
     std::fs::write(dir.path().join("kwb.toml"), manifest.to_toml()).unwrap();
     let read_back = Manifest::from_toml(&manifest.to_toml()).unwrap();
     assert_eq!(read_back, manifest);
-    (dir, read_back)
+    ((dir, read_back), x)
 }
 
 fn request() -> Request {
@@ -386,32 +398,16 @@ fn a_launcher_built_map_is_read_at_the_launch_through_wrapped_entries() {
     if worker::driver_present().is_ok() {
         return; // On a GPU machine the run goes on; the device suite covers it.
     }
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let file = "kernels/styles/tma_map_fp8.cu";
-    let source = std::fs::read_to_string(root.join(file)).unwrap();
-    let x = kwb_extract::extract(
-        &source,
-        &kwb_extract::Request {
-            file_name: file.to_owned(),
+    let ((dir, _), x) = extracted_from(
+        "kernels/styles/tma_map_fp8.cu",
+        kwb_extract::Request {
             kernel: Some("fp8_gemm_tma_kernel".to_owned()),
             ..kwb_extract::Request::default()
         },
-    )
-    .unwrap();
+        &[],
+    );
     assert!(x.repro.contains("kwb_map_params[2] = {0, 1}"));
     assert!(x.repro.contains(r#"kwb_map_names[2] = {"map_a", "map_b"}"#));
-    let build = kwb_extract::manifest::Build {
-        std: "c++17".to_owned(),
-        arch: "sm_90a".to_owned(),
-        defines: Vec::new(),
-        includes: Vec::new(),
-        other: Vec::new(),
-        from: "command line".to_owned(),
-    };
-    let manifest = Manifest::new(&x, file, build);
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("repro.cu"), &x.repro).unwrap();
-    std::fs::write(dir.path().join("kwb.toml"), manifest.to_toml()).unwrap();
     let cache = tempfile::tempdir().unwrap();
     let e = run(dir.path(), &options(cache.path())).unwrap_err();
     assert!(matches!(e, GpuError::NoDriver { .. }), "{e}");

@@ -387,22 +387,27 @@ fn place_with_coordinates(values: &[&kwb_runtime::TileValue], product: &Product)
     if fits(values, product, 0, 0) {
         return Placement::AtCoordinates;
     }
+    shifts(values, product)
+        .find(|&(dm, dn)| fits(values, product, dm, dn))
+        .map_or(Placement::Nowhere, |(dm, dn)| Placement::Shifted { dm, dn })
+}
+
+/// The shifts other than (0, 0), in steps of [`STEP`], that keep the layer's first
+/// cell inside the problem (its last may lie in padding past the edge).
+fn shifts(
+    values: &[&kwb_runtime::TileValue],
+    product: &Product,
+) -> impl Iterator<Item = (i64, i64)> {
     let lo_m = values.iter().map(|v| i64::from(v.m)).min().unwrap_or(0);
     let lo_n = values.iter().map(|v| i64::from(v.n)).min().unwrap_or(0);
-    // Shifts that keep the layer's first cell inside the problem (its last may lie in
-    // padding past the edge).
     let span = |lo: i64, size: usize| {
         let first = (-lo).div_euclid(STEP) * STEP;
         (first..=size as i64 - 1 - lo).step_by(STEP as usize)
     };
-    for dm in span(lo_m, product.m) {
-        for dn in span(lo_n, product.n) {
-            if (dm, dn) != (0, 0) && fits(values, product, dm, dn) {
-                return Placement::Shifted { dm, dn };
-            }
-        }
-    }
-    Placement::Nowhere
+    let (rows, cols) = (product.m, product.n);
+    span(lo_m, rows)
+        .flat_map(move |dm| span(lo_n, cols).map(move |dn| (dm, dn)))
+        .filter(|&s| s != (0, 0))
 }
 
 /// Whether `values` are, at some shift, `c` times the product's cells for one factor
@@ -443,22 +448,7 @@ fn place_scaled(values: &[&kwb_runtime::TileValue], product: &Product) -> Option
     if let Some(c) = scaled(0, 0) {
         return Some((c, 0, 0));
     }
-    let lo_m = values.iter().map(|v| i64::from(v.m)).min().unwrap_or(0);
-    let lo_n = values.iter().map(|v| i64::from(v.n)).min().unwrap_or(0);
-    let span = |lo: i64, size: usize| {
-        let first = (-lo).div_euclid(STEP) * STEP;
-        (first..=size as i64 - 1 - lo).step_by(STEP as usize)
-    };
-    for dm in span(lo_m, product.m) {
-        for dn in span(lo_n, product.n) {
-            if (dm, dn) != (0, 0)
-                && let Some(c) = scaled(dm, dn)
-            {
-                return Some((c, dm, dn));
-            }
-        }
-    }
-    None
+    shifts(values, product).find_map(|(dm, dn)| scaled(dm, dn).map(|c| (c, dm, dn)))
 }
 
 fn bounds(it: impl Iterator<Item = i64>) -> (i64, i64) {
