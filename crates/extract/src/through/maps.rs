@@ -131,8 +131,11 @@ static void kwb_capture(const char* mangled, void** args) {{
   if (kwb_maps_count != 0 || args == nullptr || !kwb_is_kernel(mangled)) return;
   for (int i = 0; i < {count}; ++i) kwb_keep_map(i, args[kwb_map_params[i]]);
 }}
-static const char* kwb_kernel_name(cudaKernel_t kernel) {{
-  typedef int (*kwb_get_name_fn)(const char**, cudaKernel_t);
+// A launch's symbol: through the driver for a kernel handle, the runtime for a
+// function; none on a toolkit older than the calls (12.5), where nothing is captured.
+static const char* kwb_kernel_name(void* kernel) {{
+#if CUDART_VERSION >= 12050
+  typedef int (*kwb_get_name_fn)(const char**, void*);
   static kwb_get_name_fn get_name = nullptr;
   if (get_name == nullptr) {{
     void* p = nullptr;
@@ -142,27 +145,39 @@ static const char* kwb_kernel_name(cudaKernel_t kernel) {{
   }}
   const char* name = nullptr;
   return get_name(&name, kernel) == 0 ? name : nullptr;
+#else
+  (void)kernel;
+  return nullptr;
+#endif
 }}
 static const char* kwb_function_name(const void* function) {{
+#if CUDART_VERSION >= 12050
   const char* name = nullptr;
   return cudaFuncGetName(&name, function) == cudaSuccess ? name : nullptr;
+#else
+  (void)function;
+  return nullptr;
+#endif
 }}
-extern "C" cudaError_t __real_{stub}(cudaKernel_t, dim3, dim3, void**, size_t, cudaStream_t);
-extern "C" cudaError_t __wrap_{stub}(cudaKernel_t k, dim3 g, dim3 b, void** args, size_t smem, cudaStream_t s) {{
+// Each real entry is a weak reference: a runtime without one (an older toolkit's
+// stub calls another) leaves it unresolved and its wrapper uncalled, not a library
+// that fails to load. A kernel handle is passed as the pointer it is.
+extern "C" __attribute__((weak)) cudaError_t __real_{stub}(void*, dim3, dim3, void**, size_t, cudaStream_t);
+extern "C" cudaError_t __wrap_{stub}(void* k, dim3 g, dim3 b, void** args, size_t smem, cudaStream_t s) {{
   kwb_capture(kwb_kernel_name(k), args);
   return __real_{stub}(k, g, b, args, smem, s);
 }}
-extern "C" cudaError_t __real_{stub_ptsz}(cudaKernel_t, dim3, dim3, void**, size_t, cudaStream_t);
-extern "C" cudaError_t __wrap_{stub_ptsz}(cudaKernel_t k, dim3 g, dim3 b, void** args, size_t smem, cudaStream_t s) {{
+extern "C" __attribute__((weak)) cudaError_t __real_{stub_ptsz}(void*, dim3, dim3, void**, size_t, cudaStream_t);
+extern "C" cudaError_t __wrap_{stub_ptsz}(void* k, dim3 g, dim3 b, void** args, size_t smem, cudaStream_t s) {{
   kwb_capture(kwb_kernel_name(k), args);
   return __real_{stub_ptsz}(k, g, b, args, smem, s);
 }}
-extern "C" cudaError_t __real_{launch}(const void*, dim3, dim3, void**, size_t, cudaStream_t);
+extern "C" __attribute__((weak)) cudaError_t __real_{launch}(const void*, dim3, dim3, void**, size_t, cudaStream_t);
 extern "C" cudaError_t __wrap_{launch}(const void* f, dim3 g, dim3 b, void** args, size_t smem, cudaStream_t s) {{
   kwb_capture(kwb_function_name(f), args);
   return __real_{launch}(f, g, b, args, smem, s);
 }}
-extern "C" cudaError_t __real_{launch_ex}(const cudaLaunchConfig_t*, const void*, void**);
+extern "C" __attribute__((weak)) cudaError_t __real_{launch_ex}(const cudaLaunchConfig_t*, const void*, void**);
 extern "C" cudaError_t __wrap_{launch_ex}(const cudaLaunchConfig_t* config, const void* f, void** args) {{
   kwb_capture(kwb_function_name(f), args);
   return __real_{launch_ex}(config, f, args);
