@@ -1933,6 +1933,10 @@ mod structured {
             f.summary
         );
         assert!(f.summary.contains("2 times its own tile"), "{}", f.summary);
+        // A set at half its tile is no whole multiple: a count this reading does
+        // not name.
+        let f = judged(&layers(0.5), &a, &b, 100);
+        assert_ne!(f.status, Status::Verdict, "{}", f.summary);
         // Both sets right and the output wrong: the epilogue, as before.
         let f = judged(&layers(1.0), &a, &b, 100);
         assert_eq!(f.stage, Some(Stage::Epilogue), "{}", f.summary);

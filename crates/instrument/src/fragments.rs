@@ -33,8 +33,28 @@ pub(crate) enum Role {
 /// shapes (which fragment feeds which is not known here).
 pub(crate) fn layout(source: &str) -> Option<Layout> {
     let k16 = source.contains("mma.sync.aligned.m16n8k16");
-    // m16n8k32 is the 8-bit shape (4-bit inputs are m16n8k64, and m8n8k32 is .s4).
-    let k32 = source.contains("mma.sync.aligned.m16n8k32");
+    // m16n8k32 with 8-bit inputs; the shape also takes 4-bit integers and (sm_120)
+    // fp4/fp6, laid out otherwise: every m16n8k32 the file issues must name an 8-bit
+    // type.
+    let k32: Vec<&str> = source
+        .match_indices("mma.sync.aligned.m16n8k32")
+        .map(|(at, _)| {
+            let rest = &source[at..];
+            &rest[..rest
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '.'))
+                .unwrap_or(rest.len())]
+        })
+        .collect();
+    let eight_bit = |ptx: &str| {
+        ptx.split('.')
+            .any(|part| matches!(part, "e4m3" | "e5m2" | "s8" | "u8"))
+    };
+    let k32 = match k32.as_slice() {
+        [] => false,
+        all if all.iter().all(|p| eight_bit(p)) => true,
+        // Another input type beside: no layout kwb knows for the whole file.
+        _ => return None,
+    };
     match (k16, k32) {
         (true, false) => Some(Layout::MmaSyncM16n8k16),
         (false, true) => Some(Layout::MmaSyncM16n8k32),
@@ -251,6 +271,23 @@ mod tests {
 
     fn dims(text: &str) -> Vec<(String, Dims)> {
         from_call(text).unwrap()
+    }
+
+    #[test]
+    fn the_layout_is_the_shape_and_input_width_the_file_issues() {
+        let ptx = |i: &str| format!("asm volatile(\"{i} {{%0}};\");");
+        let k16 = ptx("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32");
+        let e4m3 = ptx("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32");
+        let s8 = ptx("mma.sync.aligned.m16n8k32.row.col.s32.s8.u8.s32.satfinite");
+        let s4 = ptx("mma.sync.aligned.m16n8k32.row.col.s32.s4.s4.s32");
+        assert_eq!(layout(&k16), Some(Layout::MmaSyncM16n8k16));
+        assert_eq!(layout(&e4m3), Some(Layout::MmaSyncM16n8k32));
+        assert_eq!(layout(&s8), Some(Layout::MmaSyncM16n8k32));
+        // 4-bit integers on the same shape are laid out otherwise.
+        assert_eq!(layout(&s4), None);
+        assert_eq!(layout(&format!("{e4m3}\n{s4}")), None);
+        // Two shapes in one file: which fragment feeds which is not known.
+        assert_eq!(layout(&format!("{k16}\n{e4m3}")), None);
     }
 
     #[test]

@@ -40,8 +40,8 @@ pub struct AccumulatorGroup {
     /// coordinate (the probe could not tell MMA tiles or accumulator sets apart), the
     /// n-th value at each coordinate joins layer n, and each layer is placed alone.
     pub layers: Vec<Placement>,
-    /// Per layer, for one that is no tile of the product: the factor `c` and the
-    /// shift `(dm, dn)` at which every value is `c` times the product (c ≠ 1), where
+    /// Per layer, for one that is no tile of the product: the whole factor `c` ≥ 2
+    /// and the shift `(dm, dn)` at which every value is `c` times the product, where
     /// there is one — a fragment accumulated `c` times.
     pub multiples: Vec<Option<(f64, i64, i64)>>,
 }
@@ -410,8 +410,8 @@ fn shifts(
         .filter(|&s| s != (0, 0))
 }
 
-/// Whether `values` are, at some shift, `c` times the product's cells for one factor
-/// `c` ≠ 1 (a fragment accumulated twice, or over a wrong count of K steps): the
+/// Whether `values` are, at some shift, `c` times the product's cells for one whole
+/// factor `c` ≥ 2 (a fragment accumulated twice, or over every K step again): the
 /// factor and the shift, trying the values' own coordinates first. Only where the
 /// product is exact, and on at least 8 cells whose product is not zero; cells past the
 /// problem's edge are padding, as in [`fits`].
@@ -443,7 +443,7 @@ fn place_scaled(values: &[&kwb_runtime::TileValue], product: &Product) -> Option
             }
         }
         let c = factor?;
-        (c != 1.0 && c.is_finite() && nonzero >= 8 && inside * 2 >= values.len()).then_some(c)
+        (c >= 2.0 && c.fract() == 0.0 && nonzero >= 8 && inside * 2 >= values.len()).then_some(c)
     };
     if let Some(c) = scaled(0, 0) {
         return Some((c, 0, 0));
