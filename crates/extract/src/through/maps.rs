@@ -41,8 +41,9 @@ pub(crate) fn map_params(def: &KernelDef) -> Vec<(usize, String)> {
     def.params
         .iter()
         .enumerate()
+        // The role the kernel's parameters already have, less pointers to a map.
         .filter(|(_, p)| {
-            p.declaration.contains("CUtensorMap")
+            p.role == "tma-descriptor"
                 && !p.declaration.contains('*')
                 && !p.declaration.contains('&')
         })
