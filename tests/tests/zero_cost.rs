@@ -270,3 +270,37 @@ fn fp8_k32_fragment_probes_are_free_when_disabled_and_compile_traced() {
         "the traced build appends no record"
     );
 }
+
+/// The swap-AB fixture: its operand probes are placed per branch, where the two
+/// branches of one statement pass a tile in different slots, and braced there; they
+/// cost nothing when disabled (identical SASS) and compile traced.
+#[test]
+fn per_branch_operand_probes_are_free_when_disabled_and_compile_traced() {
+    if std::env::var("KWB_RUN_SLOW_TESTS").as_deref() != Ok("1") {
+        return;
+    }
+    let env = Env::from_process();
+    let toolchain = kwb_toolchain::toolchain(&env).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let source = repo_root().join("fixtures/instrument/wgmma_swap_ab_branch.cu");
+    let text = std::fs::read_to_string(&source).unwrap();
+    let (instrumented, _) = kwb_instrument::instrument(&text, &Config::default()).unwrap();
+    assert!(instrumented.contains("else /*kwb:{*/{ /*}:kwb*/"));
+    let traced = dir.path().join("swap.cu");
+    std::fs::write(&traced, instrumented).unwrap();
+    let mut flags = CompileFlags {
+        extra: vec!["-O3".to_owned()],
+        ..CompileFlags::default()
+    };
+    let object = |name: &str| dir.path().join(format!("swap.{name}.cubin"));
+    let sass = |name: &str| normalized(&kwb_toolchain::sass(&toolchain, &object(name)).unwrap());
+    kwb_toolchain::compile_cubin(&toolchain, &source, &flags, &object("orig")).unwrap();
+    kwb_toolchain::compile_cubin(&toolchain, &traced, &flags, &object("off")).unwrap();
+    assert_eq!(sass("orig"), sass("off"), "SASS differs without KWB_TRACE");
+    flags.defines.push("KWB_TRACE".to_owned());
+    kwb_toolchain::compile_cubin(&toolchain, &traced, &flags, &object("on")).unwrap();
+    assert!(
+        sass("on").contains("ATOMG"),
+        "the traced build appends no record"
+    );
+}

@@ -2391,6 +2391,91 @@ mod structured {
         let g = judged(&run(&a, &b, &[0, 1, 2, 3], (0, 0), 0.0), &a, &other, 0);
         assert!(g.summary.contains("different K"), "{}", g.summary);
     }
+
+    /// An MMA call handed B's tile as its A operand and A's as B in the later K
+    /// steps only (one of a kernel's MMA calls with its arguments exchanged): the
+    /// probes of each slot hold the other input's runs there, the accumulator the
+    /// mixed sum. No frame exchanges the operands in some steps only.
+    #[test]
+    fn an_operand_holding_the_other_inputs_tile_in_some_steps_is_an_operand_load_verdict() {
+        let (a, b) = inputs();
+        let fragment = |m: &Matrix, row_is_n: bool, tile: usize| -> Vec<(f32, i32, i32, i32)> {
+            (0..16)
+                .flat_map(|r| (0..32).map(move |k| (r, k)))
+                .map(|(r, k)| {
+                    let v = m.data[r * m.cols + tile * 32 + k];
+                    if row_is_n {
+                        (v, -1, r as i32, k as i32)
+                    } else {
+                        (v, r as i32, -1, k as i32)
+                    }
+                })
+                .collect()
+        };
+        let exchanged = |step: usize| step >= 2;
+        let mut t = Trace::default();
+        for step in 0..4 {
+            let (in_a, in_b) = if exchanged(step) { (&b, &a) } else { (&a, &b) };
+            push(
+                &mut t,
+                Kind::OperandA,
+                step as i32,
+                fragment(in_a, false, step),
+            );
+            push(
+                &mut t,
+                Kind::OperandB,
+                step as i32,
+                fragment(in_b, true, step),
+            );
+        }
+        let acc = (0..16)
+            .flat_map(|m| (0..16).map(move |n| (m, n)))
+            .map(|(m, n)| {
+                let v: f32 = (0..a.cols)
+                    .map(|k| {
+                        if exchanged(k / 32) {
+                            b.data[m * b.cols + k] * a.data[n * a.cols + k]
+                        } else {
+                            a.data[m * a.cols + k] * b.data[n * b.cols + k]
+                        }
+                    })
+                    .sum();
+                (v, m as i32, n as i32, -1)
+            })
+            .collect();
+        push(&mut t, Kind::Accumulator, -1, acc);
+        let f = judged(&t, &a, &b, 100);
+        assert_eq!(
+            (f.stage, f.status),
+            (Some(Stage::OperandLoad), Status::Verdict),
+            "{}",
+            f.summary
+        );
+        assert!(
+            f.summary.contains("handed B's tile as its A operand"),
+            "{}",
+            f.summary
+        );
+        // Every step exchanged on this square problem is no mixture: not read so.
+        let mut whole = Trace::default();
+        for step in 0..4 {
+            push(
+                &mut whole,
+                Kind::OperandA,
+                step as i32,
+                fragment(&b, false, step),
+            );
+            push(
+                &mut whole,
+                Kind::OperandB,
+                step as i32,
+                fragment(&a, true, step),
+            );
+        }
+        let f = judged(&whole, &a, &b, 100);
+        assert!(!f.summary.contains("handed B's tile"), "{}", f.summary);
+    }
 }
 
 mod two_traces {

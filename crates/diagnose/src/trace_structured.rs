@@ -29,10 +29,10 @@
 //! 3. accumulator right and the output wrong: **epilogue**.
 
 use kwb_reconcile::{
-    AccumulatorReport, Arrangement, Matrix, OperandReport, Placement, Product, ProvenanceIndex,
-    SliceCounts, SliceReading, TracedOperands, TracedProduct, TransposedTile, arrangement,
-    check_operand, check_slice_counts, check_swizzle_mismatch, locate_accumulators,
-    transposed_tile, units_of,
+    AccumulatorReport, Arrangement, Exchange, Matrix, OperandReport, Placement, Product,
+    ProvenanceIndex, SliceCounts, SliceReading, TracedOperands, TracedProduct, TransposedTile,
+    arrangement, check_exchange, check_operand, check_slice_counts, check_swizzle_mismatch,
+    locate_accumulators, transposed_tile, units_of,
 };
 use kwb_runtime::{Kind, Trace};
 
@@ -155,6 +155,29 @@ fn swapped_operands(
         .then_some(swapped)
 }
 
+/// The first probed operand whose runs are its own input's in some steps and the
+/// other input's in others ([`Exchange::mixed`]), with where its runs were found.
+fn exchanged_operand(
+    trace: &Trace,
+    a: &Matrix,
+    b: &Matrix,
+    operands: &[(char, Operand); 2],
+) -> Option<(char, Exchange)> {
+    let (index_a, index_b) = (ProvenanceIndex::new(a), ProvenanceIndex::new(b));
+    operands
+        .iter()
+        .filter(|(_, op)| !matches!(op, Operand::NotProbed))
+        .map(|(letter, _)| {
+            let (kind, own, other) = if *letter == 'A' {
+                (Kind::OperandA, &index_a, &index_b)
+            } else {
+                (Kind::OperandB, &index_b, &index_a)
+            };
+            (*letter, check_exchange(&units_of(trace, kind), own, other))
+        })
+        .find(|(_, x)| x.mixed())
+}
+
 /// [`judge_structured`] in one frame: `operands` are A's and B's traces read against
 /// `a` and `b`.
 fn judge_in_frame(
@@ -252,6 +275,14 @@ fn judge_in_frame(
         }
     }
 
+    // An operand that holds its own input's runs in some steps and the other input's
+    // in others: an MMA handed the other operand's tile in those steps.
+    let exchanged = exchanged_operand(trace, a, b, &operands);
+    if let Some((letter, x)) = &exchanged {
+        f.evidence
+            .push(format!("operand {letter}: {}", x.describe()));
+    }
+
     // 2. The accumulator after the mainloop, placed in A·Bᵀ.
     let acc = locate_accumulators(trace, &product);
     f.evidence.push(describe_accumulator(&acc));
@@ -304,7 +335,17 @@ fn judge_in_frame(
         f.status = status;
         f.summary = summary;
     };
-    if let Some((letter, r)) = operand_bad {
+    if let Some((letter, x)) = exchanged {
+        let other = if letter == 'A' { 'B' } else { 'A' };
+        operand_reading(
+            &mut f,
+            Status::Verdict,
+            format!(
+                "operand-load (operand {letter}: {}: in some K steps the MMA was handed {other}'s tile as its {letter} operand, in others its own; no frame of the kernel's exchanges them in some steps only)",
+                x.describe()
+            ),
+        );
+    } else if let Some((letter, r)) = operand_bad {
         if r.loop_count_only() {
             f.stage = Some(Stage::Mma);
             f.status = Status::Verdict;

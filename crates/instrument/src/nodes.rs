@@ -1,12 +1,32 @@
 //! Syntax-tree questions the probe planners share: where a statement starts and
 //! ends, which names a text mentions, which line an offset is on.
 
+use kwb_sites::{Kernel, Site};
 use kwb_syntax::{BlankKind, Parsed};
 use tree_sitter::Node;
 
 /// Whether `text` names the identifier `name`.
 pub(crate) fn names(text: &str, name: &str) -> bool {
     identifiers(text).any(|w| w == name)
+}
+
+/// The slot (`'A'` or `'B'`) in which the MMA call `mma` passes `name`, as the kernel
+/// map read the call's operands (by position, by a helper's parameters, or by name).
+/// This is what the MMA consumes as that operand, whichever tile the value was made
+/// from: an MMA handed B's tile as A is probed as A. `None` where the map holds no
+/// arguments for the call (inline asm, a scalar multiply-accumulate), or `name` is in
+/// neither slot or in both.
+pub(crate) fn slot_of(kernel: &Kernel, source: &str, mma: &Site, name: &str) -> Option<char> {
+    let call = kernel.mma_arguments.iter().find(|c| c.call == mma.range)?;
+    let passes = |args: &[std::ops::Range<usize>]| {
+        args.iter()
+            .any(|r| source.get(r.clone()).is_some_and(|text| names(text, name)))
+    };
+    match (passes(&call.a), passes(&call.b)) {
+        (true, false) => Some('A'),
+        (false, true) => Some('B'),
+        _ => None,
+    }
 }
 
 /// The identifiers of `text`, in order (keywords included).

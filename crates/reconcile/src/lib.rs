@@ -26,6 +26,9 @@
 //!   read the way an MMA reads a tile written with the other swizzle: equal, the map
 //!   that wrote the tiles and the MMA's descriptor disagree.
 //!
+//! - **Operands, exchanged.** Each run of an operand is also looked up in the other
+//!   input: runs of its own input in some steps and the other's in others is an MMA
+//!   handed the other operand's tile in those steps.
 //! - **Accumulator, by K slices.** Where the operands were not probed and the
 //!   accumulator is no tile of the product, it is held to sums of matched K-slice
 //!   products (A's slice t with B's slice t) with whole counts: found, the K loop's
@@ -36,6 +39,7 @@
 
 mod accumulator;
 mod arrangement;
+mod exchange;
 mod matrix;
 mod provenance;
 mod ranges;
@@ -45,6 +49,7 @@ mod transposed;
 
 pub use crate::accumulator::{AccumulatorReport, Placement, locate_accumulators};
 pub use crate::arrangement::{Arrangement, arrangement};
+pub use crate::exchange::{Exchange, check_exchange};
 pub use crate::matrix::{Matrix, Product};
 pub use crate::provenance::{
     Located, OperandReport, ProvenanceIndex, UNIT, Unit, Units, check_operand, units_of,

@@ -1090,3 +1090,49 @@ fn a_few_cells_off_every_count_are_no_unpaired_reading() {
     };
     assert_eq!(multiples.reading(), Some(crate::SliceReading::LoopCount));
 }
+
+mod exchange {
+    use crate::{Exchange, Matrix, ProvenanceIndex, UNIT, Unit, Units, check_exchange};
+
+    fn units(rows: &[(&Matrix, usize)]) -> Units {
+        let mut out = Units::default();
+        for (record, (m, row)) in rows.iter().enumerate() {
+            for s in 0..m.cols / UNIT {
+                let mut values = [0.0; UNIT];
+                values.copy_from_slice(&m.row(*row)[s * UNIT..(s + 1) * UNIT]);
+                out.units.push(Unit {
+                    record: record as u32,
+                    warp: 0,
+                    values,
+                    coords: None,
+                    element: 0,
+                });
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn runs_of_both_inputs_are_mixed_and_of_one_input_are_not() {
+        let (a, b) = (Matrix::wide_int(4, 64, 5), Matrix::wide_int(4, 64, 6));
+        let (ia, ib) = (ProvenanceIndex::new(&a), ProvenanceIndex::new(&b));
+        let mixed = check_exchange(&units(&[(&a, 0), (&a, 1), (&b, 2)]), &ia, &ib);
+        assert_eq!(
+            mixed,
+            Exchange {
+                runs: 24,
+                own: 16,
+                other: 8,
+                neither: 0
+            }
+        );
+        assert!(mixed.mixed());
+        // Wholly the other input's (a swap-AB frame), or wholly its own: no mixture.
+        assert!(!check_exchange(&units(&[(&b, 0), (&b, 1)]), &ia, &ib).mixed());
+        assert!(!check_exchange(&units(&[(&a, 0), (&a, 3)]), &ia, &ib).mixed());
+        // Zero runs (padding) are not counted at all.
+        let zeros = Matrix::new(1, 64, vec![0.0; 64]).unwrap();
+        let x = check_exchange(&units(&[(&zeros, 0), (&a, 0)]), &ia, &ib);
+        assert_eq!((x.runs, x.own), (8, 8));
+    }
+}

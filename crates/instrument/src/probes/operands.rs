@@ -13,6 +13,7 @@ use crate::emit::Emitter;
 use crate::fragments::{self, Role};
 use crate::nodes::{
     block_statement, contains, declaration_point, enclosing_function, is_integer_scalar, names,
+    slot_of,
 };
 use crate::plan::{ProbeInfo, gate_reaches};
 use crate::probes::accumulator::Counter;
@@ -231,6 +232,19 @@ fn in_function(
                 scalar_probes += 1;
             }
             blocks_done.push(block);
+            // What this MMA consumes the fragment as (its slot), whichever operand the
+            // map first found it as: the record's kind and a packed fragment's layout.
+            let slot = slot_of(function, &parsed.source, mma, &name).unwrap_or(letter);
+            let parts = if slot == letter || !packed {
+                parts.clone()
+            } else {
+                fragments::probe_parts(
+                    layout,
+                    if slot == 'A' { Role::A } else { Role::B },
+                    rows,
+                    em.tile_dims.of(&name),
+                )
+            };
             let k_tile = counters
                 .iter()
                 .find(|(range, _)| contains(range, &statement.byte_range()))
@@ -274,7 +288,7 @@ fn in_function(
             };
             operands.push(Operand {
                 at: declaration_point(parsed, statement),
-                letter,
+                letter: slot,
                 read: slice
                     .as_ref()
                     .map_or(name.clone(), |index| format!("{name}{index}")),
@@ -282,7 +296,7 @@ fn in_function(
                 k_tile,
                 form,
                 what: format!(
-                    "operand {letter} `{name}` as the MMA at line {} reads it{order}",
+                    "operand {slot} `{name}` as the MMA at line {} reads it{order}",
                     mma.line
                 ),
                 line: statement.start_position().row + 1,

@@ -38,7 +38,7 @@ use crate::cute;
 use crate::emit::Emitter;
 use crate::nodes::{
     block_statement, contains, declaration_point, identifiers, innermost_declarator, local_arrays,
-    names,
+    names, slot_of,
 };
 use crate::plan::ProbeInfo;
 use crate::probes::accumulator::Counter;
@@ -71,11 +71,6 @@ pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str, counters:
             continue;
         };
         let partitioned = note.split('`').nth(3);
-        let kind = if letter == 'A' {
-            "OperandA"
-        } else {
-            "OperandB"
-        };
         // A shared array (`__shared__ float As[16][16]`) carries its extent. A local
         // array the map read as shared because its values come from shared memory
         // (`const float a_frag[4] = {a4.x, …}`) lives in registers: each lane's own.
@@ -99,22 +94,57 @@ pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str, counters:
                 Vec::new()
             };
             keep.push(name.to_owned());
-            let Some(statement) = root
-                .descendant_for_byte_range(mma.range.start, mma.range.end)
-                .and_then(block_statement)
-                .map(|s| outside_inner_loops(parsed, s, kernel, &keep))
+            let Some(mma_node) = root.descendant_for_byte_range(mma.range.start, mma.range.end)
             else {
                 continue;
             };
-            if done.contains(&statement.id()) {
+            let Some(statement) =
+                block_statement(mma_node).map(|s| outside_inner_loops(parsed, s, kernel, &keep))
+            else {
+                continue;
+            };
+            // The slot this MMA passes the operand in: what it consumes as A or B,
+            // whichever tile the operand was made from (`letter`).
+            let slot = slot_of(kernel, &parsed.source, mma, name).unwrap_or(letter);
+            // Another MMA of the statement passes it in the other slot (`if constexpr
+            // (SwapAB) gemm(mma, b, a, acc); else gemm(mma, a, b, acc);`): one probe
+            // before the statement cannot say which slot runs, so each branch gets its
+            // own.
+            let disagrees = kernel.sites.iter().any(|other| {
+                other.kind == SiteKind::Mma
+                    && other.range != mma.range
+                    && contains(&statement.byte_range(), &other.range)
+                    && names(&other.text, name)
+                    && slot_of(kernel, &parsed.source, other, name).is_some_and(|o| o != slot)
+            });
+            let branch = disagrees.then(|| branch_of(mma_node, statement)).flatten();
+            let placed = branch.unwrap_or(statement);
+            if done.contains(&placed.id()) {
                 continue;
             }
-            done.push(statement.id());
+            done.push(placed.id());
+            // Where the probe goes, and the end of an unbraced branch it braces.
+            let (at, close) = match branch {
+                Some(b) if b.kind() == "compound_statement" => (b.start_byte() + 1, None),
+                Some(b) => (b.start_byte(), Some(b.end_byte())),
+                None => (declaration_point(parsed, statement), None),
+            };
             let k_tile = counters
                 .iter()
                 .find(|(range, _)| contains(range, &statement.byte_range()))
                 .map_or("-1".to_owned(), |(_, c)| c.clone());
             let site = SITE;
+            let kind = if slot == 'A' { "OperandA" } else { "OperandB" };
+            if slot != letter {
+                let first = note
+                    .split_once("of the MMA at line ")
+                    .and_then(|(_, rest)| rest.split(':').next())
+                    .map_or(String::new(), |line| format!(" of the MMA at line {line}"));
+                em.note(format!(
+                    "{}: `{name}` is operand {letter}{first} and operand {slot} of the MMA at line {}: each probe records it as the operand its MMA consumes",
+                    kernel.name, mma.line
+                ));
+            }
             let (body, what) = if view {
                 let Some((tile, stage)) = partitioned
                     .and_then(|p| {
@@ -130,7 +160,7 @@ pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str, counters:
                     ));
                     continue;
                 };
-                let axis = if letter == 'A' { "M" } else { "N" };
+                let axis = if slot == 'A' { "M" } else { "N" };
                 if !em.full_tile {
                     // Only a full-tile build keeps every value's coordinates: any other
                     // reads the stage's memory with the warpgroup together, as a raw
@@ -141,7 +171,7 @@ pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str, counters:
                             "if (kwb::admits({k_tile})) {{ auto kwb_s = {tile}(cute::_, cute::_, {stage}); kwb::probe_tensor_stage({site}, kwb::Kind::{kind}, kwb_tag, {k_tile}, {TILE}, kwb_s); }}"
                         )),
                         format!(
-                            "operand {letter}: stage `{stage}` of the shared tensor `{tile}` the MMA at line {} reads through `{name}` (memory order, the warpgroup together)",
+                            "operand {slot}: stage `{stage}` of the shared tensor `{tile}` the MMA at line {} reads through `{name}` (memory order, the warpgroup together)",
                             mma.line
                         ),
                     )
@@ -151,7 +181,7 @@ pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str, counters:
                             "if (kwb::admits({k_tile}) && kwb::warp_id() % 4 == 0) {{ auto kwb_s = {tile}(cute::_, cute::_, {stage}); kwb::probe_tile_fn({site}, kwb::Kind::{kind}, kwb_tag, {k_tile}, {TILE}, static_cast<int>(cute::size(kwb_s)), [&](int kwb_i) {{ return kwb_s(kwb_i); }}, kwb::all_rows, kwb::Axis::{axis}, kwb::tensor_coords<kwb::Axis::{axis}, kwb::Axis::K>(cute::make_identity_tensor(cute::make_shape(cute::size<0>(kwb_s), cute::size<1>(kwb_s))))); }}"
                         )),
                         format!(
-                            "operand {letter}: stage `{stage}` of the shared tensor `{tile}` the MMA at line {} reads through `{name}` (logical order with (row, k) coordinates, warp 0 of each warpgroup)",
+                            "operand {slot}: stage `{stage}` of the shared tensor `{tile}` the MMA at line {} reads through `{name}` (logical order with (row, k) coordinates, warp 0 of each warpgroup)",
                             mma.line
                         ),
                     )
@@ -162,7 +192,7 @@ pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str, counters:
                         "kwb::probe({site}, kwb::Kind::{kind}, kwb_tag, {k_tile}, {TILE}, {name});"
                     )),
                     format!(
-                        "operand {letter}: the register array `{name}` (loaded from shared memory) the MMA at line {} reads, each lane's",
+                        "operand {slot}: the register array `{name}` (loaded from shared memory) the MMA at line {} reads, each lane's",
                         mma.line
                     ),
                 )
@@ -173,7 +203,7 @@ pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str, counters:
                         "if (kwb::admits({k_tile}) && kwb::warp_id() == 0) {{ kwb::probe_tile({site}, kwb::Kind::{kind}, kwb_tag, {k_tile}, {TILE}, reinterpret_cast<const {element}*>(&{name}), static_cast<int>(sizeof({name}) / sizeof({element}))); }}"
                     )),
                     format!(
-                        "operand {letter}: the shared array `{name}` the MMA at line {} reads (whole array, memory order, warp 0)",
+                        "operand {slot}: the shared array `{name}` the MMA at line {} reads (whole array, memory order, warp 0)",
                         mma.line
                     ),
                 )
@@ -194,7 +224,7 @@ pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str, counters:
                         "kwb::probe({site}, kwb::Kind::{kind}, kwb_tag, {k_tile}, {TILE}, {name}{coords});"
                     )),
                     format!(
-                        "operand {letter}: `{name}`, each thread's partition of a shared tile, as the MMA at line {} reads it{}",
+                        "operand {slot}: `{name}`, each thread's partition of a shared tile, as the MMA at line {} reads it{}",
                         mma.line,
                         if coords.is_empty() {
                             ""
@@ -265,23 +295,67 @@ pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str, counters:
                         part,
                     }),
                     format!(
-                        "operand {letter}: the shared tile `{name}` the MMA at line {} reads (stage of {stride} elements, memory order{share})",
+                        "operand {slot}: the shared tile `{name}` the MMA at line {} reads (stage of {stride} elements, memory order{share})",
                         mma.line
                     ),
                 )
             };
             planned.push(Planned {
-                at: declaration_point(parsed, statement),
-                letter,
+                at,
+                close,
+                letter: slot,
                 kind,
                 body,
                 what,
-                line: statement.start_position().row + 1,
+                line: placed.start_position().row + 1,
                 text: mma.text.clone(),
             });
         }
     }
     emit(em, kernel, gate, planned);
+}
+
+/// Opens the braces around an unbraced branch a probe is placed in.
+fn open_branch(em: &mut Emitter<'_>, p: &Planned) {
+    if p.close.is_some() {
+        em.insert(p.at, "{ ");
+    }
+}
+
+/// Closes the braces [`open_branch`] opened, after the branch's statement.
+fn close_branch(em: &mut Emitter<'_>, p: &Planned) {
+    if let Some(end) = p.close {
+        em.insert(end, " }");
+    }
+}
+
+/// The branch of an `if` inside `statement` that holds `mma`, where a probe for this
+/// MMA alone goes: the innermost branch outside every loop that `statement` holds
+/// around the MMA (a probe inside the loop over k blocks would read the stage at
+/// each block). `None` when no branch lies between them.
+fn branch_of<'t>(mma: Node<'t>, statement: Node<'t>) -> Option<Node<'t>> {
+    let mut ancestors = Vec::new();
+    let mut node = mma;
+    while node.id() != statement.id() {
+        ancestors.push(node);
+        node = node.parent()?;
+    }
+    let outermost_loop = ancestors.iter().rposition(|n| {
+        matches!(
+            n.kind(),
+            "for_statement" | "while_statement" | "do_statement" | "for_range_loop"
+        )
+    });
+    let above = outermost_loop.map_or(0, |i| i + 1);
+    ancestors[above..].iter().copied().find(|n| {
+        n.parent().is_some_and(|p| {
+            (p.kind() == "if_statement"
+                && ["consequence", "alternative"]
+                    .iter()
+                    .any(|f| p.child_by_field_name(f).is_some_and(|c| c.id() == n.id())))
+                || (p.kind() == "else_clause" && n.kind() != "else")
+        })
+    })
 }
 
 /// Stands for a probe's site argument in a planned body until its id is known.
@@ -290,6 +364,9 @@ const SITE: &str = "\u{1}site\u{1}";
 /// A probe planned before the MMA statement at `at`, its id given when it is emitted.
 struct Planned {
     at: usize,
+    /// The end of the unbraced branch the probe is placed in, which the probe braces
+    /// together with it; `None` where it goes before a statement of a block.
+    close: Option<usize>,
     letter: char,
     kind: &'static str,
     body: Body,
@@ -416,7 +493,9 @@ fn emit(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str, planned: Vec<Planned>
                 k_tile = ra.k_tile,
                 read = ra.read,
             );
+            open_branch(em, a);
             em.probe_pair(a.at, gate, &body, [info(id, a), info(id + 1, b)]);
+            close_branch(em, a);
             continue;
         }
         let id = em.next_id();
@@ -437,7 +516,9 @@ fn emit(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str, planned: Vec<Planned>
                 kind = p.kind,
             ),
         };
+        open_branch(em, p);
         em.probe(p.at, gate, &body, info(id, p));
+        close_branch(em, p);
     }
 }
 
