@@ -97,7 +97,11 @@ pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str) {
                     );
                     continue;
                 }
-                if !element || statement.byte_range() != node.byte_range() {
+                // The store alone in a guard's or loop's unbraced body (`if (m < M
+                // && n < N) D[m * N + n] = acc[i];`): read back inside braces kwb adds
+                // around it, so only a store that runs is read.
+                let body = unbraced_body(node).filter(|b| statement.id() != b.id());
+                if !element || (statement.byte_range() != node.byte_range() && body.is_none()) {
                     em.note(format!(
                         "{}: the store at line {line} names no epilogue value and cannot be read back; not probed",
                         kernel.name
@@ -105,13 +109,20 @@ pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str) {
                     continue;
                 }
                 let destination = parsed.source[left].to_owned();
+                let end = body.map_or(statement.end_byte(), |b| b.end_byte());
+                if let Some(b) = body {
+                    em.insert(b.start_byte(), "{ ");
+                }
                 em.gate_after(
-                    statement.end_byte(),
+                    end,
                     gate,
                     &format!(
                         "kwb::probe_value({site}, kwb::Kind::Epilogue, kwb_tag, -1, {TILE}, {destination});"
                     ),
                 );
+                if body.is_some() {
+                    em.insert(end, " }");
+                }
                 em.record(ProbeInfo {
                     id,
                     kernel: kernel.name.clone(),
@@ -148,6 +159,26 @@ pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str) {
             }
         }
     }
+}
+
+/// The statement of the store `node` when it is the whole unbraced body of an `if`,
+/// `else` or loop (where code kwb adds beside it needs braces to stay in that body);
+/// `None` when it sits in a block.
+fn unbraced_body(node: Node<'_>) -> Option<Node<'_>> {
+    let own = std::iter::successors(Some(node), |n| n.parent())
+        .take(3)
+        .find(|n| n.kind() == "expression_statement")?;
+    let parent = own.parent()?;
+    matches!(
+        parent.kind(),
+        "if_statement"
+            | "else_clause"
+            | "for_statement"
+            | "for_range_loop"
+            | "while_statement"
+            | "do_statement"
+    )
+    .then_some(own)
 }
 
 /// What a store statement writes.
