@@ -61,7 +61,7 @@ pub fn loop_header(header: &str) -> LoopHeader {
     // Steps of the MMA's K within one tile (`k < BLOCK_K / WGMMA::K`): a k-block loop.
     static WITHIN_TILE: OnceLock<Regex> = OnceLock::new();
     let within_tile = WITHIN_TILE.get_or_init(|| {
-        Regex::new(r"\b(BLOCK_K|TILE_K|BLK_K|BLOCK_SIZE_K|kBlockK|kTileK|BK)\s*/\s*[A-Za-z_]")
+        Regex::new(r"\b(BLOCK_K|TILE_K|BLK_K|BLOCK_SIZE_K|TILE_SIZE_K|kBlockK|kTileK|kBK|kBlockSizeK|kTileSizeK|BlockK|TileK|BK)\s*/\s*[A-Za-z_0-9]")
             .expect("valid regex")
     });
     if within_tile.is_match(header) && !identifiers(header).any(|i| excluded.is_match(i)) {
@@ -275,6 +275,15 @@ mod tests {
         );
         assert_eq!(
             loop_header("int k_block = 0; k_block < K_BLOCK_MAX; ++k_block"),
+            LoopHeader::KBlock
+        );
+        // The k16 steps of one tile, by a literal MMA depth too.
+        assert_eq!(
+            loop_header("int k = 0; k < kBK / 16; ++k"),
+            LoopHeader::KBlock
+        );
+        assert_eq!(
+            loop_header("int k = 0; k < BK / 16; ++k"),
             LoopHeader::KBlock
         );
         assert_eq!(
