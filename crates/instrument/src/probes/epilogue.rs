@@ -72,10 +72,24 @@ pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str) {
                 right,
                 element,
             } => {
+                // The store alone in a guard's or loop's unbraced body (`if (m < M
+                // && n < N) D[m * N + n] = acc[i];`) is read back inside braces kwb
+                // adds around it, so only a store that runs is read.
+                let body_of_guard = unbraced_body(node).filter(|b| statement.id() != b.id());
+                let read_back = element
+                    && (statement.byte_range() == node.byte_range() || body_of_guard.is_some());
+                // A local value stored whole where the store cannot be read back (`float4
+                // out; out.x = …; *reinterpret_cast<float4*>(c) = out;`) is the
+                // epilogue's value, whoever filled it.
+                let stored = parsed.masked[right.clone()].trim().to_owned();
+                let whole = (!read_back
+                    && scalar_local(parsed, body, &stored, statement.start_byte()))
+                .then_some(&stored);
                 let named: Vec<&String> = dedup(
                     values
                         .iter()
-                        .filter(|v| identifiers(&parsed.masked[right.clone()]).any(|w| w == *v)),
+                        .filter(|v| identifiers(&parsed.masked[right.clone()]).any(|w| w == *v))
+                        .chain(whole),
                 );
                 if !named.is_empty() {
                     let list: Vec<&str> = named.iter().map(|v| v.as_str()).collect();
@@ -97,11 +111,7 @@ pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str) {
                     );
                     continue;
                 }
-                // The store alone in a guard's or loop's unbraced body (`if (m < M
-                // && n < N) D[m * N + n] = acc[i];`): read back inside braces kwb adds
-                // around it, so only a store that runs is read.
-                let body = unbraced_body(node).filter(|b| statement.id() != b.id());
-                if !element || (statement.byte_range() != node.byte_range() && body.is_none()) {
+                if !read_back {
                     em.note(format!(
                         "{}: the store at line {line} names no epilogue value and cannot be read back; not probed",
                         kernel.name
@@ -109,8 +119,8 @@ pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str) {
                     continue;
                 }
                 let destination = parsed.source[left].to_owned();
-                let end = body.map_or(statement.end_byte(), |b| b.end_byte());
-                if let Some(b) = body {
+                let end = body_of_guard.map_or(statement.end_byte(), |b| b.end_byte());
+                if let Some(b) = body_of_guard {
                     em.insert(b.start_byte(), "{ ");
                 }
                 em.gate_after(
@@ -120,7 +130,7 @@ pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str) {
                         "kwb::probe_value({site}, kwb::Kind::Epilogue, kwb_tag, -1, {TILE}, {destination});"
                     ),
                 );
-                if body.is_some() {
+                if body_of_guard.is_some() {
                     em.insert(end, " }");
                 }
                 em.record(ProbeInfo {
@@ -159,6 +169,38 @@ pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str) {
             }
         }
     }
+}
+
+/// Whether `name` is a local variable of `body` that holds a value (not a pointer,
+/// reference or array), declared before byte `before`.
+fn scalar_local(parsed: &Parsed, body: Node<'_>, name: &str, before: usize) -> bool {
+    if !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') || name.is_empty() {
+        return false;
+    }
+    let mut stack = vec![body];
+    while let Some(n) = stack.pop() {
+        if n.start_byte() >= before {
+            continue;
+        }
+        if n.kind() == "declaration" {
+            let mut cursor = n.walk();
+            for declarator in n.children_by_field_name("declarator", &mut cursor) {
+                let plain = match declarator.kind() {
+                    "init_declarator" => declarator.child_by_field_name("declarator"),
+                    _ => Some(declarator),
+                };
+                if plain.is_some_and(|d| {
+                    d.kind() == "identifier" && &parsed.masked[d.byte_range()] == name
+                }) {
+                    return true;
+                }
+            }
+            continue;
+        }
+        let mut cursor = n.walk();
+        stack.extend(n.children(&mut cursor));
+    }
+    false
 }
 
 /// The statement of the store `node` when it is the whole unbraced body of an `if`,
