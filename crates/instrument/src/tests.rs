@@ -919,3 +919,44 @@ fn an_indexed_fragment_is_read_at_the_index_the_mma_passes() {
     );
     assert_eq!(element_read("acc += a[i] * b[j];", "a"), None);
 }
+
+/// An object that wraps the accumulator (an fp8 kernel's promotion: the MMA adds into
+/// a temporary `accumulation()` hands it, promoted into `accum` every few K blocks and
+/// once more after the loop) is probed through the accumulator it holds, and where it
+/// is complete: after the residue's promotion, not at the loop's end.
+#[test]
+fn a_wrapped_accumulator_is_probed_as_the_accumulator_it_holds_after_its_last_promotion() {
+    let source = r#"template <class Tensor>
+__device__ void mma(Tensor& accum, int k_tile_count) {
+  Promoted accumulation(accum, 4, 2);
+  for (; k_tile_count > 0; --k_tile_count) {
+    cute::gemm(tiled_mma, tCrA(_, _, k_tile_count), tCrB(_, _, k_tile_count), accumulation());
+    accumulation.promote_if_needed();
+  }
+  accumulation.promote_residue_if_needed();
+  warpgroup_fence_operand(accum);
+}
+"#;
+    let config = Config {
+        probes: Probes {
+            accumulator: true,
+            final_accumulator: true,
+            ..Probes::NONE
+        },
+        ..config(None)
+    };
+    let (out, plan) = instrument(source, &config).unwrap();
+    let whats: Vec<&str> = plan.probes.iter().map(|p| p.what.as_str()).collect();
+    assert!(
+        whats.contains(&"accumulator `accum` after the mainloop"),
+        "{whats:?}"
+    );
+    let body = &out[out.find("#line 1").unwrap()..];
+    let residue = body.find("promote_residue_if_needed();").unwrap();
+    let last = body.rfind("kwb::Kind::Accumulator").unwrap();
+    assert!(
+        last > residue,
+        "the final probe comes before the last promotion"
+    );
+    assert!(!body.contains("kwb_tag, -1, -1, -1, accumulation)"));
+}

@@ -26,6 +26,7 @@ pub use error::SitesError;
 pub use functions::template_parameters;
 pub use line_site::{LineSite, sites_of_line};
 pub use model::{Confidence, Kernel, KernelMap, MmaArguments, Site, SiteKind, TemplateParam};
+pub use names::is_accumulator_name;
 pub use patterns::{BUILTIN as BUILTIN_QUERIES, Pattern, builtin as builtin_pattern};
 
 use kwb_syntax::{Blank, Parsed};

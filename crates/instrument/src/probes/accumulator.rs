@@ -51,6 +51,9 @@ pub(crate) fn probe(
     let mut counters = Vec::new();
     let parsed = em.parsed;
     let root = parsed.tree.root_node();
+    // An object that wraps the accumulator (`GmmaFP8Accumulation accumulation(accum,
+    // …)`) stands for the accumulator it holds; its own name is kept as the wrapper.
+    let mut wrappers: Vec<String> = Vec::new();
     let accumulators: Vec<(String, Node<'_>)> = kernel
         .sites
         .iter()
@@ -58,7 +61,13 @@ pub(crate) fn probe(
         .filter_map(|s| {
             let name = declared_name(root, s, parsed)?;
             let decl = root.descendant_for_byte_range(s.range.start, s.range.end)?;
-            Some((name, decl))
+            Some(match held_accumulator(parsed, decl, &name) {
+                Some(held) => {
+                    wrappers.push(name);
+                    (held, decl)
+                }
+                None => (name, decl),
+            })
         })
         .collect();
     let probing = want.per_k_tile || want.complete;
@@ -200,7 +209,7 @@ pub(crate) fn probe(
         if !last_of_block || !want.complete {
             continue;
         }
-        let (after, folded) = final_point(parsed, kernel, node, acc);
+        let (after, folded) = final_point(parsed, kernel, node, acc, &wrappers);
         // After a fold of partial sets into one (`acc[0][j] += acc[s][j]`), the set it
         // folds into is what the epilogue gets: the probe records that set alone, so
         // the others (partial sums by design) do not read as a wrong accumulator.
@@ -305,12 +314,15 @@ fn peeled_before(kernel: &Kernel, mainloop: Node<'_>) -> bool {
 /// tile) or one folding partial accumulators into it (`acc[0][i] += acc[s][i]`).
 /// Scaling (`acc[i] *= alpha`) is the epilogue's and does not count. With it, the
 /// leading index of the set every fold writes (`0`), when they all write one set
-/// named by an integer literal.
+/// named by an integer literal. A statement after the mainloop that still works on an
+/// object wrapping the accumulator (`accumulation.promote_residue_if_needed()`, which
+/// adds its last partial sum into `accum`) counts too.
 fn final_point(
     parsed: &Parsed,
     kernel: &Kernel,
     mainloop: Node<'_>,
     acc: &str,
+    wrappers: &[String],
 ) -> (usize, Option<String>) {
     let mut end = mainloop.end_byte();
     for site in kernel.sites.iter().filter(|s| s.kind == SiteKind::Mma) {
@@ -328,7 +340,10 @@ fn final_point(
             continue;
         }
         let folds = folds_into(parsed, sibling, acc);
-        if !folds.is_empty() {
+        let wraps = wrappers
+            .iter()
+            .any(|w| names(&parsed.masked[sibling.byte_range()], w));
+        if !folds.is_empty() || wraps {
             end = end.max(sibling.end_byte());
         }
         targets.extend(folds);
@@ -413,6 +428,32 @@ fn completion_wait(parsed: &Parsed, kernel: &Kernel) -> Option<(String, String)>
 }
 
 /// The name an accumulator site declares.
+/// The accumulator an object declared at `decl` as `name` wraps, where it is built from
+/// one (`GmmaFP8Accumulation accumulation(accum, interval, k_blocks)`: the MMA is handed
+/// a temporary through `accumulation()`, promoted into `accum`, whose values are the
+/// accumulator's, and the object itself is no value a probe can read). `None` where
+/// `name` is declared otherwise.
+fn held_accumulator(parsed: &Parsed, decl: Node<'_>, name: &str) -> Option<String> {
+    let mut stack = vec![decl];
+    while let Some(n) = stack.pop() {
+        if n.kind() == "init_declarator"
+            && n.child_by_field_name("declarator")
+                .is_some_and(|d| &parsed.masked[d.byte_range()] == name)
+        {
+            let first = n
+                .child_by_field_name("value")
+                .filter(|v| v.kind() == "argument_list")?
+                .named_child(0)
+                .filter(|a| a.kind() == "identifier")?;
+            let held = &parsed.masked[first.byte_range()];
+            return (held != name && kwb_sites::is_accumulator_name(held)).then(|| held.to_owned());
+        }
+        let mut cursor = n.walk();
+        stack.extend(n.named_children(&mut cursor));
+    }
+    None
+}
+
 pub(crate) fn declared_name(root: Node<'_>, site: &Site, parsed: &Parsed) -> Option<String> {
     let note = site.note.as_deref()?;
     let name = note.rsplit('`').nth(1)?;
