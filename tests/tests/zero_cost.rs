@@ -238,28 +238,25 @@ fn umma_tmem_probe_is_free_when_disabled_and_loads_tmem_when_traced() {
     assert!(on.lines().count() > orig.lines().count());
 }
 
-/// The fp8 m16n8k32 fixture: its operand probes, with the 8-bit fragments'
-/// coordinates, cost nothing when disabled (identical SASS) and compile traced.
-#[test]
-fn fp8_k32_fragment_probes_are_free_when_disabled_and_compile_traced() {
-    if std::env::var("KWB_RUN_SLOW_TESTS").as_deref() != Ok("1") {
-        return;
-    }
+/// A fixture of `fixtures/instrument/` instrumented with the default probes, whose
+/// rewrite holds `marker`: identical SASS without `KWB_TRACE`, and a traced build that
+/// appends records.
+fn fixture_probes_are_free(name: &str, marker: &str) {
     let env = Env::from_process();
     let toolchain = kwb_toolchain::toolchain(&env).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let source = repo_root().join("fixtures/instrument/mma_sync_fp8_k32.cu");
+    let source = repo_root().join("fixtures/instrument").join(name);
     let text = std::fs::read_to_string(&source).unwrap();
     let (instrumented, _) = kwb_instrument::instrument(&text, &Config::default()).unwrap();
-    assert!(instrumented.contains("kwb::MmaM16n8k32A{0}"));
-    let traced = dir.path().join("fp8.cu");
+    assert!(instrumented.contains(marker), "the rewrite lacks {marker}");
+    let traced = dir.path().join(name);
     std::fs::write(&traced, instrumented).unwrap();
     let mut flags = CompileFlags {
         extra: vec!["-O3".to_owned()],
         ..CompileFlags::default()
     };
-    let object = |name: &str| dir.path().join(format!("fp8.{name}.cubin"));
-    let sass = |name: &str| normalized(&kwb_toolchain::sass(&toolchain, &object(name)).unwrap());
+    let object = |build: &str| dir.path().join(format!("{name}.{build}.cubin"));
+    let sass = |build: &str| normalized(&kwb_toolchain::sass(&toolchain, &object(build)).unwrap());
     kwb_toolchain::compile_cubin(&toolchain, &source, &flags, &object("orig")).unwrap();
     kwb_toolchain::compile_cubin(&toolchain, &traced, &flags, &object("off")).unwrap();
     assert_eq!(sass("orig"), sass("off"), "SASS differs without KWB_TRACE");
@@ -271,6 +268,16 @@ fn fp8_k32_fragment_probes_are_free_when_disabled_and_compile_traced() {
     );
 }
 
+/// The fp8 m16n8k32 fixture: its operand probes, with the 8-bit fragments'
+/// coordinates, cost nothing when disabled (identical SASS) and compile traced.
+#[test]
+fn fp8_k32_fragment_probes_are_free_when_disabled_and_compile_traced() {
+    if std::env::var("KWB_RUN_SLOW_TESTS").as_deref() != Ok("1") {
+        return;
+    }
+    fixture_probes_are_free("mma_sync_fp8_k32.cu", "kwb::MmaM16n8k32A{0}");
+}
+
 /// The swap-AB fixture: its operand probes are placed per branch, where the two
 /// branches of one statement pass a tile in different slots, and braced there; they
 /// cost nothing when disabled (identical SASS) and compile traced.
@@ -279,28 +286,5 @@ fn per_branch_operand_probes_are_free_when_disabled_and_compile_traced() {
     if std::env::var("KWB_RUN_SLOW_TESTS").as_deref() != Ok("1") {
         return;
     }
-    let env = Env::from_process();
-    let toolchain = kwb_toolchain::toolchain(&env).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let source = repo_root().join("fixtures/instrument/wgmma_swap_ab_branch.cu");
-    let text = std::fs::read_to_string(&source).unwrap();
-    let (instrumented, _) = kwb_instrument::instrument(&text, &Config::default()).unwrap();
-    assert!(instrumented.contains("else /*kwb:{*/{ /*}:kwb*/"));
-    let traced = dir.path().join("swap.cu");
-    std::fs::write(&traced, instrumented).unwrap();
-    let mut flags = CompileFlags {
-        extra: vec!["-O3".to_owned()],
-        ..CompileFlags::default()
-    };
-    let object = |name: &str| dir.path().join(format!("swap.{name}.cubin"));
-    let sass = |name: &str| normalized(&kwb_toolchain::sass(&toolchain, &object(name)).unwrap());
-    kwb_toolchain::compile_cubin(&toolchain, &source, &flags, &object("orig")).unwrap();
-    kwb_toolchain::compile_cubin(&toolchain, &traced, &flags, &object("off")).unwrap();
-    assert_eq!(sass("orig"), sass("off"), "SASS differs without KWB_TRACE");
-    flags.defines.push("KWB_TRACE".to_owned());
-    kwb_toolchain::compile_cubin(&toolchain, &traced, &flags, &object("on")).unwrap();
-    assert!(
-        sass("on").contains("ATOMG"),
-        "the traced build appends no record"
-    );
+    fixture_probes_are_free("wgmma_swap_ab_branch.cu", "else /*kwb:{*/{ /*}:kwb*/");
 }

@@ -1612,6 +1612,27 @@ mod structured {
         }
     }
 
+    /// Rows 0..16 of `m` at K tile `tile` (32 wide) as a fragment's values with their
+    /// coordinates (row as n where `row_is_n`); slots past an input with fewer than 16
+    /// rows hold zero padding.
+    fn fragment(m: &Matrix, row_is_n: bool, tile: usize) -> Vec<(f32, i32, i32, i32)> {
+        (0..16)
+            .flat_map(|r| (0..32).map(move |k| (r, k)))
+            .map(|(r, k)| {
+                let v = if r < m.rows {
+                    m.data[r * m.cols + tile * 32 + k]
+                } else {
+                    0.0
+                };
+                if row_is_n {
+                    (v, -1, r as i32, k as i32)
+                } else {
+                    (v, r as i32, -1, k as i32)
+                }
+            })
+            .collect()
+    }
+
     /// A full trace of one warp computing output rows 0..16, columns 0..16 of
     /// A·Bᵀ (K = 128 in tiles of 32): operand fragments per K step (tile `a_tiles[i]`
     /// of A at step i), then the accumulator at global coordinates holding the
@@ -1632,30 +1653,17 @@ mod structured {
     ) -> Trace {
         let mut t = Trace::default();
         for (step, &tile) in a_tiles.iter().enumerate() {
-            let of = |m: &Matrix, row_is_n: bool, tile: usize| -> Vec<(f32, i32, i32, i32)> {
-                (0..16)
-                    .flat_map(|r| (0..32).map(move |k| (r, k)))
-                    .map(|(r, k)| {
-                        // Slots past an input with fewer than 16 rows: zero padding.
-                        let v = if r < m.rows {
-                            m.data[r * m.cols + tile * 32 + k]
-                        } else {
-                            0.0
-                        };
-                        if row_is_n {
-                            (v, -1, r as i32, k as i32)
-                        } else {
-                            (v, r as i32, -1, k as i32)
-                        }
-                    })
-                    .collect()
-            };
-            push(&mut t, Kind::OperandA, step as i32, of(a, false, tile));
+            push(
+                &mut t,
+                Kind::OperandA,
+                step as i32,
+                fragment(a, false, tile),
+            );
             push(
                 &mut t,
                 Kind::OperandB,
                 step as i32,
-                of(b, true, step.min(3)),
+                fragment(b, true, step.min(3)),
             );
         }
         let p = Product::of(a, b).unwrap();
@@ -2399,19 +2407,6 @@ mod structured {
     #[test]
     fn an_operand_holding_the_other_inputs_tile_in_some_steps_is_an_operand_load_verdict() {
         let (a, b) = inputs();
-        let fragment = |m: &Matrix, row_is_n: bool, tile: usize| -> Vec<(f32, i32, i32, i32)> {
-            (0..16)
-                .flat_map(|r| (0..32).map(move |k| (r, k)))
-                .map(|(r, k)| {
-                    let v = m.data[r * m.cols + tile * 32 + k];
-                    if row_is_n {
-                        (v, -1, r as i32, k as i32)
-                    } else {
-                        (v, r as i32, -1, k as i32)
-                    }
-                })
-                .collect()
-        };
         let exchanged = |step: usize| step >= 2;
         let mut t = Trace::default();
         for step in 0..4 {

@@ -25,6 +25,18 @@ fn config(gate: Option<&str>) -> Config {
     }
 }
 
+/// The accumulator probes alone (after each K tile and where complete), ungated.
+fn accumulators_only() -> Config {
+    Config {
+        probes: Probes {
+            accumulator: true,
+            final_accumulator: true,
+            ..Probes::NONE
+        },
+        ..config(None)
+    }
+}
+
 /// The rewrite as a unified diff of the original, without the inlined runtime
 /// header (whose text is kwb-runtime's own).
 fn check(source: &str, config: &Config) -> String {
@@ -468,14 +480,7 @@ __global__ void late(const float* A, float* C) {
   C[threadIdx.x] = acc[0][0];
 }
 "#;
-    let config = Config {
-        probes: Probes {
-            accumulator: true,
-            final_accumulator: true,
-            ..Probes::NONE
-        },
-        ..config(None)
-    };
+    let config = accumulators_only();
     let (out, plan) = instrument(source, &config).unwrap();
     assert!(plan.probes.len() >= 4, "{:?}", plan.probes);
     let body = &out[out.find("#line 1 \"").unwrap()..];
@@ -528,14 +533,7 @@ __global__ void untiled(const TA* A, float* C) {
   C[threadIdx.x] = acc[0][0];
 }
 "#;
-    let config = Config {
-        probes: Probes {
-            accumulator: true,
-            final_accumulator: true,
-            ..Probes::NONE
-        },
-        ..config(None)
-    };
+    let config = accumulators_only();
     let (out, plan) = instrument(source, &config).unwrap();
     assert!(plan.probes.len() >= 4, "{:?}", plan.probes);
     let body = &out[out.find("#line 1 \"").unwrap()..];
@@ -581,14 +579,7 @@ __device__ void local_wins(const Task& task, const float* A, float* C) {
   C[n0 + threadIdx.x] = acc[0][0];
 }
 "#;
-    let config = Config {
-        probes: Probes {
-            accumulator: true,
-            final_accumulator: true,
-            ..Probes::NONE
-        },
-        ..config(None)
-    };
+    let config = accumulators_only();
     let (out, plan) = instrument(source, &config).unwrap();
     assert!(plan.probes.len() >= 4, "{:?}", plan.probes);
     let body = &out[out.find("#line 1 \"").unwrap()..];
@@ -937,14 +928,7 @@ __device__ void mma(Tensor& accum, int k_tile_count) {
   warpgroup_fence_operand(accum);
 }
 "#;
-    let config = Config {
-        probes: Probes {
-            accumulator: true,
-            final_accumulator: true,
-            ..Probes::NONE
-        },
-        ..config(None)
-    };
+    let config = accumulators_only();
     let (out, plan) = instrument(source, &config).unwrap();
     let whats: Vec<&str> = plan.probes.iter().map(|p| p.what.as_str()).collect();
     assert!(
