@@ -172,7 +172,9 @@ pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str) {
 }
 
 /// Whether `name` is a local variable of `body` that holds a value (not a pointer,
-/// reference or array), declared before byte `before`.
+/// reference or array) of a floating type, declared before byte `before`. An integer
+/// type (`uint2 pk; … *dst = pk;`) holds packed narrow values the probe would record
+/// as integers, so it is left out.
 fn scalar_local(parsed: &Parsed, body: Node<'_>, name: &str, before: usize) -> bool {
     if !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') || name.is_empty() {
         return false;
@@ -183,6 +185,12 @@ fn scalar_local(parsed: &Parsed, body: Node<'_>, name: &str, before: usize) -> b
             continue;
         }
         if n.kind() == "declaration" {
+            let integer = n.child_by_field_name("type").is_some_and(|t| {
+                let ty = parsed.masked[t.byte_range()].to_ascii_lowercase();
+                ["int", "char", "short", "long", "size_t", "bool"]
+                    .iter()
+                    .any(|w| ty.contains(w))
+            });
             let mut cursor = n.walk();
             for declarator in n.children_by_field_name("declarator", &mut cursor) {
                 let plain = match declarator.kind() {
@@ -192,7 +200,7 @@ fn scalar_local(parsed: &Parsed, body: Node<'_>, name: &str, before: usize) -> b
                 if plain.is_some_and(|d| {
                     d.kind() == "identifier" && &parsed.masked[d.byte_range()] == name
                 }) {
-                    return true;
+                    return !integer;
                 }
             }
             continue;
