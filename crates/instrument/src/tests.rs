@@ -944,3 +944,37 @@ __device__ void mma(Tensor& accum, int k_tile_count) {
     );
     assert!(!body.contains("kwb_tag, -1, -1, -1, accumulation)"));
 }
+
+/// A whole local the epilogue stores where the store cannot be read back is probed
+/// before it when it holds floating values (`float4 out`), not when it is an integer
+/// holding packed narrow values (`uint2 pk`), which the probe would record as integers.
+#[test]
+fn a_stored_local_is_probed_when_floating_and_not_when_packed_in_integers() {
+    let source = r#"__global__ void k(const float* A, float* C, int K) {
+  float acc[4] = {};
+  for (int kt = 0; kt < K; ++kt) {
+    for (int i = 0; i < 4; ++i) acc[i] += A[kt * 4 + i] * A[kt];
+  }
+  float4 out;
+  out.x = acc[0]; out.y = acc[1]; out.z = acc[2]; out.w = acc[3];
+  *reinterpret_cast<float4*>(C + threadIdx.x * 4) = out;
+  uint2 pk;
+  pk.x = __float_as_uint(acc[0]); pk.y = __float_as_uint(acc[1]);
+  *reinterpret_cast<uint2*>(C + 4096 + threadIdx.x * 2) = pk;
+}
+"#;
+    let config = Config {
+        probes: Probes {
+            epilogue: true,
+            ..Probes::NONE
+        },
+        ..config(None)
+    };
+    let (_, plan) = instrument(source, &config).unwrap();
+    let whats: Vec<&str> = plan.probes.iter().map(|p| p.what.as_str()).collect();
+    assert!(
+        whats.iter().any(|w| w.starts_with("epilogue values `out`")),
+        "{whats:?}"
+    );
+    assert!(!whats.iter().any(|w| w.contains("`pk`")), "{whats:?}");
+}
