@@ -59,12 +59,13 @@ enum Operand {
     Read(OperandReport),
 }
 
-fn operand(trace: &Trace, kind: Kind, matrix: &Matrix) -> Operand {
+/// `kind`'s operand units checked against `index`, its input's runs.
+fn operand(trace: &Trace, kind: Kind, index: &ProvenanceIndex) -> Operand {
     let units = units_of(trace, kind);
     if units.units.is_empty() {
         return Operand::NotProbed;
     }
-    let report = check_operand(&units, &ProvenanceIndex::new(matrix));
+    let report = check_operand(&units, index);
     if report.readable() {
         Operand::Read(report)
     } else {
@@ -82,11 +83,13 @@ fn operand(trace: &Trace, kind: Kind, matrix: &Matrix) -> Operand {
 /// trace is judged in that frame: the inputs exchanged, the output's wrong tiles
 /// transposed.
 pub fn judge_structured(trace: &Trace, a: &Matrix, b: &Matrix, run: &StructuredRun) -> Finding {
+    // Each input's runs, indexed once for every reading below.
+    let (index_a, index_b) = (ProvenanceIndex::new(a), ProvenanceIndex::new(b));
     let own = [
-        ('A', operand(trace, Kind::OperandA, a)),
-        ('B', operand(trace, Kind::OperandB, b)),
+        ('A', operand(trace, Kind::OperandA, &index_a)),
+        ('B', operand(trace, Kind::OperandB, &index_b)),
     ];
-    if let Some(swapped) = swapped_operands(trace, a, b, &own) {
+    if let Some(swapped) = swapped_operands(trace, a, b, (&index_a, &index_b), &own) {
         let transposed = StructuredRun {
             input: run.input.clone(),
             output: run.output.as_ref().map(|o| OutputCheck {
@@ -95,7 +98,7 @@ pub fn judge_structured(trace: &Trace, a: &Matrix, b: &Matrix, run: &StructuredR
             }),
             accumulator_bits: run.accumulator_bits,
         };
-        let mut f = judge_in_frame(trace, b, a, swapped, &transposed);
+        let mut f = judge_in_frame(trace, b, a, (&index_b, &index_a), swapped, &transposed);
         f.evidence.insert(
             0,
             "the MMA's A operand holds B's rows and its B operand A's (a swap-AB kernel: it computes Dᵀ = B·Aᵀ); read with the inputs exchanged and the output transposed".to_owned(),
@@ -122,7 +125,7 @@ pub fn judge_structured(trace: &Trace, a: &Matrix, b: &Matrix, run: &StructuredR
         }
         return f;
     }
-    judge_in_frame(trace, a, b, own, run)
+    judge_in_frame(trace, a, b, (&index_a, &index_b), own, run)
 }
 
 /// An operand read with coordinates whose every run is its own row's slice of the
@@ -140,14 +143,15 @@ fn swapped_operands(
     trace: &Trace,
     a: &Matrix,
     b: &Matrix,
+    (index_a, index_b): (&ProvenanceIndex, &ProvenanceIndex),
     own: &[(char, Operand); 2],
 ) -> Option<[(char, Operand); 2]> {
     if a.rows == b.rows || own.iter().any(|(_, op)| of_the_input(op)) {
         return None;
     }
     let swapped = [
-        ('A', operand(trace, Kind::OperandA, b)),
-        ('B', operand(trace, Kind::OperandB, a)),
+        ('A', operand(trace, Kind::OperandA, index_b)),
+        ('B', operand(trace, Kind::OperandB, index_a)),
     ];
     swapped
         .iter()
@@ -159,19 +163,17 @@ fn swapped_operands(
 /// other input's in others ([`Exchange::mixed`]), with where its runs were found.
 fn exchanged_operand(
     trace: &Trace,
-    a: &Matrix,
-    b: &Matrix,
+    (index_a, index_b): (&ProvenanceIndex, &ProvenanceIndex),
     operands: &[(char, Operand); 2],
 ) -> Option<(char, Exchange)> {
-    let (index_a, index_b) = (ProvenanceIndex::new(a), ProvenanceIndex::new(b));
     operands
         .iter()
         .filter(|(_, op)| !matches!(op, Operand::NotProbed))
         .map(|(letter, _)| {
             let (kind, own, other) = if *letter == 'A' {
-                (Kind::OperandA, &index_a, &index_b)
+                (Kind::OperandA, index_a, index_b)
             } else {
-                (Kind::OperandB, &index_b, &index_a)
+                (Kind::OperandB, index_b, index_a)
             };
             (*letter, check_exchange(&units_of(trace, kind), own, other))
         })
@@ -179,11 +181,12 @@ fn exchanged_operand(
 }
 
 /// [`judge_structured`] in one frame: `operands` are A's and B's traces read against
-/// `a` and `b`.
+/// `a` and `b`, whose runs `indexes` hold.
 fn judge_in_frame(
     trace: &Trace,
     a: &Matrix,
     b: &Matrix,
+    indexes: (&ProvenanceIndex, &ProvenanceIndex),
     operands: [(char, Operand); 2],
     run: &StructuredRun,
 ) -> Finding {
@@ -277,7 +280,7 @@ fn judge_in_frame(
 
     // An operand that holds its own input's runs in some steps and the other input's
     // in others: an MMA handed the other operand's tile in those steps.
-    let exchanged = exchanged_operand(trace, a, b, &operands);
+    let exchanged = exchanged_operand(trace, indexes, &operands);
     if let Some((letter, x)) = &exchanged {
         f.evidence
             .push(format!("operand {letter}: {}", x.describe()));
