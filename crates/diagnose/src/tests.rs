@@ -2110,6 +2110,84 @@ mod structured {
         assert!(f.fits(Some(Stage::Mma)), "{:?}", f.alternatives);
     }
 
+    /// A SIMT warp's full trace (`acc[i][j] = fmaf(a_frag[i], b_frag[j], acc[i][j])`,
+    /// one k a record, no coordinates): lane l holds 4 rows of A from (l / 16) * 4
+    /// and 4 of B from (l % 16) * 4, K = 128 in tiles of 16 steps; at step t the
+    /// fragments read A's K tile `a_tiles[t]`; the accumulator is what they make.
+    fn simt(a: &Matrix, b: &Matrix, a_tiles: &[usize]) -> Trace {
+        let mut t = Trace::default();
+        let lanes = |row: fn(usize, usize) -> usize, m: &Matrix, k: usize| -> Vec<_> {
+            (0..32)
+                .flat_map(|lane| (0..4).map(move |i| (lane, i)))
+                .map(|(lane, i)| (m.data[row(lane, i) * m.cols + k], -1, -1, -1))
+                .collect()
+        };
+        let a_row = |lane: usize, i: usize| (lane / 16) * 4 + i;
+        let b_row = |lane: usize, j: usize| (lane % 16) * 4 + j;
+        for (step, &tile) in a_tiles.iter().enumerate() {
+            for kk in 0..16 {
+                push(
+                    &mut t,
+                    Kind::OperandA,
+                    step as i32,
+                    lanes(a_row, a, tile * 16 + kk),
+                );
+                push(
+                    &mut t,
+                    Kind::OperandB,
+                    step as i32,
+                    lanes(b_row, b, step * 16 + kk),
+                );
+            }
+        }
+        let acc = (0..32)
+            .flat_map(|lane| (0..4).flat_map(move |i| (0..4).map(move |j| (lane, i, j))))
+            .map(|(lane, i, j)| {
+                let (m, n) = (a_row(lane, i), b_row(lane, j));
+                let v: f32 = a_tiles
+                    .iter()
+                    .enumerate()
+                    .flat_map(|(step, &tile)| {
+                        (0..16).map(move |kk| (tile * 16 + kk, step * 16 + kk))
+                    })
+                    .map(|(ka, kb)| a.data[m * a.cols + ka] * b.data[n * b.cols + kb])
+                    .sum();
+                (v, -1, -1, -1)
+            })
+            .collect();
+        push(&mut t, Kind::Accumulator, -1, acc);
+        t
+    }
+
+    #[test]
+    fn a_simt_fragment_fed_a_stale_stage_is_an_operand_load_verdict() {
+        let (a, b) = inputs();
+        let clean = judged(&simt(&a, &b, &[0, 1, 2, 3, 4, 5, 6, 7]), &a, &b, 0);
+        assert!(clean.clean, "{}: {:?}", clean.summary, clean.evidence);
+        assert!(
+            clean
+                .evidence
+                .iter()
+                .any(|e| e.contains("followed across their k steps")),
+            "{:?}",
+            clean.evidence
+        );
+        // Step 2 reads the buffer step 1 filled: k 32..48 never consumed.
+        let f = judged(&simt(&a, &b, &[0, 1, 1, 3, 4, 5, 6, 7]), &a, &b, 100);
+        assert_eq!(
+            (f.stage, f.status),
+            (Some(Stage::OperandLoad), Status::Verdict),
+            "{}: {:?}",
+            f.summary,
+            f.evidence
+        );
+        assert!(
+            f.summary.contains("k 32..48 never consumed"),
+            "{}",
+            f.summary
+        );
+    }
+
     /// Output rows 0..16, columns 0..16 of the product over K = 128 of A and B as
     /// `read_a(m, k)` and `read_b(n, k)` read them, at their (m, n) or (`coords`
     /// false) with no coordinates.

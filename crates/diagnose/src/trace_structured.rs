@@ -32,7 +32,7 @@ use kwb_reconcile::{
     AccumulatorReport, Arrangement, Exchange, Matrix, OperandReport, Placement, Product,
     ProvenanceIndex, SliceCounts, SliceReading, TracedOperands, TracedProduct, TransposedTile,
     arrangement, check_exchange, check_operand, check_slice_counts, check_swizzle_mismatch,
-    locate_accumulators, transposed_tile, units_of,
+    locate_accumulators, step_units_of, transposed_tile, units_of,
 };
 use kwb_runtime::{Kind, Trace};
 
@@ -59,17 +59,25 @@ enum Operand {
     Read(OperandReport),
 }
 
-/// `kind`'s operand units checked against `index`, its input's runs.
+/// `kind`'s operand units checked against `index`, its input's runs: cut by
+/// coordinates or raw order, or, where that cut is not readable and the k-step cut
+/// is (a fragment probed once a k step, one k a record), by k steps.
 fn operand(trace: &Trace, kind: Kind, index: &ProvenanceIndex) -> Operand {
     let units = units_of(trace, kind);
-    if units.units.is_empty() {
-        return Operand::NotProbed;
+    let first = (!units.units.is_empty()).then(|| check_operand(&units, index));
+    if let Some(report) = first.as_ref().filter(|r| r.readable()) {
+        return Operand::Read(report.clone());
     }
-    let report = check_operand(&units, index);
-    if report.readable() {
-        Operand::Read(report)
-    } else {
-        Operand::Unreadable(report)
+    let steps = step_units_of(trace, kind);
+    if !steps.units.is_empty() {
+        let report = check_operand(&steps, index);
+        if report.readable() {
+            return Operand::Read(report);
+        }
+    }
+    match first {
+        Some(report) => Operand::Unreadable(report),
+        None => Operand::NotProbed,
     }
 }
 
@@ -132,7 +140,7 @@ pub fn judge_structured(trace: &Trace, a: &Matrix, b: &Matrix, run: &StructuredR
 /// input: every consumed row meets every K slice, equally often or (a K loop's count
 /// off) as a wrong number of steps would.
 fn of_the_input(op: &Operand) -> bool {
-    matches!(op, Operand::Read(r) if r.coordinates && (r.clean() || r.loop_count_only()))
+    matches!(op, Operand::Read(r) if r.cut.ordered() && (r.clean() || r.loop_count_only()))
 }
 
 /// The operands read against each other's input, where the trace reads as a swap-AB
@@ -175,9 +183,14 @@ fn exchanged_operand(
             } else {
                 (Kind::OperandB, index_b, index_a)
             };
-            (*letter, check_exchange(&units_of(trace, kind), own, other))
+            // Either cut: a fragment probed once a k step holds its K runs across
+            // records.
+            [units_of(trace, kind), step_units_of(trace, kind)]
+                .iter()
+                .map(|units| (*letter, check_exchange(units, own, other)))
+                .find(|(_, x)| x.mixed())
         })
-        .find(|(_, x)| x.mixed())
+        .find_map(|x| x)
 }
 
 /// [`judge_structured`] in one frame: `operands` are A's and B's traces read against
@@ -232,7 +245,7 @@ fn judge_in_frame(
             }
             Operand::Unreadable(r) => {
                 read_all = false;
-                if r.coordinates && foreign.is_none() {
+                if r.cut.ordered() && foreign.is_none() {
                     foreign = Some((*letter, r));
                 }
                 f.evidence.push(format!(
@@ -243,11 +256,7 @@ fn judge_in_frame(
             Operand::Read(r) => {
                 f.evidence.push(format!(
                     "operand {letter} ({}, {} warps{}): {}",
-                    if r.coordinates {
-                        "register fragments with coordinates"
-                    } else {
-                        "shared tile in raw order"
-                    },
+                    r.cut.describe(),
                     r.warps,
                     if r.collided > 0 {
                         format!(
@@ -262,7 +271,7 @@ fn judge_in_frame(
                 if r.rows.spans().len() > 1 && scattered.is_none() {
                     scattered = Some((*letter, r));
                 }
-                if !r.coordinates {
+                if !r.cut.ordered() {
                     raw_order = true;
                     let layout = arrangement(&r.raw);
                     f.evidence.push(format!(

@@ -2,7 +2,8 @@
 //! inputs are known (a controlled-input rung the harness dumped):
 //!
 //! - **Operands, by provenance.** Each run of 8 traced operand values along K (a
-//!   16-byte chunk of a shared tile, or 8 consecutive k of a register fragment row) is
+//!   16-byte chunk of a shared tile, 8 consecutive k of a register fragment row, or
+//!   one element of a fragment probed once a k step, followed over 8 steps) is
 //!   looked up by content in the operand matrix. On `wide_int` inputs (integers in
 //!   [-8, 8]) a run is all but unique, so the lookup says which row and which K slice
 //!   the kernel really fed the MMA, with no knowledge of the kernel's layout. Per warp,
@@ -52,7 +53,8 @@ pub use crate::arrangement::{Arrangement, arrangement};
 pub use crate::exchange::{Exchange, check_exchange};
 pub use crate::matrix::{Matrix, Product};
 pub use crate::provenance::{
-    Located, OperandReport, ProvenanceIndex, UNIT, Unit, Units, check_operand, units_of,
+    Cut, Located, OperandReport, ProvenanceIndex, UNIT, Unit, Units, check_operand, step_units_of,
+    units_of,
 };
 pub use crate::ranges::Ranges;
 pub use crate::slice_counts::{SliceCounts, SliceReading, check_slice_counts};

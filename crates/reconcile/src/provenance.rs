@@ -1,7 +1,7 @@
 //! Where each traced operand value came from: runs of [`UNIT`] values along K looked
 //! up by content in the operand matrix, and per warp the K slices each row met.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use kwb_runtime::{Kind, Trace};
 
@@ -21,14 +21,49 @@ pub struct Unit {
     /// The traced (row, first k) when the probe knew its coordinates: row is m for
     /// operand A, n for operand B, both possibly local to a warp or a tile.
     pub coords: Option<(i32, i32)>,
-    /// The element index of the first value (the raw position in a shared tile).
+    /// The element index of the first value: the raw position in a shared tile, or
+    /// the fragment element a [`Cut::Steps`] unit follows.
     pub element: u32,
+}
+
+/// How a kind's values were cut into runs along K.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Cut {
+    /// By each value's (row, k) coordinates: register fragments with coordinates.
+    Coordinates,
+    /// Aligned 16-byte chunks in element order: a shared tile read as it lies.
+    #[default]
+    RawOrder,
+    /// One fragment element followed across the records of one warp, site and K
+    /// tile, in the order they were written: a fragment probed once a k step (a
+    /// SIMT kernel's `a_frag[i]`, one k a record) holds its row's consecutive k there.
+    Steps,
+}
+
+impl Cut {
+    /// Each unit's K order is the kernel's own (coordinates, or steps in issue
+    /// order), not a position in memory.
+    pub fn ordered(self) -> bool {
+        self != Cut::RawOrder
+    }
+
+    /// How the values were read, for the evidence.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Cut::Coordinates => "register fragments with coordinates",
+            Cut::RawOrder => "shared tile in raw order",
+            Cut::Steps => "register fragments followed across their k steps",
+        }
+    }
 }
 
 /// The units of a kind, with what was left out or noticed on the way.
 #[derive(Debug, Clone, Default)]
 pub struct Units {
     pub units: Vec<Unit>,
+    /// How they were cut.
+    pub cut: Cut,
     /// Runs of padding rows (at or past the record's row bound), not kept.
     pub padding: usize,
     /// Values that shared their (row, k) with another value of the same record: the
@@ -97,6 +132,86 @@ pub fn units_of(trace: &Trace, kind: Kind) -> Units {
                 if let Some(run) = run_of(|i| by_element.get(&(e + i as u32)).copied()) {
                     out.units.push(unit(run, None, e));
                 }
+            }
+        }
+    }
+    if !out.units.is_empty() && out.units.iter().all(|u| u.coords.is_some()) {
+        out.cut = Cut::Coordinates;
+    }
+    out
+}
+
+/// Cuts `kind`'s values into [`Cut::Steps`] units: a fragment probed once a k step
+/// holds one k of each of its rows a record, so its runs along K lie across records.
+/// Per warp, site and K tile, the records (in the order the warp wrote them) are
+/// taken [`UNIT`] at a time, steps 0..8, 8..16, …, and each element's values across
+/// one such chunk are a unit, keyed by the chunk's first record; elements whose runs
+/// are equal within a chunk (lanes holding the same row) give one unit. Only groups whose
+/// records hold values without coordinates, all the same elements, are cut; steps
+/// past the last whole chunk are left out.
+///
+/// Invariant: a unit holds one element's values from [`UNIT`] consecutive records of
+/// one warp, site and K tile, in record order, and no two units of a chunk are equal.
+pub fn step_units_of(trace: &Trace, kind: Kind) -> Units {
+    let mut per_record: BTreeMap<u32, Vec<(u32, f32)>> = BTreeMap::new();
+    for v in &trace.tiles {
+        let Some(record) = trace.records.get(v.record as usize) else {
+            continue;
+        };
+        if record.kind() != Some(kind) {
+            continue;
+        }
+        if v.k >= 0 && (v.m >= 0 || v.n >= 0) {
+            // Values with coordinates are cut by them (`units_of`).
+            return Units::default();
+        }
+        per_record
+            .entry(v.record)
+            .or_default()
+            .push((v.element, v.value));
+    }
+    // (warp, site, k tile) -> its records in the order written.
+    let mut groups: BTreeMap<(u32, u32, i32), Vec<u32>> = BTreeMap::new();
+    for (&index, values) in per_record.iter_mut() {
+        values.sort_by_key(|(e, _)| *e);
+        let r = &trace.records[index as usize];
+        groups
+            .entry((r.warp, r.site, r.k_tile))
+            .or_default()
+            .push(index);
+    }
+    let mut out = Units {
+        cut: Cut::Steps,
+        ..Units::default()
+    };
+    for ((warp, _, _), records) in groups {
+        let elements: Vec<u32> = per_record[&records[0]].iter().map(|(e, _)| *e).collect();
+        let same = records.iter().all(|r| {
+            let values = &per_record[r];
+            values.len() == elements.len() && values.iter().zip(&elements).all(|(v, e)| v.0 == *e)
+        });
+        if !same {
+            continue;
+        }
+        for chunk in records.chunks_exact(UNIT) {
+            let mut seen = HashSet::new();
+            for (slot, &element) in elements.iter().enumerate() {
+                let mut values = [0.0; UNIT];
+                for (value, record) in values.iter_mut().zip(chunk) {
+                    *value = per_record[record][slot].1;
+                }
+                // Lanes that hold the same row (a SIMT thread grid broadcasts each
+                // row to a column of threads) consumed one run: counted once.
+                if !seen.insert(key(&values)) {
+                    continue;
+                }
+                out.units.push(Unit {
+                    record: chunk[0],
+                    warp,
+                    values,
+                    coords: None,
+                    element,
+                });
             }
         }
     }
@@ -190,9 +305,9 @@ pub struct OperandReport {
     /// Located units with their raw position, for [`crate::arrangement`].
     #[serde(skip)]
     pub raw: Vec<(u32, Located)>,
-    /// Whether the units carried coordinates (a register fragment) or only raw
-    /// order (a shared tile read as it lies).
-    pub coordinates: bool,
+    /// How the units were cut: by coordinates or k steps (a register fragment), or
+    /// in raw order (a shared tile read as it lies).
+    pub cut: Cut,
     /// Values whose coordinates another value of the record shared (see
     /// [`Units::collided`]).
     pub collided: usize,
@@ -267,7 +382,7 @@ impl OperandReport {
         let steps = self
             .steps_off
             .first()
-            .filter(|_| self.coordinates || self.unmatched_zero == 0);
+            .filter(|_| self.cut.ordered() || self.unmatched_zero == 0);
         if let Some((_, consumed, slices)) = steps {
             parts.push(format!(
                 "the K loop consumed {} k per row where K is {} ({} of {} warps)",
@@ -328,7 +443,7 @@ impl OperandReport {
     }
 }
 
-/// A record's warp, the local K slices its units with coordinates span, and for
+/// A record's warp, the local K slices its units with coordinates (or k steps) span, and for
 /// raw-order units the rows they were located in and how many were located.
 type Width = (u32, BTreeSet<i64>, BTreeSet<u32>, usize);
 
@@ -340,7 +455,7 @@ pub fn check_operand(cut: &Units, index: &ProvenanceIndex) -> OperandReport {
         units: units.len(),
         padding: cut.padding,
         collided: cut.collided,
-        coordinates: units.iter().all(|u| u.coords.is_some()),
+        cut: cut.cut,
         ..OperandReport::default()
     };
     // A record's width: the K slices one row of it spans (distinct local k slices of
@@ -373,10 +488,17 @@ pub fn check_operand(cut: &Units, index: &ProvenanceIndex) -> OperandReport {
             .or_insert_with(|| (u.warp, Default::default(), Default::default(), 0));
         // Zeros found nowhere (padding past an edge) are no K step.
         let padding = pick.is_none() && u.values.iter().all(|v| *v == 0.0);
-        if let Some((_, k)) = u.coords
+        // A Steps unit's record stands for its chunk of UNIT k steps: one K slice of
+        // each row.
+        let local_slice = match (u.coords, cut.cut) {
+            (Some((_, k)), _) => Some(i64::from(k) / UNIT as i64),
+            (None, Cut::Steps) => Some(0),
+            (None, _) => None,
+        };
+        if let Some(slice) = local_slice
             && !padding
         {
-            w.1.insert(i64::from(k) / UNIT as i64);
+            w.1.insert(slice);
         }
         let Some(&(row, slice)) = pick else {
             if u.values.iter().all(|v| *v == 0.0) {
@@ -387,7 +509,7 @@ pub fn check_operand(cut: &Units, index: &ProvenanceIndex) -> OperandReport {
             continue;
         };
         report.located += 1;
-        if u.coords.is_none() {
+        if local_slice.is_none() {
             w.2.insert(row);
             w.3 += 1;
             report.raw.push((u.element, Located { row, slice }));

@@ -72,7 +72,7 @@ fn a_clean_walk_meets_every_k_slice_once() {
     assert!(report.readable() && report.clean(), "{report:?}");
     assert_eq!(report.rows.to_string(), "16..32");
     assert_eq!(report.times, 1);
-    assert!(report.coordinates);
+    assert_eq!(report.cut, Cut::Coordinates);
     assert!(
         report
             .describe()
@@ -236,7 +236,7 @@ fn shared_tiles_in_raw_order_are_located_and_their_swizzle_read() {
             );
         }
         let report = operand(&b.trace, &a);
-        assert!(report.clean() && !report.coordinates, "{report:?}");
+        assert!(report.clean() && report.cut == Cut::RawOrder, "{report:?}");
         assert_eq!(arrangement(&report.raw), want);
     }
 }
@@ -252,6 +252,60 @@ fn values_in_an_order_the_model_cannot_cut_are_unreadable_not_wrong() {
     b.push(record(Kind::OperandA, 0, 0), values);
     let report = operand(&b.trace, &a);
     assert!(!report.readable());
+}
+
+/// A SIMT warp's fragment of operand A probed once a k step (`a_frag[i] =
+/// As[kk][ty * 4 + i]`): 32 lanes of 4 values, lane l holding rows (l / 16) * 4 to
+/// (l / 16) * 4 + 3 (16 lanes a row, as a thread grid broadcasts it), one k a record,
+/// `bk` steps a K tile; `feed[t]` is the input's K tile fed at step t. No coordinates.
+fn simt_steps(a: &Matrix, bk: usize, feed: &[usize]) -> Trace {
+    let mut b = Builder::default();
+    for (t, &tile) in feed.iter().enumerate() {
+        for kk in 0..bk {
+            let values: Vec<_> = (0..32)
+                .flat_map(|lane| (0..4).map(move |i| ((lane / 16) * 4 + i, tile * bk + kk)))
+                .map(|(row, k)| (a.data[row * a.cols + k], -1, -1, -1))
+                .collect();
+            b.push(record(Kind::OperandA, 0, t as i32), values);
+        }
+    }
+    b.trace
+}
+
+#[test]
+fn a_fragment_probed_once_a_k_step_is_read_across_its_steps() {
+    let a = wide(8, 64, 11);
+    let index = ProvenanceIndex::new(&a);
+    let trace = simt_steps(&a, 16, &[0, 1, 2, 3]);
+    // In element order the lanes' values are no K runs.
+    assert!(!check_operand(&units_of(&trace, Kind::OperandA), &index).readable());
+    let steps = step_units_of(&trace, Kind::OperandA);
+    assert_eq!(steps.cut, Cut::Steps);
+    // 4 K tiles of 2 chunks, 8 distinct rows each (the 16 lanes of a row are one run).
+    assert_eq!(steps.units.len(), 4 * 2 * 8);
+    let report = check_operand(&steps, &index);
+    assert!(report.readable() && report.clean(), "{report:?}");
+    assert_eq!(report.rows.to_string(), "0..8");
+    assert_eq!(report.times, 1);
+    assert!(report.steps_off.is_empty());
+
+    // K tile 2's steps read the buffer tile 1 left (a prefetch into the wrong stage):
+    // k 32..48 never consumed, k 16..32 twice.
+    let report = check_operand(
+        &step_units_of(&simt_steps(&a, 16, &[0, 1, 1, 3]), Kind::OperandA),
+        &index,
+    );
+    assert!(report.readable() && !report.clean(), "{report:?}");
+    assert!(!report.loop_count_only());
+    assert_eq!(report.k_never.scaled(UNIT as i64).to_string(), "32..48");
+    assert_eq!(report.k_extra.scaled(UNIT as i64).to_string(), "16..32");
+
+    // A K tile of fewer steps than a run holds no unit.
+    assert!(
+        step_units_of(&simt_steps(&a, 4, &[0, 1]), Kind::OperandA)
+            .units
+            .is_empty()
+    );
 }
 
 fn accumulator_trace(
