@@ -2115,6 +2115,11 @@ mod structured {
     /// and 4 of B from (l % 16) * 4, K = 128 in tiles of 16 steps; at step t the
     /// fragments read A's K tile `a_tiles[t]`; the accumulator is what they make.
     fn simt(a: &Matrix, b: &Matrix, a_tiles: &[usize]) -> Trace {
+        simt_at(a, b, |step, kk| a_tiles[step] * 16 + kk)
+    }
+
+    /// [`simt`] whose A fragment at step kk of K tile t reads k `a_k(t, kk)`.
+    fn simt_at(a: &Matrix, b: &Matrix, a_k: impl Fn(usize, usize) -> usize + Copy) -> Trace {
         let mut t = Trace::default();
         let lanes = |row: fn(usize, usize) -> usize, m: &Matrix, k: usize| -> Vec<_> {
             (0..32)
@@ -2124,13 +2129,13 @@ mod structured {
         };
         let a_row = |lane: usize, i: usize| (lane / 16) * 4 + i;
         let b_row = |lane: usize, j: usize| (lane % 16) * 4 + j;
-        for (step, &tile) in a_tiles.iter().enumerate() {
+        for step in 0..8 {
             for kk in 0..16 {
                 push(
                     &mut t,
                     Kind::OperandA,
                     step as i32,
-                    lanes(a_row, a, tile * 16 + kk),
+                    lanes(a_row, a, a_k(step, kk)),
                 );
                 push(
                     &mut t,
@@ -2144,12 +2149,8 @@ mod structured {
             .flat_map(|lane| (0..4).flat_map(move |i| (0..4).map(move |j| (lane, i, j))))
             .map(|(lane, i, j)| {
                 let (m, n) = (a_row(lane, i), b_row(lane, j));
-                let v: f32 = a_tiles
-                    .iter()
-                    .enumerate()
-                    .flat_map(|(step, &tile)| {
-                        (0..16).map(move |kk| (tile * 16 + kk, step * 16 + kk))
-                    })
+                let v: f32 = (0..8)
+                    .flat_map(|step| (0..16).map(move |kk| (a_k(step, kk), step * 16 + kk)))
                     .map(|(ka, kb)| a.data[m * a.cols + ka] * b.data[n * b.cols + kb])
                     .sum();
                 (v, -1, -1, -1)
@@ -2186,6 +2187,24 @@ mod structured {
             "{}",
             f.summary
         );
+        // Every K tile after the first loaded one k further on (the last reads the
+        // input's k 127 only where it exists: clamped here).
+        let g = judged(
+            &simt_at(&a, &b, |step, kk| {
+                (step * 16 + kk + usize::from(step > 0)).min(127)
+            }),
+            &a,
+            &b,
+            100,
+        );
+        assert_eq!(
+            (g.stage, g.status),
+            (Some(Stage::OperandLoad), Status::Verdict),
+            "{}: {:?}",
+            g.summary,
+            g.evidence
+        );
+        assert!(g.summary.contains("starting 1 k past"), "{}", g.summary);
     }
 
     /// Output rows 0..16, columns 0..16 of the product over K = 128 of A and B as

@@ -238,6 +238,8 @@ fn key(values: &[f32]) -> [u32; UNIT] {
 /// Every aligned run of [`UNIT`] values along K of an operand matrix, by content.
 pub struct ProvenanceIndex {
     runs: HashMap<[u32; UNIT], Vec<(u32, u32)>>,
+    /// The matrix, for runs at other offsets ([`ProvenanceIndex::shifted`]).
+    matrix: Matrix,
     /// K slices (of [`UNIT`]) per row.
     pub slices: usize,
     /// The matrix's rows.
@@ -260,7 +262,27 @@ impl ProvenanceIndex {
             runs,
             slices,
             rows: matrix.rows,
+            matrix: matrix.clone(),
         }
+    }
+
+    /// The runs of `rows` that start at a k no multiple of [`UNIT`], by content, with
+    /// their (row, first k): where a load's K offset is off by part of a slice, its
+    /// runs are found here and nowhere in [`ProvenanceIndex::find`]. `None` where
+    /// that would index more than [`SHIFTED_LIMIT`] runs.
+    pub fn shifted(&self, rows: &BTreeSet<u32>) -> Option<HashMap<[u32; UNIT], (u32, u32)>> {
+        let cols = self.matrix.cols;
+        if rows.len().saturating_mul(cols) > SHIFTED_LIMIT || cols < UNIT {
+            return None;
+        }
+        let mut out = HashMap::new();
+        for &r in rows.iter().filter(|r| (**r as usize) < self.matrix.rows) {
+            let row = self.matrix.row(r as usize);
+            for k in (0..=cols - UNIT).filter(|k| k % UNIT != 0) {
+                out.entry(key(&row[k..k + UNIT])).or_insert((r, k as u32));
+            }
+        }
+        Some(out)
     }
 
     /// The (row, K slice) pairs holding exactly these values.
@@ -268,6 +290,9 @@ impl ProvenanceIndex {
         self.runs.get(&key(values)).map_or(&[], Vec::as_slice)
     }
 }
+
+/// The most runs [`ProvenanceIndex::shifted`] indexes (rows × K).
+pub const SHIFTED_LIMIT: usize = 1 << 22;
 
 /// Where one unit came from: (row, K slice) of the operand matrix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -286,6 +311,11 @@ pub struct OperandReport {
     /// zeros are what padding rows and out-of-bounds fill hold).
     pub unmatched: usize,
     pub unmatched_zero: usize,
+    /// Runs of the input found at a k that is no multiple of 8 (not counted in
+    /// `unmatched`): a load's K offset off by part of a slice.
+    pub shifted: usize,
+    /// The k offset (mod 8) most of them start at.
+    pub shift: Option<u32>,
     /// Runs of padding rows (at or past the probe's row bound), not looked up.
     pub padding: usize,
     /// Warps whose probes were read.
@@ -326,13 +356,15 @@ impl OperandReport {
     /// out-of-bounds fill and padding hold (a map whose bounds cut K short fills most of
     /// a tile with them), and their place says nothing of the order the rest lies in.
     pub fn readable(&self) -> bool {
-        self.located > 0 && self.located * 2 >= self.units - self.unmatched_zero
+        let found = self.located + self.shifted;
+        found > 0 && found * 2 >= self.units - self.unmatched_zero
     }
 
     /// Every consumed row met every K slice equally often, from the input only.
     pub fn clean(&self) -> bool {
         self.unmatched == 0
             && self.unmatched_zero == 0
+            && self.shifted == 0
             && self.k_never.is_empty()
             && self.k_extra.is_empty()
             && self.k_short.is_empty()
@@ -345,6 +377,7 @@ impl OperandReport {
     pub fn zeros_only(&self) -> bool {
         self.unmatched_zero > 0
             && self.unmatched == 0
+            && self.shifted == 0
             && self.k_extra.is_empty()
             && self.k_never.is_empty()
             && self.k_short.is_empty()
@@ -362,6 +395,7 @@ impl OperandReport {
         if self.steps_off.is_empty()
             || self.unmatched != 0
             || self.unmatched_zero != 0
+            || self.shifted != 0
             || !self.stray_rows.is_empty()
         {
             return false;
@@ -411,6 +445,14 @@ impl OperandReport {
                 "rows {} (not this tile's) fed in at k {}",
                 self.stray_rows,
                 k(&self.stray_k)
+            ));
+        }
+        if self.shifted > 0 {
+            parts.push(format!(
+                "{} of {} runs of 8 values are the input's, but starting {} k past an 8-aligned slice (a K offset off by part of a slice)",
+                self.shifted,
+                self.units,
+                self.shift.map_or("off".to_owned(), |d| d.to_string())
             ));
         }
         if self.unmatched > 0 {
@@ -474,6 +516,7 @@ pub fn check_operand(cut: &Units, index: &ProvenanceIndex) -> OperandReport {
     }
     // Per warp: row -> count per K slice.
     let mut per_warp: BTreeMap<u32, BTreeMap<u32, Vec<u32>>> = BTreeMap::new();
+    let mut unmatched: Vec<&Unit> = Vec::new();
     for u in units {
         let found = index.find(&u.values);
         let pick = found.iter().max_by_key(|(row, _)| {
@@ -505,6 +548,7 @@ pub fn check_operand(cut: &Units, index: &ProvenanceIndex) -> OperandReport {
                 report.unmatched_zero += 1;
             } else {
                 report.unmatched += 1;
+                unmatched.push(u);
             }
             continue;
         };
@@ -521,6 +565,7 @@ pub fn check_operand(cut: &Units, index: &ProvenanceIndex) -> OperandReport {
             .or_insert_with(|| vec![0; index.slices])[slice as usize] += 1;
     }
     report.warps = per_warp.len();
+    shifted_runs(&mut report, &unmatched, &per_warp, index);
     // K slices consumed per row, per warp, from the records' widths.
     let mut consumed: BTreeMap<u32, usize> = BTreeMap::new();
     for (warp, ks, rows, located) in width.values() {
@@ -592,4 +637,37 @@ pub fn check_operand(cut: &Units, index: &ProvenanceIndex) -> OperandReport {
         report.unmatched_zero = 0;
     }
     report
+}
+
+/// Looks the `unmatched` runs up at the k offsets no multiple of 8 of the rows the
+/// other runs were found in (every row where none were): each found is moved from
+/// `unmatched` to `shifted`, and the offset most start at is kept.
+fn shifted_runs(
+    report: &mut OperandReport,
+    unmatched: &[&Unit],
+    per_warp: &BTreeMap<u32, BTreeMap<u32, Vec<u32>>>,
+    index: &ProvenanceIndex,
+) {
+    if unmatched.is_empty() {
+        return;
+    }
+    let mut rows: BTreeSet<u32> = per_warp.values().flat_map(|r| r.keys().copied()).collect();
+    if rows.is_empty() {
+        rows = (0..index.rows as u32).collect();
+    }
+    let Some(shifted) = index.shifted(&rows) else {
+        return;
+    };
+    let mut offsets: BTreeMap<u32, usize> = BTreeMap::new();
+    for u in unmatched {
+        if let Some(&(_, k)) = shifted.get(&key(&u.values)) {
+            report.unmatched -= 1;
+            report.shifted += 1;
+            *offsets.entry(k % UNIT as u32).or_default() += 1;
+        }
+    }
+    report.shift = offsets
+        .into_iter()
+        .max_by_key(|(d, n)| (*n, std::cmp::Reverse(*d)))
+        .map(|(d, _)| d);
 }

@@ -259,11 +259,22 @@ fn values_in_an_order_the_model_cannot_cut_are_unreadable_not_wrong() {
 /// (l / 16) * 4 + 3 (16 lanes a row, as a thread grid broadcasts it), one k a record,
 /// `bk` steps a K tile; `feed[t]` is the input's K tile fed at step t. No coordinates.
 fn simt_steps(a: &Matrix, bk: usize, feed: &[usize]) -> Trace {
+    simt_steps_at(a, bk, feed.len(), |t, kk| feed[t] * bk + kk)
+}
+
+/// [`simt_steps`] over `tiles` K tiles reading k `k_of(t, kk)` at step kk of tile t.
+fn simt_steps_at(
+    a: &Matrix,
+    bk: usize,
+    tiles: usize,
+    k_of: impl Fn(usize, usize) -> usize,
+) -> Trace {
     let mut b = Builder::default();
-    for (t, &tile) in feed.iter().enumerate() {
+    for t in 0..tiles {
         for kk in 0..bk {
+            let k = k_of(t, kk);
             let values: Vec<_> = (0..32)
-                .flat_map(|lane| (0..4).map(move |i| ((lane / 16) * 4 + i, tile * bk + kk)))
+                .flat_map(|lane| (0..4).map(move |i| ((lane / 16) * 4 + i, k)))
                 .map(|(row, k)| (a.data[row * a.cols + k], -1, -1, -1))
                 .collect();
             b.push(record(Kind::OperandA, 0, t as i32), values);
@@ -299,6 +310,26 @@ fn a_fragment_probed_once_a_k_step_is_read_across_its_steps() {
     assert!(!report.loop_count_only());
     assert_eq!(report.k_never.scaled(UNIT as i64).to_string(), "32..48");
     assert_eq!(report.k_extra.scaled(UNIT as i64).to_string(), "16..32");
+
+    // Tiles after the first loaded one k further on (a prefetch's K offset off by
+    // one): their runs are the input's, starting 1 k past a slice.
+    let wider = wide(8, 72, 11);
+    let shifted = simt_steps_at(&wider, 16, 4, |t, kk| t * 16 + kk + usize::from(t > 0));
+    let report = check_operand(
+        &step_units_of(&shifted, Kind::OperandA),
+        &ProvenanceIndex::new(&wider),
+    );
+    assert!(report.readable() && !report.clean(), "{report:?}");
+    assert_eq!(
+        (report.shifted, report.shift, report.unmatched),
+        (3 * 2 * 8, Some(1), 0)
+    );
+    assert!(!report.loop_count_only() && !report.zeros_only());
+    assert!(
+        report.describe().contains("starting 1 k past"),
+        "{}",
+        report.describe()
+    );
 
     // A K tile of fewer steps than a run holds no unit.
     assert!(
