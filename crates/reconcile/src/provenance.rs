@@ -641,14 +641,16 @@ pub fn check_operand(cut: &Units, index: &ProvenanceIndex) -> OperandReport {
 
 /// Looks the `unmatched` runs up at the k offsets no multiple of 8 of the rows the
 /// other runs were found in (every row where none were): each found is moved from
-/// `unmatched` to `shifted`, and the offset most start at is kept.
+/// `unmatched` to `shifted`, and the offset most start at is kept. Only for runs in
+/// the kernel's own K order ([`Cut::ordered`]): a shared tile's raw order is memory's,
+/// where a layout may legitimately put a run's halves side by side.
 fn shifted_runs(
     report: &mut OperandReport,
     unmatched: &[&Unit],
     per_warp: &BTreeMap<u32, BTreeMap<u32, Vec<u32>>>,
     index: &ProvenanceIndex,
 ) {
-    if unmatched.is_empty() {
+    if unmatched.is_empty() || !report.cut.ordered() {
         return;
     }
     let mut rows: BTreeSet<u32> = per_warp.values().flat_map(|r| r.keys().copied()).collect();
