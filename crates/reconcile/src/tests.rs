@@ -331,6 +331,30 @@ fn a_fragment_probed_once_a_k_step_is_read_across_its_steps() {
         report.describe()
     );
 
+    // The same run in a shared tile's raw order is memory's order: not looked for
+    // at an offset.
+    let mut values = [0.0; UNIT];
+    values.copy_from_slice(&wider.row(2)[4..12]);
+    let one = |cut| Units {
+        units: vec![Unit {
+            record: 0,
+            warp: 0,
+            values,
+            coords: None,
+            element: 0,
+        }],
+        cut,
+        ..Units::default()
+    };
+    let wider_index = ProvenanceIndex::new(&wider);
+    let raw = check_operand(&one(Cut::RawOrder), &wider_index);
+    assert_eq!((raw.shifted, raw.unmatched), (0, 1));
+    let steps = check_operand(&one(Cut::Steps), &wider_index);
+    assert_eq!(
+        (steps.shifted, steps.shift, steps.unmatched),
+        (1, Some(4), 0)
+    );
+
     // A K tile of fewer steps than a run holds no unit.
     assert!(
         step_units_of(&simt_steps(&a, 4, &[0, 1]), Kind::OperandA)
