@@ -978,3 +978,38 @@ fn a_stored_local_is_probed_when_floating_and_not_when_packed_in_integers() {
     );
     assert!(!whats.iter().any(|w| w.contains("`pk`")), "{whats:?}");
 }
+
+/// A store whose index converts a type (`size_t(t)`, `static_cast<size_t>(m)`, a C
+/// cast) is read back; one whose index calls a function, which a second evaluation
+/// could change, is not.
+#[test]
+fn a_stored_element_indexed_through_a_type_conversion_is_read_back() {
+    let source = r#"__device__ int next_slot();
+__global__ void k(const float* A, float* C, float* D, float* E, int K, int N) {
+  float acc[4] = {};
+  for (int kt = 0; kt < K; ++kt) {
+    for (int i = 0; i < 4; ++i) acc[i] += A[kt * 4 + i] * A[kt];
+  }
+  const int t = threadIdx.x, o = blockIdx.x;
+  C[size_t(t) * N + o] = acc[0] * 2.0f;
+  D[static_cast<size_t>(t) * N + (size_t)o] = acc[1] * 2.0f;
+  E[next_slot()] = acc[2] * 2.0f;
+}
+"#;
+    let config = Config {
+        probes: Probes {
+            epilogue: true,
+            ..Probes::NONE
+        },
+        ..config(None)
+    };
+    let (_, plan) = instrument(source, &config).unwrap();
+    let whats: Vec<&str> = plan.probes.iter().map(|p| p.what.as_str()).collect();
+    for read in [
+        "`C[size_t(t) * N + o]` read back",
+        "`D[static_cast<size_t>(t) * N + (size_t)o]` read back",
+    ] {
+        assert!(whats.iter().any(|w| w.contains(read)), "{read}: {whats:?}");
+    }
+    assert!(!whats.iter().any(|w| w.contains("`E[")), "{whats:?}");
+}

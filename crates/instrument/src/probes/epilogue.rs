@@ -262,11 +262,7 @@ fn store_of(parsed: &Parsed, node: Node<'_>, registers: &[String]) -> Option<Sto
             if !memory || local {
                 return None;
             }
-            let left_text = &parsed.masked[left.byte_range()];
-            let element = left.kind() == "subscript_expression"
-                && !left_text.contains("++")
-                && !left_text.contains("--")
-                && !left_text.contains('(');
+            let element = left.kind() == "subscript_expression" && free_of_effects(parsed, left);
             Some(Store::Assign {
                 left: left.byte_range(),
                 right: right.byte_range(),
@@ -284,6 +280,47 @@ fn store_of(parsed: &Parsed, node: Node<'_>, registers: &[String]) -> Option<Sto
             })
         }
         _ => None,
+    }
+}
+
+/// Whether evaluating `node` again (to read a stored element back) has no effect and
+/// gives the same place: no assignment, increment or `new`, and no call but a type
+/// conversion (`size_t(t)`, `static_cast<int64_t>(m)`; a C cast is no call).
+fn free_of_effects(parsed: &Parsed, node: Node<'_>) -> bool {
+    let mut cursor = node.walk();
+    let mut stack = vec![node];
+    while let Some(n) = stack.pop() {
+        match n.kind() {
+            "assignment_expression"
+            | "update_expression"
+            | "new_expression"
+            | "delete_expression"
+            | "co_await_expression" => return false,
+            "call_expression" if !conversion(parsed, n) => return false,
+            _ => {}
+        }
+        stack.extend(n.named_children(&mut cursor));
+    }
+    true
+}
+
+/// A call that only converts its argument to a type: `size_t(t)`, `int64_t(m)`,
+/// `static_cast<size_t>(m)`.
+fn conversion(parsed: &Parsed, call: Node<'_>) -> bool {
+    let Some(function) = call.child_by_field_name("function") else {
+        return false;
+    };
+    let text = &parsed.masked[function.byte_range()];
+    match function.kind() {
+        "primitive_type" | "sized_type_specifier" => true,
+        "identifier" | "type_identifier" => text.ends_with("_t"),
+        "template_function" => function.child_by_field_name("name").is_some_and(|name| {
+            matches!(
+                &parsed.masked[name.byte_range()],
+                "static_cast" | "reinterpret_cast" | "const_cast"
+            )
+        }),
+        _ => false,
     }
 }
 
