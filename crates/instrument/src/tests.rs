@@ -946,11 +946,13 @@ __device__ void mma(Tensor& accum, int k_tile_count) {
 }
 
 /// A whole local the epilogue stores where the store cannot be read back is probed
-/// before it when it holds floating values (`float4 out`), not when it is an integer
-/// holding packed narrow values (`uint2 pk`), which the probe would record as integers.
+/// before it: as itself when it holds floating values (`float4 out`); when it is an
+/// integer packing narrow values (`uint2 pk`), its bytes read as the element type of
+/// the output it is stored into (`float`, `__nv_bfloat16`), and not at all where that
+/// output is of an integer type.
 #[test]
-fn a_stored_local_is_probed_when_floating_and_not_when_packed_in_integers() {
-    let source = r#"__global__ void k(const float* A, float* C, int K) {
+fn a_stored_local_is_probed_when_floating_and_read_as_the_output_when_packed() {
+    let source = r#"__global__ void k(const float* A, float* C, __nv_bfloat16* y, int* flags, int K) {
   float acc[4] = {};
   for (int kt = 0; kt < K; ++kt) {
     for (int i = 0; i < 4; ++i) acc[i] += A[kt * 4 + i] * A[kt];
@@ -961,6 +963,12 @@ fn a_stored_local_is_probed_when_floating_and_not_when_packed_in_integers() {
   uint2 pk;
   pk.x = __float_as_uint(acc[0]); pk.y = __float_as_uint(acc[1]);
   *reinterpret_cast<uint2*>(C + 4096 + threadIdx.x * 2) = pk;
+  uint2 bf;
+  bf.x = pack_bf16(acc[0], acc[1]); bf.y = pack_bf16(acc[2], acc[3]);
+  *reinterpret_cast<uint2*>(y + threadIdx.x * 4) = bf;
+  int2 fl;
+  fl.x = int(acc[0]); fl.y = int(acc[1]);
+  *reinterpret_cast<int2*>(flags + threadIdx.x * 2) = fl;
 }
 "#;
     let config = Config {
@@ -970,13 +978,26 @@ fn a_stored_local_is_probed_when_floating_and_not_when_packed_in_integers() {
         },
         ..config(None)
     };
-    let (_, plan) = instrument(source, &config).unwrap();
+    let (text, plan) = instrument(source, &config).unwrap();
     let whats: Vec<&str> = plan.probes.iter().map(|p| p.what.as_str()).collect();
     assert!(
         whats.iter().any(|w| w.starts_with("epilogue values `out`")),
         "{whats:?}"
     );
-    assert!(!whats.iter().any(|w| w.contains("`pk`")), "{whats:?}");
+    assert!(
+        whats
+            .iter()
+            .any(|w| w.starts_with("epilogue values `pk` read as `float`")),
+        "{whats:?}"
+    );
+    assert!(
+        whats
+            .iter()
+            .any(|w| w.starts_with("epilogue values `bf` read as `__nv_bfloat16`")),
+        "{whats:?}"
+    );
+    assert!(text.contains("kwb::probe_as<__nv_bfloat16>("), "{text}");
+    assert!(!whats.iter().any(|w| w.contains("`fl`")), "{whats:?}");
 }
 
 /// A store whose index converts a type (`size_t(t)`, `static_cast<size_t>(m)`, a C

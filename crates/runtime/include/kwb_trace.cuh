@@ -3400,14 +3400,19 @@ __device__ __forceinline__ void probe_shared_stage_pair(
 }
 
 namespace detail {
-// Whether probe_as can read an A as values of T: a C array of whole values of T.
+// Whether probe_as can read an A as values of T: a C array, or a plain struct of
+// registers (`uint2`, `uint4`), whose bytes are whole values of T. A pointer is not:
+// its type does not say the extent it points to.
 template <class T, class A>
-inline constexpr bool readable_as = std::is_array<A>::value && sizeof(A) % sizeof(T) == 0;
+inline constexpr bool readable_as =
+    (std::is_array<A>::value || (std::is_class<A>::value && std::is_trivially_copyable<A>::value)) &&
+    sizeof(A) % sizeof(T) == 0;
 }  // namespace detail
 
-// A register array whose bytes hold values of another type (`uint32_t a[4]` packing
-// eight bf16 for mma.sync): read as T. Anything else (a pointer to the registers, whose
-// extent the type does not say) is recorded as not probed.
+// A register array or plain struct whose bytes hold values of another type (`uint32_t
+// a[4]` packing eight bf16 for mma.sync, a `uint2` packing four bf16 for a vector
+// store): read as T. Anything else (a pointer to the registers, whose extent the type
+// does not say) is recorded as not probed.
 template <class T, class A, class CoordFn = NoCoord>
 __device__ __forceinline__ void probe_as(SiteArg site, Kind kind, uint32_t tag, int k_tile,
                                          int tile_m, int tile_n, const A& fragment,

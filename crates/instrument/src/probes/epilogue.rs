@@ -82,9 +82,12 @@ pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str) {
                 // out; out.x = …; *reinterpret_cast<float4*>(c) = out;`) is the
                 // epilogue's value, whoever filled it.
                 let stored = parsed.masked[right.clone()].trim().to_owned();
-                let whole = (!read_back
-                    && scalar_local(parsed, body, &stored, statement.start_byte()))
-                .then_some(&stored);
+                let local = if read_back {
+                    None
+                } else {
+                    stored_local(parsed, body, &stored, statement.start_byte())
+                };
+                let whole = (local == Some(Local::Floating)).then_some(&stored);
                 let named: Vec<&String> = dedup(
                     values
                         .iter()
@@ -105,6 +108,33 @@ pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str) {
                             id,
                             kernel: kernel.name.clone(),
                             what: format!("epilogue values {} as the store at line {line} writes them (before rounding to the output type)", shown.join(", ")),
+                            line: statement.start_position().row + 1,
+                            text,
+                        },
+                    );
+                    continue;
+                }
+                // An integer local packing the output's narrow values (`uint2 pk` of
+                // four bf16 stored through `reinterpret_cast<uint2*>(y + i)`): its bytes
+                // read as the element type of the output it is stored into.
+                let element = (local == Some(Local::Integer))
+                    .then(|| {
+                        enclosing_function(statement).and_then(|f| {
+                            output_element(parsed, f, node_at(node, &left), statement.start_byte())
+                        })
+                    })
+                    .flatten();
+                if let Some(element) = element {
+                    em.probe(
+                        declaration_point(parsed, statement),
+                        gate,
+                        &format!(
+                            "kwb::probe_as<{element}>({site}, kwb::Kind::Epilogue, kwb_tag, -1, {TILE}, {stored});"
+                        ),
+                        ProbeInfo {
+                            id,
+                            kernel: kernel.name.clone(),
+                            what: format!("epilogue values `{stored}` read as `{element}`, the output's element type, as the store at line {line} writes them"),
                             line: statement.start_position().row + 1,
                             text,
                         },
@@ -171,13 +201,20 @@ pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str) {
     }
 }
 
+/// What a local stored whole holds: a value of a floating type, or of an integer
+/// type (`uint2 pk; … *dst = pk;`: packed narrow values, which a probe of its own type
+/// would record as integers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Local {
+    Floating,
+    Integer,
+}
+
 /// Whether `name` is a local variable of `body` that holds a value (not a pointer,
-/// reference or array) of a floating type, declared before byte `before`. An integer
-/// type (`uint2 pk; … *dst = pk;`) holds packed narrow values the probe would record
-/// as integers, so it is left out.
-fn scalar_local(parsed: &Parsed, body: Node<'_>, name: &str, before: usize) -> bool {
+/// reference or array), declared before byte `before`, and of which kind of type.
+fn stored_local(parsed: &Parsed, body: Node<'_>, name: &str, before: usize) -> Option<Local> {
     if !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') || name.is_empty() {
-        return false;
+        return None;
     }
     let mut stack = vec![body];
     while let Some(n) = stack.pop() {
@@ -185,12 +222,9 @@ fn scalar_local(parsed: &Parsed, body: Node<'_>, name: &str, before: usize) -> b
             continue;
         }
         if n.kind() == "declaration" {
-            let integer = n.child_by_field_name("type").is_some_and(|t| {
-                let ty = parsed.masked[t.byte_range()].to_ascii_lowercase();
-                ["int", "char", "short", "long", "size_t", "bool"]
-                    .iter()
-                    .any(|w| ty.contains(w))
-            });
+            let integer = n
+                .child_by_field_name("type")
+                .is_some_and(|t| integer_type(&parsed.masked[t.byte_range()]));
             let mut cursor = n.walk();
             for declarator in n.children_by_field_name("declarator", &mut cursor) {
                 let plain = match declarator.kind() {
@@ -200,7 +234,11 @@ fn scalar_local(parsed: &Parsed, body: Node<'_>, name: &str, before: usize) -> b
                 if plain.is_some_and(|d| {
                     d.kind() == "identifier" && &parsed.masked[d.byte_range()] == name
                 }) {
-                    return !integer;
+                    return Some(if integer {
+                        Local::Integer
+                    } else {
+                        Local::Floating
+                    });
                 }
             }
             continue;
@@ -208,7 +246,96 @@ fn scalar_local(parsed: &Parsed, body: Node<'_>, name: &str, before: usize) -> b
         let mut cursor = n.walk();
         stack.extend(n.children(&mut cursor));
     }
-    false
+    None
+}
+
+/// Whether a type's text names an integer type (`int`, `uint2`, `uint32_t`, `size_t`).
+fn integer_type(text: &str) -> bool {
+    let ty = text.to_ascii_lowercase();
+    ["int", "char", "short", "long", "size_t", "bool"]
+        .iter()
+        .any(|w| ty.contains(w))
+}
+
+/// `range`'s node within `store`.
+fn node_at<'t>(store: Node<'t>, range: &std::ops::Range<usize>) -> Node<'t> {
+    store
+        .descendant_for_byte_range(range.start, range.end)
+        .unwrap_or(store)
+}
+
+/// The element type of the output a store's left side `left` writes into: the pointee
+/// type of the first pointer it names (outside a cast's type), a parameter or a local
+/// of `function` declared before byte `before`, where that type is no integer or
+/// `void` (`__nv_bfloat16* y` in `*reinterpret_cast<uint2*>(y + i) = pk`).
+fn output_element(
+    parsed: &Parsed,
+    function: Node<'_>,
+    left: Node<'_>,
+    before: usize,
+) -> Option<String> {
+    let mut names = Vec::new();
+    let mut stack = vec![left];
+    while let Some(n) = stack.pop() {
+        match n.kind() {
+            "template_argument_list" => continue,
+            "identifier" => names.push(parsed.masked[n.byte_range()].to_owned()),
+            _ => {}
+        }
+        let mut cursor = n.walk();
+        let children: Vec<Node<'_>> = n.named_children(&mut cursor).collect();
+        stack.extend(children.into_iter().rev());
+    }
+    let pointers = pointer_declarations(parsed, function, before);
+    names.iter().find_map(|name| {
+        pointers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, ty)| ty.clone())
+    })
+}
+
+/// The pointers `function` declares before byte `before` (its parameters and locals)
+/// whose pointee type is no integer or `void`: (name, pointee type).
+fn pointer_declarations(
+    parsed: &Parsed,
+    function: Node<'_>,
+    before: usize,
+) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut stack = vec![function];
+    while let Some(n) = stack.pop() {
+        if n.start_byte() >= before {
+            continue;
+        }
+        if matches!(n.kind(), "parameter_declaration" | "declaration")
+            && let Some(ty) = n.child_by_field_name("type")
+        {
+            let ty = parsed.masked[ty.byte_range()].trim().to_owned();
+            let mut cursor = n.walk();
+            for declarator in n.children_by_field_name("declarator", &mut cursor) {
+                let declarator = match declarator.kind() {
+                    "init_declarator" => declarator.child_by_field_name("declarator"),
+                    _ => Some(declarator),
+                };
+                let Some(d) = declarator.filter(|d| d.kind() == "pointer_declarator") else {
+                    continue;
+                };
+                // One level of pointer: `T* p`, not `T** p`.
+                let inner = d.child_by_field_name("declarator");
+                if inner.is_some_and(|i| i.kind() == "identifier")
+                    && !integer_type(&ty)
+                    && ty != "void"
+                    && let Some(i) = inner
+                {
+                    out.push((parsed.masked[i.byte_range()].to_owned(), ty.clone()));
+                }
+            }
+        }
+        let mut cursor = n.walk();
+        stack.extend(n.named_children(&mut cursor));
+    }
+    out
 }
 
 /// The statement of the store `node` when it is the whole unbraced body of an `if`,
