@@ -288,3 +288,13 @@ fn per_branch_operand_probes_are_free_when_disabled_and_compile_traced() {
     }
     fixture_probes_are_free("wgmma_swap_ab_branch.cu", "else /*kwb:{*/{ /*}:kwb*/");
 }
+
+/// The packed-bf16 epilogue fixture: the `uint2` it stores is read as the output's
+/// element type; free when disabled (identical SASS) and compiled traced.
+#[test]
+fn packed_epilogue_probes_are_free_when_disabled_and_compile_traced() {
+    if std::env::var("KWB_RUN_SLOW_TESTS").as_deref() != Ok("1") {
+        return;
+    }
+    fixture_probes_are_free("packed_bf16_store.cu", "kwb::probe_as<__nv_bfloat16>");
+}
