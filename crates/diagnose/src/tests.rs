@@ -2110,6 +2110,53 @@ mod structured {
         assert!(f.fits(Some(Stage::Mma)), "{:?}", f.alternatives);
     }
 
+    /// A split-K CTA's full trace: its operands walk K tiles 0 and 1 (k 0..64 of K =
+    /// 128) and its accumulator, at global coordinates, is `times` their product.
+    fn split_share(a: &Matrix, b: &Matrix, times: f32) -> Trace {
+        let mut t = Trace::default();
+        for step in 0..2 {
+            push(
+                &mut t,
+                Kind::OperandA,
+                step as i32,
+                fragment(a, false, step),
+            );
+            push(&mut t, Kind::OperandB, step as i32, fragment(b, true, step));
+        }
+        let part = Product::of(&a.columns(0..64), &b.columns(0..64)).unwrap();
+        let acc = (0..16)
+            .flat_map(|m| (0..16).map(move |n| (m, n)))
+            .map(|(m, n)| {
+                (
+                    part.get(m, n).unwrap() as f32 * times,
+                    m as i32,
+                    n as i32,
+                    -1,
+                )
+            })
+            .collect();
+        push(&mut t, Kind::Accumulator, -1, acc);
+        t
+    }
+
+    #[test]
+    fn a_split_k_share_accumulated_twice_is_an_mma_verdict() {
+        let (a, b) = inputs();
+        let f = judged(&split_share(&a, &b, 2.0), &a, &b, 100);
+        assert_eq!(
+            (f.stage, f.status, f.factor),
+            (Some(Stage::Mma), Status::Verdict, Some(2.0)),
+            "{}: {:?}",
+            f.summary,
+            f.evidence
+        );
+        assert!(f.summary.contains("over k 0..64 only"), "{}", f.summary);
+        // Accumulated once: the share alone is no defect this reading names (a
+        // split-K CTA's partial, or a K loop cut short, read as before).
+        let g = judged(&split_share(&a, &b, 1.0), &a, &b, 100);
+        assert!(!g.summary.contains("over k 0..64 only"), "{}", g.summary);
+    }
+
     /// A SIMT warp's full trace (`acc[i][j] = fmaf(a_frag[i], b_frag[j], acc[i][j])`,
     /// one k a record, no coordinates): lane l holds 4 rows of A from (l / 16) * 4
     /// and 4 of B from (l % 16) * 4, K = 128 in tiles of 16 steps; at step t the

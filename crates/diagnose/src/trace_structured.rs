@@ -28,10 +28,12 @@
 //!    `c` times over (**mma**);
 //! 3. accumulator right and the output wrong: **epilogue**.
 
+use std::ops::Range;
+
 use kwb_reconcile::{
     AccumulatorReport, Arrangement, Exchange, Matrix, OperandReport, Placement, Product,
     ProvenanceIndex, SliceCounts, SliceReading, TracedOperands, TracedProduct, TransposedTile,
-    arrangement, check_exchange, check_operand, check_slice_counts, check_swizzle_mismatch,
+    UNIT, arrangement, check_exchange, check_operand, check_slice_counts, check_swizzle_mismatch,
     locate_accumulators, step_units_of, transposed_tile, units_of,
 };
 use kwb_runtime::{Kind, Trace};
@@ -193,6 +195,35 @@ fn exchanged_operand(
         .find_map(|x| x)
 }
 
+/// The K slices every probed operand's rows met, where that is one stretch short of
+/// the whole of K and every run is the input's (none unmatched or shifted, no stray
+/// row), the same for both operands; `None` where an operand could not be read.
+fn covered_stretch(operands: &[(char, Operand); 2], slices: usize) -> Option<Range<usize>> {
+    let mut found: Option<Range<usize>> = None;
+    for (_, op) in operands {
+        let r = match op {
+            Operand::NotProbed => continue,
+            Operand::Unreadable(_) => return None,
+            Operand::Read(r) => r,
+        };
+        if r.unmatched + r.unmatched_zero + r.shifted > 0 || !r.stray_rows.is_empty() {
+            return None;
+        }
+        let met: Vec<usize> = (0..slices)
+            .filter(|s| !r.k_never.0.contains(&(*s as i64)))
+            .collect();
+        let (&first, &last) = (met.first()?, met.last()?);
+        if last + 1 - first != met.len() || met.len() == slices {
+            return None;
+        }
+        match &found {
+            Some(f) if *f != (first..last + 1) => return None,
+            _ => found = Some(first..last + 1),
+        }
+    }
+    found
+}
+
 /// [`judge_structured`] in one frame: `operands` are A's and B's traces read against
 /// `a` and `b`, whose runs `indexes` hold.
 fn judge_in_frame(
@@ -298,6 +329,24 @@ fn judge_in_frame(
     // 2. The accumulator after the mainloop, placed in A·Bᵀ.
     let acc = locate_accumulators(trace, &product);
     f.evidence.push(describe_accumulator(&acc));
+    // Operands that cover one stretch of K only, every run the input's (a split-K
+    // CTA's share of K, or a K loop cut short): the accumulator against their product
+    // over that stretch, where it is a whole multiple of it.
+    let partial = covered_stretch(&operands, indexes.0.slices).and_then(|range| {
+        let k = range.start * UNIT..range.end * UNIT;
+        let part = Product::accumulated(
+            &a.columns(k.clone()),
+            &b.columns(k.clone()),
+            run.accumulator_bits,
+        )?;
+        let at = locate_accumulators(trace, &part);
+        let c = at.whole_multiple().or_else(|| at.multiple_of_the_rest())?;
+        f.evidence.push(format!(
+            "the operands cover k {}..{} only, each run the input's; over that stretch the accumulator is {c} times their product",
+            k.start, k.end
+        ));
+        Some((k, c))
+    });
 
     // What this CTA's evidence clears, and where: operands and accumulator exact.
     // In a local frame only the kernel's own tile origin places the accumulator, and
@@ -356,6 +405,17 @@ fn judge_in_frame(
                 "operand-load (operand {letter}: {}: in some K steps the MMA was handed {other}'s tile as its {letter} operand, in others its own; no frame of the kernel's exchanges them in some steps only)",
                 x.describe()
             ),
+        );
+    } else if let Some((k, c)) = partial {
+        f.stage = Some(Stage::Mma);
+        f.status = Status::Verdict;
+        f.factor = Some(c);
+        f.summary = format!(
+            "mma (the operands are exactly the input's rows over k {}..{} only, {} of K = {} (a split-K CTA's share, or a K loop cut short), and the accumulator is {c} times their product over that stretch: each MMA step was accumulated {c} times over)",
+            k.start,
+            k.end,
+            k.len(),
+            indexes.0.slices * UNIT
         );
     } else if let Some((letter, r)) = operand_bad {
         if r.loop_count_only() {

@@ -134,6 +134,30 @@ impl AccumulatorReport {
         factor
     }
 
+    /// Where no layer is a tile of the product and every one is the same whole
+    /// multiple `c` ≥ 2 of its own tile (at its coordinates in a global frame): that
+    /// factor. Every fragment met the right values, each `c` times over.
+    pub fn whole_multiple(&self) -> Option<f64> {
+        let mut factor = None;
+        for g in &self.groups {
+            for (p, m) in g.layers.iter().zip(&g.multiples) {
+                if *p != Placement::Nowhere {
+                    return None;
+                }
+                let (c, dm, dn) = (*m)?;
+                if self.global_frame && (dm, dn) != (0, 0) {
+                    return None;
+                }
+                match factor {
+                    None => factor = Some(c),
+                    Some(f) if f == c => {}
+                    Some(_) => return None,
+                }
+            }
+        }
+        factor
+    }
+
     /// Layers in all, and layers placed.
     pub fn layers(&self) -> (usize, usize) {
         let all = self.groups.iter().map(|g| g.layers.len()).sum();

@@ -21,6 +21,19 @@ impl Matrix {
         &self.data[r * self.cols..(r + 1) * self.cols]
     }
 
+    /// Columns `range` of every row (for an operand, that stretch of K).
+    pub fn columns(&self, range: std::ops::Range<usize>) -> Matrix {
+        let range = range.start.min(self.cols)..range.end.min(self.cols);
+        let data = (0..self.rows)
+            .flat_map(|r| self.row(r)[range.clone()].iter().copied())
+            .collect();
+        Matrix {
+            rows: self.rows,
+            cols: range.len(),
+            data,
+        }
+    }
+
     /// Integers in [-8, 8] (what the suite harness's `wide_int` input holds) from a
     /// fixed xorshift of `seed`: an input whose runs of 8 values are all but unique,
     /// for synthetic runs and tests of the model.
