@@ -52,7 +52,32 @@ impl RungOutcome {
 }
 
 /// The stages the ladder's outcomes point at.
-pub fn judge_ladder(rungs: &[RungOutcome]) -> Finding {
+/// Which of the epilogue's own inputs the problem adds (`beta·C`, a bias): the rungs
+/// hold them zero or constant (zeros, ones, seq-identity, one-hot K) or varying
+/// (small-int, random, wide-int, dumped data).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EpilogueInputs {
+    /// `beta` is not 0 and the kernel reads C.
+    pub c: bool,
+    /// The kernel adds a bias.
+    pub bias: bool,
+}
+
+impl EpilogueInputs {
+    /// Neither: the output is `alpha·A·Bᵀ` alone.
+    pub const NONE: EpilogueInputs = EpilogueInputs {
+        c: false,
+        bias: false,
+    };
+}
+
+/// Whether a rung's family holds C and the bias zero or constant.
+fn constant_terms(family: &str) -> bool {
+    matches!(family, "zeros" | "ones" | "seq-identity" | "onehot-k")
+}
+
+/// The stages `rungs` point at, given which epilogue inputs the problem adds.
+pub fn judge_ladder(rungs: &[RungOutcome], epilogue: EpilogueInputs) -> Finding {
     let evidence: Vec<String> = rungs.iter().map(describe).collect();
     let mut base = Finding::open(evidence);
     base.wrong_tiles = wrong_tiles(rungs);
@@ -224,6 +249,37 @@ pub fn judge_ladder(rungs: &[RungOutcome]) -> Finding {
         .filter(|r| r.failed())
         .map(|r| r.rung.as_str())
         .collect();
+    // Every rung whose C and bias are zero or constant right, seq-identity (which shows
+    // a wrong, shifted or transposed operand tile where it lands) among them, and every
+    // failing rung one where they vary: the operands meet right wherever those terms
+    // cannot move the output, and C or the bias is added at the wrong place.
+    let terms_only = (epilogue.c || epilogue.bias)
+        && rungs
+            .iter()
+            .any(|r| r.family() == "seq-identity" && r.state == RungState::Pass)
+        && rungs.iter().all(|r| {
+            if constant_terms(r.family()) {
+                r.state == RungState::Pass
+            } else {
+                matches!(r.state, RungState::Pass | RungState::Fail)
+            }
+        });
+    if terms_only {
+        let terms = match (epilogue.c, epilogue.bias) {
+            (true, true) => "C or the bias",
+            (true, false) => "C",
+            _ => "the bias",
+        };
+        return draft(
+            Stage::Epilogue,
+            vec![Stage::OperandLoad, Stage::Descriptor],
+            format!(
+                "epilogue (or operand-load/descriptor): every rung whose C and bias are zero or constant is right (seq-identity among them), and {} fail, where they vary: {terms} added at the wrong place (a transposed C, a bias along the wrong axis)",
+                failing.join(", ")
+            ),
+            None,
+        );
+    }
     draft(
         Stage::OperandLoad,
         vec![Stage::Descriptor, Stage::Epilogue],

@@ -48,7 +48,7 @@ pub use crate::fault::{
     Direction, FaultAccess, FaultEvidence, Problem, Space, judge_fault, parse_memcheck,
 };
 pub use crate::heat::{Heat, MAX_CELLS};
-pub use crate::ladder::{RungOutcome, RungState, judge_ladder};
+pub use crate::ladder::{EpilogueInputs, RungOutcome, RungState, judge_ladder};
 pub use crate::mma_swizzle::{MmaSwizzle, mma_swizzle};
 pub use crate::pattern::{Axis, Classified, ErrorGrid, Pattern, classify};
 pub use crate::picture::{heat_png, heat_svg};

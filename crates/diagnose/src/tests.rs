@@ -713,8 +713,8 @@ mod patterns {
 mod ladder_and_verdict {
     use super::{clean_ones, record, run, trace};
     use crate::{
-        Classified, Confound, Pattern, RungOutcome, RungState, Stage, Status, judge_ladder,
-        judge_ones, nan_origin, reconcile,
+        Classified, Confound, EpilogueInputs, Pattern, RungOutcome, RungState, Stage, Status,
+        judge_ladder, judge_ones, nan_origin, reconcile,
     };
     use kwb_runtime::Kind;
 
@@ -774,8 +774,38 @@ mod ladder_and_verdict {
     }
 
     #[test]
+    fn only_the_rungs_whose_c_and_bias_vary_failing_points_at_the_epilogue_first() {
+        let rungs = failing(&["small-int:1", "random:1"], None, 1.0);
+        let bias = EpilogueInputs {
+            c: false,
+            bias: true,
+        };
+        let l = judge_ladder(&rungs, bias);
+        assert_eq!(
+            (l.stage, l.alternatives.clone()),
+            (
+                Some(Stage::Epilogue),
+                vec![Stage::OperandLoad, Stage::Descriptor]
+            ),
+            "{}",
+            l.summary
+        );
+        assert!(
+            l.summary.contains("the bias added at the wrong place"),
+            "{}",
+            l.summary
+        );
+        // Without C or a bias those terms cannot be it: the values that meet are.
+        let none = judge_ladder(&rungs, crate::EpilogueInputs::NONE);
+        assert_eq!(none.stage, Some(Stage::OperandLoad), "{}", none.summary);
+        // seq-identity failing too: an operand tile lands wrong.
+        let seq = failing(&["seq-identity", "small-int:1", "random:1"], None, 1.0);
+        assert_eq!(judge_ladder(&seq, bias).stage, Some(Stage::OperandLoad));
+    }
+
+    #[test]
     fn every_rung_right_refutes_with_a_verdict() {
-        let l = judge_ladder(&all_pass());
+        let l = judge_ladder(&all_pass(), crate::EpilogueInputs::NONE);
         assert!(l.clean);
         let v = reconcile(None, Some(&l));
         assert_eq!((v.status, v.stage), (Status::Verdict, None));
@@ -808,7 +838,7 @@ mod ladder_and_verdict {
                 0.25,
             ),
         ] {
-            let l = judge_ladder(&failing(names, ones, ratio));
+            let l = judge_ladder(&failing(names, ones, ratio), crate::EpilogueInputs::NONE);
             assert_eq!(l.status, Status::Draft, "{}", l.summary);
             let v = reconcile(None, Some(&l));
             assert_eq!(v.status, Status::Draft, "{}", v.summary);
@@ -819,34 +849,38 @@ mod ladder_and_verdict {
 
     #[test]
     fn the_ladders_readings_name_the_stages_they_cannot_tell_apart() {
-        let scale = judge_ladder(&failing(
-            &["ones", "random:1"],
-            Some(Pattern::Uniform { factor: 2.0 }),
-            2.0,
-        ));
+        let scale = judge_ladder(
+            &failing(
+                &["ones", "random:1"],
+                Some(Pattern::Uniform { factor: 2.0 }),
+                2.0,
+            ),
+            crate::EpilogueInputs::NONE,
+        );
         assert!(scale.fits(Some(Stage::Epilogue)) && scale.fits(Some(Stage::Mma)));
-        let residue = judge_ladder(&failing(
-            &["ones", "random:1"],
-            Some(Pattern::KResidue {
-                factor: 0.96875,
-                extra_k: -32,
-            }),
-            0.96875,
-        ));
+        let residue = judge_ladder(
+            &failing(
+                &["ones", "random:1"],
+                Some(Pattern::KResidue {
+                    factor: 0.96875,
+                    extra_k: -32,
+                }),
+                0.96875,
+            ),
+            crate::EpilogueInputs::NONE,
+        );
         assert_eq!(residue.stage, Some(Stage::Mma));
-        let permuted = judge_ladder(&failing(
-            &["seq-identity", "small-int:1", "random:1"],
-            None,
-            1.0,
-        ));
+        let permuted = judge_ladder(
+            &failing(&["seq-identity", "small-int:1", "random:1"], None, 1.0),
+            crate::EpilogueInputs::NONE,
+        );
         assert_eq!(permuted.stage, Some(Stage::OperandLoad));
         assert!(permuted.fits(Some(Stage::Descriptor)) && permuted.fits(Some(Stage::Epilogue)));
         assert!(!permuted.fits(Some(Stage::Mma)));
-        let zeros = judge_ladder(&failing(
-            &["zeros", "ones"],
-            Some(Pattern::Everywhere),
-            f64::NAN,
-        ));
+        let zeros = judge_ladder(
+            &failing(&["zeros", "ones"], Some(Pattern::Everywhere), f64::NAN),
+            crate::EpilogueInputs::NONE,
+        );
         assert!(zeros.fits(Some(Stage::Epilogue)) && zeros.fits(Some(Stage::Mma)));
     }
 
@@ -859,27 +893,25 @@ mod ladder_and_verdict {
             1.0,
         );
         rungs[0].non_finite = 100;
-        let nan = judge_ladder(&rungs);
+        let nan = judge_ladder(&rungs, crate::EpilogueInputs::NONE);
         assert!(
             nan.fits(Some(Stage::Descriptor)) && nan.fits(Some(Stage::Epilogue)),
             "{nan:?}"
         );
         // Finite garbage on zeros cannot come from reading the operands.
         rungs[0].non_finite = 0;
-        assert!(!judge_ladder(&rungs).fits(Some(Stage::OperandLoad)));
+        assert!(!judge_ladder(&rungs, crate::EpilogueInputs::NONE).fits(Some(Stage::OperandLoad)));
         // A quarter of the products (part of K read as zeros) is an operand reading too;
         // twice them is not.
-        let quarter = judge_ladder(&failing(
-            &["ones"],
-            Some(Pattern::Uniform { factor: 0.25 }),
-            0.25,
-        ));
+        let quarter = judge_ladder(
+            &failing(&["ones"], Some(Pattern::Uniform { factor: 0.25 }), 0.25),
+            crate::EpilogueInputs::NONE,
+        );
         assert!(quarter.fits(Some(Stage::Descriptor)) && quarter.fits(Some(Stage::Mma)));
-        let twice = judge_ladder(&failing(
-            &["ones"],
-            Some(Pattern::Uniform { factor: 2.0 }),
-            2.0,
-        ));
+        let twice = judge_ladder(
+            &failing(&["ones"], Some(Pattern::Uniform { factor: 2.0 }), 2.0),
+            crate::EpilogueInputs::NONE,
+        );
         assert!(!twice.fits(Some(Stage::OperandLoad)));
     }
 
@@ -887,7 +919,7 @@ mod ladder_and_verdict {
     fn a_hang_is_no_stage() {
         let mut rungs = all_pass();
         rungs[1].state = RungState::Hang;
-        let l = judge_ladder(&rungs);
+        let l = judge_ladder(&rungs, crate::EpilogueInputs::NONE);
         assert_eq!((l.stage, l.clean), (None, false));
         assert!(l.summary.contains("hung"), "{}", l.summary);
         assert_eq!(reconcile(None, Some(&l)).status, Status::Draft);
@@ -899,14 +931,17 @@ mod ladder_and_verdict {
         records[5] = record(Kind::Accumulator, 3, 160.0, 160.0, 4096);
         records[6] = record(Kind::Accumulator, -1, 160.0, 160.0, 4096);
         let t = judge_ones(&trace(records), &run(256, 256, 65536, 1.25));
-        let l = judge_ladder(&failing(
-            &["ones", "random:1"],
-            Some(Pattern::KResidue {
-                factor: 1.25,
-                extra_k: 32,
-            }),
-            1.25,
-        ));
+        let l = judge_ladder(
+            &failing(
+                &["ones", "random:1"],
+                Some(Pattern::KResidue {
+                    factor: 1.25,
+                    extra_k: 32,
+                }),
+                1.25,
+            ),
+            crate::EpilogueInputs::NONE,
+        );
         let v = reconcile(Some(&t), Some(&l));
         assert_eq!((v.status, v.stage), (Status::Verdict, Some(Stage::Mma)));
         assert_eq!(v.k_tile, Some(3));
@@ -916,7 +951,10 @@ mod ladder_and_verdict {
     fn an_isolating_trace_whose_reproducer_passes_everything_is_a_draft() {
         let t = judge_ones(&trace(clean_ones()), &run(256, 256, 65536, 2.0));
         assert_eq!(t.status, Status::Verdict);
-        let v = reconcile(Some(&t), Some(&judge_ladder(&all_pass())));
+        let v = reconcile(
+            Some(&t),
+            Some(&judge_ladder(&all_pass(), crate::EpilogueInputs::NONE)),
+        );
         assert_eq!(v.status, Status::Draft);
         assert_eq!(v.stage, Some(Stage::Epilogue));
         assert!(
@@ -930,7 +968,10 @@ mod ladder_and_verdict {
     fn a_trace_and_a_ladder_that_disagree_are_a_draft() {
         let t = judge_ones(&trace(clean_ones()), &run(256, 256, 65536, 2.0));
         // The ladder: ones right, permutations wrong: operand-load, not the epilogue...
-        let mut l = judge_ladder(&failing(&["seq-identity"], None, 1.0));
+        let mut l = judge_ladder(
+            &failing(&["seq-identity"], None, 1.0),
+            crate::EpilogueInputs::NONE,
+        );
         // ...and suppose it could not be an epilogue at all.
         l.alternatives.retain(|s| *s != Stage::Epilogue);
         let v = reconcile(Some(&t), Some(&l));
@@ -944,7 +985,10 @@ mod ladder_and_verdict {
         records[0] = record(Kind::OperandA, 0, -3.0, 1.0, 512);
         let t = judge_ones(&trace(records), &run(16, 256, 0, 1.0));
         assert_eq!(t.status, Status::Draft);
-        let v = reconcile(Some(&t), Some(&judge_ladder(&all_pass())));
+        let v = reconcile(
+            Some(&t),
+            Some(&judge_ladder(&all_pass(), crate::EpilogueInputs::NONE)),
+        );
         assert_eq!((v.status, v.stage), (Status::Verdict, None));
         assert_eq!(v.confound, Some(Confound::PaddingRows { m: 16, n: 256 }));
         assert!(v.summary.contains("padding"), "{}", v.summary);
@@ -955,7 +999,10 @@ mod ladder_and_verdict {
         let mut records = clean_ones();
         records[0] = record(Kind::OperandA, 0, 0.0, 1.0, 512);
         let t = judge_ones(&trace(records), &run(256, 256, 10, 0.99));
-        let l = judge_ladder(&failing(&["seq-identity", "small-int:1"], None, 1.0));
+        let l = judge_ladder(
+            &failing(&["seq-identity", "small-int:1"], None, 1.0),
+            crate::EpilogueInputs::NONE,
+        );
         let v = reconcile(Some(&t), Some(&l));
         assert_eq!(v.status, Status::Draft);
         assert_eq!(v.stage, Some(Stage::OperandLoad));
@@ -981,7 +1028,10 @@ mod ladder_and_verdict {
         assert_eq!(t.confound, Some(Confound::OperandsNotProbed));
         assert_eq!(t.stage, Some(Stage::Mma));
         // Ones right, the permutations wrong: the values that meet, not their count.
-        let l = judge_ladder(&failing(&["seq-identity", "small-int:1"], None, 1.0));
+        let l = judge_ladder(
+            &failing(&["seq-identity", "small-int:1"], None, 1.0),
+            crate::EpilogueInputs::NONE,
+        );
         let v = reconcile(Some(&t), Some(&l));
         assert_eq!(
             (v.status, v.stage),
@@ -989,18 +1039,21 @@ mod ladder_and_verdict {
         );
         assert_eq!(v.alternatives, vec![Stage::Descriptor, Stage::Mma]);
         // A K residue on ones is the loop's count: the MMA stays first.
-        let l = judge_ladder(&failing(
-            &["ones", "random:1"],
-            Some(Pattern::KResidue {
-                factor: 1.25,
-                extra_k: 32,
-            }),
-            1.25,
-        ));
+        let l = judge_ladder(
+            &failing(
+                &["ones", "random:1"],
+                Some(Pattern::KResidue {
+                    factor: 1.25,
+                    extra_k: 32,
+                }),
+                1.25,
+            ),
+            crate::EpilogueInputs::NONE,
+        );
         let v = reconcile(Some(&t), Some(&l));
         assert_eq!(v.stage, Some(Stage::Mma));
         // A ladder that names every stage orders nothing: the trace's order stays.
-        let l = judge_ladder(&failing(&["ones"], None, 0.97));
+        let l = judge_ladder(&failing(&["ones"], None, 0.97), crate::EpilogueInputs::NONE);
         assert_eq!(l.alternatives.len(), 3);
         let v = reconcile(Some(&t), Some(&l));
         assert_eq!(v.stage, Some(Stage::Mma));
@@ -1014,11 +1067,14 @@ mod ladder_and_verdict {
         t.status = Status::Draft;
         t.clean = false;
         t.confound = Some(Confound::ProbeCoordinates);
-        let l = judge_ladder(&failing(
-            &["ones", "random:1"],
-            Some(Pattern::Uniform { factor: 2.0 }),
-            2.0,
-        ));
+        let l = judge_ladder(
+            &failing(
+                &["ones", "random:1"],
+                Some(Pattern::Uniform { factor: 2.0 }),
+                2.0,
+            ),
+            crate::EpilogueInputs::NONE,
+        );
         let v = reconcile(Some(&t), Some(&l));
         assert_eq!((v.status, v.stage), (Status::Draft, Some(Stage::Epilogue)));
         assert_eq!(
@@ -1095,7 +1151,10 @@ mod ladder_and_verdict {
     #[test]
     fn a_full_trace_that_clears_the_operands_and_mma_leaves_the_epilogue_where_the_ladder_fails() {
         // Ones right, integers wrong: operand-load, descriptor or a permuting epilogue.
-        let l = judge_ladder(&failing_in(&["small-int:1", "random:1"], &[(0, 0), (1, 1)]));
+        let l = judge_ladder(
+            &failing_in(&["small-int:1", "random:1"], &[(0, 0), (1, 1)]),
+            crate::EpilogueInputs::NONE,
+        );
         assert_eq!(l.stage, Some(Stage::OperandLoad));
         let v = reconcile(Some(&cleared(tile_zero())), Some(&l));
         assert_eq!(
@@ -1106,7 +1165,10 @@ mod ladder_and_verdict {
         );
         assert!(v.summary.contains("by elimination"), "{}", v.summary);
         // Every tile wrong: wherever the traced CTA lies, its tile is wrong.
-        let everywhere = judge_ladder(&failing(&["small-int:1"], None, 1.0));
+        let everywhere = judge_ladder(
+            &failing(&["small-int:1"], None, 1.0),
+            crate::EpilogueInputs::NONE,
+        );
         let v = reconcile(Some(&cleared(None)), Some(&everywhere));
         assert_eq!(
             (v.status, v.stage),
@@ -1117,7 +1179,10 @@ mod ladder_and_verdict {
     #[test]
     fn elimination_needs_the_wrong_outputs_in_the_traced_tile_on_exact_inputs() {
         // Wrong only in tile (1, 1): the trace of tile (0, 0) clears nothing there.
-        let l = judge_ladder(&failing_in(&["small-int:1", "random:1"], &[(1, 1)]));
+        let l = judge_ladder(
+            &failing_in(&["small-int:1", "random:1"], &[(1, 1)]),
+            crate::EpilogueInputs::NONE,
+        );
         let v = reconcile(Some(&cleared(tile_zero())), Some(&l));
         assert_eq!(v.status, Status::Draft, "{}", v.summary);
         assert_eq!(v.stage, Some(Stage::OperandLoad));
@@ -1143,18 +1208,24 @@ mod ladder_and_verdict {
         );
         // Only random fails: a trace on integers may not share a failure of
         // fractional values (a conversion), so nothing is joined.
-        let random = judge_ladder(&failing(&["random:1"], None, 1.0));
+        let random = judge_ladder(
+            &failing(&["random:1"], None, 1.0),
+            crate::EpilogueInputs::NONE,
+        );
         let v = reconcile(Some(&cleared(tile_zero())), Some(&random));
         assert_eq!(v.status, Status::Draft, "{}", v.summary);
         // A ladder that only names cleared stages disagrees with the trace.
-        let mma = judge_ladder(&failing(
-            &["ones", "small-int:1"],
-            Some(Pattern::KResidue {
-                factor: 1.03125,
-                extra_k: 32,
-            }),
-            1.03125,
-        ));
+        let mma = judge_ladder(
+            &failing(
+                &["ones", "small-int:1"],
+                Some(Pattern::KResidue {
+                    factor: 1.03125,
+                    extra_k: 32,
+                }),
+                1.03125,
+            ),
+            crate::EpilogueInputs::NONE,
+        );
         let v = reconcile(Some(&cleared(tile_zero())), Some(&mma));
         assert_eq!(v.status, Status::Draft, "{}", v.summary);
         assert!(v.summary.contains("disagree"), "{}", v.summary);
@@ -1535,7 +1606,7 @@ mod renderings {
                 error: None,
             },
         ];
-        let l = judge_ladder(&rungs);
+        let l = judge_ladder(&rungs, crate::EpilogueInputs::NONE);
         let descriptors: Vec<DescriptorIssue> = Vec::new();
         Diagnosis {
             instantiation: "gemm_mma_sync<128, 128, 32, 3>".to_owned(),
@@ -2833,7 +2904,10 @@ mod faults {
         };
         // Zeros faulted (no output): the ladder names no stage (it used to read a
         // failed zeros rung as the epilogue's).
-        let ladder = judge_ladder(&[rung("zeros", RungState::Fault)]);
+        let ladder = judge_ladder(
+            &[rung("zeros", RungState::Fault)],
+            crate::EpilogueInputs::NONE,
+        );
         assert_eq!(ladder.stage, None, "{}", ladder.summary);
         assert!(ladder.summary.contains("faulted"));
         let fault = judge_fault(&evidence(MISALIGNED, Some("A"), Some(Stage::OperandLoad)));
@@ -2865,14 +2939,17 @@ mod faults {
             "encode: kwb_encode_tmap_a (for `tmap_a`) returned 1: the launcher's own encoder refused these parameters",
             "tasks: kwb_tasks returned 1: the file's own descriptor encoding refused these parameters",
         ] {
-            let f = judge_ladder(&[refused(error)]);
+            let f = judge_ladder(&[refused(error)], crate::EpilogueInputs::NONE);
             assert_eq!(f.stage, Some(Stage::Descriptor), "{}", f.summary);
             assert_eq!(f.status, Status::Draft);
         }
         // A launch the runtime refused for another reason names no stage.
-        let f = judge_ladder(&[refused(
-            "launch: kwb_launch returned 9 (cudaErrorInvalidConfiguration)",
-        )]);
+        let f = judge_ladder(
+            &[refused(
+                "launch: kwb_launch returned 9 (cudaErrorInvalidConfiguration)",
+            )],
+            crate::EpilogueInputs::NONE,
+        );
         assert_eq!(f.stage, None);
     }
 }

@@ -20,9 +20,9 @@ pub mod record;
 use std::path::Path;
 
 use kwb_diagnose::{
-    Diagnosis, Evidence, Finding, RungState, StructuredRun, judge_fault, judge_ladder, judge_ones,
-    judge_structured, nan_origin, reconcile, sites_of, with_descriptors, with_fault,
-    with_unchecked_maps,
+    Diagnosis, EpilogueInputs, Evidence, Finding, RungState, StructuredRun, judge_fault,
+    judge_ladder, judge_ones, judge_structured, nan_origin, reconcile, sites_of, with_descriptors,
+    with_fault, with_unchecked_maps,
 };
 use kwb_extract::Extraction;
 use kwb_gpu::{GpuError, Report, RunOptions};
@@ -82,6 +82,19 @@ pub struct Outcome {
     pub recorded: Vec<(Pass, std::path::PathBuf)>,
 }
 
+/// Which epilogue inputs the ladder's problem adds: C where beta is not 0 and the
+/// plan has a C operand, a bias where it has one. None known without a ladder run.
+fn epilogue_inputs(report: Option<&kwb_gpu::Report>) -> EpilogueInputs {
+    let Some(plan) = report.map(|r| &r.plan) else {
+        return EpilogueInputs::NONE;
+    };
+    let has = |role| plan.operands.iter().any(|o| o.role == role);
+    EpilogueInputs {
+        c: plan.beta != 0.0 && has(kwb_gpu::plan::Role::C),
+        bias: has(kwb_gpu::plan::Role::Bias),
+    }
+}
+
 /// The ladder, the traces, the descriptor checks and the reconciled verdict. An error
 /// is a step that cannot go on for any reason but a missing GPU (bad manifest, an
 /// unwritable folder, a build that fails): the caller reports it.
@@ -102,7 +115,8 @@ pub fn diagnose(mut job: Job<'_>) -> Result<Outcome, GpuError> {
     }
     let gpu = report.is_some();
     let rungs = report.as_ref().map(evidence::outcomes).unwrap_or_default();
-    let ladder = (!rungs.is_empty()).then(|| judge_ladder(&rungs));
+    let ladder =
+        (!rungs.is_empty()).then(|| judge_ladder(&rungs, epilogue_inputs(report.as_ref())));
     // A rung that faulted computed nothing: the faulting access, located by memcheck,
     // is its evidence.
     let fault = match (&report, rungs.iter().find(|r| r.state == RungState::Fault)) {
