@@ -255,6 +255,10 @@ pub struct FaultEvidence {
     pub place: Option<String>,
     /// Why memcheck could not say more, when it did not run or named nothing.
     pub unlocated: Option<String>,
+    /// The TMA maps the kernel received (by value, as the run read them), by
+    /// parameter: copies the TMA unit makes for no thread, which memcheck does not
+    /// attribute to an access.
+    pub tma_maps: Vec<String>,
 }
 
 /// The stage an access to `buffer` in `space` belongs to, by whose memory it is.
@@ -272,14 +276,31 @@ pub fn judge_fault(e: &FaultEvidence) -> Finding {
     let mut evidence = vec![format!("{}: the kernel faulted: {}", e.rung, e.error)];
     let mut f = Finding::open(Vec::new());
     let Some(access) = &e.access else {
+        let unlocated = e
+            .unlocated
+            .as_deref()
+            .unwrap_or("the faulting access was not located");
         f.summary = format!(
-            "the kernel faulted on {} ({}); {}",
-            e.rung,
-            e.error,
-            e.unlocated
-                .as_deref()
-                .unwrap_or("the faulting access was not located")
+            "the kernel faulted on {} ({}); {unlocated}",
+            e.rung, e.error
         );
+        // A fault no thread's access explains, in a kernel that loads through TMA
+        // maps: the TMA unit's copies are no thread's, and a map whose box, swizzle or
+        // addresses its shared destination does not meet faults so.
+        if !e.tma_maps.is_empty()
+            && e.unlocated
+                .as_deref()
+                .is_some_and(|u| u.contains("named no"))
+        {
+            f.stage = Some(Stage::Descriptor);
+            f.alternatives = vec![Stage::OperandLoad];
+            f.summary = format!(
+                "descriptor or operand-load: the kernel faulted on {} ({}) and memcheck named no thread's access; it loads through the TMA maps {}, whose copies the TMA unit makes for no thread: a map whose box, swizzle or addresses its shared destination does not meet (a 128-byte swizzle needs a 1024-byte aligned destination) faults so",
+                e.rung,
+                e.error,
+                e.tma_maps.join(", ")
+            );
+        }
         f.evidence = evidence;
         return f;
     };

@@ -2827,6 +2827,7 @@ mod faults {
             site: site.map(|s| (s, "k.cu:185 `load_tile_async(...)`".to_owned())),
             place: None,
             unlocated: None,
+            tma_maps: Vec::new(),
         }
     }
 
@@ -2922,6 +2923,34 @@ mod faults {
         isolated.stage = Some(Stage::Mma);
         let v = with_fault(isolated, Some(&fault));
         assert_eq!(v.stage, Some(Stage::Mma));
+    }
+
+    #[test]
+    fn an_unattributed_fault_in_a_kernel_fed_by_tma_maps_points_at_the_descriptor() {
+        let mut e = FaultEvidence {
+            rung: "zeros".to_owned(),
+            error: "kwb_launch_problem returned 700 (cudaErrorIllegalAddress)".to_owned(),
+            unlocated: Some("memcheck named no faulting access".to_owned()),
+            ..FaultEvidence::default()
+        };
+        // No map: nothing to point at.
+        assert_eq!(judge_fault(&e).stage, None);
+        e.tma_maps = vec!["`map_a`".to_owned(), "`map_b`".to_owned()];
+        let f = judge_fault(&e);
+        assert_eq!(
+            (f.stage, f.status, f.alternatives.clone()),
+            (
+                Some(Stage::Descriptor),
+                Status::Draft,
+                vec![Stage::OperandLoad]
+            ),
+            "{}",
+            f.summary
+        );
+        assert!(f.summary.contains("`map_a`, `map_b`"), "{}", f.summary);
+        // memcheck that did not run says nothing of the TMA unit.
+        e.unlocated = Some("memcheck did not run: no compute-sanitizer".to_owned());
+        assert_eq!(judge_fault(&e).stage, None);
     }
 
     #[test]

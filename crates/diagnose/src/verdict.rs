@@ -505,6 +505,10 @@ pub fn with_fault(mut v: Verdict, fault: Option<&Finding>) -> Verdict {
         v.missing.push(
             "the faulting access: compute-sanitizer (memcheck) on the rung that faults, the reproducer built with -lineinfo".to_owned(),
         );
+    } else if f.status == Status::Draft && f.stage == Some(Stage::Descriptor) {
+        v.missing.push(
+            "each TMA map's box, swizzle and global address against the shared buffer it fills (its alignment and size)".to_owned(),
+        );
     } else if f.status == Status::Draft {
         v.missing.push(
             "the bounds the faulting address was computed from (a K loop's count or the load's own index)".to_owned(),

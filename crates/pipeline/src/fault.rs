@@ -31,6 +31,11 @@ pub fn locate(
     let mut e = FaultEvidence {
         rung: faulted.rung.clone(),
         error,
+        tma_maps: report
+            .maps
+            .iter()
+            .map(|m| format!("`{}`", m.param))
+            .collect(),
         ..FaultEvidence::default()
     };
     let Some(rung) = options
