@@ -120,3 +120,45 @@ fn cutlass_collectives_through_the_overlay() {
         );
     }
 }
+
+/// `kwb-instrument --insitu KERNEL`: each launch statement of the kernel also goes
+/// through `kwb_insitu::launch` (the header's text left out, as above), and strip
+/// gives the original back.
+fn insitu(path: &Path, kernel: &str) -> String {
+    let source = std::fs::read_to_string(path).expect("readable source");
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let out = match kwb_instrument::insitu::insitu(&source, kernel, &name) {
+        Ok(r) => r,
+        Err(e) => return format!("not rewritten: {e}\n"),
+    };
+    assert_eq!(kwb_instrument::strip(&out.text).unwrap(), source);
+    let header_end = out
+        .text
+        .find("#line 1 \"")
+        .expect("the header ends with #line 1");
+    let shown = format!("<in-situ header>\n{}", &out.text[header_end..]);
+    let diff = similar::TextDiff::from_lines(&source, &shown);
+    let mut text = diff.unified_diff().context_radius(0).to_string();
+    text.push_str(&format!("launches rewritten at lines {:?}\n", out.lines));
+    for note in &out.notes {
+        text.push_str(&format!("note: {note}\n"));
+    }
+    text
+}
+
+#[test]
+fn insitu_launch_shapes() {
+    let path = repo_root().join("fixtures/insitu/launch_shapes.cu");
+    insta::assert_snapshot!("insitu_scale_kernel", insitu(&path, "scale_kernel"));
+    insta::assert_snapshot!("insitu_tick_kernel", insitu(&path, "tick_kernel"));
+    insta::assert_snapshot!("insitu_missing", insitu(&path, "no_such_kernel"));
+}
+
+#[test]
+fn insitu_torch_extension() {
+    let path = repo_root().join("kernels/insitu/linear_ext.cu");
+    insta::assert_snapshot!(insitu(&path, "linear_kernel"));
+}

@@ -19,8 +19,9 @@ use crate::{exit, render};
 /// kwb-extract and kwb diagnose share.
 #[derive(clap::Args)]
 pub struct Target {
-    /// The source that defines and launches the kernel
-    pub file: PathBuf,
+    /// The source that defines and launches the kernel (none with `kwb diagnose …
+    /// -- CMD`, where the program's own build compiles it)
+    pub file: Option<PathBuf>,
     /// The kernel: its launch site in FILE gives the template arguments
     #[arg(long, value_name = "NAME")]
     kernel: Option<String>,
@@ -107,10 +108,32 @@ fn parse_tile(text: &str) -> Result<(i64, i64), String> {
     }
 }
 
+impl Target {
+    /// The kernel's name: `--kernel`, else the name `--template` instantiates.
+    pub fn kernel_name(&self) -> Option<String> {
+        self.kernel.clone().or_else(|| {
+            self.template
+                .as_deref()
+                .map(|t| t.split('<').next().unwrap_or(t).trim().to_owned())
+        })
+    }
+
+    /// `--layout` as given.
+    pub fn layout(&self) -> Option<&str> {
+        self.layout.as_deref()
+    }
+}
+
 /// Extracts `target` into `output` (repro.cu, kwb.toml, build.sh: all three or none).
 /// A failure is rendered on stderr and returned as the exit code.
 pub fn extract_to(target: &Target, output: &Path) -> Result<Extraction, i32> {
-    let source = match read_source(&target.file, DEFAULT_MAX_BYTES) {
+    let Some(file) = target.file.as_deref() else {
+        render::error(Report::msg(
+            "which file? name the source that defines and launches the kernel",
+        ));
+        return Err(exit::INPUT);
+    };
+    let source = match read_source(file, DEFAULT_MAX_BYTES) {
         Ok(s) => s,
         Err(e) => {
             render::error(Report::new(e));
@@ -121,7 +144,7 @@ pub fn extract_to(target: &Target, output: &Path) -> Result<Extraction, i32> {
     if let Some(path) = FILES
         .iter()
         .map(|name| output.join(name))
-        .find(|path| crate::output::same_file(&target.file, path))
+        .find(|path| crate::output::same_file(file, path))
     {
         render::error(Report::msg(format!(
             "{} would overwrite the input file; choose another output folder",
@@ -135,9 +158,9 @@ pub fn extract_to(target: &Target, output: &Path) -> Result<Extraction, i32> {
             .and_then(|text| {
                 if from_log {
                     let here = std::env::current_dir().unwrap_or_default();
-                    kwb_extract::compile_db::flags_from_log(&text, &target.file, &here)
+                    kwb_extract::compile_db::flags_from_log(&text, file, &here)
                 } else {
-                    kwb_extract::compile_db::flags_for(&text, &target.file)
+                    kwb_extract::compile_db::flags_for(&text, file)
                 }
                 .map_err(|e| e.to_string())
             })
@@ -204,7 +227,7 @@ pub fn extract_to(target: &Target, output: &Path) -> Result<Extraction, i32> {
         kernel: target.kernel.clone(),
         template: target.template.clone(),
         defines: defines.clone(),
-        file_name: target.file.display().to_string(),
+        file_name: file.display().to_string(),
         task: kwb_extract::TaskRequest {
             bindings,
             tile: target.task_tile,
@@ -218,7 +241,7 @@ pub fn extract_to(target: &Target, output: &Path) -> Result<Extraction, i32> {
             // this one that define it.
             let e = match e {
                 ExtractError::DefinedElsewhere { name, line, .. } => {
-                    let definers = definers_beside(&target.file, &name);
+                    let definers = definers_beside(file, &name);
                     ExtractError::DefinedElsewhere {
                         name,
                         line,
@@ -240,12 +263,7 @@ pub fn extract_to(target: &Target, output: &Path) -> Result<Extraction, i32> {
             return Err(code);
         }
     };
-    let mut includes: Vec<PathBuf> = target
-        .file
-        .parent()
-        .map(Path::to_path_buf)
-        .into_iter()
-        .collect();
+    let mut includes: Vec<PathBuf> = file.parent().map(Path::to_path_buf).into_iter().collect();
     includes.extend(db_flags.includes.iter().map(PathBuf::from));
     includes.extend(target.includes.iter().cloned());
     let includes: Vec<String> = includes
@@ -299,8 +317,7 @@ pub fn extract_to(target: &Target, output: &Path) -> Result<Extraction, i32> {
     let include_list: String = build.includes.iter().map(|i| format!("{i}\n")).collect();
     let toml_text = Manifest::new(&x, &request.file_name, build).to_toml();
     // The headers the reproducer includes from beside the source travel with it.
-    let headers = target
-        .file
+    let headers = file
         .parent()
         .map(|folder| {
             let folder = if folder.as_os_str().is_empty() {

@@ -31,6 +31,12 @@ pub struct Launch {
     /// Bytes of the function the launch is in.
     #[serde(skip)]
     pub function: Option<Range<usize>>,
+    /// Byte where the callee starts.
+    #[serde(skip)]
+    pub callee_at: usize,
+    /// Bytes of the argument list, its parentheses included.
+    #[serde(skip)]
+    pub args_range: Range<usize>,
 }
 
 /// Every launch in `parsed`, in source order. `<<<` inside comments and strings is
@@ -67,7 +73,7 @@ pub fn launches(parsed: &Parsed) -> Vec<Launch> {
             continue;
         };
         let args = split_top(&src[open + 1..close_at - 1]);
-        let Some(callee) = callee_before(src, at) else {
+        let Some((callee_at, callee)) = callee_before(src, at) else {
             continue;
         };
         let function = node.and_then(crate::tree::enclosing_function);
@@ -83,14 +89,16 @@ pub fn launches(parsed: &Parsed) -> Vec<Launch> {
             config,
             args,
             function: function.map(|f| f.byte_range()),
+            callee_at,
+            args_range: open..close_at,
         });
     }
     out
 }
 
-/// The callee text ending right before `at`: a (qualified) name, optionally with
-/// template arguments.
-fn callee_before(src: &str, at: usize) -> Option<String> {
+/// The callee text ending right before `at`, and its first byte: a (qualified) name,
+/// optionally with template arguments.
+fn callee_before(src: &str, at: usize) -> Option<(usize, String)> {
     let bytes = src.as_bytes();
     let mut end = at;
     while end > 0 && bytes[end - 1].is_ascii_whitespace() {
@@ -125,7 +133,8 @@ fn callee_before(src: &str, at: usize) -> Option<String> {
         start -= 1;
     }
     let text = src[start..end].trim();
-    template_id(text).map(|_| text.to_owned())
+    let first = start + (src[start..end].len() - src[start..end].trim_start().len());
+    template_id(text).map(|_| (first, text.to_owned()))
 }
 
 /// The kernel and template arguments behind `callee`: itself, or the value of a

@@ -44,7 +44,7 @@ pub use crate::host::{
     CONFIG, ENCODE_PREFIX, Encoder, HostEntries, PROBLEM_STRUCT, ParamsEntries,
     field as problem_field,
 };
-pub use crate::kernel::{KernelDef, Param};
+pub use crate::kernel::{KernelDef, Param, role};
 pub use crate::launch::{Launch, launches};
 pub use crate::standalone::MAIN_MACRO;
 pub use crate::task::{
@@ -202,6 +202,15 @@ pub fn extract(source: &str, request: &Request) -> Result<Extraction, ExtractErr
         x.accumulator = accumulator::of(source).map(str::to_owned);
     }
     Ok(x)
+}
+
+/// The `__global__` definitions of `name` in `source` (a name with `::` matches its
+/// last part), each with its parameters' roles: what a run in the user's own process
+/// pairs with the values its launch passed.
+pub fn kernel_definitions(source: &str, name: &str) -> Vec<KernelDef> {
+    let parsed = kwb_syntax::parse(source);
+    let map = kwb_sites::kernel_map(&parsed, &[]);
+    kernel::find(&parsed, &map, name)
 }
 
 /// The extraction by the route the request and the kernel allow.

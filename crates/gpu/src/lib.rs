@@ -16,6 +16,7 @@ pub mod abi;
 pub mod compile;
 mod error;
 pub mod fault;
+pub mod insitu;
 pub mod job;
 pub mod maps;
 pub mod plan;
@@ -73,7 +74,7 @@ impl Progress {
         Progress(Some(std::sync::Arc::new(f)))
     }
 
-    fn step(&self, what: &str) {
+    pub fn step(&self, what: &str) {
         if let Some(f) = &self.0 {
             f(what);
         }
@@ -563,16 +564,16 @@ pub fn run(dir: &Path, options: &RunOptions) -> Result<Report, GpuError> {
 }
 
 /// What judging a rung needs besides its own files.
-struct Judging<'a> {
-    plan: &'a Plan,
-    problem: &'a kwb_ladder::Problem,
-    config_source: &'a str,
-    timeout: Duration,
+pub(crate) struct Judging<'a> {
+    pub(crate) plan: &'a Plan,
+    pub(crate) problem: &'a kwb_ladder::Problem,
+    pub(crate) config_source: &'a str,
+    pub(crate) timeout: Duration,
 }
 
 impl Judging<'_> {
     /// The report of one rung from how it ended.
-    fn judge(
+    pub(crate) fn judge(
         &self,
         rung: Rung,
         launch: Option<supervise::Config>,
@@ -693,7 +694,7 @@ impl Judging<'_> {
 
 /// One rung's input files in the work folder, and its answer: the closed form where
 /// the rung has one, else the host reference when `host` (else the GPU's, later).
-fn prepare(
+pub(crate) fn prepare(
     i: usize,
     rung: Rung,
     dump: Option<&Dump>,

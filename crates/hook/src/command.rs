@@ -242,6 +242,18 @@ impl NvccCommand {
         replacements: &[(usize, PathBuf)],
         overlay: Option<&Path>,
     ) -> Vec<String> {
+        self.with_copies(replacements, overlay, &["-DKWB_TRACE"])
+    }
+
+    /// The arguments that compile `replacements` instead of the originals, as
+    /// [`NvccCommand::rewritten`] but with `defines` (`-DNAME`) in place of
+    /// `-DKWB_TRACE`: an in-situ build's rewritten launches need no trace.
+    pub fn with_copies(
+        &self,
+        replacements: &[(usize, PathBuf)],
+        overlay: Option<&Path>,
+        defines: &[&str],
+    ) -> Vec<String> {
         let mut out = Vec::new();
         if let Some(o) = overlay {
             out.push(format!("-I{}", o.display()));
@@ -256,7 +268,7 @@ impl NvccCommand {
                 out.push(flag);
             }
         }
-        out.push("-DKWB_TRACE".to_owned());
+        out.extend(defines.iter().map(|d| (*d).to_owned()));
         for (i, a) in self.args.iter().enumerate() {
             match replacements.iter().find(|(at, _)| *at == i) {
                 Some((_, copy)) => out.push(copy.display().to_string()),

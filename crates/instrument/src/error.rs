@@ -30,6 +30,14 @@ pub enum InstrumentError {
         kernel: String,
         params: String,
     },
+    #[error("no launch of `{kernel}` to run in place")]
+    #[diagnostic(
+        code(kwb::instrument::no_launch),
+        help(
+            "{notes}; kwb runs a kernel in the user's process at a `kernel<<<…>>>(…);` statement of the file that launches it"
+        )
+    )]
+    NoLaunch { kernel: String, notes: String },
     #[error("a kwb marker at byte {offset} has no partner")]
     #[diagnostic(
         code(kwb::instrument::unmatched_marker),

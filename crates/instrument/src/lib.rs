@@ -19,6 +19,7 @@ mod error;
 mod folds;
 mod fragments;
 mod includes;
+pub mod insitu;
 pub mod markers;
 mod nodes;
 mod occupancy;

@@ -15,6 +15,7 @@
 pub mod checks;
 pub mod evidence;
 pub mod fault;
+pub mod insitu;
 pub mod record;
 
 use std::path::Path;

@@ -40,6 +40,11 @@ pub const HEADER: &str = include_str!("../include/kwb_trace.cuh");
 /// The header's file name, for an `#include` of a written-out copy.
 pub const HEADER_NAME: &str = "kwb_trace.cuh";
 
+/// The text of `kwb_insitu.cuh`: the host code a launch rewritten by
+/// `kwb-instrument --insitu` calls, which runs that launch on kwb's inputs inside the
+/// user's process and puts the user's data back (host only; no device code).
+pub const INSITU_HEADER: &str = include_str!("../include/kwb_insitu.cuh");
+
 /// The version of the record layout and of the trace file (`kwb::version`); version 3
 /// added the tile section of `--full-tile` builds, version 4 the summary section of
 /// `--summary` builds.

@@ -12,6 +12,11 @@
 //! maps from the source alone (kwb-diagnose's static descriptor check), and, where the
 //! ladder ran, the maps the kernel received as well (kwb run's decoded maps).
 //!
+//! `kwb diagnose --kernel K -- CMD ARGS…` runs the ladder inside the user's own program
+//! instead (kwb-pipeline's `insitu`): CMD builds the kernel through kwb-nvcc, which
+//! rewrites its launches, and at the launch chosen (`--launch N`) the program runs the
+//! rungs on kwb's inputs, puts its buffers back and goes on.
+//!
 //! Exit 0 when a VERDICT or a DRAFT was reached, 7 when no GPU was there for the
 //! ladder, no trace was given and the source shows no wrong map (nothing to conclude
 //! from; every step that needs no GPU ran), 2 for bad input, 3 when FILE has no such
@@ -75,12 +80,29 @@ pub struct Args {
     /// Print the diagnosis as JSON (the schema of report.json)
     #[arg(long)]
     json: bool,
+    /// Run the ladder inside this program instead (everything after `--`): a kernel
+    /// that cannot be taken out, e.g. `-- python -m pytest tests/test_linear.py`. Its
+    /// CUDA builds go through kwb-nvcc (PYTORCH_NVCC, nvcc on PATH,
+    /// CMAKE_CUDA_COMPILER_LAUNCHER), and at the kernel's launch the program runs the
+    /// rungs on kwb's inputs, puts its buffers back and goes on. No FILE is needed
+    #[arg(last = true, value_name = "CMD")]
+    command: Vec<String>,
+    /// With `-- CMD`: which launch of the kernel the program makes is run on the
+    /// ladder, counting from 1
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    launch: u64,
+    /// With `-- CMD`: seconds the program may take in all, its builds included
+    #[arg(long, value_name = "SECONDS", default_value_t = 1800.0)]
+    program_timeout: f64,
 }
 
 /// The shape the ladder runs at when --shape is not given.
 const DEFAULT_SHAPE: (usize, usize, usize) = (256, 384, 1024);
 
 pub fn run(args: Args) -> i32 {
+    if !args.command.is_empty() {
+        return in_situ(&args);
+    }
     // The traces first: a bad one is bad input, found before any build.
     let ones = match &args.trace {
         None => None,
@@ -140,8 +162,11 @@ pub fn run(args: Args) -> i32 {
     // The traced copies and the traces kwb records: beside the reproducer in a
     // report folder, else in the temporary one.
     let work = args.report.clone().unwrap_or_else(|| repro_dir.clone());
+    let Some(file) = args.target.file.as_deref() else {
+        return exit::INPUT; // extract_to has said so
+    };
     let job = Job {
-        source: &args.target.file,
+        source: file,
         extraction: &extraction,
         repro: &repro_dir,
         work: &work,
@@ -181,7 +206,7 @@ pub fn run(args: Args) -> i32 {
             .and_then(|()| writeln!(out))
     } else {
         out.write_all(kwb_diagnose::terminal(&d).as_bytes())
-            .and_then(|()| out.write_all(snippets(&d, &args.target.file).as_bytes()))
+            .and_then(|()| out.write_all(snippets(&d, file).as_bytes()))
     };
     if written.is_err() {
         return exit::INTERNAL;
@@ -191,6 +216,158 @@ pub fn run(args: Args) -> i32 {
     } else {
         exit::OK
     }
+}
+
+/// `-- CMD`: the ladder inside the user's program.
+fn in_situ(args: &Args) -> i32 {
+    let bad = |why: String| {
+        render::error(Problem::msg(why));
+        exit::INPUT
+    };
+    let Some(kernel) = args.target.kernel_name() else {
+        return bad("name the kernel with --kernel".to_owned());
+    };
+    if args.trace.is_some() || args.full_trace.is_some() {
+        return bad("--trace and --full-trace are for a kernel taken out; with `-- CMD` kwb runs the ladder in the program".to_owned());
+    }
+    let mut layout = Vec::new();
+    for part in args
+        .target
+        .layout()
+        .unwrap_or_default()
+        .split(',')
+        .filter(|p| !p.trim().is_empty())
+    {
+        let role = match part.split_once('=').map(|(r, v)| (r.trim(), v.trim())) {
+            Some(("A", v @ ("mk" | "km"))) => (kwb_gpu::plan::Role::A, v),
+            Some(("B", v @ ("nk" | "kn"))) => (kwb_gpu::plan::Role::B, v),
+            Some(("C", v @ ("mn" | "nm"))) => (kwb_gpu::plan::Role::C, v),
+            Some(("D", v @ ("mn" | "nm"))) => (kwb_gpu::plan::Role::D, v),
+            _ => {
+                return bad(format!(
+                    "--layout: `{part}` is none of A=mk|km, B=nk|kn, C=mn|nm, D=mn|nm"
+                ));
+            }
+        };
+        layout.push((role.0, role.1.to_owned()));
+    }
+    let me = std::env::current_exe().ok();
+    let Some(kwb_nvcc) = me
+        .as_ref()
+        .map(|m| m.with_file_name("kwb-nvcc"))
+        .filter(|p| p.is_file())
+    else {
+        return bad(
+            "kwb-nvcc is not beside kwb; install both (cargo install --path crates/cli)".to_owned(),
+        );
+    };
+    let nvcc = match kwb_toolchain::toolchain(&kwb_toolchain::Env::from_process()) {
+        Ok(t) => t.nvcc,
+        Err(e) => {
+            render::error(Problem::new(e).wrap_err(
+                "the program's CUDA builds go through kwb-nvcc, which needs the real nvcc",
+            ));
+            return exit::INPUT;
+        }
+    };
+    let temp;
+    let work = match &args.report {
+        Some(dir) => dir.join("insitu"),
+        None => match tempfile::Builder::new().prefix("kwb-insitu-").tempdir() {
+            Ok(t) => {
+                temp = t;
+                temp.path().to_path_buf()
+            }
+            Err(source) => {
+                render::error(Problem::new(CliError::Unwritable {
+                    path: std::env::temp_dir(),
+                    source,
+                }));
+                return exit::INPUT;
+            }
+        },
+    };
+    let spinner = crate::progress::Spinner::new();
+    let job = kwb_pipeline::insitu::InSitu {
+        kernel: &kernel,
+        command: &args.command,
+        work: &work,
+        rungs: &args.ladder.ladder,
+        request: kwb_gpu::insitu::Request {
+            shape: args.ladder.shape,
+            layout,
+            alpha: None,
+            beta: None,
+            dtype: args.ladder.dtype,
+        },
+        launch: args.launch as usize,
+        rung_timeout: std::time::Duration::from_secs_f64(args.ladder.timeout.max(1.0)),
+        timeout: std::time::Duration::from_secs_f64(args.program_timeout.max(1.0)),
+        kwb_nvcc,
+        nvcc,
+        progress: spinner.progress(),
+    };
+    let result = kwb_pipeline::insitu::in_situ(job);
+    spinner.finish();
+    let outcome = match result {
+        Ok(o) => o,
+        Err(e) => {
+            render::error(Problem::new(e));
+            return exit::INPUT;
+        }
+    };
+    let d = &outcome.diagnosis;
+    if let Some(dir) = &args.report
+        && let Err(code) = write_report(dir, d, Some(&outcome.report))
+    {
+        return code;
+    }
+    let mut out = std::io::stdout().lock();
+    let restored = &outcome.ended.restored;
+    let buffers = if outcome.ended.restored_all() {
+        format!(
+            "the program's buffers: {} put back and read again, each as it was before the rungs",
+            restored.len()
+        )
+    } else {
+        format!(
+            "the program's buffers: NOT all put back as they were ({} of {} read again as before{})",
+            restored.iter().filter(|r| r.2).count(),
+            restored.len(),
+            outcome
+                .ended
+                .lost
+                .as_deref()
+                .map_or(String::new(), |l| format!("; {l}"))
+        )
+    };
+    let program = format!(
+        "the program: `{}` exited {} (its output: {})",
+        args.command.join(" "),
+        outcome
+            .status
+            .map_or("by a signal".to_owned(), |c| c.to_string()),
+        outcome.log.display()
+    );
+    let written = if args.json {
+        serde_json::to_writer_pretty(&mut out, d)
+            .map_err(std::io::Error::other)
+            .and_then(|()| writeln!(out))
+    } else {
+        out.write_all(kwb_diagnose::terminal(d).as_bytes())
+            .and_then(|()| writeln!(out, "{buffers}\n{program}"))
+    };
+    if written.is_err() {
+        return exit::INTERNAL;
+    }
+    if args.report.is_none() {
+        // The temporary folder goes; the log named above with it, unless kept.
+        let _ = std::fs::copy(
+            &outcome.log,
+            std::env::temp_dir().join("kwb-insitu-command.log"),
+        );
+    }
+    exit::OK
 }
 
 /// The implicated sites in their source, miette style: one snippet per file that can

@@ -76,8 +76,14 @@ pub struct Args {
     #[arg(long)]
     full_tile: bool,
     /// Remove every kwb insertion instead, restoring the original byte for byte
-    #[arg(long, conflicts_with_all = ["kernel", "gate", "probe", "cta", "k_tiles", "rows", "values", "absmax_only", "summary", "screen", "full_tile", "overlay", "max_regs"])]
+    #[arg(long, conflicts_with_all = ["kernel", "gate", "probe", "cta", "k_tiles", "rows", "values", "absmax_only", "summary", "screen", "full_tile", "overlay", "max_regs", "insitu"])]
     strip: bool,
+    /// Rewrite each `KERNEL<<<…>>>(…);` launch statement instead (no probes), so that a
+    /// run under `kwb diagnose --kernel KERNEL -- CMD` runs that launch on kwb's inputs
+    /// inside the program and puts its data back; without that run the launch is made
+    /// as written
+    #[arg(long, value_name = "KERNEL", conflicts_with_all = ["kernel", "gate", "probe", "cta", "k_tiles", "rows", "values", "absmax_only", "summary", "screen", "full_tile", "overlay", "max_regs"])]
+    insitu: Option<String>,
     /// Print the rewrite as a unified diff
     #[arg(long)]
     diff: bool,
@@ -186,6 +192,9 @@ pub fn run(args: Args) -> i32 {
             return exit::INPUT;
         }
     };
+    if let Some(kernel) = &args.insitu {
+        return insitu(&args, &source, kernel);
+    }
     let result = if args.strip {
         kwb_instrument::strip(&source).map(|text| (text, None))
     } else {
@@ -273,6 +282,46 @@ pub fn run(args: Args) -> i32 {
             );
         }
     }
+    exit::OK
+}
+
+/// `--insitu KERNEL`: the launch statements of the kernel rewritten.
+fn insitu(args: &Args, source: &str, kernel: &str) -> i32 {
+    let out = match kwb_instrument::insitu::insitu(source, kernel, &args.file.display().to_string())
+    {
+        Ok(out) => out,
+        Err(e) => {
+            render::error(Report::new(e));
+            return exit::NO_KERNEL;
+        }
+    };
+    if let Err(e) = write_atomically(&args.output, &out.text) {
+        render::error(Report::new(e));
+        return exit::INPUT;
+    }
+    if args.diff {
+        let diff = similar::TextDiff::from_lines(source, &out.text);
+        let _ = write!(
+            std::io::stdout().lock(),
+            "{}",
+            diff.unified_diff().context_radius(2).header(
+                &args.file.display().to_string(),
+                &args.output.display().to_string()
+            )
+        );
+    }
+    let mut stderr = std::io::stderr().lock();
+    for note in &out.notes {
+        let _ = writeln!(stderr, "note: {note}");
+    }
+    let lines: Vec<String> = out.lines.iter().map(usize::to_string).collect();
+    let _ = writeln!(
+        stderr,
+        "wrote {}: the launches of `{kernel}` at line{} {} go through kwb_insitu::launch; run the program under `kwb diagnose --kernel {kernel} -- CMD` to run one on kwb's inputs",
+        args.output.display(),
+        if lines.len() == 1 { "" } else { "s" },
+        lines.join(", ")
+    );
     exit::OK
 }
 

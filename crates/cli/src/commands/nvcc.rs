@@ -117,8 +117,25 @@ pub fn main() -> i32 {
         Err(why) => return refuse(&why),
     };
     let trace = std::env::var("KWB_TRACE").unwrap_or_default();
+    let insitu = std::env::var("KWB_INSITU_KERNEL")
+        .ok()
+        .filter(|k| !k.trim().is_empty());
     if trace.trim().is_empty() {
-        return become_nvcc(&real, &args);
+        return match insitu {
+            Some(kernel) => match insitu_launches(kernel.trim(), &args) {
+                Ok(Some(new)) => run(&real, &new, &args),
+                Ok(None) => become_nvcc(&real, &args),
+                Err(why) => without_probes(&real, &args, &why),
+            },
+            None => become_nvcc(&real, &args),
+        };
+    }
+    if let Some(kernel) = insitu {
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
+            "kwb-nvcc: warning: KWB_TRACE and KWB_INSITU_KERNEL are both set; this build records the trace and leaves the launches of `{kernel}` as written"
+        );
     }
     match instrumented(&trace, &args) {
         Ok(Some(new)) => run(&real, &new, &args),
@@ -197,16 +214,8 @@ fn restore_dependencies(file: &Path, renames: &[(PathBuf, PathBuf)]) {
     let _ = crate::output::write_atomically(file, text.as_bytes());
 }
 
-/// The new command line, or `None` when nothing in this command is to be
-/// instrumented (it then runs unchanged).
-fn instrumented(trace: &str, args: &[OsString]) -> Result<Option<Prepared>, String> {
-    let text = match trace.trim().strip_prefix('@') {
-        Some(file) => {
-            std::fs::read_to_string(file.trim()).map_err(|e| format!("KWB_TRACE=@{file}: {e}"))?
-        }
-        None => trace.to_owned(),
-    };
-    let spec = Spec::parse(&text).map_err(|e| format!("KWB_TRACE: {e}"))?;
+/// The compile command `args` make (response and options files expanded).
+fn parse_command(args: &[OsString]) -> Result<NvccCommand, String> {
     let args: Vec<String> = args
         .iter()
         .map(|a| {
@@ -225,7 +234,96 @@ fn instrumented(trace: &str, args: &[OsString]) -> Result<Option<Prepared>, Stri
         }
         Ok(words)
     };
-    let command = NvccCommand::parse(NvccCommand::expand(&args, &mut read)?);
+    Ok(NvccCommand::parse(NvccCommand::expand(&args, &mut read)?))
+}
+
+/// Under `kwb diagnose --kernel K -- CMD` (`KWB_INSITU_KERNEL`): the command compiling
+/// each CUDA source that launches the kernel with its launch statements rewritten
+/// (kwb-instrument --insitu), the copies kept in the cache; `None` when no source of
+/// this command launches it.
+fn insitu_launches(kernel: &str, args: &[OsString]) -> Result<Option<Prepared>, String> {
+    let command = parse_command(args)?;
+    if command.mode != Mode::Compile {
+        return Ok(None);
+    }
+    let cache = kwb_toolchain::cache::cache_dir(&kwb_toolchain::Env::from_process())
+        .map_err(|e| e.to_string())?
+        .join("nvcc-insitu");
+    let short = kernel.rsplit("::").next().unwrap_or(kernel);
+    let mut replacements = Vec::new();
+    let mut renames = Vec::new();
+    for &index in &command.cuda_sources {
+        let source = PathBuf::from(&command.args[index]);
+        let Ok(Ok(text)) = std::fs::read(&source).map(String::from_utf8) else {
+            continue; // nvcc says what is wrong with it; a launch kwb cannot read is left
+        };
+        if !kwb_syntax::identifiers(&text).any(|w| w == short) {
+            continue;
+        }
+        let original = absolute(&source);
+        let rewritten =
+            match kwb_instrument::insitu::insitu(&text, kernel, &original.display().to_string()) {
+                Ok(r) => r,
+                Err(kwb_instrument::InstrumentError::NoLaunch { .. }) => continue,
+                Err(e) => return Err(format!("{}: {e}", source.display())),
+            };
+        let entry = cache.join(format!(
+            "{:016x}",
+            key(&[
+                env!("CARGO_PKG_VERSION").as_bytes(),
+                original.display().to_string().as_bytes(),
+                rewritten.text.as_bytes(),
+            ])
+        ));
+        let copy = entry
+            .join("tu")
+            .join(source.file_name().unwrap_or_default());
+        if !copy.is_file() {
+            if let Some(parent) = copy.parent() {
+                std::fs::create_dir_all(parent)
+                    .map_err(|e| format!("{}: {e}", parent.display()))?;
+            }
+            crate::output::write_atomically(&copy, rewritten.text.as_bytes())
+                .map_err(|e| format!("{}: {e}", copy.display()))?;
+        }
+        {
+            use std::io::Write;
+            let lines: Vec<String> = rewritten.lines.iter().map(usize::to_string).collect();
+            let _ = writeln!(
+                std::io::stderr(),
+                "kwb-nvcc: {}: the launches of `{kernel}` at line {} go through kwb_insitu::launch ({})",
+                source.display(),
+                lines.join(", "),
+                copy.display()
+            );
+            for note in &rewritten.notes {
+                let _ = writeln!(std::io::stderr(), "kwb-nvcc: note: {note}");
+            }
+        }
+        renames.push((copy.clone(), original));
+        replacements.push((index, copy));
+    }
+    if replacements.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(Prepared {
+        args: command.with_copies(&replacements, None, &[]),
+        renames,
+        dependency_file: dependency_file(&command),
+    }))
+}
+
+/// The new command line, or `None` when nothing in this command is to be
+/// instrumented (it then runs unchanged).
+fn instrumented(trace: &str, args: &[OsString]) -> Result<Option<Prepared>, String> {
+    let text = match trace.trim().strip_prefix('@') {
+        Some(file) => {
+            std::fs::read_to_string(file.trim()).map_err(|e| format!("KWB_TRACE=@{file}: {e}"))?
+        }
+        None => trace.to_owned(),
+    };
+    let spec = Spec::parse(&text).map_err(|e| format!("KWB_TRACE: {e}"))?;
+    let command = parse_command(args)?;
     if command.mode != Mode::Compile {
         return Ok(None);
     }
