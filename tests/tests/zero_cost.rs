@@ -298,3 +298,35 @@ fn packed_epilogue_probes_are_free_when_disabled_and_compile_traced() {
     }
     fixture_probes_are_free("packed_bf16_store.cu", "kwb::probe_as<__nv_bfloat16>");
 }
+
+/// `kwb-instrument --insitu`: the rewritten launches are host code only, so the
+/// device code's SASS is the original's; the whole translation unit (host half
+/// included, `nvcc -c`) compiles with kwb_insitu.cuh inlined.
+#[test]
+fn insitu_launches_leave_the_device_code_and_compile_whole() {
+    if std::env::var("KWB_RUN_SLOW_TESTS").as_deref() != Ok("1") {
+        return;
+    }
+    let env = Env::from_process();
+    let toolchain = kwb_toolchain::toolchain(&env).expect("nvcc");
+    let dir = tempfile::tempdir().unwrap();
+    let source = repo_root().join("fixtures/insitu/launch_shapes.cu");
+    let text = std::fs::read_to_string(&source).unwrap();
+    let out = kwb_instrument::insitu::insitu(&text, "scale_kernel", "launch_shapes.cu").unwrap();
+    let rewritten = dir.path().join("launch_shapes.cu");
+    std::fs::write(&rewritten, &out.text).unwrap();
+    let flags = CompileFlags::default();
+    let cubin = |from: &Path, name: &str| {
+        let object = dir.path().join(name);
+        kwb_toolchain::compile_cubin(&toolchain, from, &flags, &object).unwrap();
+        normalized(&kwb_toolchain::sass(&toolchain, &object).unwrap())
+    };
+    let (orig, insitu) = (
+        cubin(&source, "orig.cubin"),
+        cubin(&rewritten, "insitu.cubin"),
+    );
+    assert!(!orig.is_empty());
+    assert_eq!(orig, insitu, "the in-situ rewrite changed device code");
+    kwb_toolchain::compile_object(&toolchain, &rewritten, &flags, &dir.path().join("whole.o"))
+        .expect("the rewritten translation unit compiles, host half included");
+}

@@ -331,3 +331,40 @@ fn a_full_trace_on_integer_inputs_isolates_what_ones_cannot_see() {
     let r = diagnose(dir.path(), "none", &["--full-trace", &path("full.trace")]);
     assert_eq!(r.code, 2, "{}", r.stderr);
 }
+
+/// `-- CMD`: a program that never launches the kernel (here: it builds nothing and
+/// prints a line) is an error that says why kwb saw no launch and shows the program's
+/// last lines; the files kwb writes stay in the report folder.
+#[test]
+fn a_program_that_never_launches_the_kernel_is_told_with_its_output() {
+    if kwb_toolchain::toolchain(&kwb_toolchain::Env::from_process()).is_err() {
+        return; // kwb-nvcc needs the real nvcc; `cargo xtask test` sets it up
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_kwb"))
+        .args(["diagnose", "--kernel", "linear_kernel", "--report"])
+        .arg(dir.path().join("r"))
+        .args(["--", "sh", "-c", "echo the tests ran; exit 3"])
+        .current_dir(dir.path())
+        .env("NO_COLOR", "1")
+        .env("KWB_CACHE_DIR", dir.path().join("cache"))
+        .output()
+        .expect("kwb runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("without launching `linear_kernel`"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("exit 3") && stderr.contains("the tests ran"),
+        "{stderr}"
+    );
+    let mut written: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    written.sort();
+    assert_eq!(written, ["r"].map(str::to_owned).to_vec());
+    assert!(dir.path().join("r/insitu/command.log").is_file());
+}

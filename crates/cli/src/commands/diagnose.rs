@@ -341,13 +341,24 @@ fn in_situ(args: &Args) -> i32 {
                 .map_or(String::new(), |l| format!("; {l}"))
         )
     };
+    // Without a report folder the work folder is temporary: the log is kept beside it.
+    let log = match &args.report {
+        Some(_) => outcome.log.clone(),
+        None => {
+            let kept = std::env::temp_dir().join(format!("kwb-insitu-{}.log", std::process::id()));
+            match std::fs::copy(&outcome.log, &kept) {
+                Ok(_) => kept,
+                Err(_) => outcome.log.clone(),
+            }
+        }
+    };
     let program = format!(
         "the program: `{}` exited {} (its output: {})",
         args.command.join(" "),
         outcome
             .status
             .map_or("by a signal".to_owned(), |c| c.to_string()),
-        outcome.log.display()
+        log.display()
     );
     let written = if args.json {
         serde_json::to_writer_pretty(&mut out, d)
@@ -359,13 +370,6 @@ fn in_situ(args: &Args) -> i32 {
     };
     if written.is_err() {
         return exit::INTERNAL;
-    }
-    if args.report.is_none() {
-        // The temporary folder goes; the log named above with it, unless kept.
-        let _ = std::fs::copy(
-            &outcome.log,
-            std::env::temp_dir().join("kwb-insitu-command.log"),
-        );
     }
     exit::OK
 }
