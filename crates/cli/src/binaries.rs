@@ -44,6 +44,7 @@ pub fn nvcc_command() -> clap::Command {
              Without KWB_TRACE it runs the real nvcc with the same arguments and environment and writes no file of its own. \
              With KWB_TRACE='key=value;…' (or KWB_TRACE=@FILE, one pair a line) it instruments the translation unit and the headers that hold a targeted site \
              into a cached overlay folder put first on the include path, adds -DKWB_TRACE and compiles; #line keeps nvcc's messages on the original files. \
+             With KWB_INSITU_KERNEL=NAME (kwb diagnose --kernel NAME -- CMD sets it) it rewrites that kernel's launch statements so the program can run one on kwb's inputs and compiles without -DKWB_TRACE. \
              Keys: {}. An unknown key, a target that is not in the translation unit or a missing real nvcc fails the build (exit 2) rather than building without probes.",
             kwb_hook::spec::KEYS
         ))

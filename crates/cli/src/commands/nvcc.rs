@@ -10,6 +10,11 @@
 //! them, and nvcc compiles them with `-DKWB_TRACE`; `#line` keeps its messages on the
 //! original files. A source without a targeted site compiles untouched.
 //!
+//! With `KWB_INSITU_KERNEL` (and no `KWB_TRACE`; `kwb diagnose --kernel K -- CMD` sets
+//! it) each CUDA source that launches that kernel is compiled with its launch
+//! statements rewritten through `kwb_insitu::launch` (kwb-instrument --insitu), and
+//! without `-DKWB_TRACE`.
+//!
 //! It never breaks a build that compiles without it: where kwb cannot do what
 //! `KWB_TRACE` asks (a bad spec, a source that names the targeted kernel but yields no
 //! site, an instrumented compile that fails), it says so on stderr, with the traced
