@@ -74,7 +74,9 @@ pub struct Target {
     task_ctas: Option<u32>,
     /// A parameter of the launcher a reproducer through the launcher calls,
     /// NAME=VALUE. VALUE is an operand (A, B, C, D, bias), a problem field (M, N, K,
-    /// lda, ldb, ldc, ldd, alpha, beta) or a C++ expression
+    /// lda, ldb, ldc, ldd, alpha, beta) or a C++ expression. With `kwb diagnose … -- CMD`: a
+    /// parameter of the kernel and its role (A, B, C, D, bias, M, N, K, lda, ldb,
+    /// ldc, ldd, alpha, beta), where its name does not say
     #[arg(long = "bind", value_name = "NAME=VALUE")]
     bind: Vec<String>,
     /// The operands' layouts, each operand's dimensions with the contiguous one last:
@@ -116,6 +118,22 @@ impl Target {
                 .as_deref()
                 .map(|t| t.split('<').next().unwrap_or(t).trim().to_owned())
         })
+    }
+
+    /// `--bind` as given, each split at its first `=` (`None` for one without).
+    pub fn bindings(&self) -> Vec<Option<(String, String)>> {
+        self.bind
+            .iter()
+            .map(|b| {
+                b.split_once('=')
+                    .map(|(n, v)| (n.trim().to_owned(), v.trim().to_owned()))
+            })
+            .collect()
+    }
+
+    /// `--bind` as written.
+    pub fn bindings_raw(&self) -> &[String] {
+        &self.bind
     }
 
     /// `--layout` as given.

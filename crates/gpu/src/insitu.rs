@@ -157,6 +157,31 @@ pub struct Request {
     /// The element type of A and B where neither the argument's type nor the
     /// parameter's says.
     pub dtype: Option<Dtype>,
+    /// Roles the user gave kernel parameters (`--bind lhs=A`, `--bind rows=M`,
+    /// `--bind stride=lda`), over what their names and types suggest.
+    pub roles: Vec<(String, String)>,
+}
+
+/// The role and leading-dimension target of a `--bind` value; `None` for a value that
+/// names no role.
+fn bound_role(value: &str) -> Option<(&'static str, Option<Role>)> {
+    Some(match value {
+        "A" => ("A", None),
+        "B" => ("B", None),
+        "C" => ("C", None),
+        "D" => ("D", None),
+        "bias" => ("bias", None),
+        "M" | "m" => ("m", None),
+        "N" | "n" => ("n", None),
+        "K" | "k" => ("k", None),
+        "alpha" => ("alpha", None),
+        "beta" => ("beta", None),
+        "lda" => ("leading-dimension", Some(Role::A)),
+        "ldb" => ("leading-dimension", Some(Role::B)),
+        "ldc" => ("leading-dimension", Some(Role::C)),
+        "ldd" => ("leading-dimension", Some(Role::D)),
+        _ => return None,
+    })
 }
 
 /// Where each operand's buffer comes from: its role and the launch's argument.
@@ -197,12 +222,37 @@ pub fn plan(
         )));
     }
     let named = |p: &Param| format!("`{}` ({})", p.name, p.declaration.trim());
+    // The user's roles first: each names a parameter and a role kwb knows.
+    let mut given: Vec<(String, Option<Role>)> = Vec::new();
+    for (name, value) in &request.roles {
+        if !params.iter().any(|p| &p.name == name) {
+            let names: Vec<&str> = params.iter().map(|p| p.name.as_str()).collect();
+            return Err(GpuError::Worker(format!(
+                "--bind {name}={value}: `{}` has no parameter `{name}` (its parameters: {})",
+                launch.kernel,
+                names.join(", ")
+            )));
+        }
+        let Some((role, ld)) = bound_role(value) else {
+            return Err(GpuError::Worker(format!(
+                "--bind {name}={value}: in the program's own process a parameter is bound to a role: A, B, C, D, bias, M, N, K, lda, ldb, ldc, ldd, alpha or beta"
+            )));
+        };
+        given.push((role.to_owned(), ld));
+    }
+    let role_of = |p: &Param| -> (String, Option<Role>) {
+        match request.roles.iter().position(|(n, _)| *n == p.name) {
+            Some(i) => given[i].clone(),
+            None => (p.role.clone(), ld_field(p)),
+        }
+    };
     let mut buffers: Buffers = Vec::new();
     let mut dtypes: Vec<(Role, Dtype)> = Vec::new();
     let (mut m, mut n, mut k) = (None, None, None);
     let (mut alpha, mut beta) = (request.alpha, request.beta);
     let mut lds: Vec<(Role, usize)> = Vec::new();
     for (i, (p, a)) in params.iter().zip(&launch.args).enumerate() {
+        let (role_name, ld_target) = role_of(p);
         let int = match a.value {
             Value::Int(v) => Some(v),
             _ => None,
@@ -212,7 +262,7 @@ pub fn plan(
             Value::Float(v) => Some(v),
             _ => None,
         };
-        if let Some(role) = crate::plan::Role::parse(&p.role) {
+        if let Some(role) = crate::plan::Role::parse(&role_name) {
             if !matches!(a.value, Value::Pointer { .. }) {
                 return Err(GpuError::Worker(format!(
                     "{} reads as operand {} but the launch passed no pointer ({})",
@@ -233,14 +283,14 @@ pub fn plan(
             continue;
         }
         let positive = int.filter(|v| *v > 0).map(|v| v as usize);
-        match p.role.as_str() {
+        match role_name.as_str() {
             "m" => m = positive,
             "n" => n = positive,
             "k" => k = positive,
             "alpha" => alpha = alpha.or(number.map(|v| v as f32)),
             "beta" => beta = beta.or(number.map(|v| v as f32)),
             "leading-dimension" => {
-                if let (Some(r), Some(v)) = (ld_field(p), positive) {
+                if let (Some(r), Some(v)) = (ld_target, positive) {
                     lds.push((r, v));
                 }
             }
@@ -251,10 +301,10 @@ pub fn plan(
     if !has(Role::A) || !has(Role::B) || !(has(Role::C) || has(Role::D)) {
         let listed: Vec<String> = params
             .iter()
-            .map(|p| format!("{} as {}", p.name, p.role))
+            .map(|p| format!("{} as {}", p.name, role_of(p).0))
             .collect();
         return Err(GpuError::Worker(format!(
-            "kwb reads no A, B and output among `{}`'s parameters ({}); name them A/B/D (or x/w/out) in the kernel",
+            "kwb reads no A, B and output among `{}`'s parameters ({}); say which are with --bind NAME=A, --bind NAME=B, --bind NAME=D",
             launch.kernel,
             listed.join(", ")
         )));
@@ -656,6 +706,40 @@ arg\t3\tint\t256\tint\narg\t4\tint\t384\tint\narg\t5\tint\t512\tint\n";
         assert!(super::plan(&no_k, &l, &shaped).is_ok());
         let e = super::plan(&params()[..5], &l, &Request::default()).unwrap_err();
         assert!(e.to_string().contains("6 arguments"), "{e}");
+        // Parameters whose names say nothing, bound by the user.
+        let opaque: Vec<Param> = ["lhs", "rhs", "res"]
+            .iter()
+            .map(|n| param(n, &format!("__nv_bfloat16* {n}")))
+            .chain(
+                ["rows", "cols", "depth"]
+                    .iter()
+                    .map(|n| param(n, &format!("int {n}"))),
+            )
+            .collect();
+        let e = super::plan(&opaque, &l, &Request::default()).unwrap_err();
+        assert!(e.to_string().contains("--bind NAME=A"), "{e}");
+        let bound = Request {
+            roles: [
+                ("lhs", "A"),
+                ("rhs", "B"),
+                ("res", "D"),
+                ("rows", "M"),
+                ("cols", "N"),
+                ("depth", "K"),
+            ]
+            .iter()
+            .map(|(n, r)| ((*n).to_owned(), (*r).to_owned()))
+            .collect(),
+            ..Request::default()
+        };
+        let (p, _) = super::plan(&opaque, &l, &bound).unwrap();
+        assert_eq!((p.m, p.n, p.k, p.output), (256, 384, 512, Role::D));
+        let typo = Request {
+            roles: vec![("lsh".to_owned(), "A".to_owned())],
+            ..Request::default()
+        };
+        let e = super::plan(&opaque, &l, &typo).unwrap_err();
+        assert!(e.to_string().contains("no parameter `lsh`"), "{e}");
     }
 
     #[test]

@@ -251,6 +251,18 @@ fn in_situ(args: &Args) -> i32 {
         };
         layout.push((role.0, role.1.to_owned()));
     }
+    let mut roles = Vec::new();
+    for (b, given) in args.target.bindings().into_iter().enumerate() {
+        match given {
+            Some(pair) => roles.push(pair),
+            None => {
+                return bad(format!(
+                    "--bind {}: write it as PARAMETER=ROLE (A, B, C, D, bias, M, N, K, lda, ldb, ldc, ldd, alpha, beta)",
+                    args.target.bindings_raw()[b]
+                ));
+            }
+        }
+    }
     let me = std::env::current_exe().ok();
     let Some(kwb_nvcc) = me
         .as_ref()
@@ -299,6 +311,7 @@ fn in_situ(args: &Args) -> i32 {
             alpha: None,
             beta: None,
             dtype: args.ladder.dtype,
+            roles,
         },
         launch: args.launch as usize,
         rung_timeout: std::time::Duration::from_secs_f64(args.ladder.timeout.max(1.0)),
