@@ -42,14 +42,17 @@ fn simple(name: &str) -> &str {
     name.rsplit("::").next().unwrap_or(name).trim()
 }
 
-/// Rewrites every launch statement of `kernel` in `source` (stripping earlier kwb
-/// insertions first); `file_name` is what `#line` names. No launch of it is
+/// Rewrites every launch statement of `kernel` in `source`; `file_name` is what
+/// `#line` names. kwb insertions already in `source` (a trace build's probes and
+/// runtime) are kept: the launches are found in the original and each insertion goes
+/// after whatever kwb inserted at its place, so a traced unit can run in place too and
+/// `strip` still gives the original back. No launch of it is
 /// [`InstrumentError::NoLaunch`].
 pub fn insitu(source: &str, kernel: &str, file_name: &str) -> Result<Rewritten, InstrumentError> {
     let original = strip(source)?;
     let parsed = kwb_syntax::parse(&original);
     let name = crate::markers::original_name(source).unwrap_or_else(|| file_name.to_owned());
-    let mut builder = TextEdit::builder();
+    let mut builder = Insertions::default();
     let mut lines = Vec::new();
     let mut notes = Vec::new();
     for launch in kwb_extract::launches(&parsed) {
@@ -106,8 +109,45 @@ pub fn insitu(source: &str, kernel: &str, file_name: &str) -> Result<Rewritten, 
             c_string(&name)
         )),
     );
-    let (text, _) = builder.finish()?.apply(&original)?;
+    let mut edit = TextEdit::builder();
+    let places = source_offsets(source);
+    for (at, text) in builder.0 {
+        edit.insert(places[at], text);
+    }
+    let (text, _) = edit.finish()?.apply(source)?;
     Ok(Rewritten { text, lines, notes })
+}
+
+/// Insertions at offsets of the original, in the order made.
+#[derive(Default)]
+struct Insertions(Vec<(usize, String)>);
+
+impl Insertions {
+    fn insert(&mut self, at: usize, text: String) {
+        self.0.push((at, text));
+    }
+}
+
+/// For each offset of `strip(source)` (and its end), the offset in `source` after every
+/// kwb span that stands there.
+fn source_offsets(source: &str) -> Vec<usize> {
+    use crate::markers::{CLOSE, OPEN};
+    let mut places = Vec::with_capacity(source.len() + 1);
+    let mut at = 0;
+    loop {
+        // Past every span that starts here.
+        while source[at..].starts_with(OPEN) {
+            let close = source[at..]
+                .find(CLOSE)
+                .map_or(source.len(), |c| at + c + CLOSE.len());
+            at = close;
+        }
+        places.push(at);
+        if at >= source.len() {
+            return places;
+        }
+        at += 1;
+    }
 }
 
 /// `text` on one line: comments blanked (string and character literals kept as they

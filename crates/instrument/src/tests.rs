@@ -1034,3 +1034,26 @@ __global__ void k(const float* A, float* C, float* D, float* E, int K, int N) {
     }
     assert!(!whats.iter().any(|w| w.contains("`E[")), "{whats:?}");
 }
+
+/// A value the epilogue combines with the accumulator (`const float scale = …;`, read
+/// from no register) is a side input, not the stored value: the store
+/// `D[…] = __float2bfloat16(acc[i][j] * scale)` is read back, not `scale` probed.
+#[test]
+fn a_side_input_of_the_store_is_not_probed_as_its_value() {
+    let source = include_str!("../../../kernels/insitu/linear_ext.cu");
+    let (out, plan) = instrument(source, &config(None)).unwrap();
+    let epilogue: Vec<&ProbeInfo> = plan
+        .probes
+        .iter()
+        .filter(|p| p.what.contains("store"))
+        .collect();
+    assert_eq!(epilogue.len(), 1, "{:?}", plan.probes);
+    assert!(
+        epilogue[0].what.contains("read back"),
+        "{}",
+        epilogue[0].what
+    );
+    assert!(!out.contains(
+        "kwb::Kind::Epilogue, kwb_tag, -1, static_cast<int>(m0), static_cast<int>(n0), scale)"
+    ));
+}

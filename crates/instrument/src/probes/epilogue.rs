@@ -49,7 +49,7 @@ pub(crate) fn probe(em: &mut Emitter<'_>, kernel: &Kernel, gate: &str) {
         .filter(|s| s.kind == SiteKind::Epilogue)
         .filter_map(|s| root.descendant_for_byte_range(s.range.start, s.range.end))
         .collect();
-    let values = epilogue_values(parsed, &epilogue);
+    let values = epilogue_values(parsed, &epilogue, &registers);
     let mut done: Vec<usize> = Vec::new();
     for node in epilogue {
         let Some(statement) = block_statement(node) else {
@@ -490,13 +490,23 @@ fn root_of(left: Node<'_>) -> (Option<std::ops::Range<usize>>, bool) {
 
 /// The scalar values the epilogue computes from the accumulator: the names its
 /// declarations declare (`float v0 = alpha * acc[i]`).
-fn epilogue_values(parsed: &Parsed, epilogue: &[Node<'_>]) -> Vec<String> {
-    let mut names = Vec::new();
+fn epilogue_values(parsed: &Parsed, epilogue: &[Node<'_>], registers: &[String]) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
     for node in epilogue.iter().filter(|n| n.kind() == "declaration") {
         let mut cursor = node.walk();
         for declarator in node.children_by_field_name("declarator", &mut cursor) {
             let inner = innermost_declarator(declarator);
-            if inner.kind() == "identifier" {
+            if inner.kind() != "identifier" {
+                continue;
+            }
+            // A side input (`const float scale = …;`, a bias read): its initializer
+            // names neither the accumulator's registers nor an earlier value, so it is
+            // what a store combines with the values, not what it stores.
+            let side_input = declarator.child_by_field_name("value").is_some_and(|v| {
+                !identifiers(&parsed.masked[v.byte_range()])
+                    .any(|w| registers.iter().chain(&names).any(|r| r == w))
+            });
+            if !side_input {
                 names.push(parsed.masked[inner.byte_range()].to_owned());
             }
         }
