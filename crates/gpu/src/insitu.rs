@@ -410,11 +410,15 @@ pub struct Served {
 /// waiting for: the buffers to keep (each pointer once, at the most bytes any role
 /// reads or writes through it), and per rung the inputs to copy in, the output (and
 /// an unread C) to fill with the all-ones NaN pattern, and the output to read back.
+///
+/// `traced`: the rung whose launch is also traced (a trace build's buffer emptied
+/// before it and written to the file after), where the unit was built traced.
 pub fn serve(
     dir: &Path,
     plan: &Plan,
     buffers: &Buffers,
     rungs: &[Rung],
+    traced: Option<(Rung, &Path)>,
 ) -> Result<Served, GpuError> {
     let started = std::time::Instant::now();
     let problem = plan.problem()?;
@@ -456,6 +460,9 @@ pub fn serve(
                 plan.operand(plan.output).bytes(),
                 job.output.display()
             ));
+        }
+        if let Some((_, file)) = traced.filter(|(r, _)| r.name() == job.name) {
+            text.push_str(&format!("trace\t{}\n", file.display()));
         }
     }
     text.push_str("end\n");
@@ -747,11 +754,13 @@ arg\t3\tint\t256\tint\narg\t4\tint\t384\tint\narg\t5\tint\t512\tint\n";
         let dir = tempfile::tempdir().unwrap();
         let l = Launch::parse(LAUNCH).unwrap();
         let (plan, buffers) = plan(&params(), &l, &Request::default()).unwrap();
+        let trace = dir.path().join("ones.trace");
         let served = serve(
             dir.path(),
             &plan,
             &buffers,
             &[Rung::Ones, Rung::SeqIdentity],
+            Some((Rung::Ones, &trace)),
         )
         .unwrap();
         let text = std::fs::read_to_string(dir.path().join(PLAN_FILE)).unwrap();
@@ -763,6 +772,12 @@ arg\t3\tint\t256\tint\narg\t4\tint\t384\tint\narg\t5\tint\t512\tint\n";
         );
         assert!(text.contains("fill\t2\t196608\n"), "{text}");
         assert!(text.ends_with("end\n"));
+        // The ones rung, and only it, is traced.
+        assert_eq!(text.matches("trace\t").count(), 1);
+        assert!(
+            text.contains(&format!("trace\t{}\nrung\tseq-identity", trace.display())),
+            "{text}"
+        );
         assert_eq!(text.matches("output\t2\t196608\t").count(), 2);
         // A session that ran the first rung and stopped in the second: a hang there.
         let out = outcomes("rung\tones\tok\t0.5\n", &served);

@@ -22,7 +22,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use kwb_diagnose::{Diagnosis, Evidence, judge_ladder, reconcile, with_descriptors};
+use kwb_diagnose::{
+    Diagnosis, Evidence, judge_ladder, judge_ones, nan_origin, reconcile, sites_of,
+    with_descriptors,
+};
 use kwb_gpu::insitu::{self, Ended, Launch, Served};
 use kwb_gpu::{GpuError, Progress, Report, Timing};
 use kwb_ladder::Rung;
@@ -48,6 +51,9 @@ pub struct InSitu<'a> {
     /// kwb-nvcc, and the real nvcc it hands compiles to.
     pub kwb_nvcc: PathBuf,
     pub nvcc: PathBuf,
+    /// Build the kernel's unit traced too (one CTA, (0, 0, 0)) and trace the ones
+    /// rung's launch.
+    pub trace: bool,
     pub progress: Progress,
 }
 
@@ -110,10 +116,20 @@ fn start(job: &InSitu<'_>, log: &Path) -> Result<Child, GpuError> {
         .env("CMAKE_CUDA_COMPILER_LAUNCHER", &job.kwb_nvcc)
         // A JIT's cached build of the unrewritten source would be loaded as it is.
         .env("TORCH_EXTENSIONS_DIR", job.work.join("torch_extensions"))
-        .env_remove("KWB_TRACE")
         .stdin(Stdio::null())
         .stdout(Stdio::from(out))
         .stderr(Stdio::from(err));
+    if job.trace {
+        command.env(
+            "KWB_TRACE",
+            format!(
+                "kernel={};cta=0,0,0",
+                job.kernel.rsplit("::").next().unwrap_or(job.kernel)
+            ),
+        );
+    } else {
+        command.env_remove("KWB_TRACE");
+    }
     std::os::unix::process::CommandExt::process_group(&mut command, 0);
     command
         .spawn()
@@ -209,7 +225,10 @@ pub fn in_situ(job: InSitu<'_>) -> Result<InSituOutcome, GpuError> {
                         plan.n,
                         plan.k
                     ));
-                    let s = insitu::serve(job.work, &plan, &buffers, job.rungs)?;
+                    let trace_file = job.work.join("ones.trace");
+                    let traced = (job.trace && job.rungs.contains(&Rung::Ones))
+                        .then_some((Rung::Ones, trace_file.as_path()));
+                    let s = insitu::serve(job.work, &plan, &buffers, job.rungs, traced)?;
                     served = Some((launch, plan, buffers, s));
                 }
                 Err(why) => {
@@ -306,7 +325,12 @@ pub fn in_situ(job: InSitu<'_>) -> Result<InSituOutcome, GpuError> {
             compare_s: compare_started.elapsed().as_secs_f64(),
         },
     );
-    let diagnosis = judge(&report, &launch, &ended);
+    let trace = if job.trace {
+        read_trace(&job.work.join("ones.trace"))
+    } else {
+        Err(None)
+    };
+    let diagnosis = judge(&report, &launch, &ended, trace);
     Ok(InSituOutcome {
         diagnosis,
         report,
@@ -316,18 +340,51 @@ pub fn in_situ(job: InSitu<'_>) -> Result<InSituOutcome, GpuError> {
     })
 }
 
-/// The ladder's reading of an in-process run, with the TMA maps the kernel received;
-/// `not_run` says what a reproducer would add.
-fn judge(report: &Report, launch: &Launch, ended: &Ended) -> Diagnosis {
+/// The ones rung's trace: `Err(None)` where none was asked for, `Err(Some(why))` where
+/// it was and is not there or does not read.
+fn read_trace(path: &Path) -> Result<kwb_runtime::Trace, Option<String>> {
+    let bytes = std::fs::read(path).map_err(|_| {
+        Some("the ones rung's launch wrote no trace: the kernel's unit was not built traced (kwb-nvcc says why in the program's output), or the rung did not run".to_owned())
+    })?;
+    kwb_runtime::decode(&bytes)
+        .map_err(|e| Some(format!("the ones rung's trace does not read: {e}")))
+}
+
+/// The ladder's reading of an in-process run and the ones rung's trace (one launch,
+/// CTA (0, 0, 0)), with the TMA maps the kernel received; `not_run` says what a
+/// reproducer would add.
+fn judge(
+    report: &Report,
+    launch: &Launch,
+    ended: &Ended,
+    trace: Result<kwb_runtime::Trace, Option<String>>,
+) -> Diagnosis {
     let rungs = evidence::outcomes(report);
     let ladder = (!rungs.is_empty()).then(|| judge_ladder(&rungs, epilogue_inputs(Some(report))));
+    let shape = (report.plan.m, report.plan.n, report.plan.k);
+    let ones = rungs.iter().find(|r| r.rung == "ones");
+    let (trace, trace_missing) = match trace {
+        Ok(t) => (Some(t), None),
+        Err(why) => (None, why),
+    };
+    let traced = trace
+        .as_ref()
+        .map(|t| judge_ones(t, &evidence::ones_run(shape, ones, true)));
     let source = std::fs::read_to_string(&launch.file).unwrap_or_default();
     let mut descriptors = checks::received_issues(&report.maps, &[]);
     descriptors.extend(checks::swizzle_issues(
         &report.maps,
         kwb_diagnose::mma_swizzle(&source).as_ref(),
     ));
-    let verdict = with_descriptors(reconcile(None, ladder.as_ref()), &descriptors);
+    let verdict = with_descriptors(reconcile(traced.as_ref(), ladder.as_ref()), &descriptors);
+    let mut sites = Vec::new();
+    if let (Some(stage), Some(t)) = (verdict.stage, trace.as_ref()) {
+        for site in sites_of(t, stage) {
+            if !sites.contains(&site) {
+                sites.push(site);
+            }
+        }
+    }
     let mut not_run = Vec::new();
     if let Some(why) = &report.failed {
         not_run.push(format!("the ladder: {why}"));
@@ -337,10 +394,17 @@ fn judge(report: &Report, launch: &Launch, ended: &Ended) -> Diagnosis {
             "the program's buffers: at least one read back differently after kwb put it back (done.txt in the work folder names it)".to_owned(),
         );
     }
-    not_run.push(format!(
-        "the traces: in the program's own process kwb runs the ladder; the traces that isolate a stage come from the kernel taken out (`kwb diagnose {} --kernel {}`), where it can be built traced",
-        launch.file, launch.kernel
-    ));
+    match (&traced, trace_missing) {
+        (Some(_), _) => not_run.push(format!(
+            "the full trace: in the program's own process kwb traces the ones rung's launch (CTA (0, 0, 0)); the full trace on integer inputs, which tells a K slice fed twice or another CTA's rows, comes from the kernel taken out (`kwb diagnose {} --kernel {}`)",
+            launch.file, launch.kernel
+        )),
+        (None, Some(why)) => not_run.push(format!("the trace: {why}")),
+        (None, None) => not_run.push(format!(
+            "the traces: --no-trace; in the program kwb traces the ones rung's launch, and the full trace comes from the kernel taken out (`kwb diagnose {} --kernel {}`)",
+            launch.file, launch.kernel
+        )),
+    }
     if rungs
         .iter()
         .any(|r| r.state == kwb_diagnose::RungState::Fault)
@@ -351,16 +415,20 @@ fn judge(report: &Report, launch: &Launch, ended: &Ended) -> Diagnosis {
         instantiation: launch.callee.clone(),
         source: launch.file.clone(),
         verdict,
-        evidence: ladder
-            .into_iter()
+        evidence: traced
             .map(|finding| Evidence {
-                track: "ladder",
+                track: "trace",
                 finding,
             })
+            .into_iter()
+            .chain(ladder.map(|finding| Evidence {
+                track: "ladder",
+                finding,
+            }))
             .collect(),
         rungs,
-        sites: Vec::new(),
-        nan_origin: None,
+        sites,
+        nan_origin: trace.as_ref().and_then(nan_origin),
         descriptors,
         maps: report.maps.iter().map(kwb_gpu::MapReading::line).collect(),
         not_run,

@@ -23,10 +23,12 @@
 //      values: the buffers to keep, and per rung the files to copy into them and the
 //      bytes to read back (lines of tab-separated fields: `buffer ARG BYTES`,
 //      `rung NAME`, `input ARG FILE`, `fill ARG BYTES`, `output ARG BYTES FILE`,
-//      `end`; or `skip WHY`);
+//      `trace FILE`, `end`; or `skip WHY`);
 //   3. it copies each kept buffer aside (on the device, and to the host), and for each
 //      rung writes the inputs, makes the launch, waits, and writes the output to its
-//      file, a line of rungs.txt each (`rung NAME ok MS`, or `rung NAME error WHERE
+//      file (and, where the unit is a trace build of kwb_trace.cuh and the rung asks
+//      for it, empties the trace buffer before the launch and writes it to FILE after:
+//      a trace of that one launch), a line of rungs.txt each (`rung NAME ok MS`, or `rung NAME error WHERE
 //      CODE MESSAGE`);
 //   4. it copies every kept buffer back, reads it again and compares it with the
 //      host copy (`restored ARG BYTES same|differs`), writes done.txt, and makes the
@@ -213,7 +215,7 @@ inline std::vector<std::string> fields(const std::string& line) {
 }
 
 struct Step {
-  std::string what;  // input, fill, output
+  std::string what;  // input, fill, output, trace
   int arg = -1;
   size_t bytes = 0;
   std::string file;
@@ -248,6 +250,11 @@ inline bool parse_plan(const std::string& text, Plan* plan) {
       plan->buffers.emplace_back(std::atoi(f[1].c_str()), std::strtoull(f[2].c_str(), nullptr, 10));
     } else if (f[0] == "rung" && f.size() == 2) {
       plan->rungs.push_back(Rung{f[1], {}});
+    } else if (!plan->rungs.empty() && f[0] == "trace" && f.size() == 2) {
+      Step s;
+      s.what = f[0];
+      s.file = f[1];
+      plan->rungs.back().steps.push_back(s);
     } else if (!plan->rungs.empty() && (f[0] == "input" || f[0] == "fill" || f[0] == "output")) {
       Step s;
       s.what = f[0];
@@ -398,6 +405,12 @@ inline void session(const char* dir, const char* kernel, const char* callee, con
       publish(dir, "rungs.txt", rungs);
       continue;
     }
+    const Step* trace = nullptr;
+    for (const Step& s : r.steps)
+      if (s.what == "trace") trace = &s;
+#if defined(KWB_TRACE_CUH_) && defined(KWB_TRACE)
+    if (trace != nullptr) kwb_trace_reset();
+#endif
     cudaDeviceSynchronize();
     const double t0 = now_ms();
     go(args...);
@@ -415,6 +428,11 @@ inline void session(const char* dir, const char* kernel, const char* callee, con
       lost = true;
       break;
     }
+#if defined(KWB_TRACE_CUH_) && defined(KWB_TRACE)
+    if (trace != nullptr) kwb_trace_flush(trace->file.c_str());
+#else
+    (void)trace;
+#endif
     for (const Step& s : r.steps) {
       if (s.what != "output") continue;
       std::vector<unsigned char> out(s.bytes);

@@ -318,6 +318,7 @@ fn in_situ(args: &Args) -> i32 {
         timeout: std::time::Duration::from_secs_f64(args.program_timeout.max(1.0)),
         kwb_nvcc,
         nvcc,
+        trace: !args.no_trace,
         progress: spinner.progress(),
     };
     let result = kwb_pipeline::insitu::in_situ(job);

@@ -136,13 +136,30 @@ pub fn main() -> i32 {
         };
     }
     if let Some(kernel) = insitu {
-        use std::io::Write;
-        let _ = writeln!(
-            std::io::stderr(),
-            "kwb-nvcc: warning: KWB_TRACE and KWB_INSITU_KERNEL are both set; this build records the trace and leaves the launches of `{kernel}` as written"
-        );
+        // A traced unit whose launches also run in place; where the trace cannot be
+        // built, the launches alone.
+        return match instrumented(&trace, &args, Some(kernel.trim())) {
+            Ok(Some(new)) => run(&real, &new, &args),
+            Ok(None) => match insitu_launches(kernel.trim(), &args) {
+                Ok(Some(new)) => run(&real, &new, &args),
+                Ok(None) => become_nvcc(&real, &args),
+                Err(why) => without_probes(&real, &args, &why),
+            },
+            Err(why) => {
+                use std::io::Write;
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "kwb-nvcc: warning: {why}\nkwb-nvcc: warning: the launches of `{kernel}` run in place without a trace"
+                );
+                match insitu_launches(kernel.trim(), &args) {
+                    Ok(Some(new)) => run(&real, &new, &args),
+                    Ok(None) => become_nvcc(&real, &args),
+                    Err(why) => without_probes(&real, &args, &why),
+                }
+            }
+        };
     }
-    match instrumented(&trace, &args) {
+    match instrumented(&trace, &args, None) {
         Ok(Some(new)) => run(&real, &new, &args),
         Ok(None) => become_nvcc(&real, &args),
         Err(why) => without_probes(&real, &args, &why),
@@ -320,7 +337,12 @@ fn insitu_launches(kernel: &str, args: &[OsString]) -> Result<Option<Prepared>, 
 
 /// The new command line, or `None` when nothing in this command is to be
 /// instrumented (it then runs unchanged).
-fn instrumented(trace: &str, args: &[OsString]) -> Result<Option<Prepared>, String> {
+/// `insitu`: the kernel whose launch statements the traced copies also rewrite.
+fn instrumented(
+    trace: &str,
+    args: &[OsString],
+    insitu: Option<&str>,
+) -> Result<Option<Prepared>, String> {
     let text = match trace.trim().strip_prefix('@') {
         Some(file) => {
             std::fs::read_to_string(file.trim()).map_err(|e| format!("KWB_TRACE=@{file}: {e}"))?
@@ -340,7 +362,7 @@ fn instrumented(trace: &str, args: &[OsString]) -> Result<Option<Prepared>, Stri
     let mut overlay_dir = None;
     for &index in &command.cuda_sources {
         let source = PathBuf::from(&command.args[index]);
-        let Some(done) = instrument_source(&source, &command, &spec, &cache)? else {
+        let Some(done) = instrument_source(&source, &command, &spec, &cache, insitu)? else {
             continue;
         };
         renames.push((done.copy.clone(), absolute(&source)));
@@ -399,6 +421,7 @@ fn instrument_source(
     command: &NvccCommand,
     spec: &Spec,
     cache: &Path,
+    insitu: Option<&str>,
 ) -> Result<Option<Done>, String> {
     let text = match std::fs::read(source).map(String::from_utf8) {
         Ok(Ok(text)) => text,
@@ -438,6 +461,7 @@ fn instrument_source(
         original.display().to_string().into_bytes(),
         text.as_bytes().to_vec(),
         command.includes.join("\u{1f}").into_bytes(),
+        insitu.unwrap_or_default().as_bytes().to_vec(),
     ];
     if spec.overlay {
         for (header, content) in kwb_instrument::overlay::followed(source, &text, &roots) {
@@ -450,7 +474,7 @@ fn instrument_source(
     let (probes, headers) = match read_entry(&entry) {
         Some(found) => found,
         None => match build_entry(
-            source, &text, &original, spec, &config, &roots, cache, &entry,
+            source, &text, &original, spec, &config, &roots, cache, &entry, insitu,
         )? {
             Some(built) => built,
             None => return Ok(None),
@@ -531,6 +555,7 @@ fn build_entry(
     roots: &[PathBuf],
     cache: &Path,
     entry: &Path,
+    insitu: Option<&str>,
 ) -> Result<Option<Sites>, String> {
     let traced = match kwb_instrument::instrument(text, config) {
         Ok((traced, plan)) => Some((traced, plan.probes.len())),
@@ -572,6 +597,14 @@ fn build_entry(
         };
         if let Ok((again, plan)) = kwb_instrument::instrument(text, &config) {
             traced = Some((again, plan.probes.len()));
+        }
+    }
+    // The traced unit's launches of the in-situ kernel run in place too.
+    if let (Some(kernel), Some((t, _))) = (insitu, traced.as_mut()) {
+        match kwb_instrument::insitu::insitu(t, kernel, &original.display().to_string()) {
+            Ok(r) => *t = r.text,
+            Err(kwb_instrument::InstrumentError::NoLaunch { .. }) => {}
+            Err(e) => return Err(format!("{}: {e}", source.display())),
         }
     }
     if traced.is_none() && copies.is_empty() {
