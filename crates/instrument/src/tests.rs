@@ -1057,3 +1057,25 @@ fn a_side_input_of_the_store_is_not_probed_as_its_value() {
         "kwb::Kind::Epilogue, kwb_tag, -1, static_cast<int>(m0), static_cast<int>(n0), scale)"
     ));
 }
+
+/// A traced unit's launches run in place too: `insitu` over an instrumented text keeps
+/// every probe, adds the launch rewrite after the trace runtime, and strip still gives
+/// the original back.
+#[test]
+fn insitu_over_an_instrumented_text_keeps_its_probes() {
+    let source = include_str!("../../../kernels/insitu/linear_ext.cu");
+    let (traced, plan) = instrument(source, &config(None)).unwrap();
+    let both = crate::insitu::insitu(&traced, "linear_kernel", "linear_ext.cu").unwrap();
+    assert_eq!(both.lines, vec![98]);
+    assert!(!plan.probes.is_empty());
+    assert_eq!(
+        traced.matches("kwb::dependent(").count(),
+        both.text.matches("kwb::dependent(").count()
+    );
+    let runtime = both.text.find("KWB_TRACE_CUH_").unwrap();
+    let launcher = both.text.find("KWB_INSITU_CUH").unwrap();
+    assert!(runtime < launcher, "the in-situ header follows the trace runtime");
+    assert_eq!(crate::strip(&both.text).unwrap(), source);
+    // The original name survives both passes, for #line and __FILE__.
+    assert_eq!(crate::markers::original_name(&both.text).as_deref(), Some("k.cu"));
+}
