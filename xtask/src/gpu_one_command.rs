@@ -242,7 +242,7 @@ fn one(root: &Path, options: &Options, kwb: &Path, row: &Row) -> Graded {
 
 /// A verdict against the manifest's stage (`none`: a correct build or a confound):
 /// `verdict` whether it is a VERDICT, `fits` whether its stage fits (`Read::fits`).
-fn grade(verdict: bool, fits: bool, want: &str) -> &'static str {
+pub(crate) fn grade(verdict: bool, fits: bool, want: &str) -> &'static str {
     match (want, verdict, fits) {
         ("none", true, true) => "refuted",
         ("none", false, _) => "not refuted",

@@ -16,6 +16,7 @@ mod corpus;
 mod demo;
 mod gpu_bench;
 mod gpu_diagnose;
+mod gpu_insitu;
 mod gpu_one_command;
 mod gpu_provenance;
 mod gpu_repro;
@@ -185,6 +186,19 @@ enum Task {
     },
     /// On a machine with a GPU: `kwb diagnose` alone, one command per build as a user
     /// runs it (no trace given, no harness), on both suites, held to their manifests
+    /// `kwb diagnose --kernel K -- python -m pytest …` on the PyTorch extension of
+    /// kernels/insitu, once per planted defect (needs a GPU, PyTorch and pytest)
+    GpuInsitu {
+        /// The folder for the report folders and report.md
+        #[arg(long, default_value = "target/gpu-insitu")]
+        out: PathBuf,
+        /// The commit the report is for (the checkout may have no .git)
+        #[arg(long)]
+        commit: Option<String>,
+        /// The Python that runs pytest
+        #[arg(long, default_value = "python")]
+        python: String,
+    },
     GpuOneCommand {
         /// Commands run at once
         #[arg(short, long, default_value_t = default_jobs())]
@@ -390,6 +404,18 @@ fn main() -> ExitCode {
                 out: project_root().join(out),
                 commit,
                 only,
+            },
+        ),
+        Task::GpuInsitu {
+            out,
+            commit,
+            python,
+        } => gpu_insitu::run(
+            &project_root(),
+            &gpu_insitu::Options {
+                out: project_root().join(out),
+                commit,
+                python,
             },
         ),
         Task::GpuOneCommand {
