@@ -1074,8 +1074,14 @@ fn insitu_over_an_instrumented_text_keeps_its_probes() {
     );
     let runtime = both.text.find("KWB_TRACE_CUH_").unwrap();
     let launcher = both.text.find("KWB_INSITU_CUH").unwrap();
-    assert!(runtime < launcher, "the in-situ header follows the trace runtime");
+    assert!(
+        runtime < launcher,
+        "the in-situ header follows the trace runtime"
+    );
     assert_eq!(crate::strip(&both.text).unwrap(), source);
     // The original name survives both passes, for #line and __FILE__.
-    assert_eq!(crate::markers::original_name(&both.text).as_deref(), Some("k.cu"));
+    assert_eq!(
+        crate::markers::original_name(&both.text).as_deref(),
+        Some("k.cu")
+    );
 }

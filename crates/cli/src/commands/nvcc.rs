@@ -139,7 +139,22 @@ pub fn main() -> i32 {
         // A traced unit whose launches also run in place; where the trace cannot be
         // built, the launches alone.
         return match instrumented(&trace, &args, Some(kernel.trim())) {
-            Ok(Some(new)) => run(&real, &new, &args),
+            Ok(Some(new)) => match compiled(&real, &new) {
+                Ok(code) => code,
+                // The traced unit does not compile: its launches alone, then the original.
+                Err(why) => {
+                    use std::io::Write;
+                    let _ = writeln!(
+                        std::io::stderr(),
+                        "kwb-nvcc: warning: {why}\nkwb-nvcc: warning: the launches of `{kernel}` run in place without a trace"
+                    );
+                    match insitu_launches(kernel.trim(), &args) {
+                        Ok(Some(new)) => run(&real, &new, &args),
+                        Ok(None) => become_nvcc(&real, &args),
+                        Err(why) => without_probes(&real, &args, &why),
+                    }
+                }
+            },
             Ok(None) => match insitu_launches(kernel.trim(), &args) {
                 Ok(Some(new)) => run(&real, &new, &args),
                 Ok(None) => become_nvcc(&real, &args),
@@ -178,10 +193,19 @@ struct Prepared {
 /// compile instead ([`without_probes`]), the traced compile's errors kept in a log
 /// next to the instrumented copy.
 fn run(real: &Path, p: &Prepared, original: &[OsString]) -> i32 {
+    match compiled(real, p) {
+        Ok(code) => code,
+        Err(why) => without_probes(real, original, &why),
+    }
+}
+
+/// Runs the rewritten compile: its exit code where it succeeds or nvcc cannot run,
+/// else why it failed (its output kept in a log beside the copy).
+fn compiled(real: &Path, p: &Prepared) -> Result<i32, String> {
     use std::io::Write;
     let output = match Command::new(real).args(&p.args).output() {
         Ok(o) => o,
-        Err(e) => return refuse(&format!("cannot run {}: {e}", real.display())),
+        Err(e) => return Ok(refuse(&format!("cannot run {}: {e}", real.display()))),
     };
     if output.status.success() {
         let _ = std::io::stdout().write_all(&output.stdout);
@@ -189,7 +213,7 @@ fn run(real: &Path, p: &Prepared, original: &[OsString]) -> i32 {
         if let Some(d) = &p.dependency_file {
             restore_dependencies(Path::new(d), &p.renames);
         }
-        return 0;
+        return Ok(0);
     }
     let errors = String::from_utf8_lossy(&output.stderr).into_owned()
         + &String::from_utf8_lossy(&output.stdout);
@@ -221,7 +245,7 @@ fn run(real: &Path, p: &Prepared, original: &[OsString]) -> i32 {
             _ => String::new(),
         }
     );
-    without_probes(real, original, &why)
+    Err(why)
 }
 
 /// Names the originals, not the copies, in the dependency file nvcc wrote, so the
