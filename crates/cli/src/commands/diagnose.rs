@@ -132,22 +132,10 @@ pub fn run(args: Args) -> i32 {
             }
         }
     }
-    let temp;
-    let repro_dir = match &args.report {
-        Some(dir) => dir.join("repro"),
-        None => match tempfile::tempdir() {
-            Ok(t) => {
-                temp = t;
-                temp.path().to_path_buf()
-            }
-            Err(source) => {
-                render::error(Problem::new(CliError::Unwritable {
-                    path: std::env::temp_dir(),
-                    source,
-                }));
-                return exit::INPUT;
-            }
-        },
+    let mut temp = None;
+    let repro_dir = match folder(args.report.as_deref(), "repro", &mut temp) {
+        Ok(d) => d,
+        Err(code) => return code,
     };
     let extraction = match extract_to(&args.target, &repro_dir) {
         Ok(x) => x,
@@ -218,6 +206,30 @@ pub fn run(args: Args) -> i32 {
     }
 }
 
+/// `REPORT/NAME`, or a temporary folder kept alive in `temp`; a failure is rendered.
+fn folder(
+    report: Option<&Path>,
+    name: &str,
+    temp: &mut Option<tempfile::TempDir>,
+) -> Result<PathBuf, i32> {
+    if let Some(dir) = report {
+        return Ok(dir.join(name));
+    }
+    match tempfile::Builder::new()
+        .prefix(&format!("kwb-{name}-"))
+        .tempdir()
+    {
+        Ok(t) => Ok(temp.insert(t).path().to_path_buf()),
+        Err(source) => {
+            render::error(Problem::new(CliError::Unwritable {
+                path: std::env::temp_dir(),
+                source,
+            }));
+            Err(exit::INPUT)
+        }
+    }
+}
+
 /// `-- CMD`: the ladder inside the user's program.
 fn in_situ(args: &Args) -> i32 {
     let bad = |why: String| {
@@ -282,22 +294,10 @@ fn in_situ(args: &Args) -> i32 {
             return exit::INPUT;
         }
     };
-    let temp;
-    let work = match &args.report {
-        Some(dir) => dir.join("insitu"),
-        None => match tempfile::Builder::new().prefix("kwb-insitu-").tempdir() {
-            Ok(t) => {
-                temp = t;
-                temp.path().to_path_buf()
-            }
-            Err(source) => {
-                render::error(Problem::new(CliError::Unwritable {
-                    path: std::env::temp_dir(),
-                    source,
-                }));
-                return exit::INPUT;
-            }
-        },
+    let mut temp = None;
+    let work = match folder(args.report.as_deref(), "insitu", &mut temp) {
+        Ok(d) => d,
+        Err(code) => return code,
     };
     let spinner = crate::progress::Spinner::new();
     let job = kwb_pipeline::insitu::InSitu {

@@ -125,59 +125,43 @@ pub fn main() -> i32 {
     let insitu = std::env::var("KWB_INSITU_KERNEL")
         .ok()
         .filter(|k| !k.trim().is_empty());
-    if trace.trim().is_empty() {
-        return match insitu {
-            Some(kernel) => match insitu_launches(kernel.trim(), &args) {
-                Ok(Some(new)) => run(&real, &new, &args),
-                Ok(None) => become_nvcc(&real, &args),
-                Err(why) => without_probes(&real, &args, &why),
-            },
-            None => become_nvcc(&real, &args),
-        };
-    }
-    if let Some(kernel) = insitu {
+    match (trace.trim().is_empty(), insitu) {
+        (true, None) => become_nvcc(&real, &args),
+        (true, Some(kernel)) => launches_in_place(&real, &args, kernel.trim()),
+        (false, None) => match instrumented(&trace, &args, None) {
+            Ok(Some(new)) => run(&real, &new, &args),
+            Ok(None) => become_nvcc(&real, &args),
+            Err(why) => without_probes(&real, &args, &why),
+        },
         // A traced unit whose launches also run in place; where the trace cannot be
-        // built, the launches alone.
-        return match instrumented(&trace, &args, Some(kernel.trim())) {
-            Ok(Some(new)) => match compiled(&real, &new) {
-                Ok(code) => code,
-                // The traced unit does not compile: its launches alone, then the original.
-                Err(why) => {
-                    use std::io::Write;
-                    let _ = writeln!(
-                        std::io::stderr(),
-                        "kwb-nvcc: warning: {why}\nkwb-nvcc: warning: the launches of `{kernel}` run in place without a trace"
-                    );
-                    match insitu_launches(kernel.trim(), &args) {
-                        Ok(Some(new)) => run(&real, &new, &args),
-                        Ok(None) => become_nvcc(&real, &args),
-                        Err(why) => without_probes(&real, &args, &why),
-                    }
-                }
-            },
-            Ok(None) => match insitu_launches(kernel.trim(), &args) {
-                Ok(Some(new)) => run(&real, &new, &args),
-                Ok(None) => become_nvcc(&real, &args),
-                Err(why) => without_probes(&real, &args, &why),
-            },
-            Err(why) => {
-                use std::io::Write;
-                let _ = writeln!(
-                    std::io::stderr(),
-                    "kwb-nvcc: warning: {why}\nkwb-nvcc: warning: the launches of `{kernel}` run in place without a trace"
-                );
-                match insitu_launches(kernel.trim(), &args) {
-                    Ok(Some(new)) => run(&real, &new, &args),
-                    Ok(None) => become_nvcc(&real, &args),
-                    Err(why) => without_probes(&real, &args, &why),
-                }
-            }
-        };
+        // built or does not compile, the launches alone, then the original.
+        (false, Some(kernel)) => {
+            let kernel = kernel.trim();
+            let why = match instrumented(&trace, &args, Some(kernel)) {
+                Ok(Some(new)) => match compiled(&real, &new) {
+                    Ok(code) => return code,
+                    Err(why) => why,
+                },
+                Ok(None) => return launches_in_place(&real, &args, kernel),
+                Err(why) => why,
+            };
+            use std::io::Write;
+            let _ = writeln!(
+                std::io::stderr(),
+                "kwb-nvcc: warning: {why}\nkwb-nvcc: warning: the launches of `{kernel}` run in place without a trace"
+            );
+            launches_in_place(&real, &args, kernel)
+        }
     }
-    match instrumented(&trace, &args, None) {
-        Ok(Some(new)) => run(&real, &new, &args),
-        Ok(None) => become_nvcc(&real, &args),
-        Err(why) => without_probes(&real, &args, &why),
+}
+
+/// Compiles with the launches of `kernel` rewritten where a source has one, else the
+/// original command.
+fn launches_in_place(real: &Path, args: &[OsString], kernel: &str) -> i32 {
+    match insitu_launches(kernel, args) {
+        Ok(Some(new)) => run(real, &new, args),
+        Ok(None) => become_nvcc(real, args),
+        Err(why) => without_probes(real, args, &why),
     }
 }
 
