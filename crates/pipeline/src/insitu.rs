@@ -277,6 +277,20 @@ pub fn in_situ(job: InSitu<'_>) -> Result<InSituOutcome, GpuError> {
         )));
     }
     let Some((launch, plan, buffers, served)) = served else {
+        // The program reached the launch, but its session ended before launch.txt
+        // (the device already had an error: no GPU, or an earlier fault).
+        if let Some(why) = std::fs::read_to_string(job.work.join(insitu::DONE_FILE))
+            .ok()
+            .and_then(|t| Ended::parse(&t).refused)
+        {
+            return Err(GpuError::Worker(format!(
+                "`{}` reached the launch of `{}`, but kwb could not run it there: {why}. Its last lines ({}):\n{}",
+                job.command.join(" "),
+                job.kernel,
+                log.display(),
+                tail(&log, 12)
+            )));
+        }
         return Err(GpuError::Worker(format!(
             "`{}` ended (exit {}) without launching `{}` through kwb: either it never launches it, or the build that launches it did not go through kwb-nvcc (a prebuilt or cached extension; the build's nvcc is found through PYTORCH_NVCC, PATH or CMAKE_CUDA_COMPILER_LAUNCHER). Its last lines ({}):\n{}",
             job.command.join(" "),
