@@ -368,3 +368,47 @@ fn a_program_that_never_launches_the_kernel_is_told_with_its_output() {
     assert_eq!(written, ["r"].map(str::to_owned).to_vec());
     assert!(dir.path().join("r/insitu/command.log").is_file());
 }
+
+/// `-- CMD` through the real pieces on a machine without a GPU: the program is built by
+/// kwb-nvcc with its launch rewritten (`kwb_insitu.cuh` inlined), reaches the launch,
+/// finds its device unusable and says so; kwb reports that, not a program that never
+/// launched.
+#[test]
+fn a_program_whose_device_is_unusable_at_the_launch_is_told_so() {
+    let Ok(toolchain) = kwb_toolchain::toolchain(&kwb_toolchain::Env::from_process()) else {
+        return;
+    };
+    if driver_here() {
+        return; // on a GPU the ladder runs: `xtask gpu-insitu`
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let program = dir.path().join("prog");
+    let kwb_nvcc = Path::new(env!("CARGO_BIN_EXE_kwb-nvcc"));
+    let built = Command::new(kwb_nvcc)
+        .args(["-std=c++17", "-arch=sm_90a", "-o"])
+        .arg(&program)
+        .arg(root().join("fixtures/insitu/gemm_program.cu"))
+        .env("KWB_NVCC_REAL", &toolchain.nvcc)
+        .env("KWB_INSITU_KERNEL", "gemm_kernel")
+        .env("KWB_CACHE_DIR", dir.path().join("cache"))
+        .output()
+        .expect("kwb-nvcc runs");
+    let said = String::from_utf8_lossy(&built.stderr);
+    assert!(built.status.success(), "{said}");
+    assert!(said.contains("go through kwb_insitu::launch"), "{said}");
+    let out = Command::new(env!("CARGO_BIN_EXE_kwb"))
+        .args(["diagnose", "--kernel", "gemm_kernel", "--no-trace", "--"])
+        .arg(&program)
+        .current_dir(dir.path())
+        .env("NO_COLOR", "1")
+        .env("KWB_CACHE_DIR", dir.path().join("cache"))
+        .output()
+        .expect("kwb runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("reached the launch of `gemm_kernel`")
+            && stderr.contains("the device had an error before the launch"),
+        "{stderr}"
+    );
+}
