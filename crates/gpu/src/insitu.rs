@@ -151,9 +151,6 @@ pub struct Request {
     /// Each operand's layout (`A=km`, …), as `--layout` spells it: `mk|km`, `nk|kn`,
     /// `mn|nm`; the default is A M x K and B N x K with K contiguous, C and D row-major.
     pub layout: Vec<(Role, String)>,
-    /// alpha and beta where the kernel takes none.
-    pub alpha: Option<f32>,
-    pub beta: Option<f32>,
     /// The element type of A and B where neither the argument's type nor the
     /// parameter's says.
     pub dtype: Option<Dtype>,
@@ -249,7 +246,9 @@ pub fn plan(
     let mut buffers: Buffers = Vec::new();
     let mut dtypes: Vec<(Role, Dtype)> = Vec::new();
     let (mut m, mut n, mut k) = (None, None, None);
-    let (mut alpha, mut beta) = (request.alpha, request.beta);
+    // alpha and beta are what the launch passes (the kernel computes with them), else
+    // 1 and 0.
+    let (mut alpha, mut beta): (Option<f32>, Option<f32>) = (None, None);
     let mut lds: Vec<(Role, usize)> = Vec::new();
     for (i, (p, a)) in params.iter().zip(&launch.args).enumerate() {
         let (role_name, ld_target) = role_of(p);
@@ -287,8 +286,8 @@ pub fn plan(
             "m" => m = positive,
             "n" => n = positive,
             "k" => k = positive,
-            "alpha" => alpha = alpha.or(number.map(|v| v as f32)),
-            "beta" => beta = beta.or(number.map(|v| v as f32)),
+            "alpha" => alpha = number.map(|v| v as f32),
+            "beta" => beta = number.map(|v| v as f32),
             "leading-dimension" => {
                 if let (Some(r), Some(v)) = (ld_target, positive) {
                     lds.push((r, v));

@@ -308,8 +308,6 @@ fn in_situ(args: &Args) -> i32 {
         request: kwb_gpu::insitu::Request {
             shape: args.ladder.shape,
             layout,
-            alpha: None,
-            beta: None,
             dtype: args.ladder.dtype,
             roles,
         },
