@@ -397,6 +397,87 @@ fn zeros_among_ones_are_a_draft_padding_could_explain() {
     assert_eq!(f.confound, Some(Confound::ZerosAmongEqual));
 }
 
+/// The ones trace of a load one k off: K = 128 in 4 tiles of 32, and the last tile's
+/// A holds one zero per row (the k past the end, filled). Every accumulator value
+/// falls short by one product in that tile.
+fn ones_with_a_k_lost_in_tile_3() -> Vec<TraceRecord> {
+    let mut records = clean_ones();
+    records.push(record(Kind::OperandA, 3, 0.0, 1.0, 512));
+    records[5] = record(Kind::Accumulator, 3, 127.0, 127.0, 4096);
+    records[6] = record(Kind::Accumulator, -1, 127.0, 127.0, 4096);
+    records
+}
+
+#[test]
+fn zeros_that_cost_every_accumulator_a_product_inside_whole_k_tiles_are_an_operand_load_verdict() {
+    let f = judge_ones(
+        &trace(ones_with_a_k_lost_in_tile_3()),
+        &run(256, 256, 0, 1.0),
+    );
+    assert_eq!(f.stage, Some(Stage::OperandLoad));
+    assert_eq!(f.status, Status::Verdict, "{}", f.summary);
+    assert_eq!(f.confound, None);
+    assert_eq!(f.k_tile, Some(3));
+    assert!(f.fits(Some(Stage::Descriptor)));
+    assert!(f.summary.contains("short by 1 product"), "{}", f.summary);
+}
+
+#[test]
+fn the_in_situ_ones_trace_of_a_load_one_k_off_is_an_operand_load_verdict() {
+    // Recorded on an H100 inside pytest (kernels/insitu, KWB_DEFECT=load_k_offset):
+    // M 256, N 384, K 512; the output on ones was right (bf16 rounds 511 to 512).
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../fixtures/traces/insitu_linear_load_k_offset_ones.trace"
+    );
+    let trace = kwb_runtime::decode(&std::fs::read(path).unwrap()).unwrap();
+    let mut ones = run(256, 384, 0, 1.0);
+    ones.k = 512;
+    ones.one_launch = true;
+    let f = judge_ones(&trace, &ones);
+    assert_eq!(f.stage, Some(Stage::OperandLoad), "{}", f.summary);
+    assert_eq!(f.status, Status::Verdict, "{}", f.summary);
+    assert_eq!(f.k_tile, Some(31));
+    // The same trace of a problem whose K the tiles do not cover whole stays a draft.
+    ones.k = 500;
+    assert_eq!(
+        judge_ones(&trace, &ones).confound,
+        Some(Confound::ZerosAmongEqual)
+    );
+}
+
+#[test]
+fn zeros_stay_a_draft_where_the_accumulator_could_be_short_for_another_reason() {
+    // A whole tile's worth short: the MMA dropping tile 3 reads the same.
+    let mut records = ones_with_a_k_lost_in_tile_3();
+    records[5] = record(Kind::Accumulator, 3, 96.0, 96.0, 4096);
+    records[6] = record(Kind::Accumulator, -1, 96.0, 96.0, 4096);
+    let f = judge_ones(&trace(records), &run(256, 256, 0, 1.0));
+    assert_eq!(f.confound, Some(Confound::ZerosAmongEqual), "{}", f.summary);
+    // Accumulator values not one: padding rows (at nothing) beside whole real rows.
+    let mut records = ones_with_a_k_lost_in_tile_3();
+    records[5] = record(Kind::Accumulator, 3, 0.0, 128.0, 4096);
+    let f = judge_ones(&trace(records), &run(256, 256, 0, 1.0));
+    assert_eq!(f.confound, Some(Confound::ZerosAmongEqual), "{}", f.summary);
+    // K = 120 in tiles of 32: the last tile reads past K, and its fill is zeros.
+    let mut short_k = run(256, 256, 0, 1.0);
+    short_k.k = 120;
+    let f = judge_ones(&trace(ones_with_a_k_lost_in_tile_3()), &short_k);
+    assert_eq!(f.confound, Some(Confound::ZerosAmongEqual), "{}", f.summary);
+    // Zeros in another tile than the one the accumulator departs in.
+    let mut records = ones_with_a_k_lost_in_tile_3();
+    let zeros = records.len() - 1;
+    records[zeros] = record(Kind::OperandA, 1, 0.0, 1.0, 512);
+    let f = judge_ones(&trace(records), &run(256, 256, 0, 1.0));
+    assert_eq!(f.confound, Some(Confound::ZerosAmongEqual), "{}", f.summary);
+    // Zeros from tile 0 on, the shortfall in tile 3: a slot the probe reads and the
+    // MMA does not, beside a shortfall of the MMA's own.
+    let mut records = ones_with_a_k_lost_in_tile_3();
+    records[0] = record(Kind::OperandA, 0, 0.0, 1.0, 512);
+    let f = judge_ones(&trace(records), &run(256, 256, 0, 1.0));
+    assert_eq!(f.confound, Some(Confound::ZerosAmongEqual), "{}", f.summary);
+}
+
 #[test]
 fn an_unbounded_trace_of_a_padded_problem_is_a_draft_naming_the_padding() {
     // BATCH = 16 < MMA_N: rows 16.. of the tile are padding, and the trace counted them.

@@ -12,7 +12,8 @@
 //!    permutation or a shifted tile of equal values): the trace refutes nothing.
 //!
 //! A non-uniform operand is only a draft when zeros are its only odd values (padding
-//! rows and out-of-bounds fill look the same), when the problem leaves padding rows
+//! rows and out-of-bounds fill look the same) and the accumulator does not say they
+//! were real values lost (see [`zeros_cost_products`]), when the problem leaves padding rows
 //! in the MMA tiles and the trace counted every row, or when no gate pinned the trace
 //! to one instantiation and each record is uniform on its own (layer mixing: several
 //! invocations, each right on its own uniform input).
@@ -135,6 +136,9 @@ fn reading(trace: &Trace, run: &OnesRun) -> Finding {
     // 1. Operands: one value each on a uniform input.
     let mut operand_bad = None;
     let mut scale = Some(1.0_f32);
+    // The product of each operand's one nonzero value, zeros set aside: what one
+    // product is worth when the only odd operand values are zeros.
+    let mut scale_beside_zeros = Some(1.0_f32);
     for (kind, letter) in [(Kind::OperandA, 'A'), (Kind::OperandB, 'B')] {
         let s = Stats::of(of_kind(kind).filter(|r| r.count > 0));
         if s.records == 0 {
@@ -144,6 +148,10 @@ fn reading(trace: &Trace, run: &OnesRun) -> Finding {
             continue;
         }
         evidence.push(format!("operand {letter}: {}", s.range()));
+        let beside_zeros = s
+            .max
+            .filter(|_| s.nan == 0 && s.inf == 0 && (s.min == s.max || s.min == Some(0.0)));
+        scale_beside_zeros = scale_beside_zeros.zip(beside_zeros).map(|(x, v)| x * v);
         match s.uniform() {
             Some(v) => scale = scale.map(|x| x * v),
             None => {
@@ -261,6 +269,17 @@ fn reading(trace: &Trace, run: &OnesRun) -> Finding {
                 confound.describe()
             );
             finding.confound = Some(confound);
+        } else if let Some(why) = zeros_only
+            .then(|| {
+                zeros_cost_products(trace, &tiles, acc_bad.as_ref(), scale_beside_zeros, run.k)
+            })
+            .flatten()
+        {
+            finding.summary = format!(
+                "operand-load/descriptor (operand {letter} holds zeros among equal values, and {why})"
+            );
+            finding.k_tile = acc_bad.as_ref().and_then(|a| a.k_tile);
+            finding.status = Status::Verdict;
         } else if zeros_only {
             finding.summary = format!(
                 "operand-load/descriptor (operand {letter} holds {})",
@@ -346,4 +365,63 @@ fn reading(trace: &Trace, run: &OnesRun) -> Finding {
             ..base
         }
     }
+}
+
+/// Whether zeros among the operands' equal values cost real products, which no
+/// padding or out-of-bounds fill can: Some(why) when
+///
+/// - the accumulator first departs from its model in a K tile `t` whose operand
+///   records hold zeros, and no earlier tile's do, with one value everywhere (every accumulator value of the
+///   CTA short by the same amount: padding rows would leave the real rows' values
+///   whole and their own at nothing),
+/// - short by less than one K tile's worth (a tile dropped or counted twice by the
+///   MMA moves it by whole tiles), and
+/// - the probed K tiles, each worth the first one's step, make exactly K products
+///   (the K loop covers K in whole tiles, so no tile reads past K and no k is filled
+///   with zeros because it lies out of bounds).
+///
+/// `scale` is the product of the operands' one nonzero value each; `k` the problem's K.
+fn zeros_cost_products(
+    trace: &Trace,
+    tiles: &[(i32, Stats)],
+    departure: Option<&AccumulatorDeparture>,
+    scale: Option<f32>,
+    k: u64,
+) -> Option<String> {
+    let t = departure?.k_tile?;
+    let scale = scale.filter(|s| *s != 0.0)?;
+    let (t0, first) = tiles.first()?;
+    let step = first.uniform()? / (*t0 as f32 + 1.0);
+    let (last, _) = tiles.last()?;
+    let whole = step * (*last as f32 + 1.0);
+    let full = scale * k as f32;
+    if step <= 0.0 || whole != full {
+        return None;
+    }
+    let (_, at) = tiles.iter().find(|(tile, _)| *tile == t)?;
+    let got = at.uniform()?;
+    let want = step * (t as f32 + 1.0);
+    let short = want - got;
+    if !(short > 0.0 && short < step) {
+        return None;
+    }
+    let zeros_in = |tile: &dyn Fn(i32) -> bool| {
+        trace.records.iter().any(|r| {
+            matches!(r.kind(), Some(Kind::OperandA | Kind::OperandB))
+                && tile(r.k_tile)
+                && r.count > 0
+                && r.vmin == 0.0
+        })
+    };
+    // Zeros that begin where the shortfall begins; zeros in every tile are a slot the
+    // probe reads and the MMA does not (a padding register), not a lost value.
+    if !zeros_in(&|k| k == t) || zeros_in(&|k| (0..t).contains(&k)) {
+        return None;
+    }
+    let products = short / scale;
+    Some(format!(
+        "in K tile {t}, where they are, every accumulator value falls short by {products} product(s): {got} where {want}; the {} probed K tiles of {} make K = {k} whole, so no k lies out of bounds, and padding rows would leave the real rows' values whole",
+        last + 1,
+        step / scale
+    ))
 }
