@@ -64,6 +64,8 @@ pub struct Launch {
     pub line: usize,
     /// The GPU and its compute capability (`NVIDIA H200`, `90`).
     pub device: Option<(String, String)>,
+    /// The launch's grid (x, y, z).
+    pub grid: Option<[u32; 3]>,
     pub args: Vec<Arg>,
 }
 
@@ -84,6 +86,7 @@ impl Launch {
             file: String::new(),
             line: 0,
             device: None,
+            grid: None,
             args: Vec::new(),
         };
         let mut lines = text.lines();
@@ -101,6 +104,10 @@ impl Launch {
                     launch.line = f[2].parse().map_err(|_| bad(line))?;
                 }
                 ("device", 3) => launch.device = Some((f[1].to_owned(), f[2].to_owned())),
+                ("grid", 4) => {
+                    let d = |i: usize| f[i].parse::<u32>().map_err(|_| bad(line));
+                    launch.grid = Some([d(1)?, d(2)?, d(3)?]);
+                }
                 ("arg", 5) | ("arg", 7) => {
                     let index: usize = f[1].parse().map_err(|_| bad(line))?;
                     if index != launch.args.len() {
@@ -396,6 +403,14 @@ pub fn plan(
     Ok((plan, buffers))
 }
 
+/// A rung whose launch is traced: the CTA the trace records, and its file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Traced {
+    pub rung: Rung,
+    pub cta: [u32; 3],
+    pub file: std::path::PathBuf,
+}
+
 /// What [`serve`] wrote: each rung's files and its host answer.
 #[derive(Debug)]
 pub struct Served {
@@ -410,14 +425,15 @@ pub struct Served {
 /// reads or writes through it), and per rung the inputs to copy in, the output (and
 /// an unread C) to fill with the all-ones NaN pattern, and the output to read back.
 ///
-/// `traced`: the rung whose launch is also traced (a trace build's buffer emptied
-/// before it and written to the file after), where the unit was built traced.
+/// `traced`: the rungs whose launch is also traced, where the unit was built traced:
+/// the trace records that CTA, its buffer is emptied before the launch and written
+/// to the file after.
 pub fn serve(
     dir: &Path,
     plan: &Plan,
     buffers: &Buffers,
     rungs: &[Rung],
-    traced: Option<(Rung, &Path)>,
+    traced: &[Traced],
 ) -> Result<Served, GpuError> {
     let started = std::time::Instant::now();
     let problem = plan.problem()?;
@@ -460,8 +476,10 @@ pub fn serve(
                 job.output.display()
             ));
         }
-        if let Some((_, file)) = traced.filter(|(r, _)| r.name() == job.name) {
-            text.push_str(&format!("trace\t{}\n", file.display()));
+        if let Some(t) = traced.iter().find(|t| t.rung.name() == job.name) {
+            let [x, y, z] = t.cta;
+            text.push_str(&format!("cta\t{x}\t{y}\t{z}\n"));
+            text.push_str(&format!("trace\t{}\n", t.file.display()));
         }
     }
     text.push_str("end\n");
@@ -655,7 +673,7 @@ mod tests {
         }
     }
 
-    const LAUNCH: &str = "kwb-insitu\t1\nkernel\tlinear_kernel\ncallee\tlinear_kernel\nat\t/src/linear_ext.cu\t98\ndevice\tNVIDIA H200\t90\n\
+    const LAUNCH: &str = "kwb-insitu\t1\nkernel\tlinear_kernel\ncallee\tlinear_kernel\nat\t/src/linear_ext.cu\t98\ndevice\tNVIDIA H200\t90\ngrid\t6\t4\t1\n\
 arg\t0\tptr\t0x7f0000000000\tconst __nv_bfloat16*\t0x7f0000000000\t2097152\n\
 arg\t1\tptr\t0x7f0000200000\tconst __nv_bfloat16*\t0x7f0000200000\t2097152\n\
 arg\t2\tptr\t0x7f0000400000\t__nv_bfloat16*\t0x7f0000400000\t2097152\n\
@@ -678,6 +696,7 @@ arg\t3\tint\t256\tint\narg\t4\tint\t384\tint\narg\t5\tint\t512\tint\n";
         assert_eq!(l.kernel, "linear_kernel");
         assert_eq!((l.file.as_str(), l.line), ("/src/linear_ext.cu", 98));
         assert_eq!(l.device, Some(("NVIDIA H200".to_owned(), "90".to_owned())));
+        assert_eq!(l.grid, Some([6, 4, 1]));
         assert_eq!(
             l.args[0].value,
             Value::Pointer {
@@ -759,7 +778,11 @@ arg\t3\tint\t256\tint\narg\t4\tint\t384\tint\narg\t5\tint\t512\tint\n";
             &plan,
             &buffers,
             &[Rung::Ones, Rung::SeqIdentity],
-            Some((Rung::Ones, &trace)),
+            &[Traced {
+                rung: Rung::Ones,
+                cta: [1, 0, 0],
+                file: trace.clone(),
+            }],
         )
         .unwrap();
         let text = std::fs::read_to_string(dir.path().join(PLAN_FILE)).unwrap();
@@ -774,7 +797,10 @@ arg\t3\tint\t256\tint\narg\t4\tint\t384\tint\narg\t5\tint\t512\tint\n";
         // The ones rung, and only it, is traced.
         assert_eq!(text.matches("trace\t").count(), 1);
         assert!(
-            text.contains(&format!("trace\t{}\nrung\tseq-identity", trace.display())),
+            text.contains(&format!(
+                "cta\t1\t0\t0\ntrace\t{}\nrung\tseq-identity",
+                trace.display()
+            )),
             "{text}"
         );
         assert_eq!(text.matches("output\t2\t196608\t").count(), 2);

@@ -6,14 +6,16 @@
 //! `gemm<T><<<g, b, s, st>>>(x, y, n);` becomes, on the same line,
 //!
 //! ```text
-//! { kwb_insitu::launch("gemm", "gemm<T>", __FILE__, __LINE__,
+//! { kwb_insitu::launch("gemm", "gemm<T>", __FILE__, __LINE__, (g),
 //!     [&](auto&&... kwb_a) { gemm<T><<<g, b, s, st>>>(kwb_a...); }, x, y, n);
 //!   if (false) gemm<T><<<g, b, s, st>>>(x, y, n); }
 //! ```
 //!
 //! Invariants: only insertions, each between kwb's markers, so `strip` gives the
 //! original back byte for byte; the user's statement stays whole (behind `if (false)`,
-//! still compiled, never run), so the arguments are evaluated once, by the call; the
+//! still compiled, never run), so the arguments are evaluated once, by the call (the
+//! launch configuration, which the copy in the lambda holds, at each launch it makes,
+//! and the grid once more, for launch.txt); the
 //! braces keep an unbraced `if`/`else` around the launch what it was; the insertions
 //! stay on the launch's line and the header is followed by `#line 1`, so `__LINE__`,
 //! `__FILE__` and nvcc's messages name the user's file and lines. A launch that is not
@@ -80,9 +82,10 @@ pub fn insitu(source: &str, kernel: &str, file_name: &str) -> Result<Rewritten, 
             format!(", {args}")
         };
         let prefix = format!(
-            "{{ kwb_insitu::launch(\"{}\", \"{}\", __FILE__, __LINE__, [&](auto&&... kwb_a) {{ {}(kwb_a...); }}{more}); if (false) ",
+            "{{ kwb_insitu::launch(\"{}\", \"{}\", __FILE__, __LINE__, {}, [&](auto&&... kwb_a) {{ {}(kwb_a...); }}{more}); if (false) ",
             c_string(simple(&launch.kernel)),
             c_string(callee.trim()),
+            grid(launch.config.first().map_or("1", String::as_str)),
             launch_text.trim_end(),
         );
         // Keep the user's line numbers: a launch written over several lines is copied
@@ -116,6 +119,17 @@ pub fn insitu(source: &str, kernel: &str, file_name: &str) -> Result<Rewritten, 
     }
     let (text, _) = edit.finish()?.apply(source)?;
     Ok(Rewritten { text, lines, notes })
+}
+
+/// The launch's grid as an argument of `kwb_insitu::launch`, which states it in
+/// launch.txt: an expression in parentheses, a braced list (`{gx, gy}`) as `dim3(gx,
+/// gy)`. Like the launch's copy in the lambda, it is evaluated again at the call.
+fn grid(text: &str) -> String {
+    let text = text.trim();
+    match text.strip_prefix('{').and_then(|t| t.strip_suffix('}')) {
+        Some(inner) => format!("dim3({})", inner.trim()),
+        None => format!("({text})"),
+    }
 }
 
 /// Insertions at offsets of the original, in the order made.
@@ -210,4 +224,16 @@ fn statement_end(parsed: &kwb_syntax::Parsed, launch: &Launch) -> Option<usize> 
     }
     (node.start_byte() == launch.callee_at && node.end_byte() == semicolon + 1)
         .then_some(semicolon + 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::grid;
+
+    #[test]
+    fn the_grid_is_passed_as_an_expression_and_a_braced_list_as_a_dim3() {
+        assert_eq!(grid(" (n + 255) / 256 "), "((n + 255) / 256)");
+        assert_eq!(grid("dim3(gx, gy)"), "(dim3(gx, gy))");
+        assert_eq!(grid("{gx, gy}"), "dim3(gx, gy)");
+    }
 }

@@ -10,7 +10,10 @@
 //! from the source, as kwb-extract reads them), each rung's inputs are written and the
 //! program runs the rungs, puts its buffers back, checks them and goes on
 //! (kwb-runtime's `kwb_insitu.cuh`, kwb-gpu's `insitu`). The rung outputs are then
-//! compared and judged as `kwb run`'s are.
+//! compared and judged as `kwb run`'s are. Traced, the program also records the ones
+//! rung's launch (CTA (0, 0, 0)) and runs one more rung for the full trace (every value
+//! each probe looks at, on wide-int, CTA (1, 0, 0) where the grid has one), judged as
+//! the reproducer's traces are ([`crate::record`]).
 //!
 //! Invariants: the user's files are only read (the rewritten copies are kwb-nvcc's,
 //! in its cache); what kwb writes goes under the job's `work` folder; a program that
@@ -23,8 +26,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use kwb_diagnose::{
-    Diagnosis, Evidence, judge_ladder, judge_ones, nan_origin, reconcile, sites_of,
-    with_descriptors,
+    Diagnosis, Evidence, StructuredRun, combine_traces, judge_ladder, judge_ones, judge_structured,
+    nan_origin, reconcile, sites_of, with_descriptors,
 };
 use kwb_gpu::insitu::{self, Ended, Launch, Served};
 use kwb_gpu::{GpuError, Progress, Report, Timing};
@@ -123,7 +126,7 @@ fn start(job: &InSitu<'_>, log: &Path) -> Result<Child, GpuError> {
         command.env(
             "KWB_TRACE",
             format!(
-                "kernel={};cta=0,0,0",
+                "kernel={};cta=0,0,0;full-tile=1",
                 job.kernel.rsplit("::").next().unwrap_or(job.kernel)
             ),
         );
@@ -225,10 +228,8 @@ pub fn in_situ(job: InSitu<'_>) -> Result<InSituOutcome, GpuError> {
                         plan.n,
                         plan.k
                     ));
-                    let trace_file = job.work.join("ones.trace");
-                    let traced = (job.trace && job.rungs.contains(&Rung::Ones))
-                        .then_some((Rung::Ones, trace_file.as_path()));
-                    let s = insitu::serve(job.work, &plan, &buffers, job.rungs, traced)?;
+                    let (rungs, traced) = passes(&job, &launch);
+                    let s = insitu::serve(job.work, &plan, &buffers, &rungs, &traced)?;
                     served = Some((launch, plan, buffers, s));
                 }
                 Err(why) => {
@@ -314,7 +315,15 @@ pub fn in_situ(job: InSitu<'_>) -> Result<InSituOutcome, GpuError> {
     let compare_started = Instant::now();
     let rung_text = std::fs::read_to_string(job.work.join(insitu::RUNGS_FILE)).unwrap_or_default();
     let outcomes = insitu::outcomes(&rung_text, &served);
-    let rungs = insitu::judge(&plan, &served, &outcomes, hung_after)?;
+    let mut rungs = insitu::judge(&plan, &served, &outcomes, hung_after)?;
+    // The full pass's rung, where it was added to the ladder's: its output goes with
+    // the full trace, not to the ladder.
+    let full_rung = full_rung();
+    let full_report = (!job.rungs.contains(&full_rung))
+        .then(|| rungs.iter().position(|r| r.rung == full_rung.name()))
+        .flatten()
+        .map(|i| rungs.remove(i));
+    let full_problem = plan.problem()?;
     let failed = match (&ended.lost, ended.finished, hung_after) {
         (Some(lost), _, _) => Some(format!("in the program: {lost}")),
         (None, false, Some(s)) => Some(format!(
@@ -339,12 +348,29 @@ pub fn in_situ(job: InSitu<'_>) -> Result<InSituOutcome, GpuError> {
             compare_s: compare_started.elapsed().as_secs_f64(),
         },
     );
-    let trace = if job.trace {
-        read_trace(&job.work.join("ones.trace"))
+    let traces = if job.trace {
+        let full = read_trace(&job.work.join(FULL_TRACE), "the full pass's").and_then(|trace| {
+            let ops = crate::record::operands_of(&full_problem)
+                .map_err(|e| Some(format!("the full trace: {}", e.why)))?;
+            Ok(Full {
+                trace,
+                a: ops.a,
+                b: ops.b,
+                cta: full_cta(&launch),
+                output: full_report.as_ref().and_then(evidence::traced_output),
+            })
+        });
+        Traces {
+            ones: read_trace(&job.work.join(ONES_TRACE), "the ones rung's"),
+            full,
+        }
     } else {
-        Err(None)
+        Traces {
+            ones: Err(None),
+            full: Err(None),
+        }
     };
-    let diagnosis = judge(&report, &launch, &ended, trace);
+    let diagnosis = judge(&report, &launch, &ended, traces);
     Ok(InSituOutcome {
         diagnosis,
         report,
@@ -354,48 +380,131 @@ pub fn in_situ(job: InSitu<'_>) -> Result<InSituOutcome, GpuError> {
     })
 }
 
-/// The ones rung's trace: `Err(None)` where none was asked for, `Err(Some(why))` where
-/// it was and is not there or does not read.
-fn read_trace(path: &Path) -> Result<kwb_runtime::Trace, Option<String>> {
-    let bytes = std::fs::read(path).map_err(|_| {
-        Some("the ones rung's launch wrote no trace: the kernel's unit was not built traced (kwb-nvcc says why in the program's output), or the rung did not run".to_owned())
-    })?;
-    kwb_runtime::decode(&bytes)
-        .map_err(|e| Some(format!("the ones rung's trace does not read: {e}")))
+/// The traces' files in the work folder.
+const ONES_TRACE: &str = "ones.trace";
+const FULL_TRACE: &str = "full.trace";
+
+/// The rung of the full pass: integers in [-8, 8], as the reproducer's full trace.
+fn full_rung() -> Rung {
+    Rung::WideInt {
+        seed: crate::record::FULL_SEED,
+    }
 }
 
-/// The ladder's reading of an in-process run and the ones rung's trace (one launch,
-/// CTA (0, 0, 0)), with the TMA maps the kernel received; `not_run` says what a
-/// reproducer would add.
-fn judge(
-    report: &Report,
-    launch: &Launch,
-    ended: &Ended,
-    trace: Result<kwb_runtime::Trace, Option<String>>,
-) -> Diagnosis {
+/// The CTA the full pass records: (1, 0, 0) where the grid has a second CTA along x
+/// (off the diagonal, so a swapped row and column index shows), else (0, 0, 0).
+fn full_cta(launch: &Launch) -> [u32; 3] {
+    match launch.grid {
+        Some([x, _, _]) if x > 1 => [1, 0, 0],
+        _ => [0, 0, 0],
+    }
+}
+
+/// The rungs the program runs, and those it traces: the ladder's rungs; where the
+/// unit is traced, the ones rung at CTA (0, 0, 0) and the full pass's rung (added
+/// when the ladder has none) at [`full_cta`].
+fn passes(job: &InSitu<'_>, launch: &Launch) -> (Vec<Rung>, Vec<insitu::Traced>) {
+    let mut rungs = job.rungs.to_vec();
+    let mut traced = Vec::new();
+    if !job.trace {
+        return (rungs, traced);
+    }
+    if rungs.contains(&Rung::Ones) {
+        traced.push(insitu::Traced {
+            rung: Rung::Ones,
+            cta: [0, 0, 0],
+            file: job.work.join(ONES_TRACE),
+        });
+    }
+    let full = full_rung();
+    if !rungs.contains(&full) {
+        rungs.push(full);
+    }
+    traced.push(insitu::Traced {
+        rung: full,
+        cta: full_cta(launch),
+        file: job.work.join(FULL_TRACE),
+    });
+    (rungs, traced)
+}
+
+/// A trace: `Err(None)` where none was asked for, `Err(Some(why))` where it was and is
+/// not there or does not read. `whose`: "the ones rung's", "the full pass's".
+fn read_trace(path: &Path, whose: &str) -> Result<kwb_runtime::Trace, Option<String>> {
+    let bytes = std::fs::read(path).map_err(|_| {
+        Some(format!("{whose} launch wrote no trace: the kernel's unit was not built traced (kwb-nvcc says why in the program's output), or the rung did not run"))
+    })?;
+    let trace = kwb_runtime::decode(&bytes)
+        .map_err(|e| Some(format!("{whose} trace does not read: {e}")))?;
+    if trace.records.is_empty() {
+        return Err(Some(format!(
+            "{whose} trace holds no record: no probe ran in the CTA it records ({})",
+            path.display()
+        )));
+    }
+    Ok(trace)
+}
+
+/// The full pass: its trace, the operands kwb wrote for it (A M x K, B N x K), the CTA
+/// it records and its output against the answer.
+struct Full {
+    trace: kwb_runtime::Trace,
+    a: kwb_reconcile::Matrix,
+    b: kwb_reconcile::Matrix,
+    cta: [u32; 3],
+    output: Option<kwb_diagnose::OutputCheck>,
+}
+
+/// The traces of a session (`Err` as [`read_trace`]'s).
+struct Traces {
+    ones: Result<kwb_runtime::Trace, Option<String>>,
+    full: Result<Full, Option<String>>,
+}
+
+/// The ladder's reading of an in-process run, the ones rung's trace (one launch, CTA
+/// (0, 0, 0)) and the full pass's, with the TMA maps the kernel received; `not_run`
+/// says what did not run and why.
+fn judge(report: &Report, launch: &Launch, ended: &Ended, traces: Traces) -> Diagnosis {
     let rungs = evidence::outcomes(report);
     let ladder = (!rungs.is_empty()).then(|| judge_ladder(&rungs, epilogue_inputs(Some(report))));
     let shape = (report.plan.m, report.plan.n, report.plan.k);
     let ones = rungs.iter().find(|r| r.rung == "ones");
-    let (trace, trace_missing) = match trace {
-        Ok(t) => (Some(t), None),
-        Err(why) => (None, why),
-    };
-    let traced = trace
+    let (ones_trace, ones_missing) = split(traces.ones);
+    let (full, full_missing) = split(traces.full);
+    let traced = ones_trace
         .as_ref()
         .map(|t| judge_ones(t, &evidence::ones_run(shape, ones, true)));
+    let full_finding = full.as_ref().map(|f| {
+        let run = StructuredRun {
+            input: format!(
+                "wide-int:{} (CTA ({}, {}, {}))",
+                crate::record::FULL_SEED,
+                f.cta[0],
+                f.cta[1],
+                f.cta[2]
+            ),
+            output: f.output.clone(),
+            // The accumulator's type is not known in the program: f32's.
+            accumulator_bits: 24,
+        };
+        judge_structured(&f.trace, &f.a, &f.b, &run)
+    });
     let source = std::fs::read_to_string(&launch.file).unwrap_or_default();
     let mut descriptors = checks::received_issues(&report.maps, &[]);
     descriptors.extend(checks::swizzle_issues(
         &report.maps,
         kwb_diagnose::mma_swizzle(&source).as_ref(),
     ));
-    let verdict = with_descriptors(reconcile(traced.as_ref(), ladder.as_ref()), &descriptors);
+    let combined = combine_traces(traced.clone(), full_finding.clone());
+    let verdict = with_descriptors(reconcile(combined.as_ref(), ladder.as_ref()), &descriptors);
+    let full_trace = full.as_ref().map(|f| &f.trace);
     let mut sites = Vec::new();
-    if let (Some(stage), Some(t)) = (verdict.stage, trace.as_ref()) {
-        for site in sites_of(t, stage) {
-            if !sites.contains(&site) {
-                sites.push(site);
+    if let Some(stage) = verdict.stage {
+        for t in ones_trace.iter().chain(full_trace) {
+            for site in sites_of(t, stage) {
+                if !sites.contains(&site) {
+                    sites.push(site);
+                }
             }
         }
     }
@@ -408,16 +517,19 @@ fn judge(
             "the program's buffers: at least one read back differently after kwb put it back (done.txt in the work folder names it)".to_owned(),
         );
     }
-    match (&traced, trace_missing) {
-        (Some(_), _) => not_run.push(format!(
-            "the full trace: in the program's own process kwb traces the ones rung's launch (CTA (0, 0, 0)); the full trace on integer inputs, which tells a K slice fed twice or another CTA's rows, comes from the kernel taken out (`kwb diagnose {} --kernel {}`)",
+    match (ones_missing, full_missing) {
+        (None, None) if ones_trace.is_none() && full.is_none() => not_run.push(format!(
+            "the traces: --no-trace; in the program kwb traces the ones rung's launch and a full pass on wide-int, or take the kernel out (`kwb diagnose {} --kernel {}`)",
             launch.file, launch.kernel
         )),
-        (None, Some(why)) => not_run.push(format!("the trace: {why}")),
-        (None, None) => not_run.push(format!(
-            "the traces: --no-trace; in the program kwb traces the ones rung's launch, and the full trace comes from the kernel taken out (`kwb diagnose {} --kernel {}`)",
-            launch.file, launch.kernel
-        )),
+        (ones, full) => {
+            if let Some(why) = ones {
+                not_run.push(format!("the trace: {why}"));
+            }
+            if let Some(why) = full {
+                not_run.push(format!("the full trace: {why}"));
+            }
+        }
     }
     if rungs
         .iter()
@@ -425,24 +537,29 @@ fn judge(
     {
         not_run.push("memcheck: a rung faulted inside the program; run the command under `compute-sanitizer --tool memcheck` to see the access".to_owned());
     }
+    let evidence = [
+        ("trace", traced),
+        ("full trace", full_finding),
+        ("ladder", ladder),
+    ]
+    .into_iter()
+    .filter_map(
+        |(track, f): (&'static str, Option<kwb_diagnose::Finding>)| {
+            f.map(|finding| Evidence { track, finding })
+        },
+    )
+    .collect();
     Diagnosis {
         instantiation: launch.callee.clone(),
         source: launch.file.clone(),
         verdict,
-        evidence: traced
-            .map(|finding| Evidence {
-                track: "trace",
-                finding,
-            })
-            .into_iter()
-            .chain(ladder.map(|finding| Evidence {
-                track: "ladder",
-                finding,
-            }))
-            .collect(),
+        evidence,
         rungs,
         sites,
-        nan_origin: trace.as_ref().and_then(nan_origin),
+        nan_origin: ones_trace
+            .as_ref()
+            .and_then(nan_origin)
+            .or_else(|| full_trace.and_then(nan_origin)),
         descriptors,
         maps: report.maps.iter().map(kwb_gpu::MapReading::line).collect(),
         not_run,
@@ -450,5 +567,13 @@ fn judge(
             "the launch at {}:{} in the program's own process",
             launch.file, launch.line
         ),
+    }
+}
+
+/// A trace result as (what there is, why there is none where one was asked for).
+fn split<T>(r: Result<T, Option<String>>) -> (Option<T>, Option<String>) {
+    match r {
+        Ok(t) => (Some(t), None),
+        Err(why) => (None, why),
     }
 }

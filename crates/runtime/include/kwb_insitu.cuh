@@ -8,7 +8,7 @@
 //
 // into a call of kwb_insitu::launch with the launch as a lambda and its arguments:
 //
-//     kwb_insitu::launch("gemm", "gemm<T>", __FILE__, __LINE__,
+//     kwb_insitu::launch("gemm", "gemm<T>", __FILE__, __LINE__, (grid),
 //         [&](auto&&... kwb_a) { gemm<T><<<grid, block, smem, stream>>>(kwb_a...); },
 //         a, b, c, m, n, k);
 //
@@ -17,18 +17,19 @@
 // the kwb process that started the program through files in KWB_INSITU_DIR:
 //
 //   1. it waits for the device, and writes launch.txt: the kernel, where it is
-//      launched, the device, and each argument (kind, value, type; a pointer with the
+//      launched, the device, the grid, and each argument (kind, value, type; a pointer with the
 //      allocation it lies in, from cuMemGetAddressRange);
 //   2. it waits for plan.txt, which kwb writes from the kernel's parameters and these
 //      values: the buffers to keep, and per rung the files to copy into them and the
 //      bytes to read back (lines of tab-separated fields: `buffer ARG BYTES`,
 //      `rung NAME`, `input ARG FILE`, `fill ARG BYTES`, `output ARG BYTES FILE`,
-//      `trace FILE`, `end`; or `skip WHY`);
+//      `trace FILE`, `cta X Y Z`, `end`; or `skip WHY`);
 //   3. it copies each kept buffer aside (on the device, and to the host), and for each
 //      rung writes the inputs, makes the launch, waits, and writes the output to its
 //      file (and, where the unit is a trace build of kwb_trace.cuh and the rung asks
-//      for it, empties the trace buffer before the launch and writes it to FILE after:
-//      a trace of that one launch), a line of rungs.txt each (`rung NAME ok MS`, or `rung NAME error WHERE
+//      for it, records CTA (X, Y, Z) where the rung names one, empties the trace
+//      buffer before the launch and writes it to FILE after: a trace of that one
+//      launch), a line of rungs.txt each (`rung NAME ok MS`, or `rung NAME error WHERE
 //      CODE MESSAGE`);
 //   4. it copies every kept buffer back, reads it again and compares it with the
 //      host copy (`restored ARG BYTES same|differs`), writes done.txt, and makes the
@@ -215,8 +216,9 @@ inline std::vector<std::string> fields(const std::string& line) {
 }
 
 struct Step {
-  std::string what;  // input, fill, output, trace
+  std::string what;  // input, fill, output, trace, cta
   int arg = -1;
+  int cta[3] = {-1, -1, -1};
   size_t bytes = 0;
   std::string file;
 };
@@ -250,6 +252,11 @@ inline bool parse_plan(const std::string& text, Plan* plan) {
       plan->buffers.emplace_back(std::atoi(f[1].c_str()), std::strtoull(f[2].c_str(), nullptr, 10));
     } else if (f[0] == "rung" && f.size() == 2) {
       plan->rungs.push_back(Rung{f[1], {}});
+    } else if (!plan->rungs.empty() && f[0] == "cta" && f.size() == 4) {
+      Step s;
+      s.what = f[0];
+      for (int i = 0; i < 3; ++i) s.cta[i] = std::atoi(f[1 + i].c_str());
+      plan->rungs.back().steps.push_back(s);
     } else if (!plan->rungs.empty() && f[0] == "trace" && f.size() == 2) {
       Step s;
       s.what = f[0];
@@ -297,9 +304,22 @@ inline std::string error_line(const char* rung, const char* where, cudaError_t e
 }
 
 // One session at the chosen launch: everything between launch.txt and done.txt.
+// The launch's grid, as launch.txt states it.
+template <class G>
+inline std::string grid_line(const G& grid) {
+  dim3 g;
+  if constexpr (std::is_integral<G>::value) {
+    g = dim3(static_cast<unsigned>(grid));
+  } else {
+    g = dim3(grid);
+  }
+  return "grid\t" + std::to_string(g.x) + "\t" + std::to_string(g.y) + "\t" +
+         std::to_string(g.z) + "\n";
+}
+
 template <class Go, class... Args>
 inline void session(const char* dir, const char* kernel, const char* callee, const char* file,
-                    int line, Go& go, const Args&... args) {
+                    int line, const std::string& grid, Go& go, const Args&... args) {
   std::string done;
   if (cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess) {
     publish(dir, "done.txt", std::string("refused\tthe device had an error before the launch: ") +
@@ -317,6 +337,7 @@ inline void session(const char* dir, const char* kernel, const char* callee, con
       cudaGetDeviceProperties(&prop, device) == cudaSuccess)
     text += "device\t" + std::string(prop.name) + "\t" + std::to_string(prop.major) +
             std::to_string(prop.minor) + "\n";
+  text += grid;
   for (const Arg& a : described) text += a.line + "\n";
   if (!publish(dir, "launch.txt", text)) return;
 
@@ -377,17 +398,38 @@ inline void session(const char* dir, const char* kernel, const char* callee, con
     }
     kept.push_back(std::move(k));
   }
+  // The bytes of the kept buffer of argument `arg` (0: it is none): no step writes or
+  // reads more.
+  auto kept_bytes = [&](int arg) -> size_t {
+    for (const auto& b : plan.buffers)
+      if (b.first == arg) return b.second;
+    return 0;
+  };
   std::string rungs;
   bool lost = false;
   std::string bytes;
   for (const Rung& r : plan.rungs) {
     bool ok = true;
     for (const Step& s : r.steps) {
+      if (s.what != "input" && s.what != "fill" && s.what != "output") continue;
+      const size_t room = kept_bytes(s.arg);
+      const size_t wants = s.what == "input" ? 0 : s.bytes;
+      if (room == 0 || wants > room) {
+        rungs += "rung\t" + r.name + "\terror\t" + s.what + "\t0\targument " +
+                 std::to_string(s.arg) + " is no kept buffer of that size\n";
+        ok = false;
+        break;
+      }
+    }
+    for (const Step& s : r.steps) {
+      if (!ok) break;
+      if (s.what != "input" && s.what != "fill") continue;
       void* at = described[s.arg].pointer;
       cudaError_t e = cudaSuccess;
       if (s.what == "input") {
-        if (!read_file(s.file, &bytes)) {
-          rungs += "rung\t" + r.name + "\terror\tinput\t0\tcannot read " + s.file + "\n";
+        if (!read_file(s.file, &bytes) || bytes.size() > kept_bytes(s.arg)) {
+          rungs += "rung\t" + r.name + "\terror\tinput\t0\tcannot read " + s.file +
+                   " into its buffer\n";
           ok = false;
           break;
         }
@@ -406,10 +448,16 @@ inline void session(const char* dir, const char* kernel, const char* callee, con
       continue;
     }
     const Step* trace = nullptr;
-    for (const Step& s : r.steps)
+    const Step* cta = nullptr;
+    for (const Step& s : r.steps) {
       if (s.what == "trace") trace = &s;
+      if (s.what == "cta") cta = &s;
+    }
 #if defined(KWB_TRACE_CUH_) && defined(KWB_TRACE)
+    if (trace != nullptr && cta != nullptr) kwb_trace_set_cta(cta->cta[0], cta->cta[1], cta->cta[2]);
     if (trace != nullptr) kwb_trace_reset();
+#else
+    (void)cta;
 #endif
     cudaDeviceSynchronize();
     const double t0 = now_ms();
@@ -473,10 +521,12 @@ inline void session(const char* dir, const char* kernel, const char* callee, con
 }
 
 // The launch, and for the one chosen a session before it.
-template <class Go, class... Args>
-inline void launch(const char* kernel, const char* callee, const char* file, int line, Go&& go,
-                   const Args&... args) {
-  if (chosen(kernel)) session(std::getenv("KWB_INSITU_DIR"), kernel, callee, file, line, go, args...);
+template <class G, class Go, class... Args>
+inline void launch(const char* kernel, const char* callee, const char* file, int line,
+                   const G& grid, Go&& go, const Args&... args) {
+  if (chosen(kernel))
+    session(std::getenv("KWB_INSITU_DIR"), kernel, callee, file, line, grid_line(grid), go,
+            args...);
   go(args...);
 }
 

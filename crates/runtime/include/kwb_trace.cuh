@@ -101,7 +101,8 @@
 //                       traced units in one program each keep their own buffer, site
 //                       table and flush. At exit the first unit to flush writes
 //                       $KWB_TRACE_OUT and the others $KWB_TRACE_OUT.1, .2, …;
-//                       kwb_trace_reset() and kwb_trace_flush(path) act on every unit.
+//                       kwb_trace_reset(), kwb_trace_flush(path) and
+//                       kwb_trace_set_cta(x, y, z) act on every unit.
 //   KWB_TRACE_EXTERN    only with -rdc=true and several traced translation units:
 //                       every unit but one defines it, and declares the buffer
 //                       instead of defining it. In whole-program builds each unit
@@ -261,6 +262,7 @@ struct KwbTraceUnit {
   cudaError_t (*reset_async)(cudaStream_t);
   bool (*flush)(const char*);
   KwbTraceUnit* next;
+  cudaError_t (*set_cta)(int, int, int);
 };
 extern "C" {
 __attribute__((weak)) KwbTraceUnit* kwb_trace_unit_list = nullptr;
@@ -4264,7 +4266,10 @@ inline void flush_at_exit() {
 #ifdef KWB_TRACE_UNIT
 // This unit in the program's list, so kwb_trace_reset/kwb_trace_flush reach every unit.
 namespace detail {
-inline KwbTraceUnit unit_entry{&trace_reset, &trace_reset_async, &trace_flush, nullptr};
+inline cudaError_t set_cta(int cta_x, int cta_y, int cta_z) {
+  return set_filter(cta_x, cta_y, cta_z);
+}
+inline KwbTraceUnit unit_entry{&trace_reset, &trace_reset_async, &trace_flush, nullptr, &set_cta};
 inline const bool unit_listed = [] {
   unit_entry.next = kwb_trace_unit_list;
   kwb_trace_unit_list = &unit_entry;
@@ -4316,6 +4321,16 @@ inline cudaError_t kwb_trace_reset_async(cudaStream_t stream) {
   }
   return err;
 }
+// Every traced unit records only CTA (cta_x, cta_y, cta_z) (-1: any) from the next
+// launch on.
+inline cudaError_t kwb_trace_set_cta(int cta_x, int cta_y, int cta_z) {
+  cudaError_t err = cudaSuccess;
+  for (KwbTraceUnit* u = kwb_trace_unit_list; u != nullptr; u = u->next) {
+    const cudaError_t e = u->set_cta(cta_x, cta_y, cta_z);
+    if (err == cudaSuccess) err = e;
+  }
+  return err;
+}
 inline bool kwb_trace_flush(const char* path) {
   bool ok = true;
   int n = 0;
@@ -4331,6 +4346,9 @@ inline cudaError_t kwb_trace_reset_async(cudaStream_t stream) {
   return kwb::trace_reset_async(stream);
 }
 inline bool kwb_trace_flush(const char* path) { return kwb::trace_flush(path); }
+inline cudaError_t kwb_trace_set_cta(int cta_x, int cta_y, int cta_z) {
+  return kwb::set_filter(cta_x, cta_y, cta_z);
+}
 #endif
 #endif
 

@@ -135,16 +135,29 @@ pub fn main() -> i32 {
         },
         // A traced unit whose launches also run in place; where the trace cannot be
         // built or does not compile, the launches alone, then the original.
+        // A full-tile trace that cannot be built falls back to the plain trace first.
         (false, Some(kernel)) => {
             let kernel = kernel.trim();
-            let why = match instrumented(&trace, &args, Some(kernel)) {
-                Ok(Some(new)) => match compiled(&real, &new) {
-                    Ok(code) => return code,
+            let mut specs = vec![trace.clone()];
+            specs.extend(without_full_tile(&trace));
+            let mut why = String::new();
+            for (i, spec) in specs.iter().enumerate() {
+                why = match instrumented(spec, &args, Some(kernel)) {
+                    Ok(Some(new)) => match compiled(&real, &new) {
+                        Ok(code) => return code,
+                        Err(why) => why,
+                    },
+                    Ok(None) => return launches_in_place(&real, &args, kernel),
                     Err(why) => why,
-                },
-                Ok(None) => return launches_in_place(&real, &args, kernel),
-                Err(why) => why,
-            };
+                };
+                if i + 1 < specs.len() {
+                    use std::io::Write;
+                    let _ = writeln!(
+                        std::io::stderr(),
+                        "kwb-nvcc: warning: {why}\nkwb-nvcc: warning: tracing `{kernel}` without full tiles"
+                    );
+                }
+            }
             use std::io::Write;
             let _ = writeln!(
                 std::io::stderr(),
@@ -153,6 +166,26 @@ pub fn main() -> i32 {
             launches_in_place(&real, &args, kernel)
         }
     }
+}
+
+/// `spec` without its `full-tile` pair, where it has one that is on (an inline spec;
+/// `@FILE` is used as written).
+fn without_full_tile(spec: &str) -> Option<String> {
+    if spec.trim_start().starts_with('@') {
+        return None;
+    }
+    let is_full = |pair: &str| {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        key.trim() == "full-tile" && !matches!(value.trim(), "0" | "off" | "false" | "no")
+    };
+    let pairs: Vec<&str> = spec.split(';').collect();
+    pairs.iter().any(|p| is_full(p)).then(|| {
+        pairs
+            .into_iter()
+            .filter(|p| !is_full(p))
+            .collect::<Vec<_>>()
+            .join(";")
+    })
 }
 
 /// Compiles with the launches of `kernel` rewritten where a source has one, else the
@@ -683,4 +716,24 @@ fn build_entry(
         }
     }
     Ok(Some((probes, headers)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::without_full_tile;
+
+    #[test]
+    fn a_full_tile_spec_falls_back_to_the_same_spec_without_it() {
+        assert_eq!(
+            without_full_tile("kernel=k;cta=0,0,0;full-tile=1").as_deref(),
+            Some("kernel=k;cta=0,0,0")
+        );
+        assert_eq!(
+            without_full_tile("full-tile; kernel=k").as_deref(),
+            Some(" kernel=k")
+        );
+        assert_eq!(without_full_tile("kernel=k;full-tile=off"), None);
+        assert_eq!(without_full_tile("kernel=k"), None);
+        assert_eq!(without_full_tile("@spec.txt"), None);
+    }
 }
