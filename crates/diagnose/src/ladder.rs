@@ -81,6 +81,11 @@ pub fn judge_ladder(rungs: &[RungOutcome], epilogue: EpilogueInputs) -> Finding 
     let evidence: Vec<String> = rungs.iter().map(describe).collect();
     let mut base = Finding::open(evidence);
     base.wrong_tiles = wrong_tiles(rungs);
+    base.passing = rungs
+        .iter()
+        .filter(|r| r.state == RungState::Pass)
+        .map(|r| r.rung.clone())
+        .collect();
     let draft =
         |stage: Stage, alternatives: Vec<Stage>, summary: String, factor: Option<f64>| Finding {
             stage: Some(stage),
@@ -187,11 +192,23 @@ pub fn judge_ladder(rungs: &[RungOutcome], epilogue: EpilogueInputs) -> Finding 
     if let Some(o) = ones.filter(|o| o.failed()) {
         let pattern = o.pattern.as_ref().map(|c| &c.pattern);
         return match pattern {
+            // More products than K: only the accumulation adds them. Fewer: the K loop
+            // dropped some, or operand values it consumed were zeros (a map's or a
+            // bound's extent cut short fills part of K with zeros), which ones cannot
+            // tell apart.
+            Some(Pattern::KResidue { factor, extra_k }) if *extra_k < 0 => draft(
+                Stage::Mma,
+                vec![Stage::OperandLoad, Stage::Descriptor],
+                format!(
+                    "mma or operand-load/descriptor: ones reads {factor:.4}x, {extra_k:+} products along K: the K loop drops a tile, or part of K is read as zeros (an extent cut short)"
+                ),
+                Some(*factor),
+            ),
             Some(Pattern::KResidue { factor, extra_k }) => draft(
                 Stage::Mma,
                 Vec::new(),
                 format!(
-                    "mma: ones reads {factor:.4}x, {extra_k:+} products along K: the K loop counts a tile twice or drops one"
+                    "mma: ones reads {factor:.4}x, {extra_k:+} products along K: the K loop counts a tile twice"
                 ),
                 Some(*factor),
             ),

@@ -213,6 +213,8 @@ pub struct Finding {
     pub cleared: Option<Cleared>,
     /// The CTA tiles the evidence saw wrong (a ladder: over its failing rungs).
     pub wrong_tiles: Option<WrongTiles>,
+    /// The rungs that passed (a ladder's; empty for a trace).
+    pub passing: Vec<String>,
     /// One line: the stage and why.
     pub summary: String,
     /// The numbers behind it.
@@ -283,6 +285,7 @@ impl Finding {
             factor: None,
             cleared: None,
             wrong_tiles: None,
+            passing: Vec::new(),
             summary: String::new(),
             evidence,
         }

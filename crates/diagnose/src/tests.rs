@@ -885,6 +885,74 @@ mod ladder_and_verdict {
     }
 
     #[test]
+    fn seq_identity_right_end_to_end_settles_a_swapped_reading_as_the_kernels_own() {
+        // The full trace: operands and accumulator right read swapped (a swap-AB
+        // kernel's, or an MMA fed the wrong way round), the output wrong.
+        let swapped = crate::Finding {
+            stage: Some(Stage::Epilogue),
+            alternatives: vec![Stage::OperandLoad],
+            confound: Some(Confound::SwappedRoles),
+            summary: "epilogue (operands and accumulator exact)".to_owned(),
+            ..crate::Finding::open(Vec::new())
+        };
+        let bias = EpilogueInputs {
+            c: false,
+            bias: true,
+        };
+        let l = judge_ladder(&failing(&["small-int:1", "random:1"], None, 1.0), bias);
+        assert!(
+            l.passing.contains(&"seq-identity".to_owned()),
+            "{:?}",
+            l.passing
+        );
+        let v = reconcile(Some(&swapped), Some(&l));
+        assert_eq!(
+            (v.status, v.stage, v.confound.clone()),
+            (Status::Verdict, Some(Stage::Epilogue), None),
+            "{}",
+            v.summary
+        );
+        // seq-identity failing (an MMA fed the wrong way round transposes it): a draft.
+        let seq = failing(&["seq-identity", "small-int:1", "random:1"], None, 1.0);
+        let v = reconcile(Some(&swapped), Some(&judge_ladder(&seq, bias)));
+        assert_eq!(v.status, Status::Draft, "{}", v.summary);
+    }
+
+    #[test]
+    fn fewer_products_on_ones_fit_a_load_of_zeros_too_and_more_only_the_mma() {
+        let k_residue = |extra_k| {
+            failing(
+                &["ones", "small-int:1", "random:1"],
+                Some(Pattern::KResidue {
+                    factor: 1.0 + extra_k as f64 / 512.0,
+                    extra_k,
+                }),
+                1.0 + extra_k as f64 / 512.0,
+            )
+        };
+        let fewer = judge_ladder(&k_residue(-64), EpilogueInputs::NONE);
+        assert_eq!(fewer.stage, Some(Stage::Mma));
+        assert!(fewer.fits(Some(Stage::OperandLoad)) && fewer.fits(Some(Stage::Descriptor)));
+        let more = judge_ladder(&k_residue(32), EpilogueInputs::NONE);
+        assert!(!more.fits(Some(Stage::OperandLoad)), "{}", more.summary);
+        // A trace that isolates a load of zeros (an extent cut short) then stands.
+        let load = crate::Finding {
+            stage: Some(Stage::OperandLoad),
+            alternatives: vec![Stage::Descriptor],
+            status: Status::Verdict,
+            summary: "operand-load/descriptor (k 448..512 never consumed)".to_owned(),
+            ..crate::Finding::open(Vec::new())
+        };
+        let v = reconcile(Some(&load), Some(&fewer));
+        assert_eq!(
+            (v.status, v.stage),
+            (Status::Verdict, Some(Stage::OperandLoad))
+        );
+        let v = reconcile(Some(&load), Some(&more));
+        assert_eq!(v.status, Status::Draft, "{}", v.summary);
+    }
+
+    #[test]
     fn every_rung_right_refutes_with_a_verdict() {
         let l = judge_ladder(&all_pass(), crate::EpilogueInputs::NONE);
         assert!(l.clean);

@@ -153,6 +153,15 @@ pub fn reconcile(trace: Option<&Finding>, ladder: Option<&Finding>) -> Verdict {
                             .map_or("its confound".to_owned(), Confound::describe)
                     );
                 }
+                Some(l) if swap_is_the_kernels(t, l) => {
+                    v.status = Status::Verdict;
+                    v.alternatives.clear();
+                    v.confound = None;
+                    v.summary = format!(
+                        "{}; seq-identity is right end to end, so A and B meet in the kernel's own orientation: the swap is the kernel's (it computes Dᵀ = B·Aᵀ), not a defect; the ladder: {}",
+                        t.summary, l.summary
+                    );
+                }
                 Some(l) => {
                     v.summary = format!("{}; the ladder: {}", t.summary, l.summary);
                     if let Some(order) = ladder_order(t, l) {
@@ -371,6 +380,17 @@ fn eliminate(t: &Finding, l: &Finding) -> Option<Elimination> {
         }
     }
     Some(e)
+}
+
+/// The trace read the operands swapped ([`Confound::SwappedRoles`]: right as a
+/// swap-AB kernel's, or an MMA handed A and B the wrong way round) and the ladder,
+/// naming the trace's stage, passed seq-identity: `A·Bᵀ` with B the identity is A
+/// itself, and an MMA fed the wrong way round gives `Aᵀ` there, so a seq-identity right
+/// end to end says the swap is the kernel's own and the trace's stage stands.
+fn swap_is_the_kernels(t: &Finding, l: &Finding) -> bool {
+    t.confound == Some(Confound::SwappedRoles)
+        && l.stage == t.stage
+        && l.passing.iter().any(|r| r == "seq-identity")
 }
 
 /// What resolves the confound of `t`.
