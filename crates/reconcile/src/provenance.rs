@@ -316,6 +316,8 @@ pub struct OperandReport {
     pub shifted: usize,
     /// The k offset (mod 8) most of them start at.
     pub shift: Option<u32>,
+    /// The rows the shifted runs were found in.
+    pub shifted_rows: Ranges,
     /// Runs of padding rows (at or past the probe's row bound), not looked up.
     pub padding: usize,
     /// Warps whose probes were read.
@@ -480,7 +482,13 @@ impl OperandReport {
                 }
             )
         } else {
-            format!("rows {}: {}", self.rows, parts.join("; "))
+            // Rows whose every run was shifted are named by where those runs lie.
+            let rows = if self.rows.0.is_empty() {
+                &self.shifted_rows
+            } else {
+                &self.rows
+            };
+            format!("rows {}: {}", rows, parts.join("; "))
         }
     }
 }
@@ -662,9 +670,10 @@ fn shifted_runs(
     };
     let mut offsets: BTreeMap<u32, usize> = BTreeMap::new();
     for u in unmatched {
-        if let Some(&(_, k)) = shifted.get(&key(&u.values)) {
+        if let Some(&(row, k)) = shifted.get(&key(&u.values)) {
             report.unmatched -= 1;
             report.shifted += 1;
+            report.shifted_rows.insert(i64::from(row));
             *offsets.entry(k % UNIT as u32).or_default() += 1;
         }
     }

@@ -330,6 +330,19 @@ fn a_fragment_probed_once_a_k_step_is_read_across_its_steps() {
         "{}",
         report.describe()
     );
+    // Every tile one k further on: no run lies on a slice, and the rows are named by
+    // where the shifted runs were found.
+    let all = simt_steps_at(&wider, 16, 4, |t, kk| t * 16 + kk + 1);
+    let report = check_operand(
+        &step_units_of(&all, Kind::OperandA),
+        &ProvenanceIndex::new(&wider),
+    );
+    assert_eq!((report.located, report.shift), (0, Some(1)), "{report:?}");
+    assert!(
+        report.describe().starts_with("rows 0..8: "),
+        "{}",
+        report.describe()
+    );
 
     // The same run in a shared tile's raw order is memory's order: not looked for
     // at an offset.
