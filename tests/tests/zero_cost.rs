@@ -278,6 +278,17 @@ fn fp8_k32_fragment_probes_are_free_when_disabled_and_compile_traced() {
     fixture_probes_are_free("mma_sync_fp8_k32.cu", "kwb::MmaM16n8k32A{0}");
 }
 
+/// The m16n8k8 fixture (a tf32 and an f16 kernel in one file): each kernel's operand
+/// probes carry its own MMA's fragment coordinates; they cost nothing when disabled
+/// (identical SASS) and compile traced.
+#[test]
+fn k8_fragment_probes_per_kernel_are_free_when_disabled_and_compile_traced() {
+    if std::env::var("KWB_RUN_SLOW_TESTS").as_deref() != Ok("1") {
+        return;
+    }
+    fixture_probes_are_free("mma_sync_k8_tf32_f16.cu", "kwb::MmaM16n8k8Tf32A{0}");
+}
+
 /// The swap-AB fixture: its operand probes are placed per branch, where the two
 /// branches of one statement pass a tile in different slots, and braced there; they
 /// cost nothing when disabled (identical SASS) and compile traced.

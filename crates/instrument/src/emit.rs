@@ -25,6 +25,8 @@ pub(crate) struct Emitter<'p> {
     pub notes: Vec<String>,
     /// Which array index of each fragment picks its MMA tile.
     pub tile_dims: crate::fragments::TileDims,
+    /// Each function's fragment layout.
+    pub layouts: crate::fragments::Layouts,
     /// The kernels' CTA tile origin locals, for each record's tile_m / tile_n.
     pub origins: crate::tile::Origins,
     /// A screen build's folds (`None`: every other build, whose probes take bare ids).
@@ -44,6 +46,7 @@ impl<'p> Emitter<'p> {
             probes: Vec::new(),
             notes: Vec::new(),
             tile_dims: crate::fragments::TileDims::default(),
+            layouts: crate::fragments::Layouts::default(),
             origins: crate::tile::Origins::default(),
             folds: None,
             full_tile: false,

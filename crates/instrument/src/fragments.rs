@@ -19,6 +19,12 @@ pub(crate) enum Layout {
     /// `mma.sync.aligned.m16n8k32` with 8-bit inputs (e4m3, e5m2, s8, u8): four
     /// values a register; the accumulator's layout is m16n8k16's.
     MmaSyncM16n8k32,
+    /// `mma.sync.aligned.m16n8k8` with 16-bit inputs (f16, bf16): two values a
+    /// register; the accumulator's layout is m16n8k16's.
+    MmaSyncM16n8k8,
+    /// `mma.sync.aligned.m16n8k8` with tf32 inputs: one value a 32-bit register; the
+    /// accumulator's layout is m16n8k16's.
+    MmaSyncM16n8k8Tf32,
 }
 
 /// What a fragment holds.
@@ -29,37 +35,125 @@ pub(crate) enum Role {
     Accumulator,
 }
 
-/// The layout of the file's MMAs, from the PTX it issues; none where it issues both
-/// shapes (which fragment feeds which is not known here).
-pub(crate) fn layout(source: &str) -> Option<Layout> {
-    let k16 = source.contains("mma.sync.aligned.m16n8k16");
-    // m16n8k32 with 8-bit inputs; the shape also takes 4-bit integers and (sm_120)
-    // fp4/fp6, laid out otherwise: every m16n8k32 the file issues must name an 8-bit
-    // type.
-    let k32: Vec<&str> = source
-        .match_indices("mma.sync.aligned.m16n8k32")
-        .map(|(at, _)| {
-            let rest = &source[at..];
-            &rest[..rest
-                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '.'))
-                .unwrap_or(rest.len())]
-        })
-        .collect();
-    let eight_bit = |ptx: &str| {
-        ptx.split('.')
-            .any(|part| matches!(part, "e4m3" | "e5m2" | "s8" | "u8"))
-    };
-    let k32 = match k32.as_slice() {
-        [] => false,
-        all if all.iter().all(|p| eight_bit(p)) => true,
-        // Another input type beside: no layout kwb knows for the whole file.
-        _ => return None,
-    };
-    match (k16, k32) {
-        (true, false) => Some(Layout::MmaSyncM16n8k16),
-        (false, true) => Some(Layout::MmaSyncM16n8k32),
+/// The layout one `mma.sync.aligned.…` instruction's fragments have, where kwb knows
+/// it: by shape and input type (m16n8k32 also takes 4-bit integers and, on sm_120,
+/// fp4/fp6, and m16n8k8 also f64, laid out otherwise).
+fn layout_of(ptx: &str) -> Option<Layout> {
+    let parts: Vec<&str> = ptx.split('.').collect();
+    let has = |types: &[&str]| parts.iter().any(|p| types.contains(p));
+    match parts.get(3).copied()? {
+        "m16n8k16" => Some(Layout::MmaSyncM16n8k16),
+        "m16n8k32" if has(&["e4m3", "e5m2", "s8", "u8"]) => Some(Layout::MmaSyncM16n8k32),
+        "m16n8k8" if has(&["tf32"]) => Some(Layout::MmaSyncM16n8k8Tf32),
+        "m16n8k8" if has(&["f16", "bf16"]) && !has(&["f64"]) => Some(Layout::MmaSyncM16n8k8),
         _ => None,
     }
+}
+
+/// The layout of the file's MMAs, from the PTX it issues; none where its
+/// `mma.sync` instructions do not all share one (which fragment feeds which is not
+/// known here), or one is of a layout kwb does not know.
+pub(crate) fn layout(source: &str) -> Option<Layout> {
+    let mut found: Option<Layout> = None;
+    for (at, _) in source.match_indices("mma.sync.aligned.") {
+        let rest = &source[at..];
+        let ptx = &rest[..rest
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '.'))
+            .unwrap_or(rest.len())];
+        // A comment's bare `mma.sync.aligned.` with no shape says nothing.
+        if !ptx
+            .split('.')
+            .nth(3)
+            .is_some_and(|p| p.starts_with("m16n8k"))
+        {
+            if ptx.split('.').nth(3).is_some_and(|p| p.starts_with('m')) {
+                return None;
+            }
+            continue;
+        }
+        let this = layout_of(ptx)?;
+        match found {
+            Some(have) if have != this => return None,
+            _ => found = Some(this),
+        }
+    }
+    found
+}
+
+/// The fragment layout of each function of a kernel map, from the PTX its own MMA
+/// sites issue and the helpers they call (`calls `mma_16816` (line 40), which issues
+/// the MMA`); a function whose MMAs name no PTX takes the file's [`layout`]. So a
+/// file with a legacy m16n8k8 kernel beside an m16n8k16 one still gives each its own.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Layouts {
+    by_function: BTreeMap<String, Option<Layout>>,
+    /// The PTX instructions each function's MMAs issue (none: not known).
+    ptx: BTreeMap<String, String>,
+    file: Option<Layout>,
+}
+
+impl Layouts {
+    pub fn from_map(map: &KernelMap, source: &str) -> Layouts {
+        let ptx_of = |name: &str| -> Vec<String> {
+            let mut seen = vec![name.to_owned()];
+            let mut out = Vec::new();
+            let mut i = 0;
+            while i < seen.len() {
+                let current = seen[i].clone();
+                i += 1;
+                for kernel in map.kernels.iter().filter(|k| k.name == current) {
+                    for site in kernel.sites.iter().filter(|s| s.kind == SiteKind::Mma) {
+                        let Some(note) = site.note.as_deref() else {
+                            continue;
+                        };
+                        if let Some(ptx) = between(note, "PTX `", "`") {
+                            out.push(ptx.to_owned());
+                        } else if let Some(callee) = between(note, "calls `", "`")
+                            && !seen.iter().any(|s| s == callee)
+                        {
+                            seen.push(callee.to_owned());
+                        }
+                    }
+                }
+            }
+            out
+        };
+        let file = layout(source);
+        let mut by_function = BTreeMap::new();
+        let mut ptx = BTreeMap::new();
+        for k in &map.kernels {
+            let issued = ptx_of(&k.name);
+            if issued.is_empty() {
+                by_function.insert(k.name.clone(), file);
+            } else {
+                let text = issued.join("\n");
+                by_function.insert(k.name.clone(), layout(&text));
+                ptx.insert(k.name.clone(), text);
+            }
+        }
+        Layouts {
+            by_function,
+            ptx,
+            file,
+        }
+    }
+
+    /// The layout of `function`'s fragments.
+    pub fn of(&self, function: &str) -> Option<Layout> {
+        self.by_function.get(function).copied().unwrap_or(self.file)
+    }
+
+    /// The PTX `function`'s MMAs issue, one instruction a line, where the map shows it.
+    pub fn ptx(&self, function: &str) -> Option<&str> {
+        self.ptx.get(function).map(String::as_str)
+    }
+}
+
+/// The text between the first `open` and the next `close` after it.
+fn between<'t>(text: &'t str, open: &str, close: &str) -> Option<&'t str> {
+    let start = text.find(open)? + open.len();
+    let len = text[start..].find(close)?;
+    Some(&text[start..start + len])
 }
 
 /// The array dimensions of a fragment that pick its MMA tile along m and n.
@@ -236,6 +330,8 @@ pub(crate) fn probe_parts(
     let shape = match layout? {
         Layout::MmaSyncM16n8k16 => "MmaM16n8k16",
         Layout::MmaSyncM16n8k32 => "MmaM16n8k32",
+        Layout::MmaSyncM16n8k8 => "MmaM16n8k8",
+        Layout::MmaSyncM16n8k8Tf32 => "MmaM16n8k8Tf32",
     };
     let dim = |d: Option<usize>| d.map_or("-1".to_owned(), |d| d.to_string());
     let coord = match (role, dims) {
@@ -288,6 +384,25 @@ mod tests {
         assert_eq!(layout(&format!("{e4m3}\n{s4}")), None);
         // Two shapes in one file: which fragment feeds which is not known.
         assert_eq!(layout(&format!("{k16}\n{e4m3}")), None);
+        // m16n8k8: tf32 (one value a register) and 16-bit inputs (two); f64 is not it.
+        let tf32 = ptx("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32");
+        let k8 = ptx("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32");
+        assert_eq!(layout(&tf32), Some(Layout::MmaSyncM16n8k8Tf32));
+        assert_eq!(
+            layout(&format!("{tf32}\n{tf32}")),
+            Some(Layout::MmaSyncM16n8k8Tf32)
+        );
+        assert_eq!(layout(&k8), Some(Layout::MmaSyncM16n8k8));
+        assert_eq!(
+            layout(&ptx("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64")),
+            None
+        );
+        assert_eq!(layout(&format!("{tf32}\n{k16}")), None);
+        // A bare mention with no shape does not count.
+        assert_eq!(
+            layout(&format!("// mma.sync.aligned.\n{tf32}")),
+            Some(Layout::MmaSyncM16n8k8Tf32)
+        );
     }
 
     #[test]

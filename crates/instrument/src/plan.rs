@@ -233,6 +233,7 @@ pub fn plan(parsed: &Parsed, map: &KernelMap, config: &Config) -> Result<Plan, I
     let tag = kwb_runtime::tag(&gate);
     let mut em = Emitter::new(parsed, tag, config.id_base);
     em.tile_dims = crate::fragments::TileDims::from_map(map, &parsed.source);
+    em.layouts = crate::fragments::Layouts::from_map(map, &parsed.source);
     if config.screen {
         em.fold_sites();
     }

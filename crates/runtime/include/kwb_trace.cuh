@@ -820,6 +820,74 @@ struct MmaM16n8k32B {
     return Coord{-1, 8 * n.at(i) + lane / 4, (lane % 4) * 4 + e % 4 + 16 * (e / 4)};
   }
 };
+// Coordinates of mma.sync .m16n8k8 register fragments, as the PTX ISA lays them out
+// ("Matrix Fragments for mma.m16n8k8"): m in [0, 16), n in [0, 8), k in [0, 8). The
+// accumulator is laid out as m16n8k16's (MmaM16n8k16C).
+// 16-bit inputs (f16, bf16). A (4 values per tile in two 32-bit registers): element
+// e = i % 4 is on row groupID for e < 2 and groupID + 8 otherwise, at k = (lane % 4) *
+// 2 + e % 2.
+struct MmaM16n8k8A {
+  int m_dim = -1;  // the array dimension that picks the m tile
+  TileIndex m{};
+
+  template <class A, class T>
+  __host__ __device__ constexpr MmaM16n8k8A fit() const {
+    return MmaM16n8k8A{m_dim, detail::fit_index<A, T>(m_dim)};
+  }
+  __device__ Coord operator()(int i) const {
+    const int e = i % 4;
+    const int lane = lane_id();
+    return Coord{16 * m.at(i) + lane / 4 + 8 * (e / 2), -1, (lane % 4) * 2 + e % 2};
+  }
+};
+// 16-bit B (2 values per n8 tile in one 32-bit register): element e = i % 2 is on
+// column n = groupID, at k = (lane % 4) * 2 + e.
+struct MmaM16n8k8B {
+  int n_dim = -1;  // the array dimension that picks the n tile
+  TileIndex n{};
+
+  template <class A, class T>
+  __host__ __device__ constexpr MmaM16n8k8B fit() const {
+    return MmaM16n8k8B{n_dim, detail::fit_index<A, T>(n_dim)};
+  }
+  __device__ Coord operator()(int i) const {
+    const int e = i % 2;
+    const int lane = lane_id();
+    return Coord{-1, 8 * n.at(i) + lane / 4, (lane % 4) * 2 + e};
+  }
+};
+// tf32 inputs, one value a 32-bit register. A (4 values per tile): element e = i % 4
+// is on row groupID for even e and groupID + 8 for odd e, at k = lane % 4 + 4 * (e / 2).
+struct MmaM16n8k8Tf32A {
+  int m_dim = -1;  // the array dimension that picks the m tile
+  TileIndex m{};
+
+  template <class A, class T>
+  __host__ __device__ constexpr MmaM16n8k8Tf32A fit() const {
+    return MmaM16n8k8Tf32A{m_dim, detail::fit_index<A, T>(m_dim)};
+  }
+  __device__ Coord operator()(int i) const {
+    const int e = i % 4;
+    const int lane = lane_id();
+    return Coord{16 * m.at(i) + lane / 4 + 8 * (e % 2), -1, lane % 4 + 4 * (e / 2)};
+  }
+};
+// tf32 B (2 values per n8 tile): element e = i % 2 is on column n = groupID, at k =
+// lane % 4 + 4 * e.
+struct MmaM16n8k8Tf32B {
+  int n_dim = -1;  // the array dimension that picks the n tile
+  TileIndex n{};
+
+  template <class A, class T>
+  __host__ __device__ constexpr MmaM16n8k8Tf32B fit() const {
+    return MmaM16n8k8Tf32B{n_dim, detail::fit_index<A, T>(n_dim)};
+  }
+  __device__ Coord operator()(int i) const {
+    const int e = i % 2;
+    const int lane = lane_id();
+    return Coord{-1, 8 * n.at(i) + lane / 4, lane % 4 + 4 * e};
+  }
+};
 // C/D (f32; 4 values per tile): element e = i % 4 is on row groupID for e < 2 and
 // groupID + 8 otherwise, at n = (lane % 4) * 2 + e % 2.
 struct MmaM16n8k16C {

@@ -135,8 +135,9 @@ fn in_function(
 ) {
     let parsed = em.parsed;
     let root = parsed.tree.root_node();
-    let element = mma_input_type(&parsed.source);
-    let layout = fragments::layout(&parsed.source);
+    // The input type of the MMAs this function issues, else the file's first.
+    let element = mma_input_type(em.layouts.ptx(&function.name).unwrap_or(&parsed.source));
+    let layout = em.layouts.of(&function.name);
     let mut operands = Vec::new();
     let (mut scalar_probes, mut skipped) = (0, 0);
     for site in function
