@@ -65,3 +65,31 @@ pub fn ones_run(shape: Shape, ones: Option<&RungOutcome>, one_launch: bool) -> O
         one_launch,
     }
 }
+
+/// The probe sites of `stage` in either trace (the ones trace's first), each once.
+pub(crate) fn stage_sites(
+    stage: Option<kwb_diagnose::Stage>,
+    ones: Option<&kwb_runtime::Trace>,
+    full: Option<&kwb_runtime::Trace>,
+) -> Vec<kwb_diagnose::SiteRef> {
+    let mut sites = Vec::new();
+    if let Some(stage) = stage {
+        for t in ones.into_iter().chain(full) {
+            for site in kwb_diagnose::sites_of(t, stage) {
+                if !sites.contains(&site) {
+                    sites.push(site);
+                }
+            }
+        }
+    }
+    sites
+}
+
+/// Where the first NaN or Inf came from: the ones trace's reading, else the full one's.
+pub(crate) fn first_nan(
+    ones: Option<&kwb_runtime::Trace>,
+    full: Option<&kwb_runtime::Trace>,
+) -> Option<kwb_diagnose::NanOrigin> {
+    ones.and_then(kwb_diagnose::nan_origin)
+        .or_else(|| full.and_then(kwb_diagnose::nan_origin))
+}

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use kwb_diagnose::{
     Diagnosis, Evidence, StructuredRun, combine_traces, judge_ladder, judge_ones, judge_structured,
-    nan_origin, reconcile, sites_of, with_descriptors,
+    reconcile, with_descriptors,
 };
 use kwb_gpu::insitu::{self, Ended, Launch, Served};
 use kwb_gpu::{GpuError, Progress, Report, Timing};
@@ -498,16 +498,7 @@ fn judge(report: &Report, launch: &Launch, ended: &Ended, traces: Traces) -> Dia
     let combined = combine_traces(traced.clone(), full_finding.clone());
     let verdict = with_descriptors(reconcile(combined.as_ref(), ladder.as_ref()), &descriptors);
     let full_trace = full.as_ref().map(|f| &f.trace);
-    let mut sites = Vec::new();
-    if let Some(stage) = verdict.stage {
-        for t in ones_trace.iter().chain(full_trace) {
-            for site in sites_of(t, stage) {
-                if !sites.contains(&site) {
-                    sites.push(site);
-                }
-            }
-        }
-    }
+    let sites = evidence::stage_sites(verdict.stage, ones_trace.as_ref(), full_trace);
     let mut not_run = Vec::new();
     if let Some(why) = &report.failed {
         not_run.push(format!("the ladder: {why}"));
@@ -556,10 +547,7 @@ fn judge(report: &Report, launch: &Launch, ended: &Ended, traces: Traces) -> Dia
         evidence,
         rungs,
         sites,
-        nan_origin: ones_trace
-            .as_ref()
-            .and_then(nan_origin)
-            .or_else(|| full_trace.and_then(nan_origin)),
+        nan_origin: evidence::first_nan(ones_trace.as_ref(), full_trace),
         descriptors,
         maps: report.maps.iter().map(kwb_gpu::MapReading::line).collect(),
         not_run,

@@ -22,8 +22,8 @@ use std::path::Path;
 
 use kwb_diagnose::{
     Diagnosis, EpilogueInputs, Evidence, Finding, RungState, StructuredRun, judge_fault,
-    judge_ladder, judge_ones, judge_structured, nan_origin, reconcile, sites_of, with_descriptors,
-    with_fault, with_unchecked_maps,
+    judge_ladder, judge_ones, judge_structured, reconcile, with_descriptors, with_fault,
+    with_unchecked_maps,
 };
 use kwb_extract::Extraction;
 use kwb_gpu::{GpuError, Report, RunOptions};
@@ -255,16 +255,7 @@ pub fn diagnose(mut job: Job<'_>) -> Result<Outcome, GpuError> {
     );
     let full_trace = full.as_ref().map(|(f, _)| &f.trace);
     // The stage's probe sites in either trace, once each.
-    let mut sites = Vec::new();
-    if let Some(stage) = verdict.stage {
-        for t in ones_trace.iter().chain(full_trace) {
-            for site in sites_of(t, stage) {
-                if !sites.contains(&site) {
-                    sites.push(site);
-                }
-            }
-        }
-    }
+    let sites = evidence::stage_sites(verdict.stage, ones_trace.as_ref(), full_trace);
     let evidence = [
         ("trace", traced),
         ("full trace", full_finding),
@@ -284,10 +275,7 @@ pub fn diagnose(mut job: Job<'_>) -> Result<Outcome, GpuError> {
         evidence,
         rungs,
         sites,
-        nan_origin: ones_trace
-            .as_ref()
-            .and_then(nan_origin)
-            .or_else(|| full_trace.and_then(nan_origin)),
+        nan_origin: evidence::first_nan(ones_trace.as_ref(), full_trace),
         descriptors,
         maps: report
             .as_ref()
