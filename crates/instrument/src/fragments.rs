@@ -89,6 +89,9 @@ pub(crate) struct Layouts {
     by_function: BTreeMap<String, Option<Layout>>,
     /// The PTX instructions each function's MMAs issue (none: not known).
     ptx: BTreeMap<String, String>,
+    /// The PTX the MMA site at a line of a function issues (itself or through the
+    /// helper it calls).
+    at: BTreeMap<(String, usize), String>,
     file: Option<Layout>,
 }
 
@@ -121,7 +124,21 @@ impl Layouts {
         let file = layout(source);
         let mut by_function = BTreeMap::new();
         let mut ptx = BTreeMap::new();
+        let mut at = BTreeMap::new();
         for k in &map.kernels {
+            for site in k.sites.iter().filter(|s| s.kind == SiteKind::Mma) {
+                let Some(note) = site.note.as_deref() else {
+                    continue;
+                };
+                let issued = match (between(note, "PTX `", "`"), between(note, "calls `", "`")) {
+                    (Some(own), _) => own.to_owned(),
+                    (None, Some(callee)) => ptx_of(callee).join("\n"),
+                    (None, None) => continue,
+                };
+                if !issued.is_empty() {
+                    at.insert((k.name.clone(), site.line), issued);
+                }
+            }
             let issued = ptx_of(&k.name);
             if issued.is_empty() {
                 by_function.insert(k.name.clone(), file);
@@ -134,8 +151,45 @@ impl Layouts {
         Layouts {
             by_function,
             ptx,
+            at,
             file,
         }
+    }
+
+    /// The PTX the MMA at `line` of `function` issues, where the map shows it.
+    fn ptx_at(&self, function: &str, line: usize) -> Option<&str> {
+        self.at
+            .get(&(function.to_owned(), line))
+            .map(String::as_str)
+    }
+
+    /// The layout of the fragments the MMA at `line` of `function` reads: its own
+    /// PTX's, else the function's.
+    pub fn at(&self, function: &str, line: usize) -> Option<Layout> {
+        match self.ptx_at(function, line) {
+            Some(ptx) => layout(ptx),
+            None => self.of(function),
+        }
+    }
+
+    /// The PTX to read the input type of the MMA at `line` of `function` from: its
+    /// own, else the function's, else none known.
+    pub fn ptx_for(&self, function: &str, line: usize) -> Option<&str> {
+        self.ptx_at(function, line).or_else(|| self.ptx(function))
+    }
+
+    /// The accumulator's layout in `function`: every mma.sync layout kwb knows lays the
+    /// accumulator out alike (m16n8k16's C), so any mix of them gives one; else the
+    /// function's.
+    pub fn accumulator(&self, function: &str) -> Option<Layout> {
+        let Some(ptx) = self.ptx(function) else {
+            return self.of(function);
+        };
+        let mut known = None;
+        for line in ptx.lines().filter(|l| l.starts_with("mma.sync.")) {
+            known = Some(layout(line)?);
+        }
+        known.or_else(|| self.of(function))
     }
 
     /// The layout of `function`'s fragments.
@@ -367,6 +421,51 @@ mod tests {
 
     fn dims(text: &str) -> Vec<(String, Dims)> {
         from_call(text).unwrap()
+    }
+
+    #[test]
+    fn each_mma_takes_the_layout_of_the_ptx_it_issues() {
+        // One kernel issuing an m16n8k16 and an m16n8k8 through two helpers.
+        let source = r#"
+__device__ void mma_k16(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+__device__ void mma_k8(float (&d)[4], const unsigned (&a)[2], unsigned b) {
+  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]) : "r"(a[0]), "r"(a[1]), "r"(b));
+}
+__global__ void k(const unsigned* A, float* C, int K) {
+  float acc[4] = {};
+  float acc2[4] = {};
+  for (int k0 = 0; k0 < K; k0 += 16) {
+    unsigned a[4], b[2], a2[2];
+    for (int i = 0; i < 4; ++i) a[i] = A[k0 + i];
+    for (int i = 0; i < 2; ++i) b[i] = A[k0 + 4 + i];
+    for (int i = 0; i < 2; ++i) a2[i] = A[k0 + 6 + i];
+    mma_k16(acc, a, b);
+    mma_k8(acc2, a2, b[0]);
+  }
+  for (int i = 0; i < 4; ++i) C[i] = acc[i] + acc2[i];
+}
+"#;
+        let parsed = kwb_syntax::parse(source);
+        let map = kwb_sites::kernel_map(&parsed, &[]);
+        let layouts = Layouts::from_map(&map, source);
+        let line_of = |text: &str| source.lines().position(|l| l.contains(text)).unwrap() + 1;
+        assert_eq!(
+            layouts.at("k", line_of("mma_k16(acc")),
+            Some(Layout::MmaSyncM16n8k16)
+        );
+        assert_eq!(
+            layouts.at("k", line_of("mma_k8(acc2")),
+            Some(Layout::MmaSyncM16n8k8)
+        );
+        // The kernel as a whole issues two shapes: no one operand layout, but the
+        // accumulators of both are laid out alike.
+        assert_eq!(layouts.of("k"), None);
+        assert!(layouts.accumulator("k").is_some());
+        assert_eq!(layouts.of("mma_k8"), Some(Layout::MmaSyncM16n8k8));
     }
 
     #[test]

@@ -100,7 +100,7 @@ pub(crate) fn probe(
         em.note(format!("{}: {why}", kernel.name));
     }
     let wait = wait.map_or(String::new(), |(code, _)| code);
-    let layout = em.layouts.of(&kernel.name);
+    let layout = em.layouts.accumulator(&kernel.name);
     let layout_coords =
         fragments::probe_args(layout, Role::Accumulator, rows, em.tile_dims.of(acc));
     if probing && rows.is_some() && layout.is_none() {

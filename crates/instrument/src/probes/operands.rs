@@ -135,9 +135,6 @@ fn in_function(
 ) {
     let parsed = em.parsed;
     let root = parsed.tree.root_node();
-    // The input type of the MMAs this function issues, else the file's first.
-    let element = mma_input_type(em.layouts.ptx(&function.name).unwrap_or(&parsed.source));
-    let layout = em.layouts.of(&function.name);
     let mut operands = Vec::new();
     let (mut scalar_probes, mut skipped) = (0, 0);
     for site in function
@@ -180,6 +177,14 @@ fn in_function(
                 .iter()
                 .any(|w| ty.split_whitespace().any(|x| x == *w))
         });
+        // The fragments' layout and input type: the PTX this operand's MMA issues (a
+        // function may issue more than one shape), else the function's, else the file's.
+        let layout = em.layouts.at(&function.name, mma_line);
+        let input = mma_input_type(
+            em.layouts
+                .ptx_for(&function.name, mma_line)
+                .unwrap_or(&parsed.source),
+        );
         // Coordinates only where the values are the MMA's inputs packed in 32-bit words.
         let parts = if packed {
             fragments::probe_parts(
@@ -290,6 +295,7 @@ fn in_function(
             operands.push(Operand {
                 at: declaration_point(parsed, statement),
                 letter: slot,
+                input,
                 read: slice
                     .as_ref()
                     .map_or(name.clone(), |index| format!("{name}{index}")),
@@ -311,7 +317,7 @@ fn in_function(
             function.name
         ));
     }
-    emit(em, function, gate, element, operands);
+    emit(em, function, gate, operands);
 }
 
 /// How an operand fragment is read.
@@ -328,6 +334,8 @@ enum Form {
 struct Operand {
     at: usize,
     letter: char,
+    /// The C++ type of one value of the MMA's inputs (what a packed word holds).
+    input: &'static str,
     name: String,
     /// What the probe reads: the operand, or the slice of it the MMA reads
     /// (`tCrA(_, _, k_block)`).
@@ -341,13 +349,7 @@ struct Operand {
 
 /// Emits the operand probes in the order found, an A fragment and a packed B fragment
 /// probed at the same point, with the same K tile and row bound, as one pair.
-fn emit(
-    em: &mut Emitter<'_>,
-    function: &Kernel,
-    gate: &str,
-    element: &str,
-    operands: Vec<Operand>,
-) {
+fn emit(em: &mut Emitter<'_>, function: &Kernel, gate: &str, operands: Vec<Operand>) {
     let mut used = vec![false; operands.len()];
     for i in 0..operands.len() {
         if used[i] {
@@ -393,8 +395,8 @@ fn emit(
             let site_a = em.site(id, "OperandA");
             let site_b = em.site(id + 1, "OperandB");
             let call = format!(
-                "kwb::probe_as_pair<{element}>({site_a}, {site_b}, kwb_tag, {k_tile}, {TILE}, {}, {}{args});",
-                a.name, b.name
+                "kwb::probe_as_pair<{}>({site_a}, {site_b}, kwb_tag, {k_tile}, {TILE}, {}, {}{args});",
+                a.input, a.name, b.name
             );
             em.probe_pair(a.at, gate, &call, [info(id, a), info(id + 1, b)]);
             continue;
@@ -412,7 +414,8 @@ fn emit(
                     format!(", {bound}, kwb::Axis::M, {coord}")
                 });
                 format!(
-                    "kwb::probe_as<{element}>({site}, kwb::Kind::{kind}, kwb_tag, {k_tile}, {TILE}, {name}{args});"
+                    "kwb::probe_as<{}>({site}, kwb::Kind::{kind}, kwb_tag, {k_tile}, {TILE}, {name}{args});",
+                    a.input
                 )
             }
             Form::Cute(args) => format!(
@@ -579,6 +582,11 @@ fn member_operands(
         operands.push(Operand {
             at: declaration_point(parsed, statement),
             letter,
+            input: mma_input_type(
+                em.layouts
+                    .ptx_for(&function.name, mma.line)
+                    .unwrap_or(&parsed.source),
+            ),
             name: name.to_owned(),
             read: argument.split_whitespace().collect::<Vec<_>>().join(" "),
             k_tile,
