@@ -106,15 +106,12 @@ impl Layouts {
                 i += 1;
                 for kernel in map.kernels.iter().filter(|k| k.name == current) {
                     for site in kernel.sites.iter().filter(|s| s.kind == SiteKind::Mma) {
-                        let Some(note) = site.note.as_deref() else {
-                            continue;
-                        };
-                        if let Some(ptx) = between(note, "PTX `", "`") {
-                            out.push(ptx.to_owned());
-                        } else if let Some(callee) = between(note, "calls `", "`")
-                            && !seen.iter().any(|s| s == callee)
-                        {
-                            seen.push(callee.to_owned());
+                        match issued_by(map, site) {
+                            Some(Issued::Ptx(ptx)) => out.push(ptx.to_owned()),
+                            Some(Issued::Call(callee)) if !seen.iter().any(|s| s == callee) => {
+                                seen.push(callee.to_owned())
+                            }
+                            _ => {}
                         }
                     }
                 }
@@ -127,13 +124,10 @@ impl Layouts {
         let mut at = BTreeMap::new();
         for k in &map.kernels {
             for site in k.sites.iter().filter(|s| s.kind == SiteKind::Mma) {
-                let Some(note) = site.note.as_deref() else {
-                    continue;
-                };
-                let issued = match (between(note, "PTX `", "`"), between(note, "calls `", "`")) {
-                    (Some(own), _) => own.to_owned(),
-                    (None, Some(callee)) => ptx_of(callee).join("\n"),
-                    (None, None) => continue,
+                let issued = match issued_by(map, site) {
+                    Some(Issued::Ptx(own)) => own.to_owned(),
+                    Some(Issued::Call(callee)) => ptx_of(callee).join("\n"),
+                    None => continue,
                 };
                 if !issued.is_empty() {
                     at.insert((k.name.clone(), site.line), issued);
@@ -201,6 +195,32 @@ impl Layouts {
     pub fn ptx(&self, function: &str) -> Option<&str> {
         self.ptx.get(function).map(String::as_str)
     }
+}
+
+/// What an MMA site issues: PTX of its own, or a call of a function of the map.
+enum Issued<'m> {
+    Ptx(&'m str),
+    Call(&'m str),
+}
+
+/// What the MMA `site` issues, from its note (`PTX `…``, `calls `f` …`), else from its
+/// text where that calls a function the map holds (`HMMA_16816(acc, a, b, acc)`).
+fn issued_by<'m>(map: &'m KernelMap, site: &'m kwb_sites::Site) -> Option<Issued<'m>> {
+    if let Some(note) = site.note.as_deref() {
+        if let Some(ptx) = between(note, "PTX `", "`") {
+            return Some(Issued::Ptx(ptx));
+        }
+        if let Some(callee) = between(note, "calls `", "`") {
+            return Some(Issued::Call(callee));
+        }
+    }
+    let open = site.text.find('(')?;
+    let callee = site.text[..open].trim();
+    let callee = callee.rsplit("::").next().unwrap_or(callee).trim();
+    map.kernels
+        .iter()
+        .find(|k| k.name == callee)
+        .map(|k| Issued::Call(k.name.as_str()))
 }
 
 /// The text between the first `open` and the next `close` after it.
