@@ -289,6 +289,21 @@ fn k8_fragment_probes_per_kernel_are_free_when_disabled_and_compile_traced() {
     fixture_probes_are_free("mma_sync_k8_tf32_f16.cu", "kwb::MmaM16n8k8Tf32A{0}");
 }
 
+/// A generated kernel that declares the <stdint.h> names itself (`uint64_t` as
+/// `unsigned long long`): instrumented, it compiles without KWB_TRACE (identical SASS)
+/// and with it, where kwb's runtime (which includes <cstdint>) once made it a
+/// redeclaration of another type.
+#[test]
+fn own_stdint_typedefs_compile_instrumented_both_ways() {
+    if std::env::var("KWB_RUN_SLOW_TESTS").as_deref() != Ok("1") {
+        return;
+    }
+    fixture_probes_are_free(
+        "own_stdint_typedefs.cu",
+        "#define uint64_t kwb_own_uint64_t",
+    );
+}
+
 /// The swap-AB fixture: its operand probes are placed per branch, where the two
 /// branches of one statement pass a tile in different slots, and braced there; they
 /// cost nothing when disabled (identical SASS) and compile traced.

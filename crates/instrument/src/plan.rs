@@ -314,8 +314,9 @@ pub fn plan(parsed: &Parsed, map: &KernelMap, config: &Config) -> Result<Plan, I
     builder.insert(
         0,
         wrap(&format!(
-            "{}{runtime}\n#line 1 \"{file}\"\n",
-            config.defines(config.id_base + probes.len() as u32)
+            "{}{runtime}\n{}#line 1 \"{file}\"\n",
+            config.defines(config.id_base + probes.len() as u32),
+            own_integer_types(parsed)
         )),
     );
     builder.insert(
@@ -513,4 +514,48 @@ pub fn c_string(text: &str) -> String {
     }
     // A marker inside the text would confuse `strip`.
     out.replace("*/", "* /")
+}
+
+/// The `<stdint.h>` names a file defines for itself (NVRTC-style generated kernels:
+/// `typedef unsigned long long uint64_t;` at file scope, with no system header).
+const STDINT_NAMES: [&str; 10] = [
+    "int8_t",
+    "uint8_t",
+    "int16_t",
+    "uint16_t",
+    "int32_t",
+    "uint32_t",
+    "int64_t",
+    "uint64_t",
+    "intptr_t",
+    "uintptr_t",
+];
+
+/// `#define NAME kwb_own_NAME` for each `<stdint.h>` name the file's own file-scope
+/// typedefs declare. kwb's runtime, inserted first, includes the system's
+/// `<cstdint>`, whose `uint64_t` (`unsigned long`) the file's (`unsigned long long`)
+/// would redeclare as another type: renamed, the file's own names keep its types, in
+/// its typedefs and every use after them, and the runtime keeps the system's.
+fn own_integer_types(parsed: &Parsed) -> String {
+    let root = parsed.tree.root_node();
+    let mut cursor = root.walk();
+    let mut names: Vec<&str> = Vec::new();
+    for child in root.children(&mut cursor) {
+        if child.kind() != "type_definition" {
+            continue;
+        }
+        let mut declarators = child.walk();
+        for d in child.children_by_field_name("declarator", &mut declarators) {
+            let name = parsed.text(d).trim();
+            if let Some(known) = STDINT_NAMES.iter().find(|n| **n == name)
+                && !names.contains(known)
+            {
+                names.push(known);
+            }
+        }
+    }
+    names
+        .iter()
+        .map(|n| format!("#define {n} kwb_own_{n}\n"))
+        .collect()
 }

@@ -1085,3 +1085,26 @@ fn insitu_over_an_instrumented_text_keeps_its_probes() {
         Some("k.cu")
     );
 }
+
+/// A file that declares the <stdint.h> names itself (NVRTC style) has them renamed
+/// after kwb's runtime, which includes <cstdint>; a file that does not, has nothing
+/// renamed; strip gives both back.
+#[test]
+fn a_files_own_stdint_names_are_renamed_after_the_runtime() {
+    let own = include_str!("../../../fixtures/instrument/own_stdint_typedefs.cu");
+    let (out, _) = instrument(own, &Config::default()).unwrap();
+    let header = &out[..out.find("#line 1 \"").unwrap()];
+    assert!(
+        header.ends_with("#define uint32_t kwb_own_uint32_t\n#define uint64_t kwb_own_uint64_t\n"),
+        "{}",
+        &header[header.len().saturating_sub(200)..]
+    );
+    assert_eq!(crate::markers::strip(&out).unwrap(), own);
+    let plain = own.replace(
+        "typedef unsigned int uint32_t;\ntypedef unsigned long long uint64_t;\n",
+        "#include <cstdint>\n",
+    );
+    assert_ne!(plain, own);
+    let (out, _) = instrument(&plain, &Config::default()).unwrap();
+    assert!(!out.contains("kwb_own_"));
+}
