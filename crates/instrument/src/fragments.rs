@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use kwb_sites::{KernelMap, SiteKind};
+use kwb_sites::{Kernel, KernelMap, SiteKind};
 
 /// A fragment layout with known coordinates.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -210,8 +210,9 @@ fn issued_by<'m>(map: &'m KernelMap, site: &'m kwb_sites::Site) -> Option<Issued
         if let Some(ptx) = between(note, "PTX `", "`") {
             return Some(Issued::Ptx(ptx));
         }
-        if let Some(callee) = between(note, "calls `", "`") {
-            return Some(Issued::Call(callee));
+        if let Some(call) = called(note) {
+            let callee = map.kernels.iter().find(|k| is_called(k, &call))?;
+            return Some(Issued::Call(callee.name.as_str()));
         }
     }
     let open = site.text.find('(')?;
@@ -221,6 +222,25 @@ fn issued_by<'m>(map: &'m KernelMap, site: &'m kwb_sites::Site) -> Option<Issued
         .iter()
         .find(|k| k.name == callee)
         .map(|k| Issued::Call(k.name.as_str()))
+}
+
+/// Whether `function` is the one a `calls` note names: (its last name component, the
+/// line of its definition).
+pub(crate) fn is_called(function: &Kernel, (name, line): &(String, usize)) -> bool {
+    function.line == *line && function.name.rsplit("::").next() == Some(name.as_str())
+}
+
+/// `calls \`mma_k_tile\` (line 101), which issues the MMA` → ("mma_k_tile", 101).
+pub(crate) fn called(note: &str) -> Option<(String, usize)> {
+    let rest = note.strip_prefix("calls `")?;
+    let (name, rest) = rest.split_once('`')?;
+    let line = rest
+        .strip_prefix(" (line ")?
+        .split(')')
+        .next()?
+        .parse()
+        .ok()?;
+    Some((name.to_owned(), line))
 }
 
 /// The text between the first `open` and the next `close` after it.

@@ -10,7 +10,7 @@ use kwb_sites::{Kernel, KernelMap, SiteKind};
 
 use crate::cute;
 use crate::emit::Emitter;
-use crate::fragments::{self, Role};
+use crate::fragments::{self, Role, called, is_called};
 use crate::nodes::{
     block_statement, contains, declaration_point, enclosing_function, is_integer_scalar, names,
     slot_of,
@@ -93,25 +93,6 @@ fn helpers<'m>(map: &'m KernelMap, function: &Kernel) -> Vec<&'m Kernel> {
         .filter_map(|s| called(s.note.as_deref()?))
         .filter_map(|call| map.kernels.iter().find(|k| is_called(k, &call)))
         .collect()
-}
-
-/// Whether `function` is the one a `calls` note names: (its last name component, the
-/// line of its definition).
-fn is_called(function: &Kernel, (name, line): &(String, usize)) -> bool {
-    function.line == *line && function.name.rsplit("::").next() == Some(name.as_str())
-}
-
-/// `calls \`mma_k_tile\` (line 101), which issues the MMA` → ("mma_k_tile", 101).
-fn called(note: &str) -> Option<(String, usize)> {
-    let rest = note.strip_prefix("calls `")?;
-    let (name, rest) = rest.split_once('`')?;
-    let line = rest
-        .strip_prefix(" (line ")?
-        .split(')')
-        .next()?
-        .parse()
-        .ok()?;
-    Some((name.to_owned(), line))
 }
 
 fn has_register_operands(function: &Kernel) -> bool {
