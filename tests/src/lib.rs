@@ -56,6 +56,14 @@ pub fn cutlass_source() -> Option<PathBuf> {
     include.parent().map(PathBuf::from)
 }
 
+/// Whether a slow check over a set of programs takes the whole set
+/// (`KWB_WHOLE_SETS=1`, as `cargo xtask sets` runs them) rather than CI's sample: the
+/// units its manifest does not mark `ci = false` (a construct a cheaper unit already
+/// covers, or a compile of minutes), so that CI stays within its budget.
+pub fn whole_sets() -> bool {
+    std::env::var("KWB_WHOLE_SETS").as_deref() == Ok("1")
+}
+
 /// The repository root.
 pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

@@ -147,6 +147,6 @@ pub fn run_step(name: &str, mut command: Command) -> Result {
 }
 
 /// Whether `name` is unset or empty, as kwb-toolchain's discovery reads it.
-fn is_unset(name: &str) -> bool {
+pub fn is_unset(name: &str) -> bool {
     std::env::var_os(name).is_none_or(|value| value == OsStr::new(""))
 }

@@ -32,7 +32,8 @@ pub enum Selection {
     First,
     /// What CI builds: every variant for the first architecture and the correct
     /// variant (`none`) for the others too, that the family still builds for them;
-    /// of a family whose manifest says `ci = "correct"`, the correct variant alone.
+    /// of a family whose manifest says `ci = "correct"`, the correct variant alone;
+    /// `ci = "none"`, nothing.
     /// The builds left out are never run (GPU runs build their own, first
     /// architecture, every variant); `cargo xtask kernels` makes them all.
     Ci,
@@ -46,6 +47,7 @@ impl Selection {
         match self {
             Selection::All => arches,
             Selection::First => first,
+            Selection::Ci if family.ci == CiBuilds::None => &[],
             Selection::Ci if defect == "none" => arches,
             Selection::Ci if family.ci == CiBuilds::Correct => &[],
             Selection::Ci => first,
@@ -235,9 +237,10 @@ mod tests {
         let all = builds(&suite, Selection::All);
         assert!(ci.iter().all(|b| all.contains(b)));
         for (name, family) in &suite.families {
-            // The correct variant for every architecture.
+            // The correct variant for every architecture, unless the manifest says none.
             for arch in &family.arches {
-                assert!(ci.contains(&(name.clone(), "none".to_owned(), arch.clone())));
+                let built = ci.contains(&(name.clone(), "none".to_owned(), arch.clone()));
+                assert_eq!(built, family.ci != CiBuilds::None, "{name} {arch}");
             }
             // Every defect variant for the first, unless the manifest says otherwise.
             let defects = suite

@@ -27,6 +27,7 @@ mod gpu_tensormap;
 mod gpu_trace;
 mod kernels;
 mod mutants;
+mod sets;
 mod setup;
 mod suite;
 mod sweep;
@@ -75,6 +76,9 @@ enum Task {
         #[arg(long, default_value = "target/sweep.md")]
         out: PathBuf,
     },
+    /// The third-party compile checks over their whole sets (Track A's compile check and
+    /// Track B's reproducers: every unit, every planted defect); CI checks a sample
+    Sets,
     /// The kernel map scored against the hand-labelled third-party corpus
     /// (tests/corpus.toml): recall and precision per kind, held to tests/corpus-floor.toml
     Corpus {
@@ -308,6 +312,7 @@ fn main() -> ExitCode {
         Task::Tidy => tidy::run(&project_root()),
         Task::Demo => demo::run(&project_root(), demo::Profile::Release),
         Task::Sweep { out } => sweep::run(&project_root().join(out)),
+        Task::Sets => sets::run(&project_root()),
         Task::Corpus {
             out,
             only,

@@ -74,6 +74,10 @@ pub enum CiBuilds {
     Every,
     /// The correct variant (`none`) only.
     Correct,
+    /// No build: the zero-cost test (tests/tests/zero_cost.rs) compiles the family's
+    /// kernel, correct, instrumented and not (device pass); the whole programs, every
+    /// variant, are built by `cargo xtask kernels` and every GPU run.
+    None,
 }
 
 /// One (family, defect) build and what it must show.

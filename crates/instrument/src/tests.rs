@@ -1086,19 +1086,31 @@ fn insitu_over_an_instrumented_text_keeps_its_probes() {
     );
 }
 
-/// A file that declares the <stdint.h> names itself (NVRTC style) has them renamed
-/// after kwb's runtime, which includes <cstdint>; a file that does not, has nothing
-/// renamed; strip gives both back.
+/// A file that declares a <stdint.h> name itself as another type than the system's
+/// (NVRTC style: `uint64_t` as `unsigned long long`) has that name renamed, just before
+/// its typedef, with a `#line` back to it; a name it declares as the system's type
+/// (`uint32_t` as `unsigned int`), and a file that only repeats the system's types
+/// after including headers, have nothing renamed; strip gives every one back.
 #[test]
-fn a_files_own_stdint_names_are_renamed_after_the_runtime() {
+fn a_files_conflicting_stdint_names_are_renamed_before_its_typedefs() {
     let own = include_str!("../../../fixtures/instrument/own_stdint_typedefs.cu");
     let (out, _) = instrument(own, &Config::default()).unwrap();
-    let header = &out[..out.find("#line 1 \"").unwrap()];
+    let renamed = out
+        .find("#define uint64_t kwb_own_uint64_t\n")
+        .expect("renamed");
+    assert!(!out.contains("kwb_own_uint32_t"));
+    let typedef = out.find("typedef unsigned long long uint64_t;").unwrap();
+    assert!(renamed < typedef);
+    let line = own[..own.find("typedef unsigned long long").unwrap()]
+        .lines()
+        .count()
+        + 1;
     assert!(
-        header.ends_with("#define uint32_t kwb_own_uint32_t\n#define uint64_t kwb_own_uint64_t\n"),
+        out[renamed..typedef].contains(&format!("#line {line} \"")),
         "{}",
-        &header[header.len().saturating_sub(200)..]
+        &out[renamed..typedef]
     );
+    assert!(out.find("typedef unsigned int uint32_t;").unwrap() < renamed);
     assert_eq!(crate::markers::strip(&out).unwrap(), own);
     let plain = own.replace(
         "typedef unsigned int uint32_t;\ntypedef unsigned long long uint64_t;\n",
@@ -1107,4 +1119,36 @@ fn a_files_own_stdint_names_are_renamed_after_the_runtime() {
     assert_ne!(plain, own);
     let (out, _) = instrument(&plain, &Config::default()).unwrap();
     assert!(!out.contains("kwb_own_"));
+    // A file that includes the system's headers and then repeats their types
+    // (`unsigned long` for `uint64_t`, `short int` for `int16_t`).
+    let repeats = own.replace(
+        "typedef unsigned int uint32_t;\ntypedef unsigned long long uint64_t;\n",
+        "#include <cstdint>\ntypedef unsigned int uint32_t;\ntypedef unsigned long uint64_t;\n\
+         typedef short int int16_t;\ntypedef signed int int32_t;\n",
+    );
+    let (out, _) = instrument(&repeats, &Config::default()).unwrap();
+    assert!(!out.contains("kwb_own_"));
+}
+
+/// Each builtin integer type has one spelling, whatever order and optional words it
+/// is written with; anything else is not one.
+#[test]
+fn builtin_integer_spellings_are_one() {
+    use crate::plan::builtin_integer as b;
+    assert_eq!(
+        b("unsigned long long int").as_deref(),
+        Some("unsigned long long")
+    );
+    assert_eq!(b("long unsigned").as_deref(), Some("unsigned long"));
+    assert_eq!(b("short int").as_deref(), Some("short"));
+    assert_eq!(b("signed short").as_deref(), Some("short"));
+    assert_eq!(b("signed").as_deref(), Some("int"));
+    assert_eq!(b("unsigned").as_deref(), Some("unsigned int"));
+    assert_eq!(b("signed char").as_deref(), Some("signed char"));
+    assert_eq!(b("char").as_deref(), Some("char"));
+    assert_eq!(b("unsigned char").as_deref(), Some("unsigned char"));
+    assert_eq!(b("__int64"), None);
+    assert_eq!(b("const int"), None);
+    assert_eq!(b("long long long"), None);
+    assert_eq!(b("short long"), None);
 }
