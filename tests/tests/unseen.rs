@@ -91,6 +91,11 @@ fn units(cutlass: &Path, corpus: Option<&kwb_toolchain::cache::Corpus>) -> Vec<U
     for program in manifest["program"].as_array().unwrap() {
         let source = program["source"].as_str().unwrap();
         let cute = program.get("cutlass").and_then(toml::Value::as_bool) == Some(true);
+        // A program written with CuTe takes over a minute of a core; CI checks CuTe on
+        // nvidia-cutlass's own tutorials above, the whole set every program.
+        if cute && !whole_sets() {
+            continue;
+        }
         out.push(Unit {
             name: format!("kernels/styles/{source}"),
             source: styles.join(source),
@@ -328,9 +333,9 @@ fn code_we_did_not_write_compiles_with_probes_and_its_sass_is_unchanged_without(
     // Units silently dropped (a manifest or package that moved) fail the check too.
     let wanted = match (corpus.is_some(), whole_sets()) {
         (true, true) => 48,
-        (true, false) => 24,
+        (true, false) => 32,
         (false, true) => 22,
-        (false, false) => 13,
+        (false, false) => 12,
     };
     assert!(results.len() >= wanted, "{} units", results.len());
 }

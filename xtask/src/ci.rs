@@ -114,8 +114,12 @@ fn counted_step(name: &str, mut command: Command) -> Result<usize> {
     }
 }
 
+/// A step's one-line header, with the seconds since this task's first header, so a
+/// CI log shows where its time went.
 pub fn header(step: &str) {
-    println!("==> {step}");
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    let start = START.get_or_init(std::time::Instant::now);
+    println!("==> {step}  [{:.0} s]", start.elapsed().as_secs_f64());
 }
 
 /// Runs `cargo <args>` in `root` as one step.

@@ -4,7 +4,8 @@
 //! the Track B reproducer check (tests/tests/through.rs) on a sample: the units their
 //! manifests (tests/unseen.toml, tests/through.toml) do not mark `ci = false`, and each
 //! program of the second suite built correct. This task runs both with
-//! `KWB_WHOLE_SETS=1`: every unit, every planted defect. Each unit's line (and its
+//! `KWB_WHOLE_SETS=1`: every unit, every planted defect, and the zero-cost check of the
+//! suite's CuTe family (tests/tests/zero_cost.rs), which CI leaves to the tutorials. Each unit's line (and its
 //! seconds) is printed as it ends; the first failing check fails the task.
 
 use std::path::Path;
@@ -24,6 +25,8 @@ pub fn run(root: &Path) -> Result {
             "unseen",
             "--test",
             "through",
+            "--test",
+            "zero_cost",
             "--",
             "--nocapture",
         ],
@@ -37,7 +40,7 @@ pub fn run(root: &Path) -> Result {
     test.env("KWB_RUN_SLOW_TESTS", "1")
         .env("KWB_WHOLE_SETS", "1");
     run_step(
-        "the whole sets: unseen (Track A) and through (Track B)",
+        "the whole sets: unseen and zero_cost (Track A), through (Track B)",
         test,
     )
 }
