@@ -1,5 +1,7 @@
 //! What an MMA issue consumes: its A/B operands and its C/D accumulator.
 
+use std::collections::HashSet;
+
 use kwb_syntax::Parsed;
 use tree_sitter::Node;
 
@@ -134,8 +136,11 @@ fn asm_roles<'t>(
     parsed: &Parsed,
     base: &dyn Fn(Node<'t>) -> Option<Node<'t>>,
 ) -> Roles<'t> {
-    // (constraint, base name, node) of each operand with a variable in it.
-    let operands = |field: &str| -> Vec<(String, String, Node<'t>)> {
+    // (constraint, base name, node) of each operand with a variable in it, the text
+    // borrowed from the masked source: a wgmma's asm has up to a few hundred operands,
+    // and a CuTe header thousands of such asms.
+    let masked = parsed.masked.as_str();
+    let operands = |field: &str| -> Vec<(&str, &str, Node<'t>)> {
         let Some(list) = asm.child_by_field_name(field) else {
             return Vec::new();
         };
@@ -145,21 +150,18 @@ fn asm_roles<'t>(
                 let constraint = operand.child_by_field_name("constraint")?;
                 let node = base(operand.child_by_field_name("value")?)?;
                 Some((
-                    parsed.masked[constraint.byte_range()]
-                        .trim_matches('"')
-                        .to_owned(),
-                    parsed.masked[node.byte_range()].to_owned(),
+                    masked[constraint.byte_range()].trim_matches('"'),
+                    &masked[node.byte_range()],
                     node,
                 ))
             })
             .collect()
     };
     let mut roles = Roles::default();
-    let mut seen: Vec<String> = Vec::new();
+    let mut seen: HashSet<&str> = HashSet::new();
     // Outputs are the accumulator (D, and C when it is read-write "+f").
     for (_, name, node) in operands("output_operands") {
-        if !seen.contains(&name) {
-            seen.push(name);
+        if seen.insert(name) {
             roles.accumulators.push(node);
         }
     }
@@ -167,15 +169,14 @@ fn asm_roles<'t>(
     // (mma.sync fragments, wgmma descriptors), named ones by their letter.
     let mut unnamed = Vec::new();
     for (constraint, name, node) in operands("input_operands") {
-        if seen.contains(&name) {
+        if !seen.insert(name) {
             continue;
         }
-        seen.push(name.clone());
         if constraint.contains('f') || constraint.contains('d') {
             roles.accumulators.push(node);
         } else if constraint.contains('n') {
             continue;
-        } else if let Some(letter) = operand_letter(&name) {
+        } else if let Some(letter) = operand_letter(name) {
             roles.operands.push((letter, node));
         } else {
             unnamed.push(node);

@@ -5,7 +5,7 @@
 //! callee's accumulator parameter is the caller's accumulator. Followed up the file's
 //! call graph a few levels.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use kwb_syntax::Parsed;
 use tree_sitter::Node;
@@ -15,6 +15,17 @@ use crate::functions::{Function, function_declarator};
 
 /// How many levels of callers are followed.
 const LEVELS: usize = 3;
+
+/// A function that accumulates into one of its parameters.
+struct Taker {
+    /// Its index among the file's functions.
+    function: usize,
+    /// The parameter's position, and how many parameters the function takes.
+    position: usize,
+    count: usize,
+    /// The parameter's name.
+    parameter: String,
+}
 
 /// Adds, to each function that passes a name where a same-file callee takes its
 /// accumulator as a parameter, that name's declaration as an accumulator site.
@@ -29,8 +40,7 @@ pub(super) fn add_passed_accumulators<'t, 's>(
     't: 's,
 {
     for _ in 0..LEVELS {
-        // (function, parameter position, its count of parameters, the name)
-        let mut takers: Vec<(usize, usize, usize, String)> = Vec::new();
+        let mut takers: Vec<Taker> = Vec::new();
         for (j, sites) in derived.iter().enumerate() {
             let Some(parameters) = parameters(&functions[j]) else {
                 continue;
@@ -42,12 +52,26 @@ pub(super) fn add_passed_accumulators<'t, 's>(
                         .as_deref()
                         .and_then(|n| n.split('`').nth(1))
                         .unwrap_or_default();
-                    takers.push((j, p, parameters.len(), name.to_owned()));
+                    takers.push(Taker {
+                        function: j,
+                        position: p,
+                        count: parameters.len(),
+                        parameter: name.to_owned(),
+                    });
                 }
             }
         }
         if takers.is_empty() {
             return;
+        }
+        // Takers by their simple name: a header of thousands of MMA atoms (CuTe's
+        // `mma_sm90_gmma_ext.hpp`) has thousands of takers, each call looks up its own.
+        let mut by_name: BTreeMap<&str, Vec<&Taker>> = BTreeMap::new();
+        for taker in &takers {
+            by_name
+                .entry(functions[taker.function].simple_name.as_str())
+                .or_default()
+                .push(taker);
         }
         let mut added = false;
         for (i, function_calls) in calls.iter().enumerate() {
@@ -57,24 +81,26 @@ pub(super) fn add_passed_accumulators<'t, 's>(
                 .map(|f| f.node.id())
                 .collect();
             for (call, callee) in function_calls {
-                for (j, position, count, parameter) in &takers {
-                    let taker = &functions[*j];
-                    if *j == i || taker.simple_name != *callee {
+                let Some(candidates) = by_name.get(callee.as_str()) else {
+                    continue;
+                };
+                let Some(arguments) = call.child_by_field_name("arguments") else {
+                    continue;
+                };
+                let given: Vec<Node<'t>> = (0..arguments.named_child_count())
+                    .filter_map(|k| arguments.named_child(k))
+                    .filter(|a| a.kind() != "comment")
+                    .collect();
+                for taker in candidates {
+                    if taker.function == i {
                         continue;
                     }
-                    let Some(arguments) = call.child_by_field_name("arguments") else {
-                        continue;
-                    };
-                    let given: Vec<Node<'t>> = (0..arguments.named_child_count())
-                        .filter_map(|k| arguments.named_child(k))
-                        .filter(|a| a.kind() != "comment")
-                        .collect();
                     // Overloads: as many arguments as parameters, or fewer where the
                     // rest have defaults.
-                    if given.len() > *count || given.len() <= *position {
+                    if given.len() > taker.count || given.len() <= taker.position {
                         continue;
                     }
-                    let argument = crate::fma::strip(given[*position]);
+                    let argument = crate::fma::strip(given[taker.position]);
                     if argument.kind() != "identifier" {
                         continue;
                     }
@@ -85,14 +111,15 @@ pub(super) fn add_passed_accumulators<'t, 's>(
                     if !have.insert(decl.node.id()) {
                         continue;
                     }
-                    let line = taker.node.start_position().row + 1;
+                    let callee = &functions[taker.function];
+                    let line = callee.node.start_position().row + 1;
                     derived[i].push(Found {
                         kind: SiteKind::Accumulator,
                         node: decl.node,
                         confidence: Confidence::Medium,
                         note: Some(format!(
-                            "the accumulator `{name}`: passed to `{}` (line {line}), which accumulates into its parameter `{parameter}`",
-                            taker.simple_name
+                            "the accumulator `{name}`: passed to `{}` (line {line}), which accumulates into its parameter `{}`",
+                            callee.simple_name, taker.parameter
                         )),
                     });
                     added = true;
