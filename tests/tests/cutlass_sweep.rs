@@ -77,7 +77,7 @@ fn sweep_one(path: &Path, config: &Config) -> Outcome {
                 .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
                 .unwrap_or_default(),
         ),
-        Ok(Err(InstrumentError::NothingToProbe)) => Outcome::NothingToProbe,
+        Ok(Err(InstrumentError::NothingToProbe { .. })) => Outcome::NothingToProbe,
         Ok(Err(e)) => Outcome::Refused(
             format!("{e:?}")
                 .split([' ', '{', '('])

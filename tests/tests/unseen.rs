@@ -122,7 +122,9 @@ fn instrument(unit: &Unit, cutlass_include: &Path, dir: &Path) -> Result<(PathBu
     };
     let (copy, mut probes) = match kwb_instrument::instrument(&text, &config) {
         Ok((copy, plan)) => (copy, plan.probes.len()),
-        Err(kwb_instrument::InstrumentError::NothingToProbe) if unit.overlay => (text.clone(), 0),
+        Err(kwb_instrument::InstrumentError::NothingToProbe { .. }) if unit.overlay => {
+            (text.clone(), 0)
+        }
         Err(e) => return Err(format!("{}: {e}", unit.name)),
     };
     if unit.overlay {

@@ -202,7 +202,7 @@ pub(crate) fn instrument(
             std::fs::write(&out, traced).map_err(|e| e.to_string())?;
             return Ok(plan.probes.len());
         }
-        Err(kwb_instrument::InstrumentError::NothingToProbe) if family.cutlass => {}
+        Err(kwb_instrument::InstrumentError::NothingToProbe { .. }) if family.cutlass => {}
         Err(e) => return Err(e.to_string()),
     }
     // A CUTLASS kernel's mainloop lives in the library's collective: instrument the

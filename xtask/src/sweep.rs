@@ -78,7 +78,7 @@ pub fn run(out: &Path) -> Result {
                     _ => Outcome::StripDiffers,
                 }
             }
-            Ok(Err(InstrumentError::NothingToProbe)) => Outcome::NothingToProbe,
+            Ok(Err(InstrumentError::NothingToProbe { .. })) => Outcome::NothingToProbe,
             Ok(Err(e)) => Outcome::Refused(first_words(&e.to_string())),
             Err(_) => {
                 panics.push(path.display().to_string());

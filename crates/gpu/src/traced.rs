@@ -91,7 +91,7 @@ pub fn prepare(plain: &Path, request: &TraceRequest) -> Result<Vec<(String, usiz
         // The kernel's mainloop is in the headers it includes (a library kernel).
         Ok(_)
         | Err(
-            kwb_instrument::InstrumentError::NothingToProbe
+            kwb_instrument::InstrumentError::NothingToProbe { .. }
             | kwb_instrument::InstrumentError::UnknownKernel { .. },
         ) => overlay(request, &source, &config, &mut manifest)?,
         Err(e) => {

@@ -12,12 +12,17 @@ pub enum InstrumentError {
         help("kernels here: {available}")
     )]
     UnknownKernel { name: String, available: String },
-    #[error("no kernel with a mainloop to instrument")]
-    #[diagnostic(
-        code(kwb::instrument::nothing_to_probe),
-        help("`kwb sites FILE` shows what the kernel map found; pick one with --kernel")
-    )]
-    NothingToProbe,
+    /// Nothing was probed: no kernel with a mainloop was chosen (`kernels` empty), or
+    /// the kernels chosen hold no value kwb can read (`help` says what the map found in
+    /// each).
+    #[error("{}", nothing_title(kernels))]
+    #[diagnostic(code(kwb::instrument::nothing_to_probe))]
+    NothingToProbe {
+        /// The kernels chosen in which no probe landed.
+        kernels: Vec<String>,
+        #[help]
+        help: String,
+    },
     #[error("the gate `{gate}` names no template parameter of `{kernel}`")]
     #[diagnostic(
         code(kwb::instrument::gate_out_of_scope),
@@ -47,4 +52,29 @@ pub enum InstrumentError {
     #[error(transparent)]
     #[diagnostic(transparent)]
     Edit(#[from] kwb_edit::EditError),
+}
+
+impl InstrumentError {
+    /// No kernel with a mainloop was chosen.
+    pub fn no_mainloop() -> InstrumentError {
+        InstrumentError::NothingToProbe {
+            kernels: Vec::new(),
+            help: "`kwb sites FILE` shows what the kernel map found; pick one with --kernel"
+                .to_owned(),
+        }
+    }
+}
+
+fn nothing_title(kernels: &[String]) -> String {
+    match kernels {
+        [] => "no kernel with a mainloop to instrument".to_owned(),
+        [one] => format!("`{one}` has a mainloop, but kwb found no value in it to probe"),
+        many => format!(
+            "{} have mainloops, but kwb found no value in them to probe",
+            many.iter()
+                .map(|k| format!("`{k}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
 }

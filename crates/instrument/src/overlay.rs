@@ -11,7 +11,7 @@
 use std::collections::{BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
 
-use crate::{Config, InstrumentError, Plan, includes};
+use crate::{Config, Plan, includes};
 
 /// At most this many headers are followed (CUTLASS's whole include tree is ~800).
 const MAX_HEADERS: usize = 5000;
@@ -151,10 +151,7 @@ pub fn plan(
             runtime_included: true,
             ..config.clone()
         };
-        match crate::instrument(&text, &config) {
-            Ok(r) => Some(r),
-            Err(InstrumentError::NothingToProbe) | Err(_) => None,
-        }
+        crate::instrument(&text, &config).ok()
     };
     // How many probes each header has: planned in parallel, ids assigned after.
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get());

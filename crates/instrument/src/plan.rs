@@ -303,7 +303,7 @@ pub fn plan(parsed: &Parsed, map: &KernelMap, config: &Config) -> Result<Plan, I
         notes,
     } = em.finish();
     if probes.is_empty() {
-        return Err(InstrumentError::NothingToProbe);
+        return Err(unprobed(&kernels, &notes));
     }
     let file = c_string(&config.file_name);
     let runtime = if config.runtime_included {
@@ -331,6 +331,103 @@ pub fn plan(parsed: &Parsed, map: &KernelMap, config: &Config) -> Result<Plan, I
         probes,
         notes,
     })
+}
+
+/// Why nothing was probed: no kernel chosen, or, for each kernel chosen, the sites the
+/// map found in it and what kwb probes, with the emitter's notes (a probe left out and
+/// why).
+fn unprobed(kernels: &[&Kernel], notes: &[String]) -> InstrumentError {
+    if kernels.is_empty() {
+        return InstrumentError::no_mainloop();
+    }
+    const ORDER: [SiteKind; 7] = [
+        SiteKind::Mainloop,
+        SiteKind::Mma,
+        SiteKind::Operand,
+        SiteKind::Accumulator,
+        SiteKind::OperandLoad,
+        SiteKind::Epilogue,
+        SiteKind::TmaDescriptor,
+    ];
+    let mut help = String::new();
+    for kernel in kernels {
+        let count = |kind: SiteKind| kernel.sites.iter().filter(|s| s.kind == kind).count();
+        let found: Vec<String> = ORDER
+            .iter()
+            .filter(|k| count(**k) > 0)
+            .map(|k| format!("{} x{}", k.name(), count(*k)))
+            .collect();
+        let absent: Vec<&str> = [SiteKind::Operand, SiteKind::Accumulator, SiteKind::Epilogue]
+            .into_iter()
+            .filter(|k| count(*k) == 0)
+            .map(SiteKind::name)
+            .collect();
+        help.push_str(&format!(
+            "`{}` (line {}): the map found {}{}. ",
+            kernel.name,
+            kernel.line,
+            found.join(", "),
+            if absent.is_empty() {
+                String::new()
+            } else {
+                format!("; no {}", absent.join(", no "))
+            }
+        ));
+    }
+    help.push_str(
+        "kwb probes an accumulator it can read (registers, or tensor memory where a \
+         tcgen05.ld reads it back), operand tiles or fragments, and epilogue stores; \
+         `kwb sites FILE --kernel NAME` shows every site.",
+    );
+    // What was left out and why, each reason once (the same reason at many lines).
+    let mut reasons: Vec<(String, usize)> = Vec::new();
+    for note in notes.iter().filter(|n| n.contains("not probed")) {
+        let reason = without_line(note);
+        match reasons.iter_mut().find(|(r, _)| *r == reason) {
+            Some((_, n)) => *n += 1,
+            None => reasons.push((reason, 1)),
+        }
+    }
+    const SHOWN: usize = 5;
+    for (reason, n) in reasons.iter().take(SHOWN) {
+        help.push_str(&format!("\n- {reason}"));
+        if *n > 1 {
+            help.push_str(&format!(" ({n} sites)"));
+        }
+    }
+    if reasons.len() > SHOWN {
+        help.push_str(&format!(
+            "\n- and {} more reasons (`kwb-instrument --kernel NAME` on the kernel's own)",
+            reasons.len() - SHOWN
+        ));
+    }
+    InstrumentError::NothingToProbe {
+        kernels: kernels.iter().map(|k| k.name.clone()).collect(),
+        help,
+    }
+}
+
+/// A note without the line it names (` before line 12`, `line 12: `), so one reason
+/// given at many sites reads once.
+fn without_line(note: &str) -> String {
+    let mut text = note.to_owned();
+    for marker in [" before line ", "line "] {
+        while let Some(at) = text.find(marker) {
+            let digits = text[at + marker.len()..]
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .count();
+            if digits == 0 {
+                break;
+            }
+            let mut end = at + marker.len() + digits;
+            if text[end..].starts_with(": ") {
+                end += 2;
+            }
+            text.replace_range(at..end, "");
+        }
+    }
+    text
 }
 
 /// The kernels to instrument: the one named, or every kernel with a consumer mainloop

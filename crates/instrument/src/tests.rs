@@ -1152,3 +1152,38 @@ fn builtin_integer_spellings_are_one() {
     assert_eq!(b("long long long"), None);
     assert_eq!(b("short long"), None);
 }
+
+/// A kernel with a mainloop whose MMA kwb cannot read (UMMA: the accumulator in tensor
+/// memory with no tcgen05.ld, the operands descriptors of a shared address whose stage
+/// extent the code does not show) is named in the refusal, with what the map found in
+/// it and each reason once, not a claim that there is no mainloop.
+#[test]
+fn a_mainloop_with_nothing_readable_is_named_with_why() {
+    let source = r#"
+__device__ void umma(int taddr, unsigned long long a_desc, unsigned long long b_desc) {
+  asm volatile("tcgen05.mma.cta_group::1.kind::f16 [%0], %1, %2, 0, 1;"
+               :: "r"(taddr), "l"(a_desc), "l"(b_desc));
+}
+__global__ void umma_loop(int tmem, unsigned smem_a, unsigned smem_b, int k_tiles) {
+  for (int k = 0; k < k_tiles; ++k) {
+    unsigned long long a_desc = (unsigned long long)((smem_a >> 4) + k * 64);
+    unsigned long long b_desc = (unsigned long long)((smem_b >> 4) + k * 64);
+    umma(tmem, a_desc, b_desc);
+  }
+}
+"#;
+    let err = instrument(source, &Config::default()).unwrap_err();
+    let InstrumentError::NothingToProbe { kernels, help } = &err else {
+        panic!("{err:?}");
+    };
+    assert_eq!(kernels, &["umma_loop".to_owned()], "{help}");
+    assert!(
+        err.to_string()
+            .contains("`umma_loop` has a mainloop, but kwb found no value in it to probe"),
+        "{err}"
+    );
+    assert!(help.contains("`umma_loop` (line 6): the map found mainloop x1, mma x1"), "{help}");
+    assert!(help.contains("no accumulator"), "{help}");
+    // The helper's D address is not read as operand A: A and B are the descriptors.
+    assert!(!help.contains("operand A `tmem`"), "{help}");
+}

@@ -140,16 +140,23 @@ fn asm_roles<'t>(
     // borrowed from the masked source: a wgmma's asm has up to a few hundred operands,
     // and a CuTe header thousands of such asms.
     let masked = parsed.masked.as_str();
-    let operands = |field: &str| -> Vec<(&str, &str, Node<'t>)> {
+    // Operands are numbered outputs first, then inputs, as the template's `%N` counts.
+    let outputs = asm
+        .child_by_field_name("output_operands")
+        .map_or(0, |l| asm_operand_count(l));
+    let operands = |field: &str, first: usize| -> Vec<(usize, &str, &str, Node<'t>)> {
         let Some(list) = asm.child_by_field_name(field) else {
             return Vec::new();
         };
         let mut cursor = list.walk();
         list.named_children(&mut cursor)
-            .filter_map(|operand| {
+            .filter(|n| n.kind().ends_with("_operand"))
+            .enumerate()
+            .filter_map(|(i, operand)| {
                 let constraint = operand.child_by_field_name("constraint")?;
                 let node = base(operand.child_by_field_name("value")?)?;
                 Some((
+                    first + i,
                     masked[constraint.byte_range()].trim_matches('"'),
                     &masked[node.byte_range()],
                     node,
@@ -157,10 +164,16 @@ fn asm_roles<'t>(
             })
             .collect()
     };
+    // tcgen05.mma's operands by position (D's address in tensor memory is an integer
+    // register, as are A's and B's descriptors, so the constraint cannot tell them
+    // apart): read from the template.
+    let umma = asm
+        .child_by_field_name("assembly_code")
+        .and_then(|t| tcgen05_operands(&masked[t.byte_range()]));
     let mut roles = Roles::default();
     let mut seen: HashSet<&str> = HashSet::new();
     // Outputs are the accumulator (D, and C when it is read-write "+f").
-    for (_, name, node) in operands("output_operands") {
+    for (_, _, name, node) in operands("output_operands", 0) {
         if seen.insert(name) {
             roles.accumulators.push(node);
         }
@@ -168,9 +181,24 @@ fn asm_roles<'t>(
     // Inputs: floating-point ones are C; integer/pointer registers are A then B
     // (mma.sync fragments, wgmma descriptors), named ones by their letter.
     let mut unnamed = Vec::new();
-    for (constraint, name, node) in operands("input_operands") {
+    for (index, constraint, name, node) in operands("input_operands", outputs) {
         if !seen.insert(name) {
             continue;
+        }
+        if let Some(u) = &umma {
+            // D's address is not a value of the accumulator: the map reads the
+            // accumulator where a tcgen05.ld brings it back (an address read after the
+            // mainloop, `tmem_dealloc(tmem, …)`, is no epilogue).
+            if u.d == index {
+                continue;
+            }
+            if let Some(letter) = [(u.a, 'A'), (u.b, 'B')]
+                .into_iter()
+                .find_map(|(i, l)| (i == Some(index)).then_some(l))
+            {
+                roles.operands.push((letter, node));
+                continue;
+            }
         }
         if constraint.contains('f') || constraint.contains('d') {
             roles.accumulators.push(node);
@@ -182,6 +210,11 @@ fn asm_roles<'t>(
             unnamed.push(node);
         }
     }
+    // Where the template names A and B, an operand it does not place is not guessed
+    // into either by its order.
+    if umma.is_some() {
+        unnamed.clear();
+    }
     let have: Vec<char> = roles.operands.iter().map(|(l, _)| *l).collect();
     let mut missing = ['A', 'B'].into_iter().filter(|l| !have.contains(l));
     for node in unnamed {
@@ -191,6 +224,121 @@ fn asm_roles<'t>(
         }
     }
     roles
+}
+
+/// How many operands an asm operand list holds.
+fn asm_operand_count(list: Node<'_>) -> usize {
+    let mut cursor = list.walk();
+    list.named_children(&mut cursor)
+        .filter(|n| n.kind().ends_with("_operand"))
+        .count()
+}
+
+/// The asm operand numbers (`%N`) a `tcgen05.mma` of `template` takes as D, A and B:
+/// `tcgen05.mma.cta_group::1.kind::f16 [%0], %1, %2, …` (D's tensor-memory address
+/// first, in brackets; A a descriptor, or `[…]` in tensor memory; B a descriptor). A
+/// register the template itself fills before the MMA (`mov.b32 ta, %2;`, `add.u32 blo,
+/// %1, 768;`, `mov.b64 db, {blo, dhi};`) is followed back to the `%N` it is made from: a
+/// pair from its first half, an update of itself (`add.u32 ta, ta, 8;`) to the value
+/// before it. `None` for A or B where the template does not show it.
+fn tcgen05_operands(template: &str) -> Option<Tcgen05Operands> {
+    let text: String = template
+        .replace("\\n", " ")
+        .replace("\\t", " ")
+        .chars()
+        .filter(|&c| c != '"')
+        .collect();
+    let statements: Vec<&str> = text
+        .split(';')
+        .map(|s| s.trim().trim_start_matches('{').trim())
+        .collect();
+    // (statement index, register defined, its first source)
+    let mut defs: Vec<(usize, &str, &str)> = Vec::new();
+    for (i, statement) in statements.iter().enumerate() {
+        let Some((opcode, operands)) = statement.split_once(char::is_whitespace) else {
+            continue;
+        };
+        let op = opcode.split('.').next().unwrap_or("");
+        if !matches!(
+            op,
+            "mov"
+                | "add"
+                | "sub"
+                | "or"
+                | "and"
+                | "xor"
+                | "shl"
+                | "shr"
+                | "cvt"
+                | "cvta"
+                | "mul"
+                | "mad"
+        ) {
+            continue;
+        }
+        let mut parts = operands.splitn(2, ',');
+        if let (Some(to), Some(from)) = (parts.next(), parts.next()) {
+            let from = if from.trim_start().starts_with('{') {
+                from.trim()
+            } else {
+                from.split(',').next().unwrap_or("").trim()
+            };
+            defs.push((i, to.trim(), from));
+        }
+    }
+    let resolve = |token: &str, before: usize| -> Option<usize> {
+        let (mut token, mut before) = (token.trim(), before);
+        for _ in 0..8 {
+            token = token.trim_start_matches('[').trim_end_matches(']').trim();
+            token = token
+                .trim_start_matches('{')
+                .split(',')
+                .next()
+                .unwrap_or("")
+                .trim_end_matches('}')
+                .trim();
+            if let Some(number) = token.strip_prefix('%') {
+                return number.parse().ok();
+            }
+            // The last definition before, that is not an update of itself.
+            let &(at, _, from) = defs.iter().rev().find(|(at, to, from)| {
+                *at < before
+                    && *to == token
+                    && !from
+                        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                        .any(|word| word == token)
+            })?;
+            (token, before) = (from, at);
+        }
+        None
+    };
+    let (index, statement) = statements
+        .iter()
+        .enumerate()
+        .find(|(_, s)| s.contains("tcgen05.mma"))?;
+    let at = statement.find("tcgen05.mma")?;
+    let rest = &statement[at..];
+    let operands: Vec<&str> = rest[rest.find(char::is_whitespace)?..]
+        .split(',')
+        .map(str::trim)
+        .collect();
+    // D must be a bracketed address: anything else is not the form this reads.
+    if !operands.first()?.starts_with('[') {
+        return None;
+    }
+    Some(Tcgen05Operands {
+        d: resolve(operands.first()?, index)?,
+        a: operands.get(1).and_then(|t| resolve(t, index)),
+        b: operands.get(2).and_then(|t| resolve(t, index)),
+    })
+}
+
+/// The asm operand numbers a `tcgen05.mma` takes as D, A and B.
+#[derive(Debug, PartialEq, Eq)]
+struct Tcgen05Operands {
+    d: usize,
+    a: Option<usize>,
+    b: Option<usize>,
 }
 
 /// `acc += As[i][k] * Bs[k][j]` (or `acc = fma(a, b, acc)`, see [`crate::fma`]): the
@@ -320,6 +468,53 @@ fn parameter_list(function: Node<'_>) -> Option<Node<'_>> {
 #[cfg(test)]
 mod tests {
     use super::{PTX_MMA, ptx_instruction};
+
+    #[test]
+    fn tcgen05_operands_are_read_by_position_through_the_templates_moves() {
+        use super::{Tcgen05Operands, tcgen05_operands};
+        // CUTLASS's UMMA atom: D, A and B descriptors straight from the operands.
+        let ss = r#""tcgen05.mma.cta_group::1.kind::f16 [%0], %1, %2, %3, p; \n\t""#;
+        assert_eq!(
+            tcgen05_operands(ss),
+            Some(Tcgen05Operands {
+                d: 0,
+                a: Some(1),
+                b: Some(2)
+            })
+        );
+        // A in tensor memory, B's descriptor made inside the template from a pair.
+        let ts = r#""{\n\t" ".reg .b32 blo, dhi, ta;\n\t" "mov.b32 ta, %2;\n\t" "mov.b32 blo, %1;\n\t" "mov.b64 db, {blo, dhi};\n\t" "@leader tcgen05.mma.cta_group::1.kind::f16 [%0], [ta], db, id, p0;\n\t" "}""#;
+        assert_eq!(
+            tcgen05_operands(ts),
+            Some(Tcgen05Operands {
+                d: 0,
+                a: Some(2),
+                b: Some(1)
+            })
+        );
+        // Registers made by arithmetic and updated in place (`add.u32 ta, ta, 8;`
+        // after the first MMA): followed to the value before the update.
+        let add = r#""add.u32 ta, %2, 48;\n\t" "add.u32 blo, %1, 768;\n\t" "mov.b64 db, {blo, dhi};\n\t" "@leader tcgen05.mma.cta_group::1.kind::f16 [%0], [ta], db, id, p0;\n\t" "add.u32 ta, ta, 8;\n\t" "@leader tcgen05.mma.cta_group::1.kind::f16 [%0], [ta], db, id, p1;\n\t""#;
+        assert_eq!(
+            tcgen05_operands(add),
+            Some(Tcgen05Operands {
+                d: 0,
+                a: Some(2),
+                b: Some(1)
+            })
+        );
+        // Not tcgen05.mma, or D not an address: nothing read.
+        assert_eq!(
+            tcgen05_operands(
+                r#""wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%0}, %1, %2;""#
+            ),
+            None
+        );
+        assert_eq!(
+            tcgen05_operands(r#""tcgen05.commit.cta_group::1.mbarrier::arrive::one.b64 [%0];""#),
+            None
+        );
+    }
 
     #[test]
     fn the_instruction_is_read_whole_from_the_template() {

@@ -229,7 +229,7 @@ pub fn run(args: Args) -> i32 {
         Err(e) => {
             let code = match e {
                 kwb_instrument::InstrumentError::UnknownKernel { .. }
-                | kwb_instrument::InstrumentError::NothingToProbe => exit::NO_KERNEL,
+                | kwb_instrument::InstrumentError::NothingToProbe { .. } => exit::NO_KERNEL,
                 _ => exit::INPUT,
             };
             render::error(Report::new(e));
@@ -337,7 +337,7 @@ fn with_overlay(
 ) -> i32 {
     let (mut text, mut own_plan) = match own {
         Ok((text, plan)) => (text, Some(plan)),
-        Err(kwb_instrument::InstrumentError::NothingToProbe) => (source.to_owned(), None),
+        Err(kwb_instrument::InstrumentError::NothingToProbe { .. }) => (source.to_owned(), None),
         Err(e) => {
             render::error(Report::new(e));
             return exit::INPUT;
@@ -358,7 +358,7 @@ fn with_overlay(
         }
     }
     if own_plan.is_none() && copies.is_empty() {
-        render::error(Report::new(kwb_instrument::InstrumentError::NothingToProbe));
+        render::error(Report::new(kwb_instrument::InstrumentError::no_mainloop()));
         return exit::NO_KERNEL;
     }
     for (written, _) in &copies {

@@ -600,7 +600,7 @@ fn build_entry(
 ) -> Result<Option<Sites>, String> {
     let traced = match kwb_instrument::instrument(text, config) {
         Ok((traced, plan)) => Some((traced, plan.probes.len())),
-        Err(kwb_instrument::InstrumentError::NothingToProbe)
+        Err(kwb_instrument::InstrumentError::NothingToProbe { .. })
         | Err(kwb_instrument::InstrumentError::UnknownKernel { .. }) => None,
         Err(e) => return Err(format!("{}: {e}", source.display())),
     };
