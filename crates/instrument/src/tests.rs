@@ -1182,7 +1182,10 @@ __global__ void umma_loop(int tmem, unsigned smem_a, unsigned smem_b, int k_tile
             .contains("`umma_loop` has a mainloop, but kwb found no value in it to probe"),
         "{err}"
     );
-    assert!(help.contains("`umma_loop` (line 6): the map found mainloop x1, mma x1"), "{help}");
+    assert!(
+        help.contains("`umma_loop` (line 6): the map found mainloop x1, mma x1"),
+        "{help}"
+    );
     assert!(help.contains("no accumulator"), "{help}");
     // The helper's D address is not read as operand A: A and B are the descriptors.
     assert!(!help.contains("operand A `tmem`"), "{help}");
