@@ -340,21 +340,12 @@ fn unprobed(kernels: &[&Kernel], notes: &[String]) -> InstrumentError {
     if kernels.is_empty() {
         return InstrumentError::no_mainloop();
     }
-    const ORDER: [SiteKind; 7] = [
-        SiteKind::Mainloop,
-        SiteKind::Mma,
-        SiteKind::Operand,
-        SiteKind::Accumulator,
-        SiteKind::OperandLoad,
-        SiteKind::Epilogue,
-        SiteKind::TmaDescriptor,
-    ];
     let mut help = String::new();
     for kernel in kernels {
         let count = |kind: SiteKind| kernel.sites.iter().filter(|s| s.kind == kind).count();
-        let found: Vec<String> = ORDER
+        let found: Vec<String> = SiteKind::ALL
             .iter()
-            .filter(|k| count(**k) > 0)
+            .filter(|k| **k != SiteKind::Sync && count(**k) > 0)
             .map(|k| format!("{} x{}", k.name(), count(*k)))
             .collect();
         let absent: Vec<&str> = [SiteKind::Operand, SiteKind::Accumulator, SiteKind::Epilogue]
