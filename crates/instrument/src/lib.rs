@@ -25,6 +25,7 @@ mod nodes;
 mod occupancy;
 pub mod options;
 pub mod overlay;
+mod own_types;
 mod plan;
 mod probes;
 mod tile;

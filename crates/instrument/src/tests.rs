@@ -1134,7 +1134,7 @@ fn a_files_conflicting_stdint_names_are_renamed_before_its_typedefs() {
 /// is written with; anything else is not one.
 #[test]
 fn builtin_integer_spellings_are_one() {
-    use crate::plan::builtin_integer as b;
+    use crate::own_types::builtin_integer as b;
     assert_eq!(
         b("unsigned long long int").as_deref(),
         Some("unsigned long long")
@@ -1189,4 +1189,23 @@ __global__ void umma_loop(int tmem, unsigned smem_a, unsigned smem_b, int k_tile
     assert!(help.contains("no accumulator"), "{help}");
     // The helper's D address is not read as operand A: A and B are the descriptors.
     assert!(!help.contains("operand A `tmem`"), "{help}");
+}
+
+/// A note's line is dropped, wherever it stands, so one reason at many lines reads
+/// once; a word that only ends in `line` keeps its number.
+#[test]
+fn a_reason_reads_the_same_without_its_line() {
+    use crate::plan::without_line;
+    assert_eq!(
+        without_line("k: operand A `a` is opaque; not probed before line 821"),
+        "k: operand A `a` is opaque; not probed"
+    );
+    assert_eq!(
+        without_line("line 425: `tcgen05.ld.16x32bx2` is not plain; not probed"),
+        "`tcgen05.ld.16x32bx2` is not plain; not probed"
+    );
+    assert_eq!(
+        without_line("the pipeline 3 stage is not probed"),
+        "the pipeline 3 stage is not probed"
+    );
 }
