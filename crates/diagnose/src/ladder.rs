@@ -77,6 +77,17 @@ fn constant_terms(family: &str) -> bool {
 }
 
 /// The stages `rungs` point at, given which epilogue inputs the problem adds.
+/// The k of each failing `onehot-k:k` rung whose output is all zero where its answer
+/// is not (ratio 0): that rung's only products are those along k, and none reached the
+/// output.
+fn lost_k(rungs: &[RungOutcome]) -> Vec<u64> {
+    rungs
+        .iter()
+        .filter(|r| r.state == RungState::Fail && r.mismatches > 0 && r.ratio.abs() < 1e-6)
+        .filter_map(|r| r.rung.strip_prefix("onehot-k:")?.parse().ok())
+        .collect()
+}
+
 pub fn judge_ladder(rungs: &[RungOutcome], epilogue: EpilogueInputs) -> Finding {
     let evidence: Vec<String> = rungs.iter().map(describe).collect();
     let mut base = Finding::open(evidence);
@@ -86,6 +97,7 @@ pub fn judge_ladder(rungs: &[RungOutcome], epilogue: EpilogueInputs) -> Finding 
         .filter(|r| r.state == RungState::Pass)
         .map(|r| r.rung.clone())
         .collect();
+    base.lost_k = lost_k(rungs);
     let draft =
         |stage: Stage, alternatives: Vec<Stage>, summary: String, factor: Option<f64>| Finding {
             stage: Some(stage),

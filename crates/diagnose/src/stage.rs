@@ -186,6 +186,9 @@ pub struct Cleared {
     /// The problem's M and N the trace ran at (a region means nothing at another).
     pub m: u64,
     pub n: u64,
+    /// The stretch of K the traced CTA's operands and accumulator cover, where it is
+    /// one share of K (a split-K partial); None: all of K.
+    pub k: Option<(u64, u64)>,
 }
 
 /// What one track says about the stage.
@@ -215,6 +218,9 @@ pub struct Finding {
     pub wrong_tiles: Option<WrongTiles>,
     /// The rungs that passed (a ladder's; empty for a trace).
     pub passing: Vec<String>,
+    /// The k of each `onehot-k:k` rung whose output holds none of its answer (a
+    /// ladder's): the products along that k never reached the output.
+    pub lost_k: Vec<u64>,
     /// One line: the stage and why.
     pub summary: String,
     /// The numbers behind it.
@@ -286,6 +292,7 @@ impl Finding {
             cleared: None,
             wrong_tiles: None,
             passing: Vec::new(),
+            lost_k: Vec::new(),
             summary: String::new(),
             evidence,
         }

@@ -1266,6 +1266,7 @@ mod ladder_and_verdict {
                 region,
                 m: 256,
                 n: 256,
+                k: None,
             }),
             summary: "operands and accumulator exact".to_owned(),
             ..crate::Finding::open(Vec::new())
@@ -2371,10 +2372,38 @@ mod structured {
             f.evidence
         );
         assert!(f.summary.contains("over k 0..64 only"), "{}", f.summary);
-        // Accumulated once: the share alone is no defect this reading names (a
-        // split-K CTA's partial, or a K loop cut short, read as before).
+        // Accumulated once under an output that is not the share alone: a split-K
+        // partial computed right, the output made after it (a draft that clears the
+        // share's operands and MMA).
         let g = judged(&split_share(&a, &b, 1.0), &a, &b, 100);
         assert!(!g.summary.contains("over k 0..64 only"), "{}", g.summary);
+        assert_eq!(
+            (g.stage, g.status, g.confound.clone()),
+            (
+                Some(Stage::Epilogue),
+                Status::Draft,
+                Some(crate::Confound::SplitKPartial { slices: 2 })
+            ),
+            "{}",
+            g.summary
+        );
+        let cleared = g.cleared.expect("the share is cleared");
+        assert_eq!(cleared.k, Some((0, 64)));
+        assert!(cleared.stages.contains(&Stage::Mma));
+        // The output as short as the share: the K loop was cut, not summed after.
+        let short = judged_with(
+            &split_share(&a, &b, 1.0),
+            &a,
+            &b,
+            crate::OutputCheck {
+                mismatches: 100,
+                nan: 0,
+                inf: 0,
+                ratio: 0.5,
+                wrong_tiles: None,
+            },
+        );
+        assert_ne!(short.stage, Some(Stage::Epilogue), "{}", short.summary);
     }
 
     /// A SIMT warp's full trace (`acc[i][j] = fmaf(a_frag[i], b_frag[j], acc[i][j])`,
@@ -2877,6 +2906,7 @@ mod two_traces {
                 region: None,
                 m: 256,
                 n: 256,
+                k: None,
             }),
             ..f(None, Status::Draft, false)
         };
@@ -3174,6 +3204,78 @@ mod split_k {
         // No whole fraction of K (a tile dropped of 32): the MMA reading stands.
         let f = mma(31.0 / 32.0).against_output(Some(&output(2.0)), "ones");
         assert_eq!((f.stage, f.status), (Some(Stage::Mma), Status::Verdict));
+    }
+}
+
+mod split_k_share_lost {
+    use crate::{
+        Cleared, Confound, EpilogueInputs, Finding, RungOutcome, RungState, Stage, Status,
+        judge_ladder, reconcile,
+    };
+
+    fn rung(name: &str, ratio: f64, mismatches: usize) -> RungOutcome {
+        RungOutcome {
+            rung: name.to_owned(),
+            state: if mismatches > 0 {
+                RungState::Fail
+            } else {
+                RungState::Pass
+            },
+            ratio,
+            mismatches,
+            non_finite: 0,
+            pattern: None,
+            error: None,
+        }
+    }
+
+    fn share(k: (u64, u64)) -> Finding {
+        Finding {
+            stage: Some(Stage::Epilogue),
+            alternatives: vec![Stage::Mma],
+            confound: Some(Confound::SplitKPartial { slices: 4 }),
+            cleared: Some(Cleared {
+                stages: vec![Stage::OperandLoad, Stage::Descriptor, Stage::Mma],
+                region: None,
+                m: 128,
+                n: 256,
+                k: Some(k),
+            }),
+            summary: "epilogue? (a split-K partial computed right)".to_owned(),
+            ..Finding::open(Vec::new())
+        }
+    }
+
+    /// The reduction of a split-K GEMM that starts at the second partial: ones reads
+    /// 3/4, and onehot-k:0's products (all in the first share) never reach the output.
+    #[test]
+    fn a_share_computed_right_and_missing_from_the_output_is_an_epilogue_verdict() {
+        let rungs = [
+            rung("zeros", f64::NAN, 0),
+            rung("ones", 0.75, 32768),
+            rung("onehot-k:0", 0.0, 30848),
+            rung("small-int:1", 0.867, 32551),
+        ];
+        let ladder = judge_ladder(&rungs, EpilogueInputs::NONE);
+        assert_eq!(ladder.lost_k, [0]);
+        let v = reconcile(Some(&share((0, 1024))), Some(&ladder));
+        assert_eq!(
+            (v.stage, v.status),
+            (Some(Stage::Epilogue), Status::Verdict),
+            "{}",
+            v.summary
+        );
+        assert!(v.summary.contains("k 0..1024"), "{}", v.summary);
+        // The traced share does not hold the lost k: another CTA's share could be
+        // what is wrong, so it stays a draft.
+        let v = reconcile(Some(&share((1024, 2048))), Some(&ladder));
+        assert_eq!(v.status, Status::Draft, "{}", v.summary);
+        // A one-hot rung whose output holds part of its answer loses nothing whole.
+        let partly = judge_ladder(
+            &[rung("ones", 0.75, 32768), rung("onehot-k:0", 0.5, 30848)],
+            EpilogueInputs::NONE,
+        );
+        assert!(partly.lost_k.is_empty());
     }
 }
 

@@ -198,6 +198,16 @@ fn exchanged_operand(
 /// The K slices every probed operand's rows met, where that is one stretch short of
 /// the whole of K and every run is the input's (none unmatched or shifted, no stray
 /// row), the same for both operands; `None` where an operand could not be read.
+/// A CTA's share of K that its operands and accumulator show computed right.
+struct SplitShare {
+    /// The stretch of K its operands cover.
+    k: Range<usize>,
+    /// K over that stretch.
+    slices: u32,
+    /// The output region its accumulator holds ([m0, m1, n0, n1]), where known.
+    region: Option<[i64; 4]>,
+}
+
 fn covered_stretch(operands: &[(char, Operand); 2], slices: usize) -> Option<Range<usize>> {
     let mut found: Option<Range<usize>> = None;
     for (_, op) in operands {
@@ -332,6 +342,9 @@ fn judge_in_frame(
     // Operands that cover one stretch of K only, every run the input's (a split-K
     // CTA's share of K, or a K loop cut short): the accumulator against their product
     // over that stretch, where it is a whole multiple of it.
+    // Where the accumulator is exactly their product over it, and the stretch is a
+    // whole share of K (1/s of it), the CTA computed a split-K partial right.
+    let mut share = None;
     let partial = covered_stretch(&operands, indexes.0.slices).and_then(|range| {
         let k = range.start * UNIT..range.end * UNIT;
         let part = Product::accumulated(
@@ -340,6 +353,24 @@ fn judge_in_frame(
             run.accumulator_bits,
         )?;
         let at = locate_accumulators(trace, &part);
+        let whole = indexes.0.slices * UNIT;
+        if at.right() && at.duplicated == 0 && whole % k.len() == 0 {
+            f.evidence.push(format!(
+                "the operands cover k {}..{} only, each run the input's, and the accumulator is exactly their product over it: 1/{} of K = {whole}, a split-K partial computed right",
+                k.start,
+                k.end,
+                whole / k.len()
+            ));
+            share = Some(SplitShare {
+                k: k.clone(),
+                slices: (whole / k.len()) as u32,
+                region: match traced_origin(trace) {
+                    Some(o) => at.region_at((o.m0, o.n0)),
+                    None => at.region(),
+                },
+            });
+            return None;
+        }
         let c = at.whole_multiple().or_else(|| at.multiple_of_the_rest())?;
         f.evidence.push(format!(
             "the operands cover k {}..{} only, each run the input's; over that stretch the accumulator is {c} times their product",
@@ -378,6 +409,7 @@ fn judge_in_frame(
             region,
             m: product.m as u64,
             n: product.n as u64,
+            k: None,
         });
         if let Some(r) = &region {
             f.evidence
@@ -406,6 +438,45 @@ fn judge_in_frame(
                 x.describe()
             ),
         );
+    } else if let Some(share) = share.filter(|s| {
+        // An output that reads as the share alone is a K loop cut short (the MMA),
+        // not partials summed after it.
+        let summed = run.output.as_ref().is_some_and(|o| {
+            let part = 1.0 / f64::from(s.slices);
+            o.wrong() && (o.ratio - part).abs() > 0.02 * part
+        });
+        summed && operand_bad.is_none_or(|(_, r)| r.loop_count_only())
+    }) {
+        // Each value the MMA met is right for this CTA's share of K, and the output,
+        // which sums the shares, is wrong: what follows the accumulator loses or
+        // mangles a share (the partial's store, the reduction), unless another
+        // CTA's share is what is wrong.
+        let confound = Confound::SplitKPartial {
+            slices: share.slices,
+        };
+        f.stage = Some(Stage::Epilogue);
+        f.alternatives = vec![Stage::Mma];
+        f.status = Status::Draft;
+        f.summary = format!(
+            "epilogue? (this CTA's operands are exactly the input's rows over k {}..{}, 1/{} of K, and its accumulator exactly their product: a split-K partial computed right; the output on {input}, made from the partials, is wrong; {})",
+            share.k.start,
+            share.k.end,
+            share.slices,
+            confound.describe()
+        );
+        f.confound = Some(confound);
+        f.cleared = Some(Cleared {
+            stages: vec![Stage::OperandLoad, Stage::Descriptor, Stage::Mma],
+            region: share.region.map(|[m0, m1, n0, n1]| Region {
+                m0,
+                m1: m1.min(product.m as i64),
+                n0,
+                n1: n1.min(product.n as i64),
+            }),
+            m: product.m as u64,
+            n: product.n as u64,
+            k: Some((share.k.start as u64, share.k.end as u64)),
+        });
     } else if let Some((k, c)) = partial {
         f.stage = Some(Stage::Mma);
         f.status = Status::Verdict;

@@ -136,6 +136,19 @@ pub fn reconcile(trace: Option<&Finding>, ladder: Option<&Finding>) -> Verdict {
                 }
             }
         }
+        // A split-K share computed right whose products the output lacks.
+        (Some(t), Some(l)) if share_lost(t, l).is_some() => {
+            let (k0, k1, j) = share_lost(t, l).expect("guarded");
+            take(&mut v, t);
+            v.status = Status::Verdict;
+            v.stage = Some(Stage::Epilogue);
+            v.alternatives.clear();
+            v.confound = None;
+            v.summary = format!(
+                "epilogue (the traced CTA computed its split-K share, k {k0}..{k1}, right: operands exactly the input's, accumulator exactly their product; onehot-k:{j}, whose only products lie in that share, leaves the output with none of its answer: a share is lost after the accumulator, in the partial's store or the sum of the partials); the ladder: {}",
+                l.summary
+            );
+        }
         // A trace that points at a stage but is confounded.
         (Some(t), l) if t.stage.is_some() => {
             take(&mut v, t);
@@ -218,6 +231,21 @@ pub fn reconcile(trace: Option<&Finding>, ladder: Option<&Finding>) -> Verdict {
         }
     }
     v
+}
+
+/// Where the trace `t` shows its CTA's split-K share right (operands and accumulator
+/// over one stretch of K, with the output wrong) and the ladder `l` ran a one-hot
+/// rung along a k in that stretch whose output holds none of its answer: the share's
+/// start, end and that k. Those products were computed right and never reached the
+/// output, so what lost them follows the accumulator; another CTA's MMA cannot explain
+/// an output with none of them.
+fn share_lost(t: &Finding, l: &Finding) -> Option<(u64, u64, u64)> {
+    if !matches!(t.confound, Some(Confound::SplitKPartial { .. })) {
+        return None;
+    }
+    let (k0, k1) = t.cleared.as_ref()?.k?;
+    let j = l.lost_k.iter().copied().find(|j| (k0..k1).contains(j))?;
+    Some((k0, k1, j))
 }
 
 /// The stages of a confounded trace's draft in the order the ladder's evidence gives.

@@ -46,14 +46,49 @@ pub struct TraceRequest {
 pub struct Recorded {
     pub report: Report,
     pub trace: PathBuf,
-    /// The probes kwb-instrument placed: (what each reads, its line in repro.cu).
+    /// The probes kwb-instrument placed, and in which kernels where not the one
+    /// requested.
+    pub placed: Placed,
+}
+
+/// The probes a traced copy holds.
+#[derive(Debug, Clone, Default)]
+pub struct Placed {
+    /// What each reads, and its line in its file.
     pub probes: Vec<(String, usize)>,
+    /// The kernels traced in place of the one requested, which holds no mainloop kwb
+    /// can probe (the reduction of a split-K GEMM); empty when the kernel itself, or
+    /// its library collective, was traced.
+    pub instead: Vec<String>,
+}
+
+impl Placed {
+    /// The probes of `plan`; with `requested`, the kernels they are in, where that is
+    /// not the requested kernel.
+    fn of(plan: &kwb_instrument::Plan, requested: Option<&str>) -> Placed {
+        let mut instead: Vec<String> = Vec::new();
+        if let Some(requested) = requested {
+            for p in &plan.probes {
+                if p.kernel != requested && !instead.contains(&p.kernel) {
+                    instead.push(p.kernel.clone());
+                }
+            }
+        }
+        Placed {
+            probes: plan
+                .probes
+                .iter()
+                .map(|p| (p.what.clone(), p.line))
+                .collect(),
+            instead,
+        }
+    }
 }
 
 /// Writes the traced copy of the reproducer in `plain` into `request.dir`: its files,
 /// `repro.cu` instrumented, `-DKWB_TRACE` in its manifest's build. The probes placed:
 /// (what each reads, its line in repro.cu).
-pub fn prepare(plain: &Path, request: &TraceRequest) -> Result<Vec<(String, usize)>, GpuError> {
+pub fn prepare(plain: &Path, request: &TraceRequest) -> Result<Placed, GpuError> {
     let io = |path: &Path| {
         let path = path.to_path_buf();
         move |source| GpuError::Io { path, source }
@@ -80,20 +115,28 @@ pub fn prepare(plain: &Path, request: &TraceRequest) -> Result<Vec<(String, usiz
     let manifest_text = std::fs::read_to_string(&manifest_path).map_err(io(&manifest_path))?;
     let mut manifest = Manifest::from_toml(&manifest_text)
         .map_err(|e| GpuError::Trace(format!("{}: {e}", manifest_path.display())))?;
-    let probes = match kwb_instrument::instrument(&source, &config) {
+    let placed = match kwb_instrument::instrument(&source, &config) {
         Ok((text, plan)) if !plan.probes.is_empty() => {
             std::fs::write(&source_path, text).map_err(io(&source_path))?;
-            plan.probes
-                .iter()
-                .map(|p| (p.what.clone(), p.line))
-                .collect()
+            Placed::of(&plan, None)
         }
-        // The kernel's mainloop is in the headers it includes (a library kernel).
-        Ok(_)
-        | Err(
-            kwb_instrument::InstrumentError::NothingToProbe { .. }
-            | kwb_instrument::InstrumentError::UnknownKernel { .. },
-        ) => overlay(request, &source, &config, &mut manifest)?,
+        // The kernel's mainloop is in the headers it includes (a library kernel), or,
+        // for a kernel of repro.cu with none, in another kernel its launch runs (a
+        // split-K GEMM beside its reduction).
+        Ok(_) | Err(kwb_instrument::InstrumentError::NothingToProbe { .. }) => {
+            match overlay(request, &source, &config, &mut manifest)? {
+                Some(placed) => placed,
+                None => beside(request, &source, &config, &source_path)?,
+            }
+        }
+        Err(kwb_instrument::InstrumentError::UnknownKernel { .. }) => {
+            overlay(request, &source, &config, &mut manifest)?.ok_or_else(|| {
+                GpuError::Trace(format!(
+                    "kwb-instrument found no kernel `{}` in the reproducer, nor a staged mainloop in a header it includes",
+                    request.kernel
+                ))
+            })?
+        }
         Err(e) => {
             return Err(GpuError::Trace(format!(
                 "kwb-instrument on the reproducer: {e}"
@@ -116,7 +159,40 @@ pub fn prepare(plain: &Path, request: &TraceRequest) -> Result<Vec<(String, usiz
         }
     }
     std::fs::write(&manifest_path, manifest.to_toml()).map_err(io(&manifest_path))?;
-    Ok(probes)
+    Ok(placed)
+}
+
+/// The kernels of repro.cu other than `request.kernel` that hold a mainloop kwb can
+/// probe, instrumented with `config` in place of the named one. The reproducer runs
+/// its launcher, so these run in the same launch sequence: a split-K GEMM whose named
+/// kernel is the reduction (no MMA of its own) is traced at the GEMM kernel that makes
+/// its partials. An error names the kernel when there is none.
+fn beside(
+    request: &TraceRequest,
+    source: &str,
+    config: &kwb_instrument::Config,
+    source_path: &Path,
+) -> Result<Placed, GpuError> {
+    let none = || {
+        GpuError::Trace(format!(
+            "kwb-instrument found no site to probe in `{}` of the reproducer, nor a staged mainloop in a header it includes, nor another kernel with a mainloop that its launcher runs",
+            request.kernel
+        ))
+    };
+    let config = kwb_instrument::Config {
+        kernel: None,
+        ..config.clone()
+    };
+    match kwb_instrument::instrument(source, &config) {
+        Ok((text, plan)) if !plan.probes.is_empty() => {
+            std::fs::write(source_path, text).map_err(|source| GpuError::Io {
+                path: source_path.to_path_buf(),
+                source,
+            })?;
+            Ok(Placed::of(&plan, Some(&request.kernel)))
+        }
+        _ => Err(none()),
+    }
 }
 
 /// The overlay of a library kernel's traced copy: the headers repro.cu includes
@@ -129,7 +205,7 @@ fn overlay(
     source: &str,
     config: &kwb_instrument::Config,
     manifest: &mut Manifest,
-) -> Result<Vec<(String, usize)>, GpuError> {
+) -> Result<Option<Placed>, GpuError> {
     let dir = request.dir.join("overlay");
     let io = |path: &Path| {
         let path = path.to_path_buf();
@@ -151,10 +227,7 @@ fn overlay(
         0,
     );
     if copies.is_empty() {
-        return Err(GpuError::Trace(format!(
-            "kwb-instrument found no site to probe in `{}` of the reproducer, nor a staged mainloop in a header it includes",
-            request.kernel
-        )));
+        return Ok(None);
     }
     let mut parts: Vec<&[u8]> = Vec::new();
     let mut probes = Vec::new();
@@ -173,7 +246,10 @@ fn overlay(
         "KWB_OVERLAY={:#x}",
         kwb_toolchain::cache::content_key(&parts)
     ));
-    Ok(probes)
+    Ok(Some(Placed {
+        probes,
+        instead: Vec::new(),
+    }))
 }
 
 /// [`prepare`]s the traced copy, builds and runs it on `request.rung` with `options`
@@ -183,7 +259,18 @@ pub fn record(
     request: &TraceRequest,
     options: &RunOptions,
 ) -> Result<Recorded, GpuError> {
-    let probes = prepare(plain, request)?;
+    let placed = prepare(plain, request)?;
+    run_prepared(request, placed, options)
+}
+
+/// Builds and runs the traced copy [`prepare`] wrote (its probes `placed`) on
+/// `request.rung` with `options` (its rungs replaced), and returns the trace the
+/// worker's exit flush wrote.
+pub fn run_prepared(
+    request: &TraceRequest,
+    placed: Placed,
+    options: &RunOptions,
+) -> Result<Recorded, GpuError> {
     // A trace left by an earlier run must not pass for this one's.
     if request.out.exists() {
         std::fs::remove_file(&request.out).map_err(|source| GpuError::Io {
@@ -225,7 +312,7 @@ pub fn record(
     Ok(Recorded {
         report,
         trace: request.out.clone(),
-        probes,
+        placed,
     })
 }
 
@@ -270,8 +357,9 @@ mod tests {
             dir: tmp.path().join("traced"),
             out: tmp.path().join("trace.bin"),
         };
-        let probes = prepare(&plain, &request).expect("prepares");
-        assert!(probes.len() >= 3, "{probes:?}");
+        let placed = prepare(&plain, &request).expect("prepares");
+        assert!(placed.probes.len() >= 3, "{placed:?}");
+        assert!(placed.instead.is_empty(), "the kernel itself is traced");
         let traced = std::fs::read_to_string(request.dir.join("repro.cu")).unwrap();
         assert!(kwb_instrument::is_instrumented(&traced));
         assert!(traced.contains("KWB_TRACE_CTA_X"), "the CTA is pinned");
@@ -284,6 +372,20 @@ mod tests {
             std::fs::read_to_string(plain.join("repro.cu")).unwrap(),
             x.repro
         );
+        // A kernel with no mainloop, beside one that has it in the same reproducer
+        // (a split-K GEMM's reduction): the other kernel is traced, and named.
+        let reduce = "__global__ void reduce_partials(float* d, const float* w, int n, int s) {\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) { float v = 0.f; for (int j = 0; j < s; ++j) v += w[j * n + i]; d[i] = v; }\n}\n";
+        std::fs::write(plain.join("repro.cu"), format!("{}\n{reduce}", x.repro)).unwrap();
+        let reduction = TraceRequest {
+            kernel: "reduce_partials".to_owned(),
+            dir: tmp.path().join("traced-beside"),
+            ..request.clone()
+        };
+        let placed = prepare(&plain, &reduction).expect("prepares");
+        assert!(placed.instead.contains(&x.kernel.name), "{placed:?}");
+        assert!(!placed.instead.iter().any(|k| k == "reduce_partials"));
+        assert!(placed.probes.len() >= 3, "{placed:?}");
+        std::fs::write(plain.join("repro.cu"), &x.repro).unwrap();
         // A kernel the reproducer lacks is a traced-copy error, not a panic.
         let missing = TraceRequest {
             kernel: "no_such_kernel".to_owned(),

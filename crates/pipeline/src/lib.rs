@@ -139,6 +139,8 @@ pub fn diagnose(mut job: Job<'_>) -> Result<Outcome, GpuError> {
     } = std::mem::take(&mut job.given);
     let record = job.record && given_ones.is_none() && given_full.is_none();
     let mut recorded = Vec::new();
+    // The kernels traced in place of the one asked for (it has no mainloop).
+    let mut instead: Vec<String> = Vec::new();
     let (mut ones_trace, mut full) = (given_ones, given_full.map(|f| (f, None)));
     if record {
         // Without a GPU only the ones pass is built: it shows the traced build
@@ -153,6 +155,11 @@ pub fn diagnose(mut job: Job<'_>) -> Result<Outcome, GpuError> {
             match got {
                 Ok(r) => {
                     recorded.push((pass, r.path.clone()));
+                    for k in &r.instead {
+                        if !instead.contains(k) {
+                            instead.push(k.clone());
+                        }
+                    }
                     match pass {
                         Pass::Ones => ones_trace = Some(r.trace),
                         Pass::Full => match record::full_operands(&r) {
@@ -234,6 +241,16 @@ pub fn diagnose(mut job: Job<'_>) -> Result<Outcome, GpuError> {
         judge_structured(&f.trace, &f.a, &f.b, &run)
     });
 
+    let beside = |f: Option<Finding>| {
+        f.map(|mut f| {
+            if !instead.is_empty() {
+                f.evidence
+                    .push(traced_beside(&job.extraction.kernel.name, &instead));
+            }
+            f
+        })
+    };
+    let (traced, full_finding) = (beside(traced), beside(full_finding));
     let mut descriptors = checks::descriptor_issues(job.extraction);
     if let Some(r) = &report {
         let received = checks::received_issues(&r.maps, &descriptors);
@@ -289,6 +306,20 @@ pub fn diagnose(mut job: Job<'_>) -> Result<Outcome, GpuError> {
         report,
         recorded,
     })
+}
+
+/// The evidence line of a trace recorded in `instead` (the functions probed: the
+/// mainloop of a kernel the reproducer's launcher runs beside `kernel`, which has no
+/// mainloop to probe).
+fn traced_beside(kernel: &str, instead: &[String]) -> String {
+    let names = instead
+        .iter()
+        .map(|k| format!("`{k}`"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(
+        "traced in {names}: `{kernel}` has no mainloop to probe, so kwb probed the mainloop of the kernel the reproducer's launcher runs with it"
+    )
 }
 
 /// Records `passes` at once (each builds its own traced copy with nvcc, then runs

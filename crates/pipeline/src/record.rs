@@ -20,7 +20,7 @@
 use std::path::{Path, PathBuf};
 
 use kwb_extract::Extraction;
-use kwb_gpu::traced::{TraceRequest, record};
+use kwb_gpu::traced::{TraceRequest, prepare, run_prepared};
 use kwb_gpu::{GpuError, Report, RunOptions};
 use kwb_ladder::Rung;
 use kwb_reconcile::Matrix;
@@ -69,6 +69,9 @@ pub struct Recorded {
     pub cta: [u32; 3],
     /// The traced run's report (its one rung).
     pub report: Report,
+    /// The kernels traced in place of the one asked for, which has no mainloop kwb
+    /// can probe (kwb-gpu's `Placed::instead`); empty when it was traced itself.
+    pub instead: Vec<String>,
 }
 
 /// A full trace with the operands its run uploaded: A (M x K) and B (N x K).
@@ -171,16 +174,31 @@ pub fn trace(
         out,
     };
     let at = format!("CTA ({}, {}, {})", cta[0], cta[1], cta[2]);
-    let recorded = match record(plain, &request, options) {
+    let placed = prepare(plain, &request)
+        .map_err(|e| NotRecorded::new(format!("kwb could not record it: {e}")))?;
+    let instrumented = if placed.instead.is_empty() {
+        format!("`{}`", x.kernel.name)
+    } else {
+        format!(
+            "{} (the launcher runs it with `{}`, which has no mainloop)",
+            placed
+                .instead
+                .iter()
+                .map(|k| format!("`{k}`"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            x.kernel.name
+        )
+    };
+    let recorded = match run_prepared(&request, placed, options) {
         Ok(r) => r,
         // No GPU: everything before the launch ran, the traced build included.
         Err(GpuError::NoDriver { .. } | GpuError::Worker(_)) => {
             return Err(NotRecorded {
                 built: true,
                 why: format!(
-                    "kwb built the traced reproducer ({}: `{}` instrumented for {at}); on a GPU it records that CTA on {} and judges the trace with the ladder, which is what isolates a stage",
+                    "kwb built the traced reproducer ({}: {instrumented} instrumented for {at}); on a GPU it records that CTA on {} and judges the trace with the ladder, which is what isolates a stage",
                     dir.display(),
-                    x.kernel.name,
                     pass.what()
                 ),
             });
@@ -212,6 +230,7 @@ pub fn trace(
         path: recorded.trace,
         cta,
         report: recorded.report,
+        instead: recorded.placed.instead,
     })
 }
 
