@@ -433,6 +433,7 @@ fn derive<'t>(
             }
         }
     }
+    let copied_into = copy_destinations(calls, scope, parsed);
     let mut accumulator_names: Vec<String> = Vec::new();
     // A declaration may hold several fragments (`uint32_t a[4], b[4];`): one site per
     // declared name, keyed by the declaration and the name.
@@ -461,7 +462,8 @@ fn derive<'t>(
                 continue;
             };
             let decl = address_of(scope, decl, parsed).unwrap_or(decl);
-            let (holder, note) = operand_holder(scope, decl, letter, mma_line, parsed);
+            let (holder, note) =
+                operand_holder(scope, decl, letter, mma_line, &copied_into, parsed);
             if resolved.insert((holder.node.id(), holder.name.clone())) {
                 sites.push(Found {
                     kind: SiteKind::Operand,
@@ -902,19 +904,47 @@ fn is_byte_buffer(decl: &Decl<'_>, parsed: &Parsed) -> bool {
     )
 }
 
-/// The declaration that holds an operand's values, and the chain that led there.
+/// The names a `copy(…, dst)` call of the function writes (its last argument's base:
+/// `copy(tCsA(_, _, k_block, pipe), tCrA(_, _, k_block))` writes `tCrA`). A fragment
+/// made from a shared tensor (`tCrA = thr_mma.make_fragment_A(tCsA(_, _, _, 0))`) that
+/// a copy fills holds its own values in registers (an SM80 MMA's fragment), where one
+/// nothing writes is a descriptor view of the shared tensor (an SM90 GMMA's).
+fn copy_destinations(
+    calls: &[(Node<'_>, String)],
+    scope: &Scope<'_>,
+    parsed: &Parsed,
+) -> BTreeSet<String> {
+    let is_local = |n: &str| scope.has(n);
+    calls
+        .iter()
+        .filter(|(_, name)| name == "copy")
+        .filter_map(|(call, _)| {
+            let arguments = call.child_by_field_name("arguments")?;
+            let last = arguments.named_child(arguments.named_child_count().checked_sub(1)?)?;
+            let base = crate::names::base_identifier(last, &parsed.masked, &is_local)?;
+            Some(parsed.masked[base.byte_range()].to_owned())
+        })
+        .collect()
+}
+
+/// The declaration that holds an operand's values, and the chain that led there: the
+/// views it is made from, followed (at most four), up to one a copy fills
+/// (`copied_into`), whose values are its own.
 fn operand_holder<'s, 't>(
     scope: &'s Scope<'t>,
     decl: &'s Decl<'t>,
     letter: char,
     mma_line: usize,
+    copied_into: &BTreeSet<String>,
     parsed: &Parsed,
 ) -> (&'s Decl<'t>, String) {
     let line = |d: &Decl<'_>| d.node.start_position().row + 1;
     let mut chain = vec![format!("`{}` (line {})", decl.name, line(decl))];
     let mut holder = decl;
     let mut depth = 0;
-    while let Some(next) = viewed_tensor(scope, holder, parsed) {
+    while let Some(next) =
+        viewed_tensor(scope, holder, parsed).filter(|_| !copied_into.contains(&holder.name))
+    {
         chain.push(format!("`{}` (line {})", next.name, line(next)));
         holder = next;
         depth += 1;

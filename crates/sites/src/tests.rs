@@ -98,6 +98,43 @@ CUTLASS_DEVICE void mma(TiledMma tiled_mma, FrgTensorC& accum, int k_tile_count)
     );
 }
 
+/// The same spelling as an SM90 descriptor view, `tCrA = thr_mma.make_fragment_A(…)`,
+/// in an SM80 kernel that copies each k block into it from shared memory: the
+/// fragment holds its own values, in registers, and is what the MMA reads.
+#[test]
+fn a_fragment_a_copy_fills_is_the_operand_in_registers_not_a_view() {
+    let map = check(
+        r#"
+template <class TiledMma>
+__global__ void gemm_tn(TiledMma mma, half_t const* A, float* C, int k_tiles) {
+  Tensor sA = make_tensor(make_smem_ptr(smem_a), sA_layout);
+  Tensor tCsA = thr_mma.partition_A(sA);
+  Tensor tCrA = thr_mma.make_fragment_A(tCsA(_, _, _, 0));
+  Tensor tCrB = thr_mma.make_fragment_B(tCsB(_, _, _, 0));
+  for (int k_tile = 0; k_tile < k_tiles; ++k_tile) {
+    __syncthreads();
+    for (int k_block = 0; k_block < size<2>(tCrA); ++k_block) {
+      copy(tCsA(_, _, k_block, pipe), tCrA(_, _, k_block));
+      copy(tCsB(_, _, k_block, pipe), tCrB(_, _, k_block));
+      gemm(mma, tCrA(_, _, k_block), tCrB(_, _, k_block), tCrC);
+    }
+  }
+}
+"#,
+    );
+    let k = &map.kernels[0];
+    let operand = |line: usize| {
+        k.sites
+            .iter()
+            .find(|s| s.kind == SiteKind::Operand && s.line == line)
+            .and_then(|s| s.note.clone())
+    };
+    let a = operand(6).expect("tCrA is the operand");
+    assert!(a.contains("values in registers"), "{a}");
+    assert!(operand(7).is_some_and(|n| n.contains("registers")));
+    // Nothing copies into the view of the test above: it stays a view of shared memory.
+}
+
 #[test]
 fn inline_ptx_mma_with_cp_async_and_epilogue() {
     let map = check(
