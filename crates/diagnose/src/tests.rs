@@ -495,6 +495,45 @@ fn an_unbounded_trace_of_a_padded_problem_is_a_draft_naming_the_padding() {
     assert_eq!(bounded.stage, Some(Stage::OperandLoad));
 }
 
+/// An operand read from outside its buffer (the ladder's NaN around it) in a problem
+/// with padding rows: NaN in every accumulator value the trace holds is in rows of the
+/// problem, which padding rows cannot reach; NaN in some values only may be padding.
+#[test]
+fn an_operand_nan_that_reaches_every_accumulator_value_is_no_padding() {
+    let nan_in = |mut r: TraceRecord, nan: u32| {
+        r.nan_count = nan;
+        r
+    };
+    let mut records = clean_ones();
+    records[0] = nan_in(record(Kind::OperandA, 0, 0.0, 1.0, 512), 100);
+    for r in records.iter_mut().filter(|r| r.kind() == Some(Kind::Accumulator)) {
+        r.nan_count = r.count;
+        (r.vmin, r.vmax) = (f32::NAN, f32::NAN);
+    }
+    let f = judge_ones(&trace(records.clone()), &run(300, 200, 60000, 1.0));
+    assert_eq!(
+        (f.stage, f.status, f.confound.clone()),
+        (Some(Stage::OperandLoad), Status::Verdict, None),
+        "{}",
+        f.summary
+    );
+    // Some accumulator values finite: the NaN may be padding rows' own.
+    let first = records
+        .iter()
+        .position(|r| r.kind() == Some(Kind::Accumulator))
+        .unwrap();
+    records[first].nan_count = 1000;
+    records[first].vmin = 32.0;
+    records[first].vmax = 32.0;
+    let f = judge_ones(&trace(records.clone()), &run(300, 200, 60000, 1.0));
+    assert_eq!(f.confound, Some(Confound::PaddingRows { m: 300, n: 200 }));
+    // Both operands NaN: nothing says which one is not padding.
+    records[first].nan_count = records[first].count;
+    records[1] = nan_in(record(Kind::OperandB, 0, 0.0, 1.0, 512), 100);
+    let f = judge_ones(&trace(records), &run(300, 200, 60000, 1.0));
+    assert_eq!(f.confound, Some(Confound::PaddingRows { m: 300, n: 200 }));
+}
+
 /// A split-K partial kernel: each CTA sums one K slice (here a quarter), so the
 /// accumulator after its mainloop is a quarter of the ones model's K, and a reduce
 /// kernel sums the slices: the output is right. The short accumulator is the model

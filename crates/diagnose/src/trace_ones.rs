@@ -135,6 +135,8 @@ fn reading(trace: &Trace, run: &OnesRun) -> Finding {
 
     // 1. Operands: one value each on a uniform input.
     let mut operand_bad = None;
+    // The operands that hold NaN or Inf on this finite input.
+    let mut non_finite: Vec<char> = Vec::new();
     let mut scale = Some(1.0_f32);
     // The product of each operand's one nonzero value, zeros set aside: what one
     // product is worth when the only odd operand values are zeros.
@@ -148,6 +150,9 @@ fn reading(trace: &Trace, run: &OnesRun) -> Finding {
             continue;
         }
         evidence.push(format!("operand {letter}: {}", s.range()));
+        if s.nan + s.inf > 0 {
+            non_finite.push(letter);
+        }
         let beside_zeros = s
             .max
             .filter(|_| s.nan == 0 && s.inf == 0 && (s.min == s.max || s.min == Some(0.0)));
@@ -246,7 +251,16 @@ fn reading(trace: &Trace, run: &OnesRun) -> Finding {
 
     let operands = || of_kind(Kind::OperandA).chain(of_kind(Kind::OperandB));
     let bounded = operands().all(|r| r.row_bound().is_some());
-    let padded = run.m % PADDING_QUANTUM != 0 || run.n % PADDING_QUANTUM != 0;
+    // Padding rows reach only their own rows of the accumulator, and a CTA that
+    // computes a tile has a cell of the problem in it: an accumulator that is NaN or Inf
+    // in every value the trace holds, from the first K tile probed, under one operand
+    // that alone holds NaN or Inf, got them in rows of the problem, not of the padding.
+    let first_acc = tiles.first().map(|(_, s)| s).unwrap_or(&done);
+    let poisoned_everywhere = matches!(non_finite.as_slice(), [_])
+        && first_acc.count > 0
+        && first_acc.nan + first_acc.inf == first_acc.count;
+    let padded = (run.m % PADDING_QUANTUM != 0 || run.n % PADDING_QUANTUM != 0)
+        && !poisoned_everywhere;
     let operands_probed = operands().next().is_some();
     let base = Finding::open(evidence);
     if let Some((letter, zeros_only, mixed)) = operand_bad {
@@ -286,6 +300,11 @@ fn reading(trace: &Trace, run: &OnesRun) -> Finding {
                 Confound::ZerosAmongEqual.describe()
             );
             finding.confound = Some(Confound::ZerosAmongEqual);
+        } else if poisoned_everywhere && non_finite == [letter] {
+            finding.summary = format!(
+                "operand-load/descriptor (operand {letter} holds NaN/Inf on a finite input, the other operand none, and every accumulator value of the traced CTA is NaN/Inf from the first K tile probed: they are in rows of the problem, which padding rows cannot reach: a load from outside the operand)"
+            );
+            finding.status = Status::Verdict;
         } else {
             finding.summary = format!(
                 "operand-load/descriptor (operand {letter} is not uniform on a uniform input)"
