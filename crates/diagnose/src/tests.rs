@@ -506,7 +506,10 @@ fn an_operand_nan_that_reaches_every_accumulator_value_is_no_padding() {
     };
     let mut records = clean_ones();
     records[0] = nan_in(record(Kind::OperandA, 0, 0.0, 1.0, 512), 100);
-    for r in records.iter_mut().filter(|r| r.kind() == Some(Kind::Accumulator)) {
+    for r in records
+        .iter_mut()
+        .filter(|r| r.kind() == Some(Kind::Accumulator))
+    {
         r.nan_count = r.count;
         (r.vmin, r.vmax) = (f32::NAN, f32::NAN);
     }

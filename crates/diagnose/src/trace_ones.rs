@@ -259,8 +259,8 @@ fn reading(trace: &Trace, run: &OnesRun) -> Finding {
     let poisoned_everywhere = matches!(non_finite.as_slice(), [_])
         && first_acc.count > 0
         && first_acc.nan + first_acc.inf == first_acc.count;
-    let padded = (run.m % PADDING_QUANTUM != 0 || run.n % PADDING_QUANTUM != 0)
-        && !poisoned_everywhere;
+    let padded =
+        (run.m % PADDING_QUANTUM != 0 || run.n % PADDING_QUANTUM != 0) && !poisoned_everywhere;
     let operands_probed = operands().next().is_some();
     let base = Finding::open(evidence);
     if let Some((letter, zeros_only, mixed)) = operand_bad {

@@ -1209,3 +1209,49 @@ fn a_reason_reads_the_same_without_its_line() {
         "the pipeline 3 stage is not probed"
     );
 }
+
+/// A wrapper that takes B's fragment register by register (`uint32_t b0, b1`): the
+/// template places both in B, and one probe reads them together, in the order the MMA
+/// takes them, as the slot's fragment.
+#[test]
+fn registers_an_mma_takes_one_by_one_are_read_as_one_fragment() {
+    let source = r#"__device__ __forceinline__ void mma16816(float* d, const uint32_t* a, uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+      "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ void ldmatrix4(uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3, const uint32_t* p) {
+  const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr));
+}
+
+__global__ void k(const uint32_t* A, const uint32_t* W, float* D, int n_k) {
+  __shared__ uint32_t sa[64 * 8], sw[64 * 8];
+  float acc[2][4] = {};
+  for (int kt = 0; kt < n_k; ++kt) {
+    sa[threadIdx.x] = A[kt * 64 + threadIdx.x];
+    sw[threadIdx.x] = W[kt * 64 + threadIdx.x];
+    __syncthreads();
+    uint32_t af[4], b0, b1, b2, b3;
+    ldmatrix4(af[0], af[1], af[2], af[3], &sa[threadIdx.x * 8]);
+    ldmatrix4(b0, b1, b2, b3, &sw[threadIdx.x * 8]);
+    mma16816(acc[0], af, b0, b1);
+    mma16816(acc[1], af, b2, b3);
+    __syncthreads();
+  }
+  D[threadIdx.x] = acc[0][0] + acc[1][0];
+}
+"#;
+    let config = Config {
+        probes: Probes {
+            operands: true,
+            ..Probes::NONE
+        },
+        ..config(None)
+    };
+    insta::assert_snapshot!(check(source, &config));
+}

@@ -3469,6 +3469,18 @@ __device__ __forceinline__ void probe_shared_stage_pair(
                          stride_a, part_a, tile_b, stage_b, stride_b, part_b);
 }
 
+// The registers an MMA takes one by one (`mma16816(acc, af, b0, b1)` takes B's fragment
+// as `b0`, `b1`), gathered in the order it takes them: one fragment, which probe_as
+// reads as it reads a register array.
+template <class R, int N>
+struct Regs {
+  R r[N];
+};
+template <class R, class... More>
+__device__ __forceinline__ Regs<R, 1 + sizeof...(More)> regs(R first, More... more) {
+  return Regs<R, 1 + sizeof...(More)>{{first, static_cast<R>(more)...}};
+}
+
 namespace detail {
 // Whether probe_as can read an A as values of T: a C array, or a plain struct of
 // registers (`uint2`, `uint4`), whose bytes are whole values of T. A pointer is not:

@@ -20,6 +20,7 @@ mod mma;
 mod model;
 mod names;
 mod patterns;
+mod ptx_slots;
 mod report;
 
 pub use error::SitesError;

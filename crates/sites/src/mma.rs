@@ -167,9 +167,14 @@ fn asm_roles<'t>(
     // tcgen05.mma's operands by position (D's address in tensor memory is an integer
     // register, as are A's and B's descriptors, so the constraint cannot tell them
     // apart): read from the template.
-    let umma = asm
+    let template = asm
         .child_by_field_name("assembly_code")
-        .and_then(|t| tcgen05_operands(&masked[t.byte_range()]));
+        .map(|t| &masked[t.byte_range()]);
+    let umma = template.and_then(tcgen05_operands);
+    // A register-fed MMA's A and B registers by where its template puts them.
+    let placed = template
+        .filter(|_| umma.is_none())
+        .and_then(crate::ptx_slots::slots);
     let mut roles = Roles::default();
     let mut seen: HashSet<&str> = HashSet::new();
     // Outputs are the accumulator (D, and C when it is read-write "+f").
@@ -200,6 +205,16 @@ fn asm_roles<'t>(
                 continue;
             }
         }
+        if let Some((a, b)) = &placed {
+            if a.contains(&index) {
+                roles.operands.push(('A', node));
+                continue;
+            }
+            if b.contains(&index) {
+                roles.operands.push(('B', node));
+                continue;
+            }
+        }
         if constraint.contains('f') || constraint.contains('d') {
             roles.accumulators.push(node);
         } else if constraint.contains('n') {
@@ -212,7 +227,7 @@ fn asm_roles<'t>(
     }
     // Where the template names A and B, an operand it does not place is not guessed
     // into either by its order.
-    if umma.is_some() {
+    if umma.is_some() || placed.is_some() {
         unnamed.clear();
     }
     let have: Vec<char> = roles.operands.iter().map(|(l, _)| *l).collect();

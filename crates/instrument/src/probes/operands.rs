@@ -118,6 +118,9 @@ fn in_function(
     let root = parsed.tree.root_node();
     let mut operands = Vec::new();
     let (mut scalar_probes, mut skipped) = (0, 0);
+    // The statements already probed for a slot an MMA takes register by register
+    // (`mma(acc, af, b0, b1)`): one probe reads all of them.
+    let mut gathered: Vec<(usize, Vec<String>)> = Vec::new();
     for site in function
         .sites
         .iter()
@@ -145,7 +148,10 @@ fn in_function(
         let Some(decl) = root.descendant_for_byte_range(site.range.start, site.range.end) else {
             continue;
         };
-        if is_integer_scalar(parsed, decl) {
+        // A 32-bit word an MMA takes as one register of a slot (`uint32_t b0` of
+        // `mma16816(acc, af, b0, b1)`) is read with the slot's other registers.
+        let register_word = is_register_word(parsed, decl, &name);
+        if is_integer_scalar(parsed, decl) && !register_word {
             em.note(format!(
                 "{}: `{name}` is an integer scalar, not an MMA operand; not probed",
                 function.name
@@ -196,6 +202,31 @@ fn in_function(
             if blocks_done.contains(&block) {
                 continue;
             }
+            // The slot's registers, where the MMA takes this word as one of them.
+            let registers = if register_word {
+                let slot = slot_of(function, &parsed.source, mma, &name).unwrap_or(letter);
+                match slot_registers(function, &parsed.source, mma, slot) {
+                    Some(regs) if regs.contains(&name) => {
+                        let key = (statement.id(), regs.clone());
+                        if gathered.contains(&key) {
+                            // Read already, with the slot's other registers.
+                            blocks_done.push(block);
+                            continue;
+                        }
+                        gathered.push(key);
+                        Some(regs)
+                    }
+                    _ => {
+                        em.note(format!(
+                            "{}: `{name}` is an integer scalar the MMA at line {} does not take as a register of its fragments; not probed there",
+                            function.name, mma.line
+                        ));
+                        continue;
+                    }
+                }
+            } else {
+                None
+            };
             // The fragment must be in scope where the probe goes.
             let in_scope = decl.end_byte() <= statement.start_byte()
                 && decl
@@ -222,7 +253,14 @@ fn in_function(
             // What this MMA consumes the fragment as (its slot), whichever operand the
             // map first found it as: the record's kind and a packed fragment's layout.
             let slot = slot_of(function, &parsed.source, mma, &name).unwrap_or(letter);
-            let parts = if slot == letter || !packed {
+            let parts = if registers.is_some() {
+                fragments::probe_parts(
+                    layout,
+                    if slot == 'A' { Role::A } else { Role::B },
+                    rows,
+                    fragments::Dims::default(),
+                )
+            } else if slot == letter || !packed {
                 parts.clone()
             } else {
                 fragments::probe_parts(
@@ -273,20 +311,42 @@ fn in_function(
             } else {
                 ""
             };
+            let (read, what) = match &registers {
+                Some(regs) => (
+                    format!("kwb::regs({})", regs.join(", ")),
+                    format!(
+                        "operand {slot} {} as the MMA at line {} reads them{order}",
+                        regs.iter()
+                            .map(|r| format!("`{r}`"))
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                        mma.line
+                    ),
+                ),
+                None => (
+                    slice
+                        .as_ref()
+                        .map_or(name.clone(), |index| format!("{name}{index}")),
+                    format!(
+                        "operand {slot} `{name}` as the MMA at line {} reads it{order}",
+                        mma.line
+                    ),
+                ),
+            };
             operands.push(Operand {
                 at: declaration_point(parsed, statement),
                 letter: slot,
                 input,
-                read: slice
-                    .as_ref()
-                    .map_or(name.clone(), |index| format!("{name}{index}")),
-                name: name.clone(),
+                // A packed fragment is read by its name: here, the gathered registers.
+                name: if registers.is_some() {
+                    read.clone()
+                } else {
+                    name.clone()
+                },
+                read,
                 k_tile,
                 form,
-                what: format!(
-                    "operand {slot} `{name}` as the MMA at line {} reads it{order}",
-                    mma.line
-                ),
+                what,
                 line: statement.start_position().row + 1,
                 text: mma.text.clone(),
             });
@@ -299,6 +359,64 @@ fn in_function(
         ));
     }
     emit(em, function, gate, operands);
+}
+
+/// Whether `name` is declared by `decl` as one 32-bit unsigned word (`uint32_t b0`,
+/// `unsigned r`; not `uint32_t af[4]` beside it): a register an MMA may take its packed
+/// inputs in.
+fn is_register_word(parsed: &kwb_syntax::Parsed, decl: tree_sitter::Node<'_>, name: &str) -> bool {
+    let mut node = Some(decl);
+    while let Some(n) = node {
+        if matches!(n.kind(), "declaration" | "parameter_declaration") {
+            break;
+        }
+        node = n.parent();
+    }
+    let Some(n) = node else {
+        return false;
+    };
+    let word = n.child_by_field_name("type").is_some_and(|ty| {
+        let words: Vec<&str> = parsed.masked[ty.byte_range()]
+            .split_whitespace()
+            .filter(|w| *w != "const")
+            .collect();
+        matches!(
+            words.as_slice(),
+            ["uint32_t"] | ["std::uint32_t"] | ["unsigned"] | ["unsigned", "int"] | ["uint"]
+        )
+    });
+    let mut cursor = n.walk();
+    let scalar = n
+        .children_by_field_name("declarator", &mut cursor)
+        .any(|d| {
+            let text = &parsed.masked[d.byte_range()];
+            let declared = text.split('=').next().unwrap_or(text).trim();
+            declared == name
+        });
+    word && scalar
+}
+
+/// The registers `mma` takes `slot` in, one plain name each, in its order
+/// (`mma16816(acc, af, b0, b1)`: B is `b0`, `b1`); None where the slot is passed
+/// otherwise (an array, an expression).
+fn slot_registers(
+    kernel: &Kernel,
+    source: &str,
+    mma: &kwb_sites::Site,
+    slot: char,
+) -> Option<Vec<String>> {
+    let call = kernel.mma_arguments.iter().find(|c| c.call == mma.range)?;
+    let ranges = if slot == 'A' { &call.a } else { &call.b };
+    let ident = |t: &str| {
+        !t.is_empty()
+            && t.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            && !t.starts_with(|c: char| c.is_ascii_digit())
+    };
+    let regs: Vec<String> = ranges
+        .iter()
+        .map(|r| source.get(r.clone()).map(|t| t.trim().to_owned()))
+        .collect::<Option<_>>()?;
+    (regs.len() > 1 && regs.iter().all(|r| ident(r))).then_some(regs)
 }
 
 /// How an operand fragment is read.
