@@ -116,7 +116,8 @@ fn zeros_are_told_apart_from_foreign_values() {
     // Zeros in place of real slices (rows 8..16 never meet K tile 3) are not padding.
     assert!(!report.zeros_only(), "{report:?}");
     assert_eq!(report.k_never.scaled(UNIT as i64), "96..128");
-    // Zeros beside every real slice (a padded K edge) are.
+    // Zeros beside every real slice, in rows whose runs are all the input's (a K edge
+    // the tile passes), displaced nothing: fill, left out as padding.
     let mut padded = fragments(&a, 0..16, 32, &[0, 1, 2, 3]);
     let extra: Vec<_> = (0..16)
         .flat_map(|m| (0..8).map(move |k| (0.0, m, -1, 32 + k)))
@@ -134,7 +135,7 @@ fn zeros_are_told_apart_from_foreign_values() {
     }
     let report = operand(&padded, &a);
     assert!(
-        report.zeros_only() && report.steps_off.is_empty(),
+        report.clean() && report.padding == 16 && report.steps_off.is_empty(),
         "{report:?}"
     );
     for v in trace.tiles.iter_mut().filter(|v| v.record == 3 && v.m >= 8) {
