@@ -3,6 +3,8 @@
 
 use tree_sitter::{Node, Tree};
 
+use crate::patterns::Root;
+
 /// Nodes of one function definition (nested function definitions keep their own).
 #[derive(Default)]
 pub struct Held<'t> {
@@ -26,18 +28,24 @@ pub struct Index<'t> {
     /// `field_declaration` nodes outside any function (class and struct members:
     /// CUTLASS 2.x keeps its warp fragments in a `PipeState`), in source order.
     pub fields: Vec<Node<'t>>,
+    /// Where the query's patterns can have their root, in walk order: every node whose
+    /// kind `build`'s `root_kinds` marks, and every subtree the walk does not enter.
+    pub roots: Vec<Root<'t>>,
 }
 
 impl<'t> Index<'t> {
     /// Walks `tree` once. Template parameter lists and lambda captures hold nothing a
-    /// kernel map needs and are not entered.
-    pub fn build(tree: &'t Tree) -> Index<'t> {
+    /// kernel map needs and are not entered (they are listed whole in `roots`).
+    /// `root_kinds`, indexed by node kind id, marks the kinds listed in `roots`
+    /// (empty: none, and no subtree either).
+    pub fn build(tree: &'t Tree, root_kinds: &[bool]) -> Index<'t> {
         let kinds = Kinds::get();
         let mut index = Index {
             functions: Vec::new(),
             parents: Vec::new(),
             held: Vec::new(),
             fields: Vec::new(),
+            roots: Vec::new(),
         };
         let mut cursor = tree.walk();
         // (depth at which the function node sits, its index)
@@ -47,6 +55,10 @@ impl<'t> Index<'t> {
             let node = cursor.node();
             let kind = node.kind_id();
             let mut enter = node.child_count() > 0;
+            let skipped = kind == kinds.template_parameters || kind == kinds.lambda_capture;
+            if !skipped && root_kinds.get(usize::from(kind)).copied().unwrap_or(false) {
+                index.roots.push(Root::Node(node));
+            }
             if kind == kinds.function || (node.is_error() && holds_declarator(node)) {
                 // An ERROR node that holds a function declarator is a function whose
                 // braces do not balance: keep it, so its sites are reported as
@@ -55,8 +67,11 @@ impl<'t> Index<'t> {
                 open.push((depth, index.functions.len()));
                 index.functions.push(node);
                 index.held.push(Held::default());
-            } else if kind == kinds.template_parameters || kind == kinds.lambda_capture {
+            } else if skipped {
                 enter = false;
+                if !root_kinds.is_empty() {
+                    index.roots.push(Root::Subtree(node));
+                }
             } else if kind == kinds.field && open.is_empty() {
                 index.fields.push(node);
             } else if let Some(&(_, f)) = open.last() {

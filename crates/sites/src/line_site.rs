@@ -38,7 +38,7 @@ pub struct LineSite {
 /// that holds it (up to [`MAX_CALLS`] calls up). Empty when none does. One entry per
 /// kind, the nearest first.
 pub fn sites_of_line(parsed: &Parsed, map: &KernelMap, line: usize) -> Vec<LineSite> {
-    let index = Index::build(&parsed.tree);
+    let index = Index::build(&parsed.tree, &[]);
     let functions = functions::collect(&index, parsed);
     let mut found: Vec<LineSite> = Vec::new();
     let mut frontier: Vec<(usize, Vec<(String, usize)>)> = vec![(line, Vec::new())];

@@ -29,7 +29,10 @@ struct Found<'t> {
 }
 
 pub fn build(parsed: &Parsed, user: &[Pattern]) -> KernelMap {
-    let index = Index::build(&parsed.tree);
+    let index = Index::build(
+        &parsed.tree,
+        patterns::builtin().root_kinds().unwrap_or_default(),
+    );
     let functions = functions::collect(&index, parsed);
     // Scopes are built on first use: most functions of a header hold no site.
     let scopes: Vec<OnceCell<Scope<'_>>> = functions.iter().map(|_| OnceCell::new()).collect();
@@ -43,7 +46,7 @@ pub fn build(parsed: &Parsed, user: &[Pattern]) -> KernelMap {
         lambda_cells[i].get_or_init(|| lambdas_of(&index.held[i].declarations, parsed))
     };
 
-    let hits = patterns::run(parsed, user);
+    let hits = patterns::run(parsed, &index.roots, user);
     // Names of descriptor types, with the line of their alias.
     let descriptor_aliases: Vec<(&str, usize)> = hits
         .iter()
