@@ -616,6 +616,11 @@ fn promotions<'t>(
     parsed: &Parsed,
 ) -> BTreeSet<usize> {
     let scalar = |m: &Node<'_>| matches!(m.kind(), "assignment_expression" | "init_declarator");
+    // Without a scalar accumulate there is nothing to promote: the tensor-core MMAs'
+    // roles (a wgmma's hundred accumulator registers) are not read.
+    if !mmas.iter().any(scalar) {
+        return BTreeSet::new();
+    }
     let core: BTreeSet<&str> = mmas
         .iter()
         .filter(|m| !scalar(m))
