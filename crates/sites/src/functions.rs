@@ -3,6 +3,8 @@
 use kwb_syntax::{BlankKind, Parsed};
 use tree_sitter::Node;
 
+use crate::fields::Field;
+
 use crate::TemplateParam;
 use crate::index::Index;
 
@@ -33,7 +35,7 @@ pub fn collect<'t>(index: &Index<'t>, parsed: &Parsed) -> Vec<Function<'t>> {
 
 fn describe<'t>(node: Node<'t>, parsed: &Parsed) -> Function<'t> {
     let declarator = function_declarator(node);
-    let name_node = declarator.and_then(|d| d.child_by_field_name("declarator"));
+    let name_node = declarator.and_then(|d| d.field("declarator"));
     let name = name_node
         .map(|n| {
             parsed.masked[n.byte_range()]
@@ -52,7 +54,7 @@ fn describe<'t>(node: Node<'t>, parsed: &Parsed) -> Function<'t> {
         .trim()
         .to_owned();
     // A member defined in its class is named with the class: `AffineBias::operator()`.
-    let name = match enclosing_class(node).and_then(|c| c.child_by_field_name("name")) {
+    let name = match enclosing_class(node).and_then(|c| c.field("name")) {
         Some(class) if !name.contains("::") => {
             let class = parsed.masked[class.byte_range()]
                 .split('<')
@@ -72,7 +74,7 @@ fn describe<'t>(node: Node<'t>, parsed: &Parsed) -> Function<'t> {
     }
     Function {
         node,
-        body: node.child_by_field_name("body"),
+        body: node.field("body"),
         name,
         simple_name,
         role: role(node, parsed),
@@ -89,13 +91,13 @@ pub(crate) fn function_declarator(node: Node<'_>) -> Option<Node<'_>> {
             .named_children(&mut cursor)
             .find(|c| c.kind() == "function_declarator");
     }
-    let mut current = node.child_by_field_name("declarator")?;
+    let mut current = node.field("declarator")?;
     loop {
         if current.kind() == "function_declarator" {
             return Some(current);
         }
         current = current
-            .child_by_field_name("declarator")
+            .field("declarator")
             .or_else(|| current.named_child(0))?;
     }
 }
@@ -104,7 +106,7 @@ pub(crate) fn function_declarator(node: Node<'_>) -> Option<Node<'_>> {
 /// function's head (a `template <…>` line may stand between).
 fn role(node: Node<'_>, parsed: &Parsed) -> &'static str {
     let head_end = node
-        .child_by_field_name("body")
+        .field("body")
         .map_or(node.end_byte(), |b| b.start_byte());
     // Macros before the node too.
     let start = parsed
@@ -155,7 +157,7 @@ pub fn template_parameters(
     parsed: &Parsed,
     scope: &'static str,
 ) -> Vec<TemplateParam> {
-    let Some(list) = declaration.child_by_field_name("parameters") else {
+    let Some(list) = declaration.field("parameters") else {
         return Vec::new();
     };
     let text = |n: Option<Node<'_>>| n.map(|n| squash(&parsed.source[n.byte_range()]));
@@ -167,9 +169,9 @@ pub fn template_parameters(
                 "type_parameter_declaration" => ("type", param.named_child(0), None, None),
                 "optional_type_parameter_declaration" => (
                     "type",
-                    param.child_by_field_name("name"),
+                    param.field("name"),
                     None,
-                    param.child_by_field_name("default_type"),
+                    param.field("default_type"),
                 ),
                 "variadic_type_parameter_declaration" | "variadic_parameter_declaration" => {
                     ("pack", last_identifier(param), None, None)
@@ -179,14 +181,14 @@ pub fn template_parameters(
                 }
                 "optional_parameter_declaration" => (
                     "non-type",
-                    param.child_by_field_name("declarator"),
-                    param.child_by_field_name("type"),
-                    param.child_by_field_name("default_value"),
+                    param.field("declarator"),
+                    param.field("type"),
+                    param.field("default_value"),
                 ),
                 _ => (
                     "non-type",
-                    param.child_by_field_name("declarator"),
-                    param.child_by_field_name("type"),
+                    param.field("declarator"),
+                    param.field("type"),
                     None,
                 ),
             };

@@ -5,6 +5,8 @@ use std::collections::HashSet;
 use kwb_syntax::Parsed;
 use tree_sitter::Node;
 
+use crate::fields::Field;
+
 use crate::decls::Scope;
 use crate::names::{base_identifier, is_accumulator_name, operand_letter};
 
@@ -61,7 +63,7 @@ fn call_roles<'t>(
     parsed: &Parsed,
     base: &dyn Fn(Node<'t>) -> Option<Node<'t>>,
 ) -> Roles<'t> {
-    let Some(arguments) = call.child_by_field_name("arguments") else {
+    let Some(arguments) = call.field("arguments") else {
         return Roles::default();
     };
     let mut cursor = arguments.walk();
@@ -142,10 +144,10 @@ fn asm_roles<'t>(
     let masked = parsed.masked.as_str();
     // Operands are numbered outputs first, then inputs, as the template's `%N` counts.
     let outputs = asm
-        .child_by_field_name("output_operands")
+        .field("output_operands")
         .map_or(0, |l| asm_operand_count(l));
     let operands = |field: &str, first: usize| -> Vec<(usize, &str, &str, Node<'t>)> {
-        let Some(list) = asm.child_by_field_name(field) else {
+        let Some(list) = asm.field(field) else {
             return Vec::new();
         };
         let mut cursor = list.walk();
@@ -153,8 +155,8 @@ fn asm_roles<'t>(
             .filter(|n| n.kind().ends_with("_operand"))
             .enumerate()
             .filter_map(|(i, operand)| {
-                let constraint = operand.child_by_field_name("constraint")?;
-                let node = base(operand.child_by_field_name("value")?)?;
+                let constraint = operand.field("constraint")?;
+                let node = base(operand.field("value")?)?;
                 Some((
                     first + i,
                     masked[constraint.byte_range()].trim_matches('"'),
@@ -168,7 +170,7 @@ fn asm_roles<'t>(
     // register, as are A's and B's descriptors, so the constraint cannot tell them
     // apart): read from the template.
     let umma = asm
-        .child_by_field_name("assembly_code")
+        .field("assembly_code")
         .and_then(|t| tcgen05_operands(&masked[t.byte_range()]));
     let mut roles = Roles::default();
     let mut seen: HashSet<&str> = HashSet::new();
@@ -384,9 +386,9 @@ pub fn roles_with<'t>(
     table: &ParamRoles,
 ) -> Roles<'t> {
     if mma.kind() == "call_expression"
-        && let Some(function) = mma.child_by_field_name("function")
+        && let Some(function) = mma.field("function")
         && let Some(params) = table.get(crate::names::callee_name(function, &parsed.masked))
-        && let Some(arguments) = mma.child_by_field_name("arguments")
+        && let Some(arguments) = mma.field("arguments")
     {
         let is_local = |name: &str| scope.has(name);
         let mut cursor = arguments.walk();
@@ -454,13 +456,13 @@ pub fn parameter_roles(
 }
 
 fn parameter_list(function: Node<'_>) -> Option<Node<'_>> {
-    let mut current = function.child_by_field_name("declarator")?;
+    let mut current = function.field("declarator")?;
     loop {
         if current.kind() == "function_declarator" {
-            return current.child_by_field_name("parameters");
+            return current.field("parameters");
         }
         current = current
-            .child_by_field_name("declarator")
+            .field("declarator")
             .or_else(|| current.named_child(0))?;
     }
 }
