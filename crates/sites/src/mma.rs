@@ -1,6 +1,7 @@
 //! What an MMA issue consumes: its A/B operands and its C/D accumulator.
 
-use std::collections::HashSet;
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
 
 use kwb_syntax::Parsed;
 use tree_sitter::Node;
@@ -38,7 +39,7 @@ pub fn ptx_instruction(template: &str) -> Option<&str> {
 }
 
 /// The variables an MMA reads and writes, as identifier nodes at the issue site.
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub struct Roles<'t> {
     /// A and B operands with their letter.
     pub operands: Vec<(char, Node<'t>)>,
@@ -365,6 +366,15 @@ fn scalar_roles<'t>(
     roles
 }
 
+/// The roles of the MMA issues that are not calls (inline asm, scalar accumulates),
+/// read once per issue and scope: the map asks for them two or three times, and a
+/// wgmma's asm has up to a few hundred operands.
+#[derive(Default)]
+pub struct Memo<'t> {
+    /// By (issue node id, address of the scope it was read in).
+    roles: RefCell<HashMap<(usize, usize), Roles<'t>>>,
+}
+
 /// What one parameter of a function is to the MMAs the function issues.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Role {
@@ -384,9 +394,20 @@ pub fn roles_with<'t>(
     parsed: &Parsed,
     scope: &Scope<'t>,
     table: &ParamRoles,
+    memo: &Memo<'t>,
 ) -> Roles<'t> {
-    if mma.kind() == "call_expression"
-        && let Some(function) = mma.field("function")
+    let is_call = mma.kind() == "call_expression";
+    if !is_call {
+        // Inline asm and scalar accumulates do not depend on the table.
+        let key = (mma.id(), std::ptr::from_ref(scope) as usize);
+        if let Some(known) = memo.roles.borrow().get(&key) {
+            return known.clone();
+        }
+        let found = roles(mma, parsed, scope);
+        memo.roles.borrow_mut().insert(key, found.clone());
+        return found;
+    }
+    if let Some(function) = mma.field("function")
         && let Some(params) = table.get(crate::names::callee_name(function, &parsed.masked))
         && let Some(arguments) = mma.field("arguments")
     {
@@ -415,12 +436,13 @@ pub fn roles_with<'t>(
 }
 
 /// The parameters of `function` that the MMA issues `mmas` inside it use, by position.
-pub fn parameter_roles(
-    function: Node<'_>,
-    mmas: &[Node<'_>],
+pub fn parameter_roles<'t>(
+    function: Node<'t>,
+    mmas: &[Node<'t>],
     parsed: &Parsed,
-    scope: &Scope<'_>,
+    scope: &Scope<'t>,
     table: &ParamRoles,
+    memo: &Memo<'t>,
 ) -> Vec<(usize, Role)> {
     let Some(parameters) = parameter_list(function) else {
         return Vec::new();
@@ -433,7 +455,7 @@ pub fn parameter_roles(
         .collect();
     let mut out = Vec::new();
     for &mma in mmas {
-        let roles = roles_with(mma, parsed, scope, table);
+        let roles = roles_with(mma, parsed, scope, table, memo);
         let named = roles
             .accumulators
             .iter()

@@ -250,6 +250,7 @@ pub fn build(parsed: &Parsed, user: &[Pattern]) -> KernelMap {
     // How each MMA-issuing function's parameters reach its MMAs, so callers passing
     // `acc` into a helper see it as their accumulator (nested helpers need rounds).
     let mut param_roles = mma::ParamRoles::new();
+    let roles_memo = mma::Memo::default();
     for round in 0..3 {
         for (i, function) in functions.iter().enumerate() {
             let mmas: Vec<Node<'_>> = found[i]
@@ -262,7 +263,14 @@ pub fn build(parsed: &Parsed, user: &[Pattern]) -> KernelMap {
             if mmas.is_empty() || (round > 0 && !through_calls) {
                 continue;
             }
-            let roles = mma::parameter_roles(function.node, &mmas, parsed, scope(i), &param_roles);
+            let roles = mma::parameter_roles(
+                function.node,
+                &mmas,
+                parsed,
+                scope(i),
+                &param_roles,
+                &roles_memo,
+            );
             if !roles.is_empty() {
                 param_roles.insert(function.simple_name.clone(), roles);
             }
@@ -295,6 +303,7 @@ pub fn build(parsed: &Parsed, user: &[Pattern]) -> KernelMap {
                     fields: &index.fields,
                     runs_mma: &runs_mma,
                     param_roles: &param_roles,
+                    roles_memo: &roles_memo,
                 },
                 scope(i),
                 parsed,
@@ -345,7 +354,7 @@ pub fn build(parsed: &Parsed, user: &[Pattern]) -> KernelMap {
             .iter()
             .any(|s| s.kind == SiteKind::Mma && s.node.kind() == "call_expression");
         let arguments = if calls_mma {
-            mma_arguments(&sites, parsed, scope(i), &param_roles)
+            mma_arguments(&sites, parsed, scope(i), &param_roles, &roles_memo)
         } else {
             Vec::new()
         };
@@ -364,6 +373,8 @@ struct FileFacts<'a, 't> {
     runs_mma: &'a BTreeSet<&'a str>,
     /// How each MMA-issuing function's parameters reach its MMAs.
     param_roles: &'a mma::ParamRoles,
+    /// The roles of the file's inline-asm and scalar MMA issues, once read.
+    roles_memo: &'a mma::Memo<'t>,
 }
 
 /// Mainloops, operands, accumulators and epilogue statements of one function.
@@ -379,6 +390,7 @@ fn derive<'t>(
         fields,
         runs_mma,
         param_roles,
+        roles_memo,
     } = *facts;
     let of = |kind: SiteKind, sites: &[Found<'t>]| -> Vec<Node<'t>> {
         sites
@@ -391,7 +403,7 @@ fn derive<'t>(
     // A scalar accumulate that reads a tensor-core MMA's accumulator is the
     // promotion of its partial sums (`final_accum[i] += scale * accum[i]`, fp8 block
     // scaling), not an MMA of its own: its target stays an accumulator.
-    let promotions = promotions(&mma_nodes, scope, param_roles, parsed);
+    let promotions = promotions(&mma_nodes, scope, param_roles, roles_memo, parsed);
     if !promotions.is_empty() {
         sites.retain(|s| !(s.kind == SiteKind::Mma && promotions.contains(&s.node.id())));
     }
@@ -443,7 +455,7 @@ fn derive<'t>(
     // declared name, keyed by the declaration and the name.
     let mut resolved: BTreeSet<(usize, String)> = BTreeSet::new();
     for &m in mma_nodes.iter().chain(&promoted) {
-        let roles = mma::roles_with(m, parsed, scope, param_roles);
+        let roles = mma::roles_with(m, parsed, scope, param_roles, roles_memo);
         let mma_line = m.start_position().row + 1;
         let promotion = promotions.contains(&m.id());
         for (letter, node) in roles.operands.into_iter().filter(|_| !promotion) {
@@ -615,6 +627,7 @@ fn promotions<'t>(
     mmas: &[Node<'t>],
     scope: &Scope<'t>,
     param_roles: &mma::ParamRoles,
+    memo: &mma::Memo<'t>,
     parsed: &Parsed,
 ) -> BTreeSet<usize> {
     let scalar = |m: &Node<'_>| matches!(m.kind(), "assignment_expression" | "init_declarator");
@@ -626,7 +639,7 @@ fn promotions<'t>(
     let core: BTreeSet<&str> = mmas
         .iter()
         .filter(|m| !scalar(m))
-        .flat_map(|&m| mma::roles_with(m, parsed, scope, param_roles).accumulators)
+        .flat_map(|&m| mma::roles_with(m, parsed, scope, param_roles, memo).accumulators)
         .map(|n| &parsed.masked[n.byte_range()])
         .collect();
     if core.is_empty() {
@@ -1740,13 +1753,14 @@ fn mma_arguments<'t>(
     parsed: &Parsed,
     scope: &Scope<'t>,
     param_roles: &mma::ParamRoles,
+    memo: &mma::Memo<'t>,
 ) -> Vec<MmaArguments> {
     let mut out: Vec<MmaArguments> = Vec::new();
     for s in sites
         .iter()
         .filter(|s| s.kind == SiteKind::Mma && s.node.kind() == "call_expression")
     {
-        let roles = mma::roles_with(s.node, parsed, scope, param_roles);
+        let roles = mma::roles_with(s.node, parsed, scope, param_roles, memo);
         let Some(arguments) = s.node.field("arguments") else {
             continue;
         };
