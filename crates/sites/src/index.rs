@@ -35,7 +35,9 @@ pub struct Index<'t> {
 
 impl<'t> Index<'t> {
     /// Walks `tree` once. Template parameter lists and lambda captures hold nothing a
-    /// kernel map needs and are not entered (they are listed whole in `roots`).
+    /// kernel map needs and are not entered (they are listed whole in `roots`); nor
+    /// are string and character literals without errors, whose children are only
+    /// their tokens (an asm template's pieces and escapes).
     /// `root_kinds`, indexed by node kind id, marks the kinds listed in `roots`
     /// (empty: none, and no subtree either).
     pub fn build(tree: &'t Tree, root_kinds: &[bool]) -> Index<'t> {
@@ -67,6 +69,8 @@ impl<'t> Index<'t> {
                 open.push((depth, index.functions.len()));
                 index.functions.push(node);
                 index.held.push(Held::default());
+            } else if kinds.literals.contains(&kind) && !node.has_error() {
+                enter = false;
             } else if skipped {
                 enter = false;
                 if !root_kinds.is_empty() {
@@ -132,6 +136,8 @@ struct Kinds {
     call: u16,
     assignment: u16,
     field: u16,
+    /// String, raw string, character and concatenated string literals.
+    literals: [u16; 4],
 }
 
 impl Kinds {
@@ -152,6 +158,12 @@ impl Kinds {
                 call: id("call_expression"),
                 assignment: id("assignment_expression"),
                 field: id("field_declaration"),
+                literals: [
+                    id("string_literal"),
+                    id("raw_string_literal"),
+                    id("char_literal"),
+                    id("concatenated_string"),
+                ],
             }
         })
     }
