@@ -6,7 +6,7 @@ use tree_sitter::Node;
 use crate::fields::Field;
 
 use crate::TemplateParam;
-use crate::index::Index;
+use crate::index::{Context, Index};
 
 /// A function definition and what the kernel map needs to know of it.
 pub struct Function<'t> {
@@ -29,11 +29,12 @@ pub fn collect<'t>(index: &Index<'t>, parsed: &Parsed) -> Vec<Function<'t>> {
     index
         .functions
         .iter()
-        .map(|&node| describe(node, parsed))
+        .zip(&index.contexts)
+        .map(|(&node, context)| describe(node, context, parsed))
         .collect()
 }
 
-fn describe<'t>(node: Node<'t>, parsed: &Parsed) -> Function<'t> {
+fn describe<'t>(node: Node<'t>, context: &Context<'t>, parsed: &Parsed) -> Function<'t> {
     let declarator = function_declarator(node);
     let name_node = declarator.and_then(|d| d.field("declarator"));
     let name = name_node
@@ -54,7 +55,7 @@ fn describe<'t>(node: Node<'t>, parsed: &Parsed) -> Function<'t> {
         .trim()
         .to_owned();
     // A member defined in its class is named with the class: `AffineBias::operator()`.
-    let name = match enclosing_class(node).and_then(|c| c.field("name")) {
+    let name = match context.class.and_then(|c| c.field("name")) {
         Some(class) if !name.contains("::") => {
             let class = parsed.masked[class.byte_range()]
                 .split('<')
@@ -66,10 +67,17 @@ fn describe<'t>(node: Node<'t>, parsed: &Parsed) -> Function<'t> {
         _ => name,
     };
     let mut template_params = Vec::new();
-    if let Some(parent) = node.parent().filter(|p| p.kind() == "template_declaration") {
+    if let Some(parent) = context
+        .parent
+        .filter(|p| p.kind() == "template_declaration")
+    {
         template_params.extend(template_parameters(parent, parsed, "function"));
     }
-    if let Some(class_template) = enclosing_class_template(node) {
+    if let Some(class_template) = context
+        .class
+        .and(context.class_parent)
+        .filter(|p| p.kind() == "template_declaration")
+    {
         template_params.extend(template_parameters(class_template, parsed, "class"));
     }
     Function {
@@ -130,24 +138,6 @@ fn role(node: Node<'_>, parsed: &Parsed) -> &'static str {
         }
     }
     role
-}
-
-/// The class or struct whose body defines `node`, if any.
-fn enclosing_class(node: Node<'_>) -> Option<Node<'_>> {
-    let mut current = node.parent()?;
-    loop {
-        match current.kind() {
-            "field_declaration_list" => return current.parent(),
-            "function_definition" | "translation_unit" => return None,
-            _ => current = current.parent()?,
-        }
-    }
-}
-
-fn enclosing_class_template(node: Node<'_>) -> Option<Node<'_>> {
-    enclosing_class(node)?
-        .parent()
-        .filter(|p| p.kind() == "template_declaration")
 }
 
 /// The parameters of the `template_declaration` `declaration`, `scope` naming whose

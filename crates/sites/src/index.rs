@@ -16,6 +16,42 @@ pub struct Held<'t> {
     pub assignments: Vec<Node<'t>>,
 }
 
+/// Where a function sits, read off the walk's path (tree-sitter's `Node::parent`
+/// searches down from the root on each call).
+#[derive(Clone, Copy, Default)]
+pub struct Context<'t> {
+    /// The node holding the function (its `Node::parent`).
+    pub parent: Option<Node<'t>>,
+    /// The class or struct whose body defines it: the parent of the nearest
+    /// `field_declaration_list` above it, unless a `function_definition` or the
+    /// `translation_unit` comes first.
+    pub class: Option<Node<'t>>,
+    /// The node holding that class.
+    pub class_parent: Option<Node<'t>>,
+}
+
+impl<'t> Context<'t> {
+    /// The context of a node whose ancestors, root first, are `path`.
+    fn of(path: &[Node<'t>], kinds: &Kinds) -> Context<'t> {
+        let mut context = Context {
+            parent: path.last().copied(),
+            ..Context::default()
+        };
+        for (i, node) in path.iter().enumerate().rev() {
+            let kind = node.kind_id();
+            if kind == kinds.field_list {
+                context.class = i.checked_sub(1).map(|j| path[j]);
+                context.class_parent = i.checked_sub(2).map(|j| path[j]);
+                break;
+            }
+            if kind == kinds.function || kind == kinds.translation_unit {
+                break;
+            }
+        }
+        context
+    }
+}
+
 /// Function definitions in source order, with what each holds and its parent.
 /// ERROR nodes holding a function declarator count as functions (see `build`).
 pub struct Index<'t> {
@@ -25,6 +61,8 @@ pub struct Index<'t> {
     pub parents: Vec<Option<usize>>,
     /// What each function holds.
     pub held: Vec<Held<'t>>,
+    /// Where each function sits.
+    pub contexts: Vec<Context<'t>>,
     /// `field_declaration` nodes outside any function (class and struct members:
     /// CUTLASS 2.x keeps its warp fragments in a `PipeState`), in source order.
     pub fields: Vec<Node<'t>>,
@@ -46,6 +84,7 @@ impl<'t> Index<'t> {
             functions: Vec::new(),
             parents: Vec::new(),
             held: Vec::new(),
+            contexts: Vec::new(),
             fields: Vec::new(),
             roots: Vec::new(),
         };
@@ -53,6 +92,8 @@ impl<'t> Index<'t> {
         // (depth at which the function node sits, its index)
         let mut open: Vec<(usize, usize)> = Vec::new();
         let mut depth = 0usize;
+        // The ancestors of the cursor's node, root first (`depth` of them).
+        let mut path: Vec<Node<'t>> = Vec::new();
         loop {
             let node = cursor.node();
             let kind = node.kind_id();
@@ -69,6 +110,7 @@ impl<'t> Index<'t> {
                 open.push((depth, index.functions.len()));
                 index.functions.push(node);
                 index.held.push(Held::default());
+                index.contexts.push(Context::of(&path, kinds));
             } else if kinds.literals.contains(&kind) && !node.has_error() {
                 enter = false;
             } else if skipped {
@@ -89,6 +131,7 @@ impl<'t> Index<'t> {
                 }
             }
             if enter && cursor.goto_first_child() {
+                path.push(node);
                 depth += 1;
                 continue;
             }
@@ -103,6 +146,7 @@ impl<'t> Index<'t> {
                 if !cursor.goto_parent() {
                     return index;
                 }
+                path.pop();
                 depth -= 1;
             }
         }
@@ -136,6 +180,8 @@ struct Kinds {
     call: u16,
     assignment: u16,
     field: u16,
+    field_list: u16,
+    translation_unit: u16,
     /// String, raw string, character and concatenated string literals.
     literals: [u16; 4],
 }
@@ -158,6 +204,8 @@ impl Kinds {
                 call: id("call_expression"),
                 assignment: id("assignment_expression"),
                 field: id("field_declaration"),
+                field_list: id("field_declaration_list"),
+                translation_unit: id("translation_unit"),
                 literals: [
                     id("string_literal"),
                     id("raw_string_literal"),
