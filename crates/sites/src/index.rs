@@ -3,8 +3,6 @@
 
 use tree_sitter::{Node, Tree};
 
-use crate::patterns::Root;
-
 /// Nodes of one function definition (nested function definitions keep their own).
 #[derive(Default)]
 pub struct Held<'t> {
@@ -67,15 +65,17 @@ pub struct Index<'t> {
     /// CUTLASS 2.x keeps its warp fragments in a `PipeState`), in source order.
     pub fields: Vec<Node<'t>>,
     /// Where the query's patterns can have their root, in walk order: every node whose
-    /// kind `build`'s `root_kinds` marks, and every subtree the walk does not enter.
-    pub roots: Vec<Root<'t>>,
+    /// kind `build`'s `root_kinds` marks (those inside template parameter lists and
+    /// lambda captures too).
+    pub roots: Vec<Node<'t>>,
 }
 
 impl<'t> Index<'t> {
     /// Walks `tree` once. Template parameter lists and lambda captures hold nothing a
-    /// kernel map needs and are not entered (they are listed whole in `roots`); nor
-    /// are string and character literals without errors, whose children are only
-    /// their tokens (an asm template's pieces and escapes).
+    /// kernel map needs: nothing in them is filed (they are entered only for `roots`,
+    /// and not at all when `root_kinds` is empty). String and character literals
+    /// without errors are not entered: their children are only their tokens (an asm
+    /// template's pieces and escapes).
     /// `root_kinds`, indexed by node kind id, marks the kinds listed in `roots`
     /// (empty: none, and no subtree either).
     pub fn build(tree: &'t Tree, root_kinds: &[bool]) -> Index<'t> {
@@ -94,15 +94,21 @@ impl<'t> Index<'t> {
         let mut depth = 0usize;
         // The ancestors of the cursor's node, root first (`depth` of them).
         let mut path: Vec<Node<'t>> = Vec::new();
+        // The depth of the template parameter list or lambda capture the cursor is
+        // in: nothing there is filed, only query roots are listed.
+        let mut quiet: Option<usize> = None;
         loop {
             let node = cursor.node();
             let kind = node.kind_id();
             let mut enter = node.child_count() > 0;
-            let skipped = kind == kinds.template_parameters || kind == kinds.lambda_capture;
-            if !skipped && root_kinds.get(usize::from(kind)).copied().unwrap_or(false) {
-                index.roots.push(Root::Node(node));
+            if root_kinds.get(usize::from(kind)).copied().unwrap_or(false) {
+                index.roots.push(node);
             }
-            if kind == kinds.function || (node.is_error() && holds_declarator(node)) {
+            if kinds.literals.contains(&kind) && !node.has_error() {
+                enter = false;
+            } else if quiet.is_some() {
+                // Nothing in a template parameter list or a lambda capture is filed.
+            } else if kind == kinds.function || (node.is_error() && holds_declarator(node)) {
                 // An ERROR node that holds a function declarator is a function whose
                 // braces do not balance: keep it, so its sites are reported as
                 // partial results.
@@ -111,12 +117,11 @@ impl<'t> Index<'t> {
                 index.functions.push(node);
                 index.held.push(Held::default());
                 index.contexts.push(Context::of(&path, kinds));
-            } else if kinds.literals.contains(&kind) && !node.has_error() {
-                enter = false;
-            } else if skipped {
-                enter = false;
-                if !root_kinds.is_empty() {
-                    index.roots.push(Root::Subtree(node));
+            } else if kind == kinds.template_parameters || kind == kinds.lambda_capture {
+                if root_kinds.is_empty() {
+                    enter = false;
+                } else {
+                    quiet = Some(depth);
                 }
             } else if kind == kinds.field && open.is_empty() {
                 index.fields.push(node);
@@ -136,9 +141,12 @@ impl<'t> Index<'t> {
                 continue;
             }
             loop {
-                // Leaving this node: close the function it is.
+                // Leaving this node: close the function or the quiet part it is.
                 if open.last().is_some_and(|&(d, _)| d == depth) {
                     open.pop();
+                }
+                if quiet == Some(depth) {
+                    quiet = None;
                 }
                 if cursor.goto_next_sibling() {
                     break;

@@ -171,21 +171,10 @@ fn root_kinds(query: &Query, source: &str) -> Option<Vec<bool>> {
     Some(roots)
 }
 
-/// Where a query is run: the nodes a pattern's root may be, and the subtrees the
-/// index does not enter (template parameter lists, lambda captures), in the order of
-/// a walk of the tree.
-#[derive(Clone, Copy, Debug)]
-pub enum Root<'t> {
-    /// A node of a root kind: patterns are matched with it as their root only.
-    Node(Node<'t>),
-    /// A subtree the walk skipped: patterns are matched anywhere inside it.
-    Subtree(Node<'t>),
-}
-
 /// Runs the built-in patterns and then `user`, returning hits in no set order.
-/// `roots` are where the built-in patterns' roots can be (see [`Root`]); the walk
-/// that found them compared kinds against [`Pattern::root_kinds`] of [`builtin`].
-pub fn run<'t>(parsed: &'t Parsed, roots: &[Root<'t>], user: &[Pattern]) -> Vec<Hit<'t>> {
+/// `roots` are every node of the tree, in walk order, whose kind is marked by
+/// [`Pattern::root_kinds`] of [`builtin`] (the index walk lists them).
+pub fn run<'t>(parsed: &'t Parsed, roots: &[Node<'t>], user: &[Pattern]) -> Vec<Hit<'t>> {
     let mut hits = Vec::new();
     let builtin = builtin();
     match builtin.roots {
@@ -204,24 +193,15 @@ pub fn run<'t>(parsed: &'t Parsed, roots: &[Root<'t>], user: &[Pattern]) -> Vec<
 fn run_rooted<'t>(
     pattern: &Pattern,
     parsed: &'t Parsed,
-    roots: &[Root<'t>],
+    roots: &[Node<'t>],
     user: bool,
     hits: &mut Vec<Hit<'t>>,
 ) {
     let mut cursor = QueryCursor::new();
+    cursor.set_max_start_depth(Some(0));
     let text = parsed.masked.as_bytes();
-    for root in roots {
-        let node = match *root {
-            Root::Node(node) => {
-                cursor.set_max_start_depth(Some(0));
-                node
-            }
-            Root::Subtree(node) => {
-                cursor.set_max_start_depth(None);
-                node
-            }
-        };
-        let mut matches = cursor.matches(&pattern.query, node, text);
+    for &root in roots {
+        let mut matches = cursor.matches(&pattern.query, root, text);
         while let Some(m) = matches.next() {
             push_captures(pattern, m, user, hits);
         }
