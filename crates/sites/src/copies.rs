@@ -4,6 +4,8 @@
 use kwb_syntax::Parsed;
 use tree_sitter::Node;
 
+use crate::fields::Field;
+
 use crate::decls::Scope;
 use crate::names::{Space, base_identifier, memory_space};
 use crate::{Confidence, SiteKind};
@@ -19,7 +21,7 @@ pub struct Classified {
 /// destination; `None` for copies that are neither operand loads nor epilogue
 /// traffic.
 pub fn classify(call: Node<'_>, parsed: &Parsed, scope: &Scope<'_>) -> Option<Classified> {
-    let arguments = call.child_by_field_name("arguments")?;
+    let arguments = call.field("arguments")?;
     let mut cursor = arguments.walk();
     let args: Vec<Node<'_>> = arguments
         .named_children(&mut cursor)
@@ -142,16 +144,10 @@ pub fn plain_shared_stores<'t>(
     let is_local = |name: &str| scope.has(name);
     let mut out = Vec::new();
     for &node in assignments {
-        if node
-            .child_by_field_name("operator")
-            .is_none_or(|o| o.kind() != "=")
-        {
+        if node.field("operator").is_none_or(|o| o.kind() != "=") {
             continue;
         }
-        let (Some(left), Some(right)) = (
-            node.child_by_field_name("left"),
-            node.child_by_field_name("right"),
-        ) else {
+        let (Some(left), Some(right)) = (node.field("left"), node.field("right")) else {
             continue;
         };
         if !matches!(left.kind(), "subscript_expression" | "pointer_expression") {
@@ -172,7 +168,7 @@ fn reads_global(expr: Node<'_>, parsed: &Parsed, scope: &Scope<'_>) -> bool {
     let mut stack = vec![expr];
     while let Some(node) = stack.pop() {
         if matches!(node.kind(), "subscript_expression" | "pointer_expression")
-            && let Some(arg) = node.child_by_field_name("argument")
+            && let Some(arg) = node.field("argument")
             && let Some(base) = base_identifier(arg, &parsed.masked, &is_local)
             && scope
                 .lookup(&parsed.masked[base.byte_range()], base.start_byte())

@@ -5,6 +5,8 @@ use std::collections::HashMap;
 use kwb_syntax::{BlankKind, Parsed};
 use tree_sitter::Node;
 
+use crate::fields::Field;
+
 use crate::names::{Space, base_identifier, memory_space};
 
 /// One declared name.
@@ -115,14 +117,14 @@ fn collect<'t>(node: Node<'t>, parsed: &Parsed, out: &mut Vec<Decl<'t>>) {
     let mut cursor = node.walk();
     for declarator in node.children_by_field_name("declarator", &mut cursor) {
         let (target, value) = if declarator.kind() == "init_declarator" {
-            let value = declarator.child_by_field_name("value").map(|v| {
+            let value = declarator.field("value").map(|v| {
                 if v.kind() == "argument_list" {
                     v.named_child(0).unwrap_or(v)
                 } else {
                     v
                 }
             });
-            (declarator.child_by_field_name("declarator"), value)
+            (declarator.field("declarator"), value)
         } else {
             (Some(declarator), None)
         };
@@ -165,9 +167,7 @@ fn declared_name(mut node: Node<'_>) -> Option<Node<'_>> {
             "identifier" | "field_identifier" => return Some(node),
             "qualified_identifier" | "operator_name" | "destructor_name" => return None,
             _ => {
-                node = node
-                    .child_by_field_name("declarator")
-                    .or_else(|| node.named_child(0))?;
+                node = node.field("declarator").or_else(|| node.named_child(0))?;
             }
         }
     }
@@ -185,14 +185,14 @@ pub fn viewed_tensor<'s, 't>(
     if value.kind() != "call_expression" {
         return None;
     }
-    let function = value.child_by_field_name("function")?;
+    let function = value.field("function")?;
     let callee = crate::names::callee_name(function, &parsed.masked);
     let descriptor =
         callee.starts_with("make_fragment_") || callee.to_ascii_lowercase().contains("desc");
     if !descriptor {
         return None;
     }
-    let arguments = value.child_by_field_name("arguments")?;
+    let arguments = value.field("arguments")?;
     let first = arguments.named_child(0)?;
     let is_local = |n: &str| scope.has(n);
     let base = base_identifier(first, &parsed.masked, &is_local)?;
@@ -212,13 +212,13 @@ pub fn address_of<'s, 't>(
     let value = decl.value?;
     let operand = match value.kind() {
         "call_expression" => {
-            let function = value.child_by_field_name("function")?;
+            let function = value.field("function")?;
             if !crate::names::callee_name(function, &parsed.masked).ends_with("_cast") {
                 return None;
             }
-            value.child_by_field_name("arguments")?.named_child(0)?
+            value.field("arguments")?.named_child(0)?
         }
-        "cast_expression" => value.child_by_field_name("value")?,
+        "cast_expression" => value.field("value")?,
         _ => return None,
     };
     if !parsed.masked[operand.byte_range()]

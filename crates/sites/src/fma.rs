@@ -11,6 +11,8 @@
 use kwb_syntax::Parsed;
 use tree_sitter::Node;
 
+use crate::fields::Field;
+
 use crate::decls::Scope;
 use crate::names::base_identifier;
 
@@ -40,19 +42,14 @@ pub fn accumulation<'t>(node: Node<'t>, text: &str) -> Option<Accumulation<'t>> 
     if node.kind() != "assignment_expression" {
         return None;
     }
-    let target = node.child_by_field_name("left")?;
-    let right = strip(node.child_by_field_name("right")?);
-    let operator = node.child_by_field_name("operator")?;
+    let target = node.field("left")?;
+    let right = strip(node.field("right")?);
+    let operator = node.field("operator")?;
     let same = |n: Node<'t>| squeeze(&text[n.byte_range()]) == squeeze(&text[target.byte_range()]);
     let product = |n: Node<'t>| -> Option<[Node<'t>; 2]> {
         let n = strip(n);
         (n.kind() == "binary_expression" && field_text(n, "operator", text) == Some("*"))
-            .then(|| {
-                Some([
-                    n.child_by_field_name("left")?,
-                    n.child_by_field_name("right")?,
-                ])
-            })
+            .then(|| Some([n.field("left")?, n.field("right")?]))
             .flatten()
     };
     let factors = match &text[operator.byte_range()] {
@@ -60,10 +57,7 @@ pub fn accumulation<'t>(node: Node<'t>, text: &str) -> Option<Accumulation<'t>> 
         "=" if right.kind() == "binary_expression"
             && field_text(right, "operator", text) == Some("+") =>
         {
-            let (l, r) = (
-                right.child_by_field_name("left")?,
-                right.child_by_field_name("right")?,
-            );
+            let (l, r) = (right.field("left")?, right.field("right")?);
             match (same(strip(l)), same(strip(r))) {
                 (true, _) => product(r)?,
                 (_, true) => product(l)?,
@@ -82,7 +76,7 @@ pub fn accumulation<'t>(node: Node<'t>, text: &str) -> Option<Accumulation<'t>> 
 /// `float t = fma(A, B, acc[m]);` (generated code that stores `t` back into `acc[m]`
 /// next): the accumulate of `acc[m]`.
 fn declared_fma<'t>(node: Node<'t>, text: &str) -> Option<Accumulation<'t>> {
-    let [a, b, c] = fma_arguments(strip(node.child_by_field_name("value")?), text)?;
+    let [a, b, c] = fma_arguments(strip(node.field("value")?), text)?;
     matches!(strip(c).kind(), "identifier" | "subscript_expression").then(|| Accumulation {
         target: strip(c),
         factors: [a, b],
@@ -95,13 +89,13 @@ fn fma_arguments<'t>(call: Node<'t>, text: &str) -> Option<[Node<'t>; 3]> {
     if call.kind() != "call_expression" {
         return None;
     }
-    let function = call.child_by_field_name("function")?;
+    let function = call.field("function")?;
     let name = text[function.byte_range()].trim();
     let name = name.rsplit("::").next().unwrap_or(name);
     if !fma_functions().any(|f| f == name) {
         return None;
     }
-    let arguments = call.child_by_field_name("arguments")?;
+    let arguments = call.field("arguments")?;
     let mut cursor = arguments.walk();
     let args: Vec<Node<'t>> = arguments
         .named_children(&mut cursor)
@@ -133,7 +127,7 @@ pub fn carried(node: Node<'_>, acc: &Accumulation<'_>, parsed: &Parsed, scope: &
     let declared = &text[decl.node.byte_range()];
     let ty = decl
         .node
-        .child_by_field_name("type")
+        .field("type")
         .map_or("", |t| &text[t.byte_range()]);
     if is_integer_type(ty) || declared_pointer(declared, name) {
         return false;
@@ -217,8 +211,7 @@ fn declared_pointer(declared: &str, name: &str) -> bool {
 }
 
 fn field_text<'a>(node: Node<'_>, field: &str, text: &'a str) -> Option<&'a str> {
-    node.child_by_field_name(field)
-        .map(|n| text[n.byte_range()].trim())
+    node.field(field).map(|n| text[n.byte_range()].trim())
 }
 
 /// `node` without the parentheses around it.

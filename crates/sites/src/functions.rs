@@ -3,8 +3,10 @@
 use kwb_syntax::{BlankKind, Parsed};
 use tree_sitter::Node;
 
+use crate::fields::Field;
+
 use crate::TemplateParam;
-use crate::index::Index;
+use crate::index::{Context, Index};
 
 /// A function definition and what the kernel map needs to know of it.
 pub struct Function<'t> {
@@ -27,13 +29,14 @@ pub fn collect<'t>(index: &Index<'t>, parsed: &Parsed) -> Vec<Function<'t>> {
     index
         .functions
         .iter()
-        .map(|&node| describe(node, parsed))
+        .zip(&index.contexts)
+        .map(|(&node, context)| describe(node, context, parsed))
         .collect()
 }
 
-fn describe<'t>(node: Node<'t>, parsed: &Parsed) -> Function<'t> {
+fn describe<'t>(node: Node<'t>, context: &Context<'t>, parsed: &Parsed) -> Function<'t> {
     let declarator = function_declarator(node);
-    let name_node = declarator.and_then(|d| d.child_by_field_name("declarator"));
+    let name_node = declarator.and_then(|d| d.field("declarator"));
     let name = name_node
         .map(|n| {
             parsed.masked[n.byte_range()]
@@ -52,7 +55,7 @@ fn describe<'t>(node: Node<'t>, parsed: &Parsed) -> Function<'t> {
         .trim()
         .to_owned();
     // A member defined in its class is named with the class: `AffineBias::operator()`.
-    let name = match enclosing_class(node).and_then(|c| c.child_by_field_name("name")) {
+    let name = match context.class.and_then(|c| c.field("name")) {
         Some(class) if !name.contains("::") => {
             let class = parsed.masked[class.byte_range()]
                 .split('<')
@@ -64,15 +67,22 @@ fn describe<'t>(node: Node<'t>, parsed: &Parsed) -> Function<'t> {
         _ => name,
     };
     let mut template_params = Vec::new();
-    if let Some(parent) = node.parent().filter(|p| p.kind() == "template_declaration") {
+    if let Some(parent) = context
+        .parent
+        .filter(|p| p.kind() == "template_declaration")
+    {
         template_params.extend(template_parameters(parent, parsed, "function"));
     }
-    if let Some(class_template) = enclosing_class_template(node) {
+    if let Some(class_template) = context
+        .class
+        .and(context.class_parent)
+        .filter(|p| p.kind() == "template_declaration")
+    {
         template_params.extend(template_parameters(class_template, parsed, "class"));
     }
     Function {
         node,
-        body: node.child_by_field_name("body"),
+        body: node.field("body"),
         name,
         simple_name,
         role: role(node, parsed),
@@ -89,13 +99,13 @@ pub(crate) fn function_declarator(node: Node<'_>) -> Option<Node<'_>> {
             .named_children(&mut cursor)
             .find(|c| c.kind() == "function_declarator");
     }
-    let mut current = node.child_by_field_name("declarator")?;
+    let mut current = node.field("declarator")?;
     loop {
         if current.kind() == "function_declarator" {
             return Some(current);
         }
         current = current
-            .child_by_field_name("declarator")
+            .field("declarator")
             .or_else(|| current.named_child(0))?;
     }
 }
@@ -104,7 +114,7 @@ pub(crate) fn function_declarator(node: Node<'_>) -> Option<Node<'_>> {
 /// function's head (a `template <…>` line may stand between).
 fn role(node: Node<'_>, parsed: &Parsed) -> &'static str {
     let head_end = node
-        .child_by_field_name("body")
+        .field("body")
         .map_or(node.end_byte(), |b| b.start_byte());
     // Macros before the node too.
     let start = parsed
@@ -130,24 +140,6 @@ fn role(node: Node<'_>, parsed: &Parsed) -> &'static str {
     role
 }
 
-/// The class or struct whose body defines `node`, if any.
-fn enclosing_class(node: Node<'_>) -> Option<Node<'_>> {
-    let mut current = node.parent()?;
-    loop {
-        match current.kind() {
-            "field_declaration_list" => return current.parent(),
-            "function_definition" | "translation_unit" => return None,
-            _ => current = current.parent()?,
-        }
-    }
-}
-
-fn enclosing_class_template(node: Node<'_>) -> Option<Node<'_>> {
-    enclosing_class(node)?
-        .parent()
-        .filter(|p| p.kind() == "template_declaration")
-}
-
 /// The parameters of the `template_declaration` `declaration`, `scope` naming whose
 /// they are (`function`, `class`).
 pub fn template_parameters(
@@ -155,7 +147,7 @@ pub fn template_parameters(
     parsed: &Parsed,
     scope: &'static str,
 ) -> Vec<TemplateParam> {
-    let Some(list) = declaration.child_by_field_name("parameters") else {
+    let Some(list) = declaration.field("parameters") else {
         return Vec::new();
     };
     let text = |n: Option<Node<'_>>| n.map(|n| squash(&parsed.source[n.byte_range()]));
@@ -167,9 +159,9 @@ pub fn template_parameters(
                 "type_parameter_declaration" => ("type", param.named_child(0), None, None),
                 "optional_type_parameter_declaration" => (
                     "type",
-                    param.child_by_field_name("name"),
+                    param.field("name"),
                     None,
-                    param.child_by_field_name("default_type"),
+                    param.field("default_type"),
                 ),
                 "variadic_type_parameter_declaration" | "variadic_parameter_declaration" => {
                     ("pack", last_identifier(param), None, None)
@@ -179,14 +171,14 @@ pub fn template_parameters(
                 }
                 "optional_parameter_declaration" => (
                     "non-type",
-                    param.child_by_field_name("declarator"),
-                    param.child_by_field_name("type"),
-                    param.child_by_field_name("default_value"),
+                    param.field("declarator"),
+                    param.field("type"),
+                    param.field("default_value"),
                 ),
                 _ => (
                     "non-type",
-                    param.child_by_field_name("declarator"),
-                    param.child_by_field_name("type"),
+                    param.field("declarator"),
+                    param.field("type"),
                     None,
                 ),
             };

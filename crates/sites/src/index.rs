@@ -14,6 +14,42 @@ pub struct Held<'t> {
     pub assignments: Vec<Node<'t>>,
 }
 
+/// Where a function sits, read off the walk's path (tree-sitter's `Node::parent`
+/// searches down from the root on each call).
+#[derive(Clone, Copy, Default)]
+pub struct Context<'t> {
+    /// The node holding the function (its `Node::parent`).
+    pub parent: Option<Node<'t>>,
+    /// The class or struct whose body defines it: the parent of the nearest
+    /// `field_declaration_list` above it, unless a `function_definition` or the
+    /// `translation_unit` comes first.
+    pub class: Option<Node<'t>>,
+    /// The node holding that class.
+    pub class_parent: Option<Node<'t>>,
+}
+
+impl<'t> Context<'t> {
+    /// The context of a node whose ancestors, root first, are `path`.
+    fn of(path: &[Node<'t>], kinds: &Kinds) -> Context<'t> {
+        let mut context = Context {
+            parent: path.last().copied(),
+            ..Context::default()
+        };
+        for (i, node) in path.iter().enumerate().rev() {
+            let kind = node.kind_id();
+            if kind == kinds.field_list {
+                context.class = i.checked_sub(1).map(|j| path[j]);
+                context.class_parent = i.checked_sub(2).map(|j| path[j]);
+                break;
+            }
+            if kind == kinds.function || kind == kinds.translation_unit {
+                break;
+            }
+        }
+        context
+    }
+}
+
 /// Function definitions in source order, with what each holds and its parent.
 /// ERROR nodes holding a function declarator count as functions (see `build`).
 pub struct Index<'t> {
@@ -23,31 +59,56 @@ pub struct Index<'t> {
     pub parents: Vec<Option<usize>>,
     /// What each function holds.
     pub held: Vec<Held<'t>>,
+    /// Where each function sits.
+    pub contexts: Vec<Context<'t>>,
     /// `field_declaration` nodes outside any function (class and struct members:
     /// CUTLASS 2.x keeps its warp fragments in a `PipeState`), in source order.
     pub fields: Vec<Node<'t>>,
+    /// Where the query's patterns can have their root, in walk order: every node whose
+    /// kind `build`'s `root_kinds` marks (those inside template parameter lists and
+    /// lambda captures too).
+    pub roots: Vec<Node<'t>>,
 }
 
 impl<'t> Index<'t> {
     /// Walks `tree` once. Template parameter lists and lambda captures hold nothing a
-    /// kernel map needs and are not entered.
-    pub fn build(tree: &'t Tree) -> Index<'t> {
+    /// kernel map needs: nothing in them is filed (they are entered only for `roots`,
+    /// and not at all when `root_kinds` is empty). String and character literals
+    /// without errors are not entered: their children are only their tokens (an asm
+    /// template's pieces and escapes).
+    /// `root_kinds`, indexed by node kind id, marks the kinds listed in `roots`
+    /// (empty: none, and no subtree either).
+    pub fn build(tree: &'t Tree, root_kinds: &[bool]) -> Index<'t> {
         let kinds = Kinds::get();
         let mut index = Index {
             functions: Vec::new(),
             parents: Vec::new(),
             held: Vec::new(),
+            contexts: Vec::new(),
             fields: Vec::new(),
+            roots: Vec::new(),
         };
         let mut cursor = tree.walk();
         // (depth at which the function node sits, its index)
         let mut open: Vec<(usize, usize)> = Vec::new();
         let mut depth = 0usize;
+        // The ancestors of the cursor's node, root first (`depth` of them).
+        let mut path: Vec<Node<'t>> = Vec::new();
+        // The depth of the template parameter list or lambda capture the cursor is
+        // in: nothing there is filed, only query roots are listed.
+        let mut quiet: Option<usize> = None;
         loop {
             let node = cursor.node();
             let kind = node.kind_id();
             let mut enter = node.child_count() > 0;
-            if kind == kinds.function || (node.is_error() && holds_declarator(node)) {
+            if root_kinds.get(usize::from(kind)).copied().unwrap_or(false) {
+                index.roots.push(node);
+            }
+            if kinds.literals.contains(&kind) && !node.has_error() {
+                enter = false;
+            } else if quiet.is_some() {
+                // Nothing in a template parameter list or a lambda capture is filed.
+            } else if kind == kinds.function || (node.is_error() && holds_declarator(node)) {
                 // An ERROR node that holds a function declarator is a function whose
                 // braces do not balance: keep it, so its sites are reported as
                 // partial results.
@@ -55,8 +116,13 @@ impl<'t> Index<'t> {
                 open.push((depth, index.functions.len()));
                 index.functions.push(node);
                 index.held.push(Held::default());
+                index.contexts.push(Context::of(&path, kinds));
             } else if kind == kinds.template_parameters || kind == kinds.lambda_capture {
-                enter = false;
+                if root_kinds.is_empty() {
+                    enter = false;
+                } else {
+                    quiet = Some(depth);
+                }
             } else if kind == kinds.field && open.is_empty() {
                 index.fields.push(node);
             } else if let Some(&(_, f)) = open.last() {
@@ -70,13 +136,17 @@ impl<'t> Index<'t> {
                 }
             }
             if enter && cursor.goto_first_child() {
+                path.push(node);
                 depth += 1;
                 continue;
             }
             loop {
-                // Leaving this node: close the function it is.
+                // Leaving this node: close the function or the quiet part it is.
                 if open.last().is_some_and(|&(d, _)| d == depth) {
                     open.pop();
+                }
+                if quiet == Some(depth) {
+                    quiet = None;
                 }
                 if cursor.goto_next_sibling() {
                     break;
@@ -84,6 +154,7 @@ impl<'t> Index<'t> {
                 if !cursor.goto_parent() {
                     return index;
                 }
+                path.pop();
                 depth -= 1;
             }
         }
@@ -117,6 +188,10 @@ struct Kinds {
     call: u16,
     assignment: u16,
     field: u16,
+    field_list: u16,
+    translation_unit: u16,
+    /// String, raw string, character and concatenated string literals.
+    literals: [u16; 4],
 }
 
 impl Kinds {
@@ -137,6 +212,14 @@ impl Kinds {
                 call: id("call_expression"),
                 assignment: id("assignment_expression"),
                 field: id("field_declaration"),
+                field_list: id("field_declaration_list"),
+                translation_unit: id("translation_unit"),
+                literals: [
+                    id("string_literal"),
+                    id("raw_string_literal"),
+                    id("char_literal"),
+                    id("concatenated_string"),
+                ],
             }
         })
     }

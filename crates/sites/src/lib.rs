@@ -11,6 +11,7 @@
 mod copies;
 mod decls;
 mod error;
+mod fields;
 mod fma;
 mod functions;
 mod index;

@@ -12,6 +12,8 @@
 use kwb_syntax::Parsed;
 use tree_sitter::Node;
 
+use crate::fields::Field;
+
 use crate::functions::{self, Function};
 use crate::index::Index;
 use crate::names::callee_name;
@@ -38,7 +40,7 @@ pub struct LineSite {
 /// that holds it (up to [`MAX_CALLS`] calls up). Empty when none does. One entry per
 /// kind, the nearest first.
 pub fn sites_of_line(parsed: &Parsed, map: &KernelMap, line: usize) -> Vec<LineSite> {
-    let index = Index::build(&parsed.tree);
+    let index = Index::build(&parsed.tree, &[]);
     let functions = functions::collect(&index, parsed);
     let mut found: Vec<LineSite> = Vec::new();
     let mut frontier: Vec<(usize, Vec<(String, usize)>)> = vec![(line, Vec::new())];
@@ -162,6 +164,6 @@ fn innermost_function(functions: &[Function<'_>], line: usize) -> Option<usize> 
 
 /// Whether `call` (a `call_expression`) calls a function named `name`.
 fn calls(call: Node<'_>, name: &str, parsed: &Parsed) -> bool {
-    call.child_by_field_name("function")
+    call.field("function")
         .is_some_and(|f| callee_name(f, &parsed.masked) == name)
 }

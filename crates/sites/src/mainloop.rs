@@ -6,6 +6,8 @@ use std::collections::BTreeMap;
 use kwb_syntax::Parsed;
 use tree_sitter::Node;
 
+use crate::fields::Field;
+
 use crate::Confidence;
 use crate::names::{LoopHeader, loop_header};
 
@@ -232,13 +234,13 @@ pub fn callback_loops<'t>(
     let mut stack = vec![function];
     while let Some(node) = stack.pop() {
         if LOOPS.contains(&node.kind()) && loop_header(header(node, parsed)) == LoopHeader::KTile {
-            let body = node.child_by_field_name("body");
+            let body = node.field("body");
             let mut calls = Vec::new();
             if let Some(body) = body {
                 collect_calls(body, &mut calls);
             }
             let callee = calls.iter().find_map(|c| {
-                let f = c.child_by_field_name("function")?;
+                let f = c.field("function")?;
                 let name = &parsed.masked[f.byte_range()];
                 (f.kind() == "identifier" && is_parameter(name)).then(|| name.to_owned())
             });
@@ -297,11 +299,11 @@ fn enclosing_loops<'t>(
 pub fn header<'p>(node: Node<'_>, parsed: &'p Parsed) -> &'p str {
     if node.kind() == "do_statement" {
         return node
-            .child_by_field_name("condition")
+            .field("condition")
             .map_or("", |c| &parsed.masked[c.byte_range()]);
     }
     let end = node
-        .child_by_field_name("body")
+        .field("body")
         .map_or(node.end_byte(), |b| b.start_byte());
     &parsed.masked[node.start_byte()..end]
 }

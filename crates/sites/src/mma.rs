@@ -1,9 +1,12 @@
 //! What an MMA issue consumes: its A/B operands and its C/D accumulator.
 
-use std::collections::HashSet;
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
 
 use kwb_syntax::Parsed;
 use tree_sitter::Node;
+
+use crate::fields::Field;
 
 use crate::decls::Scope;
 use crate::names::{base_identifier, is_accumulator_name, operand_letter};
@@ -36,7 +39,7 @@ pub fn ptx_instruction(template: &str) -> Option<&str> {
 }
 
 /// The variables an MMA reads and writes, as identifier nodes at the issue site.
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub struct Roles<'t> {
     /// A and B operands with their letter.
     pub operands: Vec<(char, Node<'t>)>,
@@ -61,7 +64,7 @@ fn call_roles<'t>(
     parsed: &Parsed,
     base: &dyn Fn(Node<'t>) -> Option<Node<'t>>,
 ) -> Roles<'t> {
-    let Some(arguments) = call.child_by_field_name("arguments") else {
+    let Some(arguments) = call.field("arguments") else {
         return Roles::default();
     };
     let mut cursor = arguments.walk();
@@ -142,10 +145,10 @@ fn asm_roles<'t>(
     let masked = parsed.masked.as_str();
     // Operands are numbered outputs first, then inputs, as the template's `%N` counts.
     let outputs = asm
-        .child_by_field_name("output_operands")
+        .field("output_operands")
         .map_or(0, |l| asm_operand_count(l));
     let operands = |field: &str, first: usize| -> Vec<(usize, &str, &str, Node<'t>)> {
-        let Some(list) = asm.child_by_field_name(field) else {
+        let Some(list) = asm.field(field) else {
             return Vec::new();
         };
         let mut cursor = list.walk();
@@ -153,8 +156,8 @@ fn asm_roles<'t>(
             .filter(|n| n.kind().ends_with("_operand"))
             .enumerate()
             .filter_map(|(i, operand)| {
-                let constraint = operand.child_by_field_name("constraint")?;
-                let node = base(operand.child_by_field_name("value")?)?;
+                let constraint = operand.field("constraint")?;
+                let node = base(operand.field("value")?)?;
                 Some((
                     first + i,
                     masked[constraint.byte_range()].trim_matches('"'),
@@ -167,9 +170,7 @@ fn asm_roles<'t>(
     // tcgen05.mma's operands by position (D's address in tensor memory is an integer
     // register, as are A's and B's descriptors, so the constraint cannot tell them
     // apart): read from the template.
-    let template = asm
-        .child_by_field_name("assembly_code")
-        .map(|t| &masked[t.byte_range()]);
+    let template = asm.field("assembly_code").map(|t| &masked[t.byte_range()]);
     let umma = template.and_then(tcgen05_operands);
     // A register-fed MMA's A and B registers by where its template puts them.
     let placed = template
@@ -378,6 +379,15 @@ fn scalar_roles<'t>(
     roles
 }
 
+/// The roles of the MMA issues that are not calls (inline asm, scalar accumulates),
+/// read once per issue and scope: the map asks for them two or three times, and a
+/// wgmma's asm has up to a few hundred operands.
+#[derive(Default)]
+pub struct Memo<'t> {
+    /// By (issue node id, address of the scope it was read in).
+    roles: RefCell<HashMap<(usize, usize), Roles<'t>>>,
+}
+
 /// What one parameter of a function is to the MMAs the function issues.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Role {
@@ -397,11 +407,22 @@ pub fn roles_with<'t>(
     parsed: &Parsed,
     scope: &Scope<'t>,
     table: &ParamRoles,
+    memo: &Memo<'t>,
 ) -> Roles<'t> {
-    if mma.kind() == "call_expression"
-        && let Some(function) = mma.child_by_field_name("function")
+    let is_call = mma.kind() == "call_expression";
+    if !is_call {
+        // Inline asm and scalar accumulates do not depend on the table.
+        let key = (mma.id(), std::ptr::from_ref(scope) as usize);
+        if let Some(known) = memo.roles.borrow().get(&key) {
+            return known.clone();
+        }
+        let found = roles(mma, parsed, scope);
+        memo.roles.borrow_mut().insert(key, found.clone());
+        return found;
+    }
+    if let Some(function) = mma.field("function")
         && let Some(params) = table.get(crate::names::callee_name(function, &parsed.masked))
-        && let Some(arguments) = mma.child_by_field_name("arguments")
+        && let Some(arguments) = mma.field("arguments")
     {
         let is_local = |name: &str| scope.has(name);
         let mut cursor = arguments.walk();
@@ -428,12 +449,13 @@ pub fn roles_with<'t>(
 }
 
 /// The parameters of `function` that the MMA issues `mmas` inside it use, by position.
-pub fn parameter_roles(
-    function: Node<'_>,
-    mmas: &[Node<'_>],
+pub fn parameter_roles<'t>(
+    function: Node<'t>,
+    mmas: &[Node<'t>],
     parsed: &Parsed,
-    scope: &Scope<'_>,
+    scope: &Scope<'t>,
     table: &ParamRoles,
+    memo: &Memo<'t>,
 ) -> Vec<(usize, Role)> {
     let Some(parameters) = parameter_list(function) else {
         return Vec::new();
@@ -446,7 +468,7 @@ pub fn parameter_roles(
         .collect();
     let mut out = Vec::new();
     for &mma in mmas {
-        let roles = roles_with(mma, parsed, scope, table);
+        let roles = roles_with(mma, parsed, scope, table, memo);
         let named = roles
             .accumulators
             .iter()
@@ -469,13 +491,13 @@ pub fn parameter_roles(
 }
 
 fn parameter_list(function: Node<'_>) -> Option<Node<'_>> {
-    let mut current = function.child_by_field_name("declarator")?;
+    let mut current = function.field("declarator")?;
     loop {
         if current.kind() == "function_declarator" {
-            return current.child_by_field_name("parameters");
+            return current.field("parameters");
         }
         current = current
-            .child_by_field_name("declarator")
+            .field("declarator")
             .or_else(|| current.named_child(0))?;
     }
 }

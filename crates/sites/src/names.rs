@@ -6,6 +6,8 @@ use std::sync::OnceLock;
 use regex::Regex;
 use tree_sitter::Node;
 
+use crate::fields::Field;
+
 /// Where a CuTe-named tensor lives (`tAgA` → global, `tCsA` → shared, `tCrA` →
 /// registers), and which operand letter it carries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -154,10 +156,8 @@ fn segments(ident: &str) -> Vec<String> {
 /// `Weight(d).load` → `load`, `warpgroup_wait<0>` → `warpgroup_wait`.
 pub fn callee_name<'a>(function: Node<'_>, text: &'a str) -> &'a str {
     let named = match function.kind() {
-        "field_expression" => function.child_by_field_name("field"),
-        "qualified_identifier" | "template_function" | "template_method" => {
-            function.child_by_field_name("name")
-        }
+        "field_expression" => function.field("field"),
+        "qualified_identifier" | "template_function" | "template_method" => function.field("name"),
         _ => None,
     };
     match named {
@@ -206,18 +206,18 @@ pub fn base_identifier<'t>(
     match node.kind() {
         "identifier" | "field_identifier" => Some(node),
         "call_expression" => {
-            let function = node.child_by_field_name("function")?;
+            let function = node.field("function")?;
             let name = &text[function.byte_range()];
             if function.kind() == "identifier" && (is_local(name) || memory_space(name).is_some()) {
                 return Some(function);
             }
-            let arguments = node.child_by_field_name("arguments")?;
+            let arguments = node.field("arguments")?;
             let first = arguments.named_child(0)?;
             base_identifier(first, text, is_local)
         }
         "field_expression" => {
             // `pipe_state.warp_loaded_frag_A_[i]`: the field says what the value is.
-            let field = node.child_by_field_name("field")?;
+            let field = node.field("field")?;
             let name = &text[field.byte_range()];
             if operand_letter(name.trim_end_matches('_')).is_some()
                 || name.to_ascii_lowercase().contains("frag")
@@ -225,16 +225,14 @@ pub fn base_identifier<'t>(
             {
                 return Some(field);
             }
-            base_identifier(node.child_by_field_name("argument")?, text, is_local)
+            base_identifier(node.field("argument")?, text, is_local)
         }
-        "subscript_expression" => {
-            base_identifier(node.child_by_field_name("argument")?, text, is_local)
-        }
+        "subscript_expression" => base_identifier(node.field("argument")?, text, is_local),
         "pointer_expression" | "unary_expression" => {
-            base_identifier(node.child_by_field_name("argument")?, text, is_local)
+            base_identifier(node.field("argument")?, text, is_local)
         }
-        "binary_expression" => base_identifier(node.child_by_field_name("left")?, text, is_local),
-        "cast_expression" => base_identifier(node.child_by_field_name("value")?, text, is_local),
+        "binary_expression" => base_identifier(node.field("left")?, text, is_local),
+        "cast_expression" => base_identifier(node.field("value")?, text, is_local),
         "parenthesized_expression" | "argument_list" => {
             base_identifier(node.named_child(0)?, text, is_local)
         }

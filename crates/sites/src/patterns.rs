@@ -54,6 +54,10 @@ pub struct Pattern {
     pub origin: String,
     query: Query,
     marks: Vec<Option<Mark>>,
+    /// Indexed by node kind id: whether some pattern's root node has that kind. None
+    /// when a pattern's root is not one plain node kind (a wildcard, an alternation,
+    /// siblings): such a query is run over the whole tree.
+    roots: Option<Vec<bool>>,
 }
 
 /// A node a pattern marked.
@@ -93,11 +97,19 @@ impl Pattern {
                 src: NamedSource::new(origin, source.to_owned()),
             });
         }
+        let roots = root_kinds(&query, source);
         Ok(Pattern {
             origin: origin.to_owned(),
             query,
             marks,
+            roots,
         })
+    }
+
+    /// Indexed by node kind id: whether a pattern of this query can match a node of
+    /// that kind as its root; None when some pattern's root is not a plain node kind.
+    pub fn root_kinds(&self) -> Option<&[bool]> {
+        self.roots.as_deref()
     }
 
     /// Capture names that are neither a site kind, `copy`, `accumulate`,
@@ -127,29 +139,104 @@ pub fn builtin() -> &'static Pattern {
     })
 }
 
+/// The node kind of each pattern's root, read from the pattern's text: the first
+/// name after its opening parentheses. None when a pattern is not rooted or its root
+/// is not one named node kind (`_`, `[…]`, a supertype, an anonymous node).
+fn root_kinds(query: &Query, source: &str) -> Option<Vec<bool>> {
+    let language = kwb_syntax::language();
+    let mut roots = vec![false; language.node_kind_count()];
+    for i in 0..query.pattern_count() {
+        if !query.is_pattern_rooted(i) {
+            return None;
+        }
+        let text = source
+            .get(query.start_byte_for_pattern(i)..query.end_byte_for_pattern(i))?
+            .trim_start_matches(|c: char| c == '(' || c.is_whitespace());
+        let end = text
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(text.len());
+        let (name, rest) = text.split_at(end);
+        if name.is_empty()
+            || name == "_"
+            || !rest.starts_with(|c: char| c.is_whitespace() || c == ')')
+        {
+            return None;
+        }
+        let id = language.id_for_node_kind(name, true);
+        if id == 0 {
+            return None;
+        }
+        *roots.get_mut(usize::from(id))? = true;
+    }
+    Some(roots)
+}
+
 /// Runs the built-in patterns and then `user`, returning hits in no set order.
-pub fn run<'t>(parsed: &'t Parsed, user: &[Pattern]) -> Vec<Hit<'t>> {
+/// `roots` are every node of the tree, in walk order, whose kind is marked by
+/// [`Pattern::root_kinds`] of [`builtin`] (the index walk lists them).
+pub fn run<'t>(parsed: &'t Parsed, roots: &[Node<'t>], user: &[Pattern]) -> Vec<Hit<'t>> {
     let mut hits = Vec::new();
-    run_one(builtin(), parsed, false, &mut hits);
+    let builtin = builtin();
+    match builtin.roots {
+        Some(_) => run_rooted(builtin, parsed, roots, false, &mut hits),
+        None => run_one(builtin, parsed, false, &mut hits),
+    }
     for pattern in user {
         run_one(pattern, parsed, true, &mut hits);
     }
     hits
 }
 
-fn run_one<'t>(pattern: &Pattern, parsed: &'t Parsed, user: bool, hits: &mut Vec<Hit<'t>>) {
+/// Matches `pattern` with each root node in turn as its root: the cursor descends
+/// only as deep as a pattern begun there needs, instead of walking the whole tree
+/// (thousands of asm operand and parameter lists in a CuTe MMA header).
+fn run_rooted<'t>(
+    pattern: &Pattern,
+    parsed: &'t Parsed,
+    roots: &[Node<'t>],
+    user: bool,
+    hits: &mut Vec<Hit<'t>>,
+) {
+    let mut cursor = QueryCursor::new();
+    cursor.set_max_start_depth(Some(0));
+    let text = parsed.masked.as_bytes();
+    for &root in roots {
+        let mut matches = cursor.matches(&pattern.query, root, text);
+        while let Some(m) = matches.next() {
+            push_captures(pattern, m, user, hits);
+        }
+    }
+}
+
+/// Matches `pattern` over the whole tree (user patterns, and the check that
+/// [`run_rooted`] finds the same hits).
+pub(crate) fn run_one<'t>(
+    pattern: &Pattern,
+    parsed: &'t Parsed,
+    user: bool,
+    hits: &mut Vec<Hit<'t>>,
+) {
     let mut cursor = QueryCursor::new();
     let root = parsed.tree.root_node();
     let mut matches = cursor.matches(&pattern.query, root, parsed.masked.as_bytes());
     while let Some(m) = matches.next() {
-        for capture in m.captures {
-            if let Some(mark) = pattern.marks[capture.index as usize] {
-                hits.push(Hit {
-                    mark,
-                    node: capture.node,
-                    user,
-                });
-            }
+        push_captures(pattern, m, user, hits);
+    }
+}
+
+fn push_captures<'t>(
+    pattern: &Pattern,
+    m: &tree_sitter::QueryMatch<'_, 't>,
+    user: bool,
+    hits: &mut Vec<Hit<'t>>,
+) {
+    for capture in m.captures {
+        if let Some(mark) = pattern.marks[capture.index as usize] {
+            hits.push(Hit {
+                mark,
+                node: capture.node,
+                user,
+            });
         }
     }
 }

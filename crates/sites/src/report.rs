@@ -7,6 +7,8 @@ use std::collections::BTreeSet;
 use kwb_syntax::{BlankKind, Parsed};
 use tree_sitter::Node;
 
+use crate::fields::Field;
+
 use crate::copies;
 use crate::decls::{Decl, Scope, address_of, viewed_tensor};
 use crate::fma;
@@ -29,7 +31,10 @@ struct Found<'t> {
 }
 
 pub fn build(parsed: &Parsed, user: &[Pattern]) -> KernelMap {
-    let index = Index::build(&parsed.tree);
+    let index = Index::build(
+        &parsed.tree,
+        patterns::builtin().root_kinds().unwrap_or_default(),
+    );
     let functions = functions::collect(&index, parsed);
     // Scopes are built on first use: most functions of a header hold no site.
     let scopes: Vec<OnceCell<Scope<'_>>> = functions.iter().map(|_| OnceCell::new()).collect();
@@ -43,7 +48,7 @@ pub fn build(parsed: &Parsed, user: &[Pattern]) -> KernelMap {
         lambda_cells[i].get_or_init(|| lambdas_of(&index.held[i].declarations, parsed))
     };
 
-    let hits = patterns::run(parsed, user);
+    let hits = patterns::run(parsed, &index.roots, user);
     // Names of descriptor types, with the line of their alias.
     let descriptor_aliases: Vec<(&str, usize)> = hits
         .iter()
@@ -127,7 +132,7 @@ pub fn build(parsed: &Parsed, user: &[Pattern]) -> KernelMap {
         for (i, held) in index.held.iter().enumerate() {
             for &call in &held.calls {
                 let second = call
-                    .child_by_field_name("arguments")
+                    .field("arguments")
                     .and_then(|a| a.named_child(1))
                     .map_or("", |n| &parsed.masked[n.byte_range()]);
                 let encodes = second.trim_start().starts_with("CU_TENSOR_MAP_DATA_TYPE_")
@@ -164,7 +169,7 @@ pub fn build(parsed: &Parsed, user: &[Pattern]) -> KernelMap {
             .iter()
             .filter(|_| !descriptor_aliases.is_empty())
         {
-            let Some(ty) = decl.node.child_by_field_name("type") else {
+            let Some(ty) = decl.node.field("type") else {
                 continue;
             };
             let ty = parsed.masked[ty.byte_range()]
@@ -245,6 +250,7 @@ pub fn build(parsed: &Parsed, user: &[Pattern]) -> KernelMap {
     // How each MMA-issuing function's parameters reach its MMAs, so callers passing
     // `acc` into a helper see it as their accumulator (nested helpers need rounds).
     let mut param_roles = mma::ParamRoles::new();
+    let roles_memo = mma::Memo::default();
     for round in 0..3 {
         for (i, function) in functions.iter().enumerate() {
             let mmas: Vec<Node<'_>> = found[i]
@@ -257,7 +263,14 @@ pub fn build(parsed: &Parsed, user: &[Pattern]) -> KernelMap {
             if mmas.is_empty() || (round > 0 && !through_calls) {
                 continue;
             }
-            let roles = mma::parameter_roles(function.node, &mmas, parsed, scope(i), &param_roles);
+            let roles = mma::parameter_roles(
+                function.node,
+                &mmas,
+                parsed,
+                scope(i),
+                &param_roles,
+                &roles_memo,
+            );
             if !roles.is_empty() {
                 param_roles.insert(function.simple_name.clone(), roles);
             }
@@ -290,6 +303,7 @@ pub fn build(parsed: &Parsed, user: &[Pattern]) -> KernelMap {
                     fields: &index.fields,
                     runs_mma: &runs_mma,
                     param_roles: &param_roles,
+                    roles_memo: &roles_memo,
                 },
                 scope(i),
                 parsed,
@@ -308,7 +322,7 @@ pub fn build(parsed: &Parsed, user: &[Pattern]) -> KernelMap {
         .iter()
         .flatten()
         .filter(|s| s.kind == SiteKind::Mma && s.node.kind() == "call_expression")
-        .filter_map(|s| s.node.child_by_field_name("function"))
+        .filter_map(|s| s.node.field("function"))
         .map(|f| crate::names::callee_name(f, &parsed.masked).to_owned())
         .chain(
             derived
@@ -340,7 +354,7 @@ pub fn build(parsed: &Parsed, user: &[Pattern]) -> KernelMap {
             .iter()
             .any(|s| s.kind == SiteKind::Mma && s.node.kind() == "call_expression");
         let arguments = if calls_mma {
-            mma_arguments(&sites, parsed, scope(i), &param_roles)
+            mma_arguments(&sites, parsed, scope(i), &param_roles, &roles_memo)
         } else {
             Vec::new()
         };
@@ -359,6 +373,8 @@ struct FileFacts<'a, 't> {
     runs_mma: &'a BTreeSet<&'a str>,
     /// How each MMA-issuing function's parameters reach its MMAs.
     param_roles: &'a mma::ParamRoles,
+    /// The roles of the file's inline-asm and scalar MMA issues, once read.
+    roles_memo: &'a mma::Memo<'t>,
 }
 
 /// Mainloops, operands, accumulators and epilogue statements of one function.
@@ -374,6 +390,7 @@ fn derive<'t>(
         fields,
         runs_mma,
         param_roles,
+        roles_memo,
     } = *facts;
     let of = |kind: SiteKind, sites: &[Found<'t>]| -> Vec<Node<'t>> {
         sites
@@ -386,7 +403,7 @@ fn derive<'t>(
     // A scalar accumulate that reads a tensor-core MMA's accumulator is the
     // promotion of its partial sums (`final_accum[i] += scale * accum[i]`, fp8 block
     // scaling), not an MMA of its own: its target stays an accumulator.
-    let promotions = promotions(&mma_nodes, scope, param_roles, parsed);
+    let promotions = promotions(&mma_nodes, scope, param_roles, roles_memo, parsed);
     if !promotions.is_empty() {
         sites.retain(|s| !(s.kind == SiteKind::Mma && promotions.contains(&s.node.id())));
     }
@@ -418,7 +435,7 @@ fn derive<'t>(
             .is_some_and(|d| d.parameter)
     };
     let calls_a_callable = calls.iter().any(|(call, name)| {
-        call.child_by_field_name("function")
+        call.field("function")
             .is_some_and(|f| f.kind() == "identifier")
             && is_parameter(name)
     });
@@ -439,7 +456,7 @@ fn derive<'t>(
     // declared name, keyed by the declaration and the name.
     let mut resolved: BTreeSet<(usize, String)> = BTreeSet::new();
     for &m in mma_nodes.iter().chain(&promoted) {
-        let roles = mma::roles_with(m, parsed, scope, param_roles);
+        let roles = mma::roles_with(m, parsed, scope, param_roles, roles_memo);
         let mma_line = m.start_position().row + 1;
         let promotion = promotions.contains(&m.id());
         for (letter, node) in roles.operands.into_iter().filter(|_| !promotion) {
@@ -512,7 +529,7 @@ fn derive<'t>(
     // producer that issues no MMA.
     for &load in &loads {
         let load_line = load.start_position().row + 1;
-        let Some(arguments) = load.child_by_field_name("arguments") else {
+        let Some(arguments) = load.field("arguments") else {
             continue;
         };
         let is_local = |n: &str| scope.has(n);
@@ -612,13 +629,19 @@ fn promotions<'t>(
     mmas: &[Node<'t>],
     scope: &Scope<'t>,
     param_roles: &mma::ParamRoles,
+    memo: &mma::Memo<'t>,
     parsed: &Parsed,
 ) -> BTreeSet<usize> {
     let scalar = |m: &Node<'_>| matches!(m.kind(), "assignment_expression" | "init_declarator");
+    // Without a scalar accumulate there is nothing to promote: the tensor-core MMAs'
+    // roles (a wgmma's hundred accumulator registers) are not read.
+    if !mmas.iter().any(scalar) {
+        return BTreeSet::new();
+    }
     let core: BTreeSet<&str> = mmas
         .iter()
         .filter(|m| !scalar(m))
-        .flat_map(|&m| mma::roles_with(m, parsed, scope, param_roles).accumulators)
+        .flat_map(|&m| mma::roles_with(m, parsed, scope, param_roles, memo).accumulators)
         .map(|n| &parsed.masked[n.byte_range()])
         .collect();
     if core.is_empty() {
@@ -627,7 +650,7 @@ fn promotions<'t>(
     mmas.iter()
         .filter(|m| scalar(m))
         .filter(|m| {
-            m.child_by_field_name("right").is_some_and(|right| {
+            m.field("right").is_some_and(|right| {
                 crate::names::identifiers(&parsed.masked[right.byte_range()])
                     .any(|i| core.contains(i))
             })
@@ -649,7 +672,7 @@ fn calls_a_parameter(
     };
     let head = &parsed.masked[function.node.start_byte()..body.start_byte()];
     calls.iter().any(|(call, name)| {
-        call.child_by_field_name("function")
+        call.field("function")
             .is_some_and(|f| f.kind() == "identifier")
             && crate::names::identifiers(head).any(|i| i == name)
     })
@@ -672,7 +695,7 @@ fn field_declaring<'t>(fields: &[Node<'t>], name: &str, parsed: &Parsed) -> Opti
         f.children_by_field_name("declarator", &mut cursor)
             .any(|d| {
                 let mut d = d;
-                while let Some(inner) = d.child_by_field_name("declarator") {
+                while let Some(inner) = d.field("declarator") {
                     d = inner;
                 }
                 &parsed.masked[d.byte_range()] == name
@@ -719,19 +742,17 @@ fn operand_chain<'s, 't>(
                 "call_expression"
                     if decl.shared && is_binding(value) && partitions(value, parsed) =>
                 {
-                    let arguments = value.child_by_field_name("arguments")?;
+                    let arguments = value.field("arguments")?;
                     let shared = (0..arguments.named_child_count())
                         .filter_map(|k| arguments.named_child(k))
                         .find(|a| base_decl(*a, decl).is_some_and(|d| d.shared))?;
                     (Link::View, shared)
                 }
                 "call_expression" => {
-                    let function = value.child_by_field_name("function")?;
+                    let function = value.field("function")?;
                     let callee = crate::names::callee_name(function, &parsed.masked);
                     let lower = callee.to_ascii_lowercase();
-                    let first_arg = value
-                        .child_by_field_name("arguments")
-                        .and_then(|a| a.named_child(0))?;
+                    let first_arg = value.field("arguments").and_then(|a| a.named_child(0))?;
                     let link = if callee.ends_with("_cast")
                         || lower.contains("cvta")
                         || lower.contains("smem_u32")
@@ -767,13 +788,13 @@ fn operand_chain<'s, 't>(
                     (link, first_arg)
                 }
                 // `(T*)&smem[0]`, `sh_w + stage * kTile`, `&sA[0]`: pointer views.
-                "cast_expression" => (Link::View, value.child_by_field_name("value")?),
-                "binary_expression" => (Link::View, value.child_by_field_name("left")?),
-                "pointer_expression" => (Link::View, value.child_by_field_name("argument")?),
+                "cast_expression" => (Link::View, value.field("value")?),
+                "binary_expression" => (Link::View, value.field("left")?),
+                "pointer_expression" => (Link::View, value.field("argument")?),
                 // `float a = a_float[k];`: a register copy of one element of a local
                 // array, itself an operand (not a parameter: a global pointer's
                 // element is a load, not a fragment).
-                "subscript_expression" => (Link::Made, value.child_by_field_name("argument")?),
+                "subscript_expression" => (Link::Made, value.field("argument")?),
                 _ => return None,
             };
             let next = base_decl(from, decl)
@@ -808,7 +829,7 @@ fn operand_chain<'s, 't>(
 /// Whether a call partitions tensors it is given (`tma_partition`, `partition_S`),
 /// as opposed to making them (`gmem_tensor_init(…, smem_base)`).
 fn partitions(call: Node<'_>, parsed: &Parsed) -> bool {
-    call.child_by_field_name("function")
+    call.field("function")
         .is_some_and(|f| crate::names::callee_name(f, &parsed.masked).contains("partition"))
 }
 
@@ -816,7 +837,7 @@ fn partitions(call: Node<'_>, parsed: &Parsed) -> bool {
 fn is_binding(value: Node<'_>) -> bool {
     value.parent().is_some_and(|p| {
         p.kind() == "init_declarator"
-            && p.child_by_field_name("declarator")
+            && p.field("declarator")
                 .is_some_and(|d| d.kind() == "structured_binding_declarator")
     })
 }
@@ -865,7 +886,7 @@ fn is_storage(decl: &Decl<'_>, scope: &Scope<'_>, parsed: &Parsed) -> bool {
     // `storage.smem_A.data()`): an accessor of the shared allocation.
     if value.kind() == "call_expression"
         && value
-            .child_by_field_name("function")
+            .field("function")
             .is_some_and(|f| f.kind() == "field_expression")
     {
         let object = text
@@ -878,10 +899,10 @@ fn is_storage(decl: &Decl<'_>, scope: &Scope<'_>, parsed: &Parsed) -> bool {
         }
     }
     let from = match value.kind() {
-        "cast_expression" => value.child_by_field_name("value"),
-        "call_expression" if text.contains("_cast") => value
-            .child_by_field_name("arguments")
-            .and_then(|a| a.named_child(0)),
+        "cast_expression" => value.field("value"),
+        "call_expression" if text.contains("_cast") => {
+            value.field("arguments").and_then(|a| a.named_child(0))
+        }
         _ => None,
     };
     let is_local = |n: &str| scope.has(n);
@@ -895,7 +916,7 @@ fn is_storage(decl: &Decl<'_>, scope: &Scope<'_>, parsed: &Parsed) -> bool {
 fn is_byte_buffer(decl: &Decl<'_>, parsed: &Parsed) -> bool {
     let ty = decl
         .node
-        .child_by_field_name("type")
+        .field("type")
         .map_or("", |t| &parsed.masked[t.byte_range()]);
     let ty = ty.trim_start_matches("const ").trim();
     matches!(
@@ -1090,7 +1111,7 @@ fn written_by(statement: Node<'_>, read: &str, scope: &Scope<'_>, parsed: &Parse
             // A store through a `const` struct's pointer field (`task.out[i] = v`)
             // writes the pointee, not the struct.
             if let Some(base) = expr
-                .child_by_field_name("left")
+                .field("left")
                 .and_then(|l| crate::names::base_identifier(l, &parsed.masked, &is_local))
                 .filter(|b| {
                     scope
@@ -1108,7 +1129,7 @@ fn written_by(statement: Node<'_>, read: &str, scope: &Scope<'_>, parsed: &Parse
             }
         }
         "call_expression" => {
-            let Some(arguments) = expr.child_by_field_name("arguments") else {
+            let Some(arguments) = expr.field("arguments") else {
                 return out;
             };
             let mut cursor = arguments.walk();
@@ -1160,13 +1181,13 @@ fn declares_values(statement: Node<'_>, parsed: &Parsed) -> bool {
     let mut cursor = statement.walk();
     let values: Vec<Node<'_>> = statement
         .children_by_field_name("declarator", &mut cursor)
-        .filter_map(|d| d.child_by_field_name("value"))
+        .filter_map(|d| d.field("value"))
         .collect();
     values.iter().all(|value| {
         if value.kind() != "call_expression" {
             return true;
         }
-        let Some(function) = value.child_by_field_name("function") else {
+        let Some(function) = value.field("function") else {
             return true;
         };
         let callee = crate::names::callee_name(function, &parsed.masked);
@@ -1178,7 +1199,7 @@ fn declares_values(statement: Node<'_>, parsed: &Parsed) -> bool {
 
 /// Whether a call passes CuTe's `_` (`tAcc(_, m, n)`): a slice of a tensor.
 fn slices(call: Node<'_>, parsed: &Parsed) -> bool {
-    let Some(arguments) = call.child_by_field_name("arguments") else {
+    let Some(arguments) = call.field("arguments") else {
         return false;
     };
     let mut cursor = arguments.walk();
@@ -1193,7 +1214,7 @@ fn view_of(name: &str, at: usize, scope: &Scope<'_>, parsed: &Parsed) -> Option<
     if value.kind() != "call_expression" {
         return None;
     }
-    let function = value.child_by_field_name("function")?;
+    let function = value.field("function")?;
     let callee = crate::names::callee_name(function, &parsed.masked);
     let is_view = callee == "recast"
         || callee.starts_with("retile")
@@ -1205,7 +1226,7 @@ fn view_of(name: &str, at: usize, scope: &Scope<'_>, parsed: &Parsed) -> Option<
     let first = if slices(value, parsed) && function.kind() == "identifier" {
         function
     } else {
-        value.child_by_field_name("arguments")?.named_child(0)?
+        value.field("arguments")?.named_child(0)?
     };
     let is_local = |n: &str| scope.has(n);
     let base = crate::names::base_identifier(first, &parsed.masked, &is_local)?;
@@ -1242,14 +1263,14 @@ fn is_index(name: &str, at: usize, scope: &Scope<'_>, parsed: &Parsed) -> bool {
     };
     let ty = decl
         .node
-        .child_by_field_name("type")
+        .field("type")
         .map_or("", |t| &parsed.masked[t.byte_range()]);
     let integer = ["int", "bool", "size_t", "unsigned", "long", "short", "char"]
         .iter()
         .any(|w| ty.contains(w));
     let declarator = decl
         .node
-        .child_by_field_name("declarator")
+        .field("declarator")
         .map_or("", |d| &parsed.masked[d.byte_range()]);
     integer && !declarator.contains('*') && !declarator.contains('[')
 }
@@ -1282,14 +1303,14 @@ fn carries_values(name: &str, at: usize, scope: &Scope<'_>, parsed: &Parsed) -> 
 fn declared_as_values(decl: &Decl<'_>, parsed: &Parsed) -> bool {
     let ty = decl
         .node
-        .child_by_field_name("type")
+        .field("type")
         .map_or("", |t| &parsed.masked[t.byte_range()]);
     // The maker's own name: `thr_copy.partition_S(acc)` is a view of values, made by
     // a copy object.
     let maker = decl
         .value
         .filter(|v| v.kind() == "call_expression")
-        .and_then(|v| v.child_by_field_name("function"))
+        .and_then(|v| v.field("function"))
         .map_or("", |f| crate::names::callee_name(f, &parsed.masked));
     let described = format!("{} {ty} {maker}", decl.name).to_ascii_lowercase();
     !NOT_VALUES.iter().any(|w| described.contains(w))
@@ -1298,7 +1319,7 @@ fn declared_as_values(decl: &Decl<'_>, parsed: &Parsed) -> bool {
 /// Whether a declaration is of a `const` object or pointee (`const Task& task`,
 /// `Params const& p`): it cannot receive values.
 fn is_const(decl: Node<'_>, parsed: &Parsed) -> bool {
-    let Some(declarator) = decl.child_by_field_name("declarator") else {
+    let Some(declarator) = decl.field("declarator") else {
         return false;
     };
     let head = &parsed.masked[decl.start_byte()..declarator.start_byte()];
@@ -1318,7 +1339,7 @@ fn is_const(decl: Node<'_>, parsed: &Parsed) -> bool {
 fn holds_values(decl: &Decl<'_>, parsed: &Parsed) -> bool {
     let ty = decl
         .node
-        .child_by_field_name("type")
+        .field("type")
         .map_or("", |t| &parsed.masked[t.byte_range()]);
     let lower = ty.to_ascii_lowercase();
     let scalar = FLOATING
@@ -1370,14 +1391,14 @@ fn epilogue_side_inputs<'t>(
             }
             if node.kind() != "binary_expression"
                 || !matches!(
-                    node.child_by_field_name("operator").map(|o| o.kind()),
+                    node.field("operator").map(|o| o.kind()),
                     Some("+" | "-" | "*" | "/")
                 )
             {
                 continue;
             }
             for side in ["left", "right"] {
-                let Some(operand) = node.child_by_field_name(side).map(crate::fma::strip) else {
+                let Some(operand) = node.field(side).map(crate::fma::strip) else {
                     continue;
                 };
                 if operand.kind() != "identifier" {
@@ -1427,7 +1448,7 @@ fn epilogue_side_inputs<'t>(
 fn is_floating(decl: &Decl<'_>, parsed: &Parsed) -> bool {
     let ty = decl
         .node
-        .child_by_field_name("type")
+        .field("type")
         .map_or("", |t| &parsed.masked[t.byte_range()])
         .to_ascii_lowercase();
     ty == "auto" || FLOATING.iter().any(|w| ty.contains(w))
@@ -1477,7 +1498,7 @@ fn is_declared_name(node: Node<'_>) -> bool {
             | "init_declarator"
             | "declaration"
             | "parameter_declaration" => {
-                if parent.child_by_field_name("declarator") != Some(child) {
+                if parent.field("declarator") != Some(child) {
                     return false;
                 }
                 if matches!(parent.kind(), "declaration" | "parameter_declaration") {
@@ -1502,7 +1523,7 @@ fn is_metadata_use(node: Node<'_>, parsed: &Parsed) -> bool {
     else {
         return false;
     };
-    let Some(function) = call.child_by_field_name("function") else {
+    let Some(function) = call.field("function") else {
         return false;
     };
     matches!(
@@ -1679,10 +1700,9 @@ fn lambdas_of<'t>(declarations: &[Node<'t>], parsed: &Parsed) -> Lambdas<'t> {
         }
         let mut cursor = decl.walk();
         for declarator in decl.children_by_field_name("declarator", &mut cursor) {
-            let (Some(name), Some(value)) = (
-                declarator.child_by_field_name("declarator"),
-                declarator.child_by_field_name("value"),
-            ) else {
+            let (Some(name), Some(value)) =
+                (declarator.field("declarator"), declarator.field("value"))
+            else {
                 continue;
             };
             if value.kind() == "lambda_expression" && name.kind() == "identifier" {
@@ -1747,7 +1767,7 @@ fn calls_in<'t>(calls: &[Node<'t>], parsed: &Parsed) -> Vec<(Node<'t>, String)> 
     let mut out: Vec<(Node<'t>, String)> = calls
         .iter()
         .filter_map(|&node| {
-            let function = node.child_by_field_name("function")?;
+            let function = node.field("function")?;
             let name = crate::names::callee_name(function, &parsed.masked);
             Some((node, name.to_owned()))
         })
@@ -1763,14 +1783,15 @@ fn mma_arguments<'t>(
     parsed: &Parsed,
     scope: &Scope<'t>,
     param_roles: &mma::ParamRoles,
+    memo: &mma::Memo<'t>,
 ) -> Vec<MmaArguments> {
     let mut out: Vec<MmaArguments> = Vec::new();
     for s in sites
         .iter()
         .filter(|s| s.kind == SiteKind::Mma && s.node.kind() == "call_expression")
     {
-        let roles = mma::roles_with(s.node, parsed, scope, param_roles);
-        let Some(arguments) = s.node.child_by_field_name("arguments") else {
+        let roles = mma::roles_with(s.node, parsed, scope, param_roles, memo);
+        let Some(arguments) = s.node.field("arguments") else {
             continue;
         };
         let mut found = MmaArguments {

@@ -31,6 +31,50 @@ fn builtin_queries_compile_and_every_capture_names_a_kind() {
     }
 }
 
+/// The built-in query run from the index's roots finds what it finds run over the
+/// whole tree, on every CUDA source of the repository's fixtures and kernels.
+#[test]
+fn rooted_query_run_finds_what_the_whole_tree_run_finds() {
+    assert!(
+        builtin_pattern().root_kinds().is_some(),
+        "every built-in pattern has one node kind at its root"
+    );
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut files = Vec::new();
+    let mut dirs = vec![root.join("fixtures"), root.join("kernels")];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).expect("fixture folder").flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path
+                .extension()
+                .is_some_and(|e| e == "cu" || e == "cuh" || e == "h" || e == "hpp")
+            {
+                files.push(path);
+            }
+        }
+    }
+    assert!(files.len() > 20, "{files:?}");
+    for path in files {
+        let source = std::fs::read_to_string(&path).expect("fixture reads");
+        let parsed = kwb_syntax::parse(&source);
+        let key = |h: &patterns::Hit<'_>| (format!("{:?}", h.mark), h.node.id());
+        let index = index::Index::build(
+            &parsed.tree,
+            builtin_pattern().root_kinds().unwrap_or_default(),
+        );
+        let rooted: std::collections::BTreeSet<_> = patterns::run(&parsed, &index.roots, &[])
+            .iter()
+            .map(key)
+            .collect();
+        let mut whole = Vec::new();
+        patterns::run_one(builtin_pattern(), &parsed, false, &mut whole);
+        let whole: std::collections::BTreeSet<_> = whole.iter().map(key).collect();
+        assert_eq!(rooted, whole, "{}", path.display());
+    }
+}
+
 #[test]
 fn user_pattern_without_site_capture_is_rejected() {
     let err = Pattern::compile("x.scm", "(call_expression) @call")

@@ -10,6 +10,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use kwb_syntax::Parsed;
 use tree_sitter::Node;
 
+use crate::fields::Field;
+
 use super::{Confidence, Found, Scope, SiteKind};
 use crate::functions::{Function, function_declarator};
 
@@ -84,7 +86,7 @@ pub(super) fn add_passed_accumulators<'t, 's>(
                 let Some(candidates) = by_name.get(callee.as_str()) else {
                     continue;
                 };
-                let Some(arguments) = call.child_by_field_name("arguments") else {
+                let Some(arguments) = call.field("arguments") else {
                     continue;
                 };
                 let given: Vec<Node<'t>> = (0..arguments.named_child_count())
@@ -134,7 +136,7 @@ pub(super) fn add_passed_accumulators<'t, 's>(
 
 /// A definition's parameter declarations, in order.
 fn parameters<'t>(function: &Function<'t>) -> Option<Vec<Node<'t>>> {
-    let list = function_declarator(function.node)?.child_by_field_name("parameters")?;
+    let list = function_declarator(function.node)?.field("parameters")?;
     Some(
         (0..list.named_child_count())
             .filter_map(|k| list.named_child(k))

@@ -11,6 +11,8 @@ use std::collections::BTreeSet;
 use kwb_syntax::Parsed;
 use tree_sitter::Node;
 
+use crate::fields::Field;
+
 use super::{Confidence, Found, Scope, SiteKind, operand_chain, push_chain};
 use crate::functions::Function;
 
@@ -119,9 +121,9 @@ fn unpacked(
         .children_by_field_name("declarator", &mut cursor)
         .filter(|d| d.kind() == "init_declarator")
         .find_map(|d| {
-            let target = d.child_by_field_name("declarator")?;
+            let target = d.field("declarator")?;
             (target.kind() == "structured_binding_declarator")
-                .then_some((target, d.child_by_field_name("value")?))
+                .then_some((target, d.field("value")?))
         })?;
     let names: Vec<&str> = (0..binding.named_child_count())
         .filter_map(|k| binding.named_child(k))
@@ -138,7 +140,7 @@ fn unpacked(
         .filter(|d| d.parameter)?;
     let type_name = parameter
         .node
-        .child_by_field_name("type")
+        .field("type")
         .map(|t| last_component(&parsed.masked[t.byte_range()]))?;
     if type_name.is_empty() || type_name == "auto" {
         return None;
@@ -222,16 +224,10 @@ fn element_of<'t>(
         "identifier" => {
             let local = scope.lookup(&parsed.masked[value.byte_range()], value.start_byte())?;
             let list = local.value.filter(|v| v.kind() == "initializer_list")?;
-            (local.node.child_by_field_name("type")?, list)
+            (local.node.field("type")?, list)
         }
-        "compound_literal_expression" => (
-            value.child_by_field_name("type")?,
-            value.child_by_field_name("value")?,
-        ),
-        "call_expression" => (
-            value.child_by_field_name("function")?,
-            value.child_by_field_name("arguments")?,
-        ),
+        "compound_literal_expression" => (value.field("type")?, value.field("value")?),
+        "call_expression" => (value.field("function")?, value.field("arguments")?),
         _ => return None,
     };
     let maker = last_component(&parsed.masked[ty.byte_range()]);
