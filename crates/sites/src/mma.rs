@@ -258,12 +258,7 @@ fn asm_operand_count(list: Node<'_>) -> usize {
 /// pair from its first half, an update of itself (`add.u32 ta, ta, 8;`) to the value
 /// before it. `None` for A or B where the template does not show it.
 fn tcgen05_operands(template: &str) -> Option<Tcgen05Operands> {
-    let text: String = template
-        .replace("\\n", " ")
-        .replace("\\t", " ")
-        .chars()
-        .filter(|&c| c != '"')
-        .collect();
+    let text = crate::ptx_slots::instructions(template);
     let statements: Vec<&str> = text
         .split(';')
         .map(|s| s.trim().trim_start_matches('{').trim())

@@ -12,12 +12,7 @@
 /// instruction (`mma.sync`, `mma.sp`, `wgmma.mma_async`) in `template`; None where
 /// there is no such instruction, or a slot holds anything but `%N` operands.
 pub(crate) fn slots(template: &str) -> Option<(Vec<usize>, Vec<usize>)> {
-    let text: String = template
-        .replace("\\n", " ")
-        .replace("\\t", " ")
-        .chars()
-        .filter(|&c| c != '"')
-        .collect();
+    let text = instructions(template);
     let statement = text
         .split(';')
         .map(str::trim)
@@ -34,6 +29,17 @@ pub(crate) fn slots(template: &str) -> Option<(Vec<usize>, Vec<usize>)> {
     let a = numbers(groups.get(1)?)?;
     let b = numbers(groups.get(2)?)?;
     (!a.is_empty() && !b.is_empty()).then_some((a, b))
+}
+
+/// An asm template's text as PTX: its string literals joined, escaped newlines and tabs
+/// as spaces (statements still end at `;`).
+pub(crate) fn instructions(template: &str) -> String {
+    template
+        .replace("\\n", " ")
+        .replace("\\t", " ")
+        .chars()
+        .filter(|&c| c != '"')
+        .collect()
 }
 
 /// `operands` split at the commas outside braces.
