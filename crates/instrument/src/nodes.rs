@@ -96,17 +96,7 @@ pub(crate) fn declaration_point(parsed: &Parsed, node: Node<'_>) -> usize {
 /// never the data an MMA consumes or accumulates. (Packed MMA fragments are arrays,
 /// `uint32_t a[4]`; scalar accumulators are floating point.)
 pub(crate) fn is_integer_scalar(parsed: &Parsed, decl: Node<'_>) -> bool {
-    let mut node = Some(decl);
-    while let Some(n) = node {
-        if matches!(
-            n.kind(),
-            "declaration" | "parameter_declaration" | "field_declaration"
-        ) {
-            break;
-        }
-        node = n.parent();
-    }
-    let Some(n) = node else {
+    let Some(n) = declaration_around(decl) else {
         return false;
     };
     let Some(ty) = n.child_by_field_name("type") else {
@@ -135,6 +125,21 @@ pub(crate) fn is_integer_scalar(parsed: &Parsed, decl: Node<'_>) -> bool {
         .children_by_field_name("declarator", &mut cursor)
         .any(|d| parsed.masked[d.byte_range()].contains('['));
     integer && !array
+}
+
+/// The declaration (statement, parameter or field) `node` is or lies in.
+pub(crate) fn declaration_around(node: Node<'_>) -> Option<Node<'_>> {
+    let mut at = Some(node);
+    while let Some(n) = at {
+        if matches!(
+            n.kind(),
+            "declaration" | "parameter_declaration" | "field_declaration"
+        ) {
+            return Some(n);
+        }
+        at = n.parent();
+    }
+    None
 }
 
 /// The innermost function definition around `node`.

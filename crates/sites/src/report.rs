@@ -940,7 +940,7 @@ fn copy_destinations(
         .iter()
         .filter(|(_, name)| name == "copy")
         .filter_map(|(call, _)| {
-            let arguments = call.child_by_field_name("arguments")?;
+            let arguments = call.field("arguments")?;
             let last = arguments.named_child(arguments.named_child_count().checked_sub(1)?)?;
             let base = crate::names::base_identifier(last, &parsed.masked, &is_local)?;
             Some(parsed.masked[base.byte_range()].to_owned())

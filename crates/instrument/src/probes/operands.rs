@@ -365,14 +365,7 @@ fn in_function(
 /// `unsigned r`; not `uint32_t af[4]` beside it): a register an MMA may take its packed
 /// inputs in.
 fn is_register_word(parsed: &kwb_syntax::Parsed, decl: tree_sitter::Node<'_>, name: &str) -> bool {
-    let mut node = Some(decl);
-    while let Some(n) = node {
-        if matches!(n.kind(), "declaration" | "parameter_declaration") {
-            break;
-        }
-        node = n.parent();
-    }
-    let Some(n) = node else {
+    let Some(n) = crate::nodes::declaration_around(decl) else {
         return false;
     };
     let word = n.child_by_field_name("type").is_some_and(|ty| {
