@@ -311,9 +311,9 @@ pub fn judge_ladder(rungs: &[RungOutcome], epilogue: EpilogueInputs) -> Finding 
     }
     draft(
         Stage::OperandLoad,
-        vec![Stage::Descriptor, Stage::Epilogue],
+        vec![Stage::Descriptor, Stage::Epilogue, Stage::Mma],
         format!(
-            "operand-load/descriptor (or a permuting epilogue): ones is right but {} fail: the count of products is right, the values that meet are not",
+            "operand-load/descriptor (or a permuting epilogue, or an MMA handed another fragment's registers): ones is right but {} fail: the count of products is right, the values that meet are not",
             failing.join(", ")
         ),
         None,

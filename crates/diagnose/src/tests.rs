@@ -873,7 +873,7 @@ mod ladder_and_verdict {
         .collect()
     }
 
-    fn failing(names: &[&str], ones: Option<Pattern>, ratio: f64) -> Vec<RungOutcome> {
+    pub(super) fn failing(names: &[&str], ones: Option<Pattern>, ratio: f64) -> Vec<RungOutcome> {
         all_pass()
             .into_iter()
             .map(|r| {
@@ -1067,7 +1067,9 @@ mod ladder_and_verdict {
         );
         assert_eq!(permuted.stage, Some(Stage::OperandLoad));
         assert!(permuted.fits(Some(Stage::Descriptor)) && permuted.fits(Some(Stage::Epilogue)));
-        assert!(!permuted.fits(Some(Stage::Mma)));
+        // An MMA handed another fragment's registers meets wrong values the right
+        // number of times too: the last candidate.
+        assert_eq!(permuted.alternatives.last(), Some(&Stage::Mma));
         let zeros = judge_ladder(
             &failing(&["zeros", "ones"], Some(Pattern::Everywhere), f64::NAN),
             crate::EpilogueInputs::NONE,
@@ -2285,6 +2287,92 @@ mod structured {
                 .any(|e| e.contains("whole multiple of its own product")),
             "{:?}",
             f.evidence
+        );
+    }
+
+    /// `run`'s operands (rows 0..16 of A and B) under an accumulator probe that
+    /// cannot tell its two n8 tiles apart: both at n 0..8, the second holding the
+    /// product at columns `second + n`, and, where `b_rows_8_to_16_from` is set,
+    /// B's rows 8..16 loaded from that row on instead of their own.
+    fn two_n_tiles(
+        a: &Matrix,
+        b: &Matrix,
+        second: i32,
+        b_rows_8_to_16_from: Option<usize>,
+    ) -> Trace {
+        let mut t = Trace::default();
+        for step in 0..4 {
+            push(
+                &mut t,
+                Kind::OperandA,
+                step as i32,
+                fragment(a, false, step),
+            );
+            let mut frag = fragment(b, true, step);
+            if let Some(from) = b_rows_8_to_16_from {
+                for v in frag.iter_mut().filter(|v| v.2 >= 8) {
+                    let row = from + v.2 as usize - 8;
+                    v.0 = b.data[row * b.cols + step * 32 + v.3 as usize];
+                }
+            }
+            push(&mut t, Kind::OperandB, step as i32, frag);
+        }
+        let p = Product::of(a, b).unwrap();
+        let mut acc = Vec::new();
+        for shift in [0, second] {
+            for m in 0..16 {
+                for n in 0..8 {
+                    let v = p.get(m, i64::from(n + shift)).unwrap() as f32;
+                    acc.push((v, m as i32, n, -1));
+                }
+            }
+        }
+        push(&mut t, Kind::Accumulator, -1, acc);
+        t
+    }
+
+    #[test]
+    fn a_fragment_holding_anothers_product_with_every_row_loaded_is_the_mma() {
+        let (a, b) = inputs();
+        // Right: the second n8 tile holds columns 8..16.
+        let f = judged(&two_n_tiles(&a, &b, 8, None), &a, &b, 0);
+        assert!(f.clean, "{}", f.summary);
+        // The MMA of the second tile handed the first tile's B registers: B's rows
+        // 8..16 were loaded and probed, and no accumulator value has their product.
+        let f = judged(&two_n_tiles(&a, &b, 0, None), &a, &b, 100);
+        assert_eq!(
+            (f.stage, f.status),
+            (Some(Stage::Mma), Status::Verdict),
+            "{}",
+            f.summary
+        );
+        assert!(f.summary.contains("rows 8..16"), "{}", f.summary);
+        // The ladder of such a kernel: ones right, the permutations wrong. Wrong
+        // values met the right number of times fit an MMA handed the wrong
+        // registers, so the ladder does not contradict the trace.
+        let l = crate::judge_ladder(
+            &super::ladder_and_verdict::failing(
+                &["seq-identity", "small-int:1", "random:1"],
+                None,
+                1.0,
+            ),
+            crate::EpilogueInputs::NONE,
+        );
+        let v = crate::reconcile(Some(&f), Some(&l));
+        assert_eq!(
+            (v.status, v.stage),
+            (Status::Verdict, Some(Stage::Mma)),
+            "{}",
+            v.summary
+        );
+        // The second tile's B registers loaded with the first tile's rows: the
+        // same accumulator, but no loaded row is missing from it. Not the MMA's
+        // verdict.
+        let f = judged(&two_n_tiles(&a, &b, 0, Some(0)), &a, &b, 100);
+        assert!(
+            !(f.stage == Some(Stage::Mma) && f.status == Status::Verdict),
+            "{}",
+            f.summary
         );
     }
 

@@ -32,9 +32,9 @@ use std::ops::Range;
 
 use kwb_reconcile::{
     AccumulatorReport, Arrangement, Exchange, Matrix, OperandReport, Placement, Product,
-    ProvenanceIndex, SliceCounts, SliceReading, TracedOperands, TracedProduct, TransposedTile,
-    UNIT, arrangement, check_exchange, check_operand, check_slice_counts, check_swizzle_mismatch,
-    locate_accumulators, step_units_of, transposed_tile, units_of,
+    ProvenanceIndex, Ranges, SliceCounts, SliceReading, TracedOperands, TracedProduct,
+    TransposedTile, UNIT, arrangement, check_exchange, check_operand, check_slice_counts,
+    check_swizzle_mismatch, locate_accumulators, step_units_of, transposed_tile, units_of,
 };
 use kwb_runtime::{Kind, Trace};
 
@@ -533,6 +533,17 @@ fn judge_in_frame(
                 r.rows.spans().len()
             ),
         );
+    } else if let Some((letter, rows)) = dropped_rows(&operands, &acc).filter(|_| read_all) {
+        // Every fragment a tile of A·Bᵀ, two on the same output cells, and operand
+        // rows loaded right that no fragment has a product of: the registers held
+        // every row, so an MMA took another fragment's registers or accumulated into
+        // another fragment.
+        f.stage = Some(Stage::Mma);
+        f.status = Status::Verdict;
+        f.summary = format!(
+            "mma ({} accumulator values lie on output cells another accumulator value of the traced CTA also lies on, and operand {letter}'s rows {rows}, probed exactly the input's where the kernel loaded them, are in no accumulator value's product: every row reached the registers, so an MMA was handed another fragment's registers, or accumulated into another fragment's accumulator)",
+            acc.duplicated
+        );
     } else if let Some((dm, dn)) = acc.misplaced() {
         operand_reading(
             &mut f,
@@ -882,6 +893,31 @@ fn operand_rows(operands: &[(char, Operand); 2]) -> String {
     } else {
         shown.join(", ")
     }
+}
+
+/// Where two accumulator fragments hold one tile of A·Bᵀ, an operand's rows that its
+/// probes show loaded from the input and that no accumulator value holds the
+/// product of (a decode tile's few real tokens among padding count too): A's against the accumulator's m, B's
+/// against its n. A load that put another fragment's rows in the registers leaves
+/// no such rows; an MMA handed the wrong registers, or writing the wrong
+/// accumulator, does.
+fn dropped_rows(
+    operands: &[(char, Operand); 2],
+    acc: &AccumulatorReport,
+) -> Option<(char, Ranges)> {
+    if acc.duplicated == 0 {
+        return None;
+    }
+    operands.iter().find_map(|(letter, op)| {
+        let Operand::Read(r) = op else { return None };
+        let held = if *letter == 'A' {
+            &acc.held_m
+        } else {
+            &acc.held_n
+        };
+        let dropped = r.rows.without(held);
+        (!dropped.is_empty()).then_some((*letter, dropped))
+    })
 }
 
 /// What a slice reading says of the accumulator, in words that follow "no tile of

@@ -264,12 +264,12 @@ struct LadderOrder {
 /// (the count of products is right, the values that meet are not) reads operand-load
 /// first. Where they share no stage, the ladder's stages lead and the trace's follow.
 /// None, the trace's order kept: the trace is not confounded (two traces that disagree
-/// keep the stronger reading), or the ladder names every stage (it orders nothing).
+/// keep the stronger reading), or the ladder names no stage.
 fn ladder_order(t: &Finding, l: &Finding) -> Option<LadderOrder> {
     t.confound.as_ref()?;
     let traced: Vec<Stage> = t.stage.iter().chain(&t.alternatives).copied().collect();
     let laddered: Vec<Stage> = l.stage.iter().chain(&l.alternatives).copied().collect();
-    if laddered.is_empty() || laddered.len() >= 4 {
+    if laddered.is_empty() {
         return None;
     }
     let shared: Vec<Stage> = laddered

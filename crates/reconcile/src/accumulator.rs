@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use kwb_runtime::{Kind, Trace};
 
 use crate::matrix::Product;
+use crate::ranges::Ranges;
 
 /// Where a warp's accumulator (after the mainloop) lies in `A·Bᵀ`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -71,6 +72,11 @@ pub struct AccumulatorReport {
     /// accumulator fragments holding one tile of A·Bᵀ, which a CTA that computes each
     /// output once never has (one fragment got another's product).
     pub duplicated: usize,
+    /// The rows (m) and columns (n) of the product that some placed value holds the
+    /// product at, inside the problem: with the operands' rows, which loaded rows no
+    /// accumulator value has a product of.
+    pub held_m: Ranges,
+    pub held_n: Ranges,
 }
 
 impl AccumulatorReport {
@@ -340,6 +346,20 @@ pub fn locate_accumulators(trace: &Trace, product: &Product) -> AccumulatorRepor
         .filter(|n| **n > 1)
         .map(|n| *n as usize)
         .sum();
+    let inside =
+        |m: i64, n: i64| (0..product.m as i64).contains(&m) && (0..product.n as i64).contains(&n);
+    for &(_, m, n) in cells.keys().filter(|(_, m, n)| inside(*m, *n)) {
+        report.held_m.insert(m);
+        report.held_n.insert(n);
+    }
+    for g in &report.groups {
+        for p in &g.layers {
+            if let Placement::Tile { m0, n0, rows, cols } = *p {
+                report.held_m.extend(m0..(m0 + rows).min(product.m as i64));
+                report.held_n.extend(n0..(n0 + cols).min(product.n as i64));
+            }
+        }
+    }
     report
 }
 

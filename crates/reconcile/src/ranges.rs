@@ -16,6 +16,11 @@ impl Ranges {
         self.0.is_empty()
     }
 
+    /// The members `other` does not hold.
+    pub fn without(&self, other: &Ranges) -> Ranges {
+        Ranges(self.0.difference(&other.0).copied().collect())
+    }
+
     /// The half-open ranges `[start, end)` of consecutive members, in order.
     pub fn spans(&self) -> Vec<(i64, i64)> {
         let mut out: Vec<(i64, i64)> = Vec::new();
@@ -47,6 +52,12 @@ impl Ranges {
 impl fmt::Display for Ranges {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.scaled(1))
+    }
+}
+
+impl Extend<i64> for Ranges {
+    fn extend<I: IntoIterator<Item = i64>>(&mut self, iter: I) {
+        self.0.extend(iter);
     }
 }
 
