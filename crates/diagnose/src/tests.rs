@@ -1245,7 +1245,8 @@ mod ladder_and_verdict {
         );
         let v = reconcile(Some(&t), Some(&l));
         assert_eq!(v.stage, Some(Stage::Mma));
-        // A ladder that names every stage orders nothing: the trace's order stays.
+        // A ladder that names every stage as equals (led by the epilogue) orders
+        // nothing: the trace's order stays.
         let l = judge_ladder(&failing(&["ones"], None, 0.97), crate::EpilogueInputs::NONE);
         assert_eq!(l.alternatives.len(), 3);
         let v = reconcile(Some(&t), Some(&l));

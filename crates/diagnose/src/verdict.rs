@@ -264,12 +264,15 @@ struct LadderOrder {
 /// (the count of products is right, the values that meet are not) reads operand-load
 /// first. Where they share no stage, the ladder's stages lead and the trace's follow.
 /// None, the trace's order kept: the trace is not confounded (two traces that disagree
-/// keep the stronger reading), or the ladder names no stage.
+/// keep the stronger reading), or the ladder names no stage, or every stage as equals.
 fn ladder_order(t: &Finding, l: &Finding) -> Option<LadderOrder> {
     t.confound.as_ref()?;
     let traced: Vec<Stage> = t.stage.iter().chain(&t.alternatives).copied().collect();
     let laddered: Vec<Stage> = l.stage.iter().chain(&l.alternatives).copied().collect();
-    if laddered.is_empty() {
+    // A reading that names every stage led by the epilogue names them as equals (any
+    // stage; a scale lost anywhere) and orders nothing; one led by another stage is
+    // ordered (ones right: the loads first, an MMA handed the wrong registers last).
+    if laddered.is_empty() || (laddered.len() >= 4 && l.stage == Some(Stage::Epilogue)) {
         return None;
     }
     let shared: Vec<Stage> = laddered
