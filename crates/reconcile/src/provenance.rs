@@ -524,6 +524,8 @@ pub fn check_operand(cut: &Units, index: &ProvenanceIndex) -> OperandReport {
     }
     // Per warp: row -> count per K slice.
     let mut per_warp: BTreeMap<u32, BTreeMap<u32, Vec<u32>>> = BTreeMap::new();
+    // Per (warp, row): the records it was located in.
+    let mut row_records: HashMap<(u32, u32), BTreeSet<u32>> = HashMap::new();
     let mut unmatched: Vec<&Unit> = Vec::new();
     // (record, local row) of the runs located in the input, and of the zero runs found
     // nowhere: a zero run in a row whose other runs are the input's sits past its K.
@@ -579,18 +581,24 @@ pub fn check_operand(cut: &Units, index: &ProvenanceIndex) -> OperandReport {
             .or_default()
             .entry(row)
             .or_insert_with(|| vec![0; index.slices])[slice as usize] += 1;
+        row_records
+            .entry((u.warp, row))
+            .or_default()
+            .insert(u.record);
     }
     report.warps = per_warp.len();
     shifted_runs(&mut report, &unmatched, &per_warp, index);
     // K slices consumed per row, per warp, from the records' widths.
-    let mut consumed: BTreeMap<u32, usize> = BTreeMap::new();
-    for (warp, ks, rows, located) in width.values() {
-        let w = if ks.is_empty() {
+    let record_width = |(_, ks, rows, located): &Width| {
+        if ks.is_empty() {
             located / rows.len().max(1)
         } else {
             ks.len()
-        };
-        *consumed.entry(*warp).or_default() += w;
+        }
+    };
+    let mut consumed: BTreeMap<u32, usize> = BTreeMap::new();
+    for w in width.values() {
+        *consumed.entry(w.0).or_default() += record_width(w);
     }
     let mut modes = HashMap::<u32, usize>::new();
     for (warp, rows) in &per_warp {
@@ -622,12 +630,31 @@ pub fn check_operand(cut: &Units, index: &ProvenanceIndex) -> OperandReport {
                 continue;
             }
             report.rows.insert(i64::from(*row));
+            // How often this row's own records say it meets each slice: where a warp's
+            // records hold different rows (the B fragments of `j` and `j + 1` probed
+            // apart), the warp's steps over-count any one row's.
+            let own: usize = row_records
+                .get(&(*warp, *row))
+                .map(|records| {
+                    records
+                        .iter()
+                        .filter_map(|r| width.get(r))
+                        .map(record_width)
+                        .sum()
+                })
+                .unwrap_or(0);
+            let own = ((own as f64 / index.slices.max(1) as f64).round() as u32).max(1);
+            let expected = if own < times && counts.iter().all(|c| *c == own) {
+                own
+            } else {
+                times
+            };
             for (s, &c) in counts.iter().enumerate() {
                 let s = s as i64;
                 match c {
                     0 => report.k_never.insert(s),
-                    c if c > times => report.k_extra.insert(s),
-                    c if c < times => report.k_short.insert(s),
+                    c if c > expected => report.k_extra.insert(s),
+                    c if c < expected => report.k_short.insert(s),
                     _ => {}
                 }
             }

@@ -92,6 +92,56 @@ fn a_tile_fed_twice_shows_as_never_and_extra_k() {
 }
 
 #[test]
+fn records_that_hold_different_rows_are_counted_per_row() {
+    // One warp's probes of two fragments apart (the B registers of n-tiles j and
+    // j + 1): each K step a record of rows 0..8 and one of rows 8..16, each walking
+    // K once. The warp's steps are twice any row's.
+    let a = wide(64, 128, 5);
+    let mut b = Builder::default();
+    for step in 0..4 {
+        for rows in [0..8usize, 8..16] {
+            let values: Vec<_> = rows
+                .flat_map(|m| (0..32).map(move |k| (m, k)))
+                .map(|(m, k)| {
+                    (
+                        a.data[m * a.cols + step * 32 + k],
+                        (m % 8) as i32,
+                        -1,
+                        k as i32,
+                    )
+                })
+                .collect();
+            b.push(record(Kind::OperandA, 0, step as i32), values);
+        }
+    }
+    let report = operand(&b.trace, &a);
+    assert!(report.readable() && report.clean(), "{}", report.describe());
+    assert_eq!(report.rows.to_string(), "0..16");
+    // Rows 8..16 consumed at K tile 0 only: short of what their own records say.
+    for v in b
+        .trace
+        .tiles
+        .iter_mut()
+        .filter(|v| v.record % 2 == 1 && v.record > 1)
+    {
+        v.value = a.data[(v.m as usize + 8) * a.cols + v.k as usize];
+    }
+    let report = operand(&b.trace, &a);
+    assert!(!report.clean(), "{}", report.describe());
+    // The second fragment's records holding the first's rows: an operand that reads
+    // rows 0..8 twice at every slice, and no row 8..16. Alone that is no fault (which
+    // rows a CTA should hold, its accumulator says).
+    for v in b.trace.tiles.iter_mut().filter(|v| v.record % 2 == 1) {
+        v.value = a.data[v.m as usize * a.cols + (v.record as usize / 2) * 32 + v.k as usize];
+    }
+    let report = operand(&b.trace, &a);
+    assert_eq!(
+        (report.rows.to_string(), report.times),
+        ("0..8".to_owned(), 2)
+    );
+}
+
+#[test]
 fn another_rows_slice_is_a_stray_row() {
     // K tile 0 of rows 0..16 comes from rows 32..48 (swapped coordinates).
     let a = wide(64, 128, 3);

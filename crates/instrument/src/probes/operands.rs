@@ -253,13 +253,17 @@ fn in_function(
             // What this MMA consumes the fragment as (its slot), whichever operand the
             // map first found it as: the record's kind and a packed fragment's layout.
             let slot = slot_of(function, &parsed.source, mma, &name).unwrap_or(letter);
-            // Gathered registers are read without coordinates: the fragment layout's
-            // functor places one MMA tile's registers, not which of the MMAs around
-            // the probe (`for i`, `j` and `j + 1`) takes them, so the full trace's
-            // counts per K slice would be the probe's, not the loop's (measured: a
-            // correct kernel read as "k consumed too rarely").
+            // Gathered registers are one MMA tile's fragment: its layout places them
+            // at that tile's local (row, k), so the full trace cuts them into runs
+            // along K (which rows they hold, the values say; the model counts each
+            // row against the records that hold it, as `j` and `j + 1`'s do apart).
             let parts = if registers.is_some() {
-                None
+                fragments::probe_parts(
+                    layout,
+                    if slot == 'A' { Role::A } else { Role::B },
+                    rows,
+                    fragments::Dims::default(),
+                )
             } else if slot == letter || !packed {
                 parts.clone()
             } else {
