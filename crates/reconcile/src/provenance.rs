@@ -527,8 +527,10 @@ pub fn check_operand(cut: &Units, index: &ProvenanceIndex) -> OperandReport {
     // Per (warp, row): the records it was located in.
     let mut row_records: HashMap<(u32, u32), BTreeSet<u32>> = HashMap::new();
     let mut unmatched: Vec<&Unit> = Vec::new();
-    // (record, local row) of the runs located in the input, and of the zero runs found
-    // nowhere: a zero run in a row whose other runs are the input's sits past its K.
+    // (warp, local row) of the runs located in the input, and of the zero runs found
+    // nowhere: a zero run in a row whose other runs are the input's sits past its K
+    // (in a record of its own where one record holds one MMA's k: K = 520 in k8
+    // steps of 32-wide tiles).
     let mut located_rows: BTreeSet<(u32, i32)> = BTreeSet::new();
     let mut zero_rows: Vec<Option<(u32, i32)>> = Vec::new();
     for u in units {
@@ -560,7 +562,7 @@ pub fn check_operand(cut: &Units, index: &ProvenanceIndex) -> OperandReport {
         let Some(&(row, slice)) = pick else {
             if u.values.iter().all(|v| *v == 0.0) {
                 report.unmatched_zero += 1;
-                zero_rows.push(u.coords.map(|(row, _)| (u.record, row)));
+                zero_rows.push(u.coords.map(|(row, _)| (u.warp, row)));
             } else {
                 report.unmatched += 1;
                 unmatched.push(u);
@@ -569,7 +571,7 @@ pub fn check_operand(cut: &Units, index: &ProvenanceIndex) -> OperandReport {
         };
         report.located += 1;
         if let Some((local, _)) = u.coords {
-            located_rows.insert((u.record, local));
+            located_rows.insert((u.warp, local));
         }
         if local_slice.is_none() {
             w.2.insert(row);
@@ -671,7 +673,7 @@ pub fn check_operand(cut: &Units, index: &ProvenanceIndex) -> OperandReport {
     let every_row = index.rows > 0 && (0..index.rows as i64).all(|r| report.rows.0.contains(&r));
     // A K edge the tiles pass (K = 520 in tiles of 32): where every row the records
     // hold met every K slice exactly as often as the loop's steps say, and each zero
-    // run lies in a row (of its record) whose other runs are the input's, the zeros
+    // run lies in a row (of its warp's records) whose other runs are the input's, the zeros
     // displaced no value of the input: fill past K, not a wrong load. (A zero run in a
     // row with no run of the input may be that row's data lost: not this.)
     let complete = !report.rows.0.is_empty()

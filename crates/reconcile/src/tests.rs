@@ -188,6 +188,25 @@ fn zeros_are_told_apart_from_foreign_values() {
         report.clean() && report.padding == 16 && report.steps_off.is_empty(),
         "{report:?}"
     );
+    // The same fill in a record of its own (one MMA's k step past K): the zeros lie
+    // in rows the warp's other records hold the input's runs of.
+    let mut own = fragments(&a, 0..16, 32, &[0, 1, 2, 3]);
+    let at = own.records.len() as u32;
+    own.records.push(own.records[3].clone());
+    for m in 0..16 {
+        for k in 0..8 {
+            own.tiles.push(TileValue {
+                record: at,
+                element: (m * 8 + k) as u32,
+                value: 0.0,
+                m,
+                n: -1,
+                k,
+            });
+        }
+    }
+    let report = operand(&own, &a);
+    assert!(report.clean() && report.padding == 16, "{report:?}");
     for v in trace.tiles.iter_mut().filter(|v| v.record == 3 && v.m >= 8) {
         v.value = 1000.0;
     }
