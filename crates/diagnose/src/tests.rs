@@ -2778,6 +2778,57 @@ mod structured {
         );
     }
 
+    /// `raw_tiles`' operand tiles (unswizzled) under an accumulator with coordinates
+    /// that holds the product over the k `kept` alone.
+    fn raw_tiles_keeping(a: &Matrix, b: &Matrix, kept: impl Fn(usize) -> bool) -> Trace {
+        let mut t = raw_tiles(a, b, false, 0.0);
+        let acc = t.records.len() - 1;
+        t.tiles.retain(|v| v.record as usize != acc);
+        t.records.pop();
+        let acc = read_product(
+            |m, k| if kept(k) { a.data[m * a.cols + k] } else { 0.0 },
+            |n, k| b.data[n * b.cols + k],
+            true,
+        );
+        push(&mut t, Kind::Accumulator, -1, acc);
+        t
+    }
+
+    #[test]
+    fn tiles_read_right_under_the_product_of_a_stretch_of_k_that_ends_it_are_the_mma() {
+        let (a, b) = inputs();
+        // Zeroed at the second K tile: the products of k 64..128 alone.
+        let f = judged(&raw_tiles_keeping(&a, &b, |k| k >= 64), &a, &b, 100);
+        assert_eq!(
+            (f.stage, f.status),
+            (Some(Stage::Mma), Status::Verdict),
+            "{}",
+            f.summary
+        );
+        assert!(f.summary.contains("k 64..128 only"), "{}", f.summary);
+        assert!(f.summary.contains("zeroed"), "{}", f.summary);
+        // Stopped after the first K tile.
+        let f = judged(&raw_tiles_keeping(&a, &b, |k| k < 64), &a, &b, 100);
+        assert_eq!(
+            (f.stage, f.status),
+            (Some(Stage::Mma), Status::Verdict),
+            "{}",
+            f.summary
+        );
+        assert!(f.summary.contains("stopped early"), "{}", f.summary);
+        // Half of each K tile (as a descriptor's k offset could give): no stretch.
+        let f = judged(&raw_tiles_keeping(&a, &b, |k| k % 64 < 32), &a, &b, 100);
+        assert_ne!(f.status, Status::Verdict, "{}", f.summary);
+        // A stretch inside K that touches neither end: no reading either.
+        let f = judged(
+            &raw_tiles_keeping(&a, &b, |k| (32..96).contains(&k)),
+            &a,
+            &b,
+            100,
+        );
+        assert_ne!(f.status, Status::Verdict, "{}", f.summary);
+    }
+
     #[test]
     fn a_right_accumulator_under_a_wrong_output_is_the_epilogue() {
         let (a, b) = inputs();

@@ -733,6 +733,29 @@ fn judge_in_frame(
                         "operand-load, descriptor or mma (operand tiles hold exactly the input's values, each K slice once, laid out in shared memory as {}; the accumulator is no tile of A·Bᵀ, nor of the inputs read with the other swizzle, {why}; the tiles lie right, so the MMA's descriptors did not hand them to it as they lie)",
                         layouts.join(", ")
                     );
+                } else if let Some((t0, t1, counts)) = frame_shift(trace, &acc)
+                    .map(|shift| check_slice_counts(trace, a, b, &product, shift))
+                    .and_then(|c| c.stretch().map(|(t0, t1)| (t0, t1, c)))
+                {
+                    // The accumulator is the product over one stretch of K that starts
+                    // or ends it, each slice once: the tiles met right, and the
+                    // accumulate kept only part of the loop.
+                    f.evidence.push(counts.describe());
+                    f.stage = Some(Stage::Mma);
+                    f.status = Status::Verdict;
+                    let whole = indexes.0.slices;
+                    f.summary = format!(
+                        "mma (operand tiles hold exactly the input's values, each K slice once, laid out in shared memory as {}; the accumulator is exactly their product over k {}..{} only, each slice once, of K = {}: {})",
+                        layouts.join(", "),
+                        t0 * UNIT,
+                        t1 * UNIT,
+                        whole * UNIT,
+                        if t0 == 0 {
+                            "the K loop's accumulation stopped early"
+                        } else {
+                            "the accumulator was zeroed at a K step (an MMA issued with accumulate off, a reset) and kept only the products after it"
+                        }
+                    );
                 } else {
                     f.stage = Some(Stage::Mma);
                     f.alternatives = vec![Stage::Descriptor];

@@ -88,6 +88,24 @@ impl SliceCounts {
         }
     }
 
+    /// Where every slice counts once or never, and the ones counted are one run that
+    /// starts or ends K: its slices `[t0, t1)`. A prefix is a K loop that stopped
+    /// early; a suffix, an accumulator zeroed at a step (an MMA issued with
+    /// accumulate off) that kept only the products after it. Either is the
+    /// accumulate stage's: a tile read wrong pairs or repeats slices, it does not
+    /// cut K into one stretch.
+    pub fn stretch(&self) -> Option<(usize, usize)> {
+        let counts = self.counts.as_ref().filter(|_| self.unjudged.is_none())?;
+        if counts.iter().any(|&c| c > 1) {
+            return None;
+        }
+        let t0 = counts.iter().position(|&c| c == 1)?;
+        let t1 = counts.iter().rposition(|&c| c == 1)? + 1;
+        let run = counts[t0..t1].iter().all(|&c| c == 1);
+        let edge = t0 == 0 || t1 == counts.len();
+        (run && edge && (t0, t1) != (0, counts.len())).then_some((t0, t1))
+    }
+
     /// One line for the evidence.
     pub fn describe(&self) -> String {
         if let Some(why) = &self.unjudged {
