@@ -192,7 +192,7 @@ fn zeros_are_told_apart_from_foreign_values() {
     // in rows the warp's other records hold the input's runs of.
     let mut own = fragments(&a, 0..16, 32, &[0, 1, 2, 3]);
     let at = own.records.len() as u32;
-    own.records.push(own.records[3].clone());
+    own.records.push(own.records[3]);
     for m in 0..16 {
         for k in 0..8 {
             own.tiles.push(TileValue {
