@@ -20,6 +20,7 @@ pub mod mutant_test;
 pub mod npy;
 pub mod output;
 pub mod progress;
+pub mod register_floor;
 pub mod render;
 pub mod reproducer;
 pub mod tiles;

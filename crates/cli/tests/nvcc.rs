@@ -531,6 +531,74 @@ fn parallel_builds_of_one_source_share_one_complete_entry() {
 /// the program links. (On a GPU each unit writes its own trace file:
 /// docs/results/hook-units.md.)
 #[test]
+fn an_automatic_floor_it_cannot_measure_builds_without_one_and_says_why() {
+    // The stand-in nvcc prints no ptxas report: no register count to hold the trace to.
+    let d = stand_in();
+    let r = hook(
+        d.path(),
+        Some("kernel=gemm_mma_sync;max-regs=auto"),
+        &["nvcc", "-O3", "-c", "gemm.cu", "-o", "g.o"],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("ptxas reported no kernel of the original")
+            && r.stderr
+                .contains("the trace builds without an occupancy floor"),
+        "{}",
+        r.stderr
+    );
+    let args = recorded(d.path());
+    assert!(args.iter().any(|a| a.ends_with("/tu/gemm.cu")), "{args:?}");
+    assert!(
+        !args.iter().any(|a| a.contains("KWB_TRACE_MAX_REGS")),
+        "{args:?}"
+    );
+    // Two files in one command: no side compile, said so.
+    let r = hook(
+        d.path(),
+        Some("kernel=gemm_mma_sync;max-regs=auto"),
+        &["nvcc", "-c", "gemm.cu", "plain.cu"],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stderr.contains("give `max-regs=N`"), "{}", r.stderr);
+}
+
+#[test]
+fn an_automatic_floor_holds_the_trace_to_the_originals_registers() {
+    if std::env::var("KWB_RUN_SLOW_TESTS").as_deref() != Ok("1") {
+        return;
+    }
+    let env = kwb_toolchain::Env::from_process();
+    let toolchain = kwb_toolchain::toolchain(&env).unwrap();
+    let d = tempfile::tempdir().unwrap();
+    let object = d.path().join("g.o");
+    let out = Command::new(HOOK)
+        .arg(&toolchain.nvcc)
+        .args(["-std=c++17", "-arch=sm_90a", "-O2", "-c", "-I"])
+        .arg(root().join("kernels/common"))
+        .arg(root().join("kernels/mma_sync/gemm.cu"))
+        .arg("-o")
+        .arg(&object)
+        .env("KWB_CACHE_DIR", d.path().join("cache"))
+        .env("KWB_TRACE", "max-regs=auto")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(object.is_file());
+    // The original's count, read from ptxas, set as the floor; ptxas's own lines,
+    // which the user did not ask for, kept out of the build's output.
+    let floor = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("kwb-nvcc: occupancy floor: KWB_TRACE_MAX_REGS="))
+        .unwrap_or_else(|| panic!("no floor line: {stderr}"));
+    let registers: u32 = floor.split_whitespace().next().unwrap().parse().unwrap();
+    assert!((1..=255).contains(&registers), "{floor}");
+    assert!(!stderr.contains("ptxas info"), "{stderr}");
+}
+
+#[test]
 fn two_traced_units_link_into_one_program_each_with_its_own_buffer() {
     if std::env::var("KWB_RUN_SLOW_TESTS").as_deref() != Ok("1") {
         return;

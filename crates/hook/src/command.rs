@@ -279,6 +279,73 @@ impl NvccCommand {
     }
 }
 
+impl NvccCommand {
+    /// The arguments of a side compile of this command's one CUDA source into the
+    /// object `object` with ptxas's verbose report, and no dependency file: what
+    /// kwb-nvcc reads the original kernels' registers and spills from. `None` where
+    /// the command compiles more than one file or does not compile.
+    pub fn for_resources(&self, object: &str) -> Option<Vec<String>> {
+        if self.mode != Mode::Compile || self.cuda_sources.len() != 1 {
+            return None;
+        }
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < self.args.len() {
+            let a = &self.args[i];
+            let (option, _, consumed) = split_option(a, self.args.get(i + 1));
+            match option.as_str() {
+                // Where the output goes, and dependency files: the side compile's own.
+                "-o"
+                | "--output-file"
+                | "-MF"
+                | "--dependency-output"
+                | "-MT"
+                | "--dependency-target-name"
+                | "-MQ"
+                | "-odir"
+                | "--output-directory" => {}
+                "-MD"
+                | "-MMD"
+                | "--generate-dependencies-with-compile"
+                | "--generate-nonsystem-dependencies-with-compile"
+                | "-c"
+                | "--compile"
+                | "-cubin"
+                | "--cubin"
+                | "-fatbin"
+                | "--fatbin"
+                | "-ptx"
+                | "--ptx"
+                | "-lib"
+                | "--lib"
+                | "-link"
+                | "--link" => {}
+                "-dc" | "--device-c" => out.push("-rdc=true".to_owned()),
+                // Another file (a source or object to link): not this compile's.
+                "" if !self.cuda_sources.contains(&i) => return None,
+                _ => out.extend(self.args[i..i + consumed].iter().cloned()),
+            }
+            i += consumed;
+        }
+        out.extend(["-c", "-Xptxas", "-v", "-o", object].map(str::to_owned));
+        Some(out)
+    }
+
+    /// Whether the command asks ptxas for its verbose report itself.
+    pub fn ptxas_verbose(&self) -> bool {
+        self.args.windows(2).any(|w| {
+            matches!(w[0].as_str(), "-Xptxas" | "--ptxas-options")
+                && w[1].split(',').any(|o| o == "-v" || o == "--verbose")
+        }) || self.args.iter().any(|a| {
+            a.strip_prefix("-Xptxas=")
+                .or_else(|| a.strip_prefix("--ptxas-options="))
+                .is_some_and(|v| v.split(',').any(|o| o == "-v" || o == "--verbose"))
+                || a == "--resource-usage"
+                || a == "-res-usage"
+        })
+    }
+}
+
 /// `(option, value, arguments consumed)` of the argument `a` followed by `next`.
 fn split_option(a: &str, next: Option<&String>) -> (String, Option<String>, usize) {
     if !a.starts_with('-') {
@@ -339,6 +406,36 @@ mod tests {
         // The value of a valued option is not a source.
         let o = NvccCommand::parse(words("-c a.cu -o b.cu"));
         assert_eq!(o.cuda_sources, [1]);
+    }
+
+    #[test]
+    fn a_side_compile_for_resources_keeps_the_flags_and_writes_its_own_object() {
+        let c = NvccCommand::parse(words(
+            "-std=c++17 -O3 -I inc -gencode arch=compute_90a,code=sm_90a -MD -MF k.d -c k.cu -o k.o",
+        ));
+        assert_eq!(
+            c.for_resources("/tmp/side.o").unwrap().join(" "),
+            "-std=c++17 -O3 -I inc -gencode arch=compute_90a,code=sm_90a k.cu -c -Xptxas -v -o /tmp/side.o"
+        );
+        let dc = NvccCommand::parse(words("-dc -arch=sm_80 k.cu -o k.o"));
+        assert_eq!(
+            dc.for_resources("s.o").unwrap().join(" "),
+            "-rdc=true -arch=sm_80 k.cu -c -Xptxas -v -o s.o"
+        );
+        // A compile that also links another file, or two CUDA sources: no side compile.
+        assert!(
+            NvccCommand::parse(words("k.cu main.o -o prog"))
+                .for_resources("s.o")
+                .is_none()
+        );
+        assert!(
+            NvccCommand::parse(words("-c a.cu b.cu"))
+                .for_resources("s.o")
+                .is_none()
+        );
+        assert!(!c.ptxas_verbose());
+        assert!(NvccCommand::parse(words("-Xptxas -v -c k.cu")).ptxas_verbose());
+        assert!(NvccCommand::parse(words("--ptxas-options=-O3,-v -c k.cu")).ptxas_verbose());
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //! `kernel`, `gate`, `probe`, `cta`, `k-tiles`, `rows`, `values`, `full-tile`,
 //! `absmax-only`, `summary`, `screen` (a summary of one row per site, every K tile folded,
 //! a cell per warp), `max-regs` (the original kernel's registers a thread: the trace
-//! keeps the CTAs an SM those give), `overlay` (`on`, the default: also instrument the
+//! keeps the CTAs an SM those give; `auto`: kwb-nvcc reads them from a compile of the
+//! original), `overlay` (`on`, the default: also instrument the
 //! included headers that hold a staged mainloop; `off`). An unknown key or a bad value is an error: a
 //! build never goes on silently without the probes it was asked for.
 
@@ -19,6 +20,10 @@ pub struct Spec {
     pub config: Config,
     /// Whether included headers are instrumented into an overlay too.
     pub overlay: bool,
+    /// `max-regs=auto`: kwb-nvcc compiles the original first for its kernels'
+    /// registers (ptxas), holds the trace build to them, and says where the trace
+    /// build spills and the original did not.
+    pub floor: bool,
     /// The spec's text, normalized (`key=value;…` in the order given): part of the
     /// cache key.
     pub canonical: String,
@@ -33,6 +38,7 @@ impl Spec {
             ..Config::default()
         };
         let mut overlay = true;
+        let mut floor = false;
         let mut canonical = Vec::new();
         let pairs = text
             .lines()
@@ -77,12 +83,13 @@ impl Spec {
                 "absmax-only" => config.absmax_only = flag(value)?,
                 "summary" => config.summary = flag(value)?,
                 "screen" => config.screen = flag(value)?,
+                "max-regs" if value == "auto" => floor = true,
                 "max-regs" => {
                     let n: u32 = need(value)?
                         .parse()
                         .ok()
                         .filter(|n| (1..=255).contains(n))
-                        .ok_or_else(|| format!("`max-regs={value}`: expected 1 to 255"))?;
+                        .ok_or_else(|| format!("`max-regs={value}`: expected 1 to 255, or auto"))?;
                     config.max_regs = Some(n);
                 }
                 "overlay" => overlay = flag(value)?,
@@ -112,6 +119,7 @@ impl Spec {
         Ok(Spec {
             config,
             overlay,
+            floor,
             canonical: canonical.join(";"),
         })
     }
@@ -129,6 +137,9 @@ mod tests {
         for bad in ["max-regs=0", "max-regs=256", "max-regs=many", "max-regs"] {
             assert!(Spec::parse(bad).is_err(), "{bad}");
         }
+        assert!(!s.floor);
+        let auto = Spec::parse("max-regs=auto").unwrap();
+        assert!(auto.floor && auto.config.max_regs.is_none());
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //! This is the only kwb crate that spawns processes. It knows the pinned PyPI
 //! packages of the toolchain ([`pins`]), the cache folder they are installed into
 //! ([`cache`]), how to find nvcc, cuobjdump and the CUTLASS headers ([`discover`]),
-//! and how to run nvcc and cuobjdump on a file ([`nvcc`]).
+//! how to run nvcc and cuobjdump on a file ([`nvcc`]), and how to read what ptxas
+//! says of each kernel ([`ptxas_info`]).
 //!
 //! Discovery reads an [`Env`], a plain snapshot of the environment variables it
 //! looks at, so that tests can describe any environment without touching the real
@@ -15,6 +16,7 @@ mod env;
 mod error;
 pub mod nvcc;
 pub mod pins;
+pub mod ptxas_info;
 
 pub use crate::discover::{CutlassDir, CutlassSource, Discovery, Toolchain, cutlass, toolchain};
 pub use crate::env::Env;

@@ -8,7 +8,11 @@
 //! headers that hold a staged mainloop, into an overlay folder first on the include
 //! path), the copies are kept in the cache under a hash of everything that decides
 //! them, and nvcc compiles them with `-DKWB_TRACE`; `#line` keeps its messages on the
-//! original files. A source without a targeted site compiles untouched.
+//! original files. A source without a targeted site compiles untouched. With
+//! `max-regs=auto` the original is compiled once more on the side for its kernels'
+//! registers, the trace build is held to them (`-DKWB_TRACE_MAX_REGS`), and a kernel
+//! that spills in the trace build where the original did not is named with both
+//! builds' numbers (`register_floor`).
 //!
 //! With `KWB_INSITU_KERNEL` (and no `KWB_TRACE`; `kwb diagnose --kernel K -- CMD` sets
 //! it) each CUDA source that launches that kernel is compiled with its launch
@@ -28,6 +32,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use kwb_hook::{Mode, NvccCommand, Spec};
+
+use crate::register_floor::{self, Floor};
 
 /// Exit code of a build the hook refuses (no real nvcc; with `KWB_TRACE_STRICT=1`, a
 /// bad `KWB_TRACE`, a target it cannot instrument or a traced compile that fails).
@@ -128,7 +134,7 @@ pub fn main() -> i32 {
     match (trace.trim().is_empty(), insitu) {
         (true, None) => become_nvcc(&real, &args),
         (true, Some(kernel)) => launches_in_place(&real, &args, kernel.trim()),
-        (false, None) => match instrumented(&trace, &args, None) {
+        (false, None) => match instrumented(&real, &trace, &args, None) {
             Ok(Some(new)) => run(&real, &new, &args),
             Ok(None) => become_nvcc(&real, &args),
             Err(why) => without_probes(&real, &args, &why),
@@ -142,7 +148,7 @@ pub fn main() -> i32 {
             specs.extend(without_full_tile(&trace));
             let mut why = String::new();
             for (i, spec) in specs.iter().enumerate() {
-                why = match instrumented(spec, &args, Some(kernel)) {
+                why = match instrumented(&real, spec, &args, Some(kernel)) {
                     Ok(Some(new)) => match compiled(&real, &new) {
                         Ok(code) => return code,
                         Err(why) => why,
@@ -204,6 +210,8 @@ struct Prepared {
     /// (copy, original) path pairs, to put dependency files back on the originals.
     renames: Vec<(PathBuf, PathBuf)>,
     dependency_file: Option<String>,
+    /// `max-regs=auto`: the original's registers, which the trace build is held to.
+    floor: Option<Floor>,
 }
 
 /// Runs the traced compile, its output passed on; where it fails, the original
@@ -226,7 +234,18 @@ fn compiled(real: &Path, p: &Prepared) -> Result<i32, String> {
     };
     if output.status.success() {
         let _ = std::io::stdout().write_all(&output.stdout);
-        let _ = std::io::stderr().write_all(&output.stderr);
+        match &p.floor {
+            Some(floor) => {
+                let (shown, lines) = floor.report(&String::from_utf8_lossy(&output.stderr));
+                let _ = std::io::stderr().write_all(shown.as_bytes());
+                for line in lines {
+                    let _ = writeln!(std::io::stderr(), "kwb-nvcc: {line}");
+                }
+            }
+            None => {
+                let _ = std::io::stderr().write_all(&output.stderr);
+            }
+        }
         if let Some(d) = &p.dependency_file {
             restore_dependencies(Path::new(d), &p.renames);
         }
@@ -373,6 +392,7 @@ fn insitu_launches(kernel: &str, args: &[OsString]) -> Result<Option<Prepared>, 
         args: command.with_copies(&replacements, None, &[]),
         renames,
         dependency_file: dependency_file(&command),
+        floor: None,
     }))
 }
 
@@ -380,6 +400,7 @@ fn insitu_launches(kernel: &str, args: &[OsString]) -> Result<Option<Prepared>, 
 /// instrumented (it then runs unchanged).
 /// `insitu`: the kernel whose launch statements the traced copies also rewrite.
 fn instrumented(
+    real: &Path,
     trace: &str,
     args: &[OsString],
     insitu: Option<&str>,
@@ -416,10 +437,33 @@ fn instrumented(
     if replacements.is_empty() {
         return Ok(None);
     }
+    let mut args = command.rewritten(&replacements, overlay_dir.as_deref());
+    // The original's registers, for the floor; a build it cannot measure goes on
+    // without one, and says why.
+    let floor = spec
+        .floor
+        .then(|| register_floor::measure(real, &command))
+        .and_then(|measured| match measured {
+            Ok(floor) => Some(floor),
+            Err(why) => {
+                use std::io::Write;
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "kwb-nvcc: warning: {why}\nkwb-nvcc: warning: the trace builds without an occupancy floor"
+                );
+                None
+            }
+        });
+    if let Some(floor) = &floor {
+        // Before the sources, as the other options the rewrite adds.
+        let at = args.len() - command.args.len();
+        args.splice(at..at, floor.traced_args());
+    }
     Ok(Some(Prepared {
-        args: command.rewritten(&replacements, overlay_dir.as_deref()),
+        args,
         renames,
         dependency_file: dependency_file(&command),
+        floor,
     }))
 }
 
