@@ -94,7 +94,21 @@ impl Floor {
             "occupancy floor: KWB_TRACE_MAX_REGS={} (the original's most registers a thread, from ptxas)",
             self.registers
         )];
-        for traced in ptxas_resources(text) {
+        let all = ptxas_resources(text);
+        for (i, traced) in all.iter().enumerate() {
+            // Instantiations of one template read alike: numbered in compile order.
+            let same: Vec<usize> = (0..all.len())
+                .filter(|&j| all[j].name() == traced.name() && all[j].arch == traced.arch)
+                .collect();
+            let name = match same.iter().position(|&j| j == i) {
+                Some(k) if same.len() > 1 => format!(
+                    "{} (instantiation {} of {})",
+                    traced.name(),
+                    k + 1,
+                    same.len()
+                ),
+                _ => traced.name(),
+            };
             let Some(original) = self
                 .original
                 .iter()
@@ -105,7 +119,7 @@ impl Floor {
             if traced.spills_beyond(original) {
                 lines.push(format!(
                     "warning: `{}` ({}) spills in the trace build: {}; the original: {}. The floor keeps its CTAs an SM, and the probes' state goes to local memory: the trace runs slower than the original",
-                    traced.function,
+                    name,
                     traced.arch,
                     traced.describe(),
                     original.describe()
@@ -159,11 +173,7 @@ ptxas info    : Used 40 registers, used 0 barriers
         assert_eq!(shown, "k.cu(3): warning: something the user should see\n");
         assert_eq!(lines.len(), 2, "{lines:?}");
         assert!(lines[0].contains("KWB_TRACE_MAX_REGS=116"));
-        assert!(
-            lines[1].contains("`_Z4gemmv` (sm_90a) spills"),
-            "{}",
-            lines[1]
-        );
+        assert!(lines[1].contains("`gemm` (sm_90a) spills"), "{}", lines[1]);
         assert!(
             lines[1].contains("a 368-byte stack frame")
                 && lines[1].contains("the original: 116 registers, no stack frame, no spills"),

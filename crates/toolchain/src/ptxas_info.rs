@@ -30,6 +30,14 @@ impl Resources {
             || self.spill_loads > other.spill_loads
     }
 
+    /// The function's name as its source spells it, without template or parameter
+    /// lists (`cute::gemm_device<…>` for `_ZN4cute11gemm_deviceI…`): a kernel's
+    /// mangled name runs to thousands of characters. The mangled name where it does
+    /// not read as a plain or nested one.
+    pub fn name(&self) -> String {
+        demangled_prefix(&self.function).unwrap_or_else(|| self.function.clone())
+    }
+
     /// `128 registers, a 368-byte stack frame, 120 bytes spill stores`.
     pub fn describe(&self) -> String {
         let mut parts = vec![format!("{} registers", self.registers)];
@@ -98,6 +106,32 @@ pub fn ptxas_resources(text: &str) -> Vec<Resources> {
     out
 }
 
+/// The qualified name at the start of an Itanium-mangled function name, with `<…>`
+/// where template arguments follow it.
+fn demangled_prefix(mangled: &str) -> Option<String> {
+    let rest = mangled.strip_prefix("_Z")?;
+    let (nested, mut rest) = match rest.strip_prefix('N') {
+        Some(r) => (true, r),
+        None => (false, rest),
+    };
+    let mut parts: Vec<&str> = Vec::new();
+    loop {
+        let digits = rest.chars().take_while(char::is_ascii_digit).count();
+        let len: usize = rest[..digits].parse().ok()?;
+        let ident = rest.get(digits..digits + len)?;
+        parts.push(ident);
+        rest = &rest[digits + len..];
+        if !nested || !rest.starts_with(|c: char| c.is_ascii_digit()) {
+            break;
+        }
+    }
+    let mut name = parts.join("::");
+    if rest.starts_with('I') {
+        name.push_str("<…>");
+    }
+    Some(name)
+}
+
 /// The whole number right before `words` in `text` (`Used 132 registers`).
 fn number_before(text: &str, words: &str) -> Option<u32> {
     let at = text.find(words)?;
@@ -161,6 +195,29 @@ ptxas info    : Used 128 registers, used 1 barriers, 368 bytes cumulative stack 
             "128 registers, a 368-byte stack frame, 120 bytes spill stores, 96 bytes spill loads"
         );
         assert_eq!(r[0].describe(), "8 registers, no stack frame, no spills");
+        assert_eq!(r[0].name(), "bar");
+    }
+
+    #[test]
+    fn names_read_without_their_template_arguments() {
+        let named = |f: &str| {
+            Resources {
+                function: f.to_owned(),
+                ..Resources::default()
+            }
+            .name()
+        };
+        assert_eq!(
+            named("_Z11gemm_deviceIN4cute5tupleIJiiiEEEEvT_"),
+            "gemm_device<…>"
+        );
+        assert_eq!(named("_ZN3kwb5inner6kernelEPf"), "kwb::inner::kernel");
+        assert_eq!(
+            named("_ZN7cutlass13device_kernelINS_4gemmEEEvT_"),
+            "cutlass::device_kernel<…>"
+        );
+        assert_eq!(named("plain_c_kernel"), "plain_c_kernel");
+        assert_eq!(named("_Z999x"), "_Z999x");
     }
 
     #[test]
