@@ -71,7 +71,7 @@ pub(crate) fn floor(em: &mut Emitter<'_>, kernel: &Kernel) {
         None => em.insert(name, "KWB_MAXNREG "),
     }
     em.note(format!(
-        "{}: its declaration holds the occupancy floor: build the trace with -DKWB_TRACE_MAX_REGS=N, N the original's registers a thread (ptxas -v), to keep the CTAs an SM those give",
+        "{}: its declaration holds the occupancy floor: build the trace with -DKWB_TRACE_MAX_REGS=N, N the original's registers a thread (ptxas -v; kwb-nvcc's KWB_TRACE=max-regs=auto reads it and names a kernel the trace build spills in), to keep the CTAs an SM those give",
         kernel.name
     ));
 }
