@@ -25,7 +25,11 @@
 //!    a wrong count is the K loop (**mma** first), no such sum is A meeting B of
 //!    another k or row (**operand-load** first); where some fragments are tiles and
 //!    every other is one whole multiple `c` of its own tile, those were accumulated
-//!    `c` times over (**mma**);
+//!    `c` times over (**mma**); two fragments on one tile, with operand rows loaded
+//!    right that no fragment has a product of, are an MMA handed another fragment's
+//!    registers (**mma**; a load of another fragment's rows leaves none unused);
+//!    shared tiles read right under their exact product over one stretch of K that
+//!    starts or ends it are the accumulate stopping early or zeroed (**mma**);
 //! 3. accumulator right and the output wrong: **epilogue**.
 
 use std::ops::Range;
@@ -920,10 +924,10 @@ fn operand_rows(operands: &[(char, Operand); 2]) -> String {
 
 /// Where two accumulator fragments hold one tile of A·Bᵀ, an operand's rows that its
 /// probes show loaded from the input and that no accumulator value holds the
-/// product of (a decode tile's few real tokens among padding count too): A's against the accumulator's m, B's
-/// against its n. A load that put another fragment's rows in the registers leaves
-/// no such rows; an MMA handed the wrong registers, or writing the wrong
-/// accumulator, does.
+/// product of (a decode tile's few real tokens among padding count too): A's
+/// against the accumulator's m, B's against its n. A load that put another
+/// fragment's rows in the registers leaves no such rows; an MMA handed the wrong
+/// registers, or writing the wrong accumulator, does.
 fn dropped_rows(
     operands: &[(char, Operand); 2],
     acc: &AccumulatorReport,
