@@ -414,8 +414,8 @@ mod tests {
             "-std=c++17 -O3 -I inc -gencode arch=compute_90a,code=sm_90a -MD -MF k.d -c k.cu -o k.o",
         ));
         assert_eq!(
-            c.for_resources("/tmp/side.o").unwrap().join(" "),
-            "-std=c++17 -O3 -I inc -gencode arch=compute_90a,code=sm_90a k.cu -c -Xptxas -v -o /tmp/side.o"
+            c.for_resources("side.o").unwrap().join(" "),
+            "-std=c++17 -O3 -I inc -gencode arch=compute_90a,code=sm_90a k.cu -c -Xptxas -v -o side.o"
         );
         let dc = NvccCommand::parse(words("-dc -arch=sm_80 k.cu -o k.o"));
         assert_eq!(
