@@ -246,8 +246,10 @@ impl NvccCommand {
     }
 
     /// The arguments that compile `replacements` instead of the originals, as
-    /// [`NvccCommand::rewritten`] but with `defines` (`-DNAME`) in place of
-    /// `-DKWB_TRACE`: an in-situ build's rewritten launches need no trace.
+    /// [`NvccCommand::rewritten`] but with the options `defines` (`-DNAME`, and any
+    /// other option the compile adds, such as ptxas's report) in place of
+    /// `-DKWB_TRACE`: an in-situ build's rewritten launches need no trace, a floored
+    /// trace build adds its register count.
     pub fn with_copies(
         &self,
         replacements: &[(usize, PathBuf)],

@@ -437,7 +437,6 @@ fn instrumented(
     if replacements.is_empty() {
         return Ok(None);
     }
-    let mut args = command.rewritten(&replacements, overlay_dir.as_deref());
     // The original's registers, for the floor; a build it cannot measure goes on
     // without one, and says why.
     let floor = spec
@@ -454,11 +453,15 @@ fn instrumented(
                 None
             }
         });
-    if let Some(floor) = &floor {
-        // Before the sources, as the other options the rewrite adds.
-        let at = args.len() - command.args.len();
-        args.splice(at..at, floor.traced_args());
-    }
+    let args = match &floor {
+        Some(floor) => {
+            let mut added = vec!["-DKWB_TRACE".to_owned()];
+            added.extend(floor.traced_args());
+            let added: Vec<&str> = added.iter().map(String::as_str).collect();
+            command.with_copies(&replacements, overlay_dir.as_deref(), &added)
+        }
+        None => command.rewritten(&replacements, overlay_dir.as_deref()),
+    };
     Ok(Some(Prepared {
         args,
         renames,
