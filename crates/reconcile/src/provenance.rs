@@ -621,7 +621,6 @@ pub fn check_operand(cut: &Units, index: &ProvenanceIndex) -> OperandReport {
             .iter()
             .filter(|(_, c)| c.iter().sum::<u32>() * 2 >= busiest)
             .collect();
-        *modes.entry(times).or_default() += 1;
         for (row, counts) in rows {
             let is_main = main.iter().any(|(r, _)| *r == row);
             if !is_main {
@@ -651,6 +650,8 @@ pub fn check_operand(cut: &Units, index: &ProvenanceIndex) -> OperandReport {
             } else {
                 times
             };
+            // The count the report names: the one most rows are held to.
+            *modes.entry(expected).or_default() += 1;
             for (s, &c) in counts.iter().enumerate() {
                 let s = s as i64;
                 match c {

@@ -117,6 +117,7 @@ fn records_that_hold_different_rows_are_counted_per_row() {
     let report = operand(&b.trace, &a);
     assert!(report.readable() && report.clean(), "{}", report.describe());
     assert_eq!(report.rows.to_string(), "0..16");
+    assert_eq!(report.times, 1, "{}", report.describe());
     // Rows 8..16 consumed at K tile 0 only: short of what their own records say.
     for v in b
         .trace
